@@ -1,0 +1,110 @@
+"""The loader interface: a benchmark reads its published format from a local directory.
+
+Each benchmark module defines one :class:`Benchmark` subclass and registers it by name with
+``@BENCHMARKS.register("name")``. ``cases()`` validates every record and yields :class:`Case`
+objects with the subset as a tag; records dropped by a documented rule are counted in ``report``.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections import Counter
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import ClassVar
+
+from spotdiff.cases import Case, file_digest
+from spotdiff.errors import ConfigError, DataError
+from spotdiff.registry import Registry
+
+
+@dataclass
+class LoadReport:
+    """What a load read and what it skipped, by rule; printed by the CLI and saved with a run."""
+
+    records: int = 0
+    cases: int = 0
+    skipped: Counter = field(default_factory=Counter)
+
+    def skip(self, rule: str, n: int = 1) -> None:
+        self.skipped[rule] += n
+
+    def as_dict(self) -> dict:
+        return {"records": self.records, "cases": self.cases, "skipped": dict(self.skipped)}
+
+    def summary(self) -> str:
+        text = f"{self.cases} cases from {self.records} records"
+        for rule, n in sorted(self.skipped.items()):
+            text += f"; skipped {n} ({rule})"
+        return text
+
+
+class Benchmark:
+    """Base class of every loader.
+
+    Class attributes a subclass sets:
+        name: the registry name.
+        protocols: protocol names that apply, the default first.
+        subsets: the known subset names (``()`` when open-ended).
+        layout: the expected data layout, shown by ``spotdiff benchmarks``.
+        description: one line on what it is, with its paper.
+    """
+
+    name: ClassVar[str] = ""
+    protocols: ClassVar[tuple[str, ...]] = ()
+    subsets: ClassVar[tuple[str, ...]] = ()
+    layout: ClassVar[str] = ""
+    description: ClassVar[str] = ""
+
+    def __init__(self, root: str | Path, **options: object) -> None:
+        self.root = Path(root)
+        if not self.root.exists():
+            raise DataError(f"data location does not exist: {self.root}")
+        self.options = options
+        self.report = LoadReport()
+
+    def cases(self, subset: str | None = None) -> Iterator[Case]:
+        """Yield the validated cases, all subsets or only ``subset``."""
+        raise NotImplementedError
+
+    def data_files(self) -> list[Path]:
+        """The annotation files this benchmark reads (their digest identifies the data)."""
+        raise NotImplementedError
+
+    def load(self, subset: str | None = None, limit: int | None = None) -> list[Case]:
+        """Read the cases into a list, checking that ids are unique."""
+        self.report = LoadReport()
+        out: list[Case] = []
+        seen: set[str] = set()
+        for case in self.cases(subset):
+            if case.id in seen:
+                raise DataError(f"duplicate case id {case.id!r}", file=self.root, record=case.id)
+            seen.add(case.id)
+            out.append(case)
+            if limit is not None and len(out) >= limit:
+                break
+        self.report.cases = len(out)
+        return out
+
+    def check_subset(self, subset: str | None) -> None:
+        if subset is not None and self.subsets and subset not in self.subsets:
+            raise ConfigError(
+                f"benchmark {self.name!r} has no subset {subset!r}; known: {', '.join(self.subsets)}"
+            )
+
+    def data_digest(self) -> str:
+        """SHA-256 over the annotation files' names and contents, in a stable order."""
+        h = hashlib.sha256()
+        for path in sorted(self.data_files()):
+            h.update(str(path.relative_to(self.root) if path.is_relative_to(self.root) else path).encode())
+            h.update(file_digest(path).encode())
+        return h.hexdigest()
+
+
+BENCHMARKS: Registry[type[Benchmark]] = Registry("benchmark", "spotdiff.benchmarks")
+
+
+def get_benchmark(name: str) -> type[Benchmark]:
+    """The loader class registered under ``name``."""
+    return BENCHMARKS.get(name)

@@ -1,0 +1,248 @@
+"""The case model: every benchmark reduces to small matching problems.
+
+A :class:`Case` holds a few images (lazy references, never decoded at load time), a few texts, and
+the ground truth of which image goes with which text (``truth[i, t]``). Tags carry the subset and
+any other grouping a benchmark publishes (phenomenon, relation, tag, ...). Protocols turn a case's
+score matrix into metrics; see ``spotdiff.protocols``.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from dataclasses import dataclass, field
+from functools import cached_property
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+from PIL import Image
+
+from spotdiff.errors import DataError
+
+
+def _sha256(data: bytes) -> str:
+    return hashlib.sha256(data).hexdigest()
+
+
+def file_digest(path: str | Path, chunk: int = 1 << 20) -> str:
+    """SHA-256 of a file's bytes, read in chunks."""
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        while block := f.read(chunk):
+            h.update(block)
+    return h.hexdigest()
+
+
+class ImageRef:
+    """A lazy reference to an image. ``load()`` decodes it; ``key`` identifies its content.
+
+    Two references with the same content (same file bytes and crop, same array) have the same key,
+    so the engine encodes each distinct image once whatever its position in the data.
+    """
+
+    def load(self) -> Image.Image:
+        raise NotImplementedError
+
+    @property
+    def key(self) -> str:
+        raise NotImplementedError
+
+    def describe(self) -> str:
+        """A short human-readable location, used in error messages and reports."""
+        raise NotImplementedError
+
+    def _decode_error(self, exc: Exception) -> DataError:
+        return DataError(f"cannot decode image {self.describe()}: {exc}")
+
+
+@dataclass(frozen=True, eq=False)
+class FileImage(ImageRef):
+    """An image file (any format PIL reads), optionally cropped to ``bbox = (x, y, w, h)``.
+
+    Crops follow ARO VG-Relation/Attribution (``image.crop((x, y, x + w, y + h))``).
+    """
+
+    path: Path
+    bbox: tuple[float, float, float, float] | None = None
+
+    @cached_property
+    def key(self) -> str:  # type: ignore[override]
+        try:
+            digest = file_digest(self.path)
+        except OSError as exc:
+            raise DataError(f"cannot read image {self.describe()}: {exc}") from exc
+        return f"file:{digest}" + (f":crop{tuple(float(v) for v in self.bbox)}" if self.bbox else "")
+
+    def load(self) -> Image.Image:
+        try:
+            with Image.open(self.path) as im:
+                im.load()
+                image = im.convert("RGB")
+        except (OSError, ValueError, SyntaxError) as exc:
+            raise self._decode_error(exc) from exc
+        if self.bbox is not None:
+            x, y, w, h = self.bbox
+            image = image.crop((x, y, x + w, y + h))
+        return image
+
+    def describe(self) -> str:
+        return str(self.path) + (f" (crop {self.bbox})" if self.bbox else "")
+
+
+@dataclass(frozen=True, eq=False)
+class NpyImage(ImageRef):
+    """An image stored as a ``.npy`` HxWx3 uint8 array; EqBen YouCook2 stores BGR, hence ``bgr``."""
+
+    path: Path
+    bgr: bool = True
+
+    @cached_property
+    def key(self) -> str:  # type: ignore[override]
+        try:
+            digest = file_digest(self.path)
+        except OSError as exc:
+            raise DataError(f"cannot read image {self.describe()}: {exc}") from exc
+        return f"npy:{digest}:{'bgr' if self.bgr else 'rgb'}"
+
+    def load(self) -> Image.Image:
+        try:
+            array = np.load(self.path, allow_pickle=False)
+        except (OSError, ValueError) as exc:
+            raise self._decode_error(exc) from exc
+        return array_to_image(array, bgr=self.bgr, where=self.describe())
+
+    def describe(self) -> str:
+        return str(self.path)
+
+
+@dataclass(frozen=True, eq=False)
+class ArrayImage(ImageRef):
+    """An in-memory HxWx3 (or HxW) uint8 array."""
+
+    array: np.ndarray
+    bgr: bool = False
+    name: str = "<array>"
+
+    @cached_property
+    def key(self) -> str:  # type: ignore[override]
+        a = np.ascontiguousarray(self.array)
+        header = f"{a.dtype}:{a.shape}:{self.bgr}".encode()
+        return "array:" + _sha256(header + a.tobytes())
+
+    def load(self) -> Image.Image:
+        return array_to_image(self.array, bgr=self.bgr, where=self.describe())
+
+    def describe(self) -> str:
+        return self.name
+
+
+@dataclass(frozen=True, eq=False)
+class PILImage(ImageRef):
+    """An already-decoded PIL image held in memory."""
+
+    image: Image.Image
+    name: str = "<pil>"
+
+    @cached_property
+    def key(self) -> str:  # type: ignore[override]
+        im = self.image.convert("RGB")
+        return "pil:" + _sha256(f"{im.size}".encode() + im.tobytes())
+
+    def load(self) -> Image.Image:
+        return self.image.convert("RGB")
+
+    def describe(self) -> str:
+        return self.name
+
+
+@dataclass(frozen=True, eq=False)
+class NoiseImage(ImageRef):
+    """A Gaussian-noise "null" image, deterministic for its seed (VisualGPTScore Sec. 4).
+
+    Pixels are drawn in [0, 1] units as ``N(mean, std)``, clipped, and quantised to uint8.
+    """
+
+    seed: int
+    size: tuple[int, int] = (224, 224)
+    mean: float = 0.5
+    std: float = 0.25
+
+    @property
+    def key(self) -> str:  # type: ignore[override]
+        return f"noise:{self.seed}:{self.size}:{self.mean}:{self.std}"
+
+    def load(self) -> Image.Image:
+        rng = np.random.default_rng(self.seed)
+        w, h = self.size
+        pixels = rng.normal(self.mean, self.std, size=(h, w, 3)).clip(0.0, 1.0)
+        return Image.fromarray((pixels * 255.0).round().astype(np.uint8), mode="RGB")
+
+    def describe(self) -> str:
+        return f"noise(seed={self.seed}, mean={self.mean}, std={self.std})"
+
+
+def array_to_image(array: Any, *, bgr: bool, where: str) -> Image.Image:
+    """Convert an HxW or HxWx3 array (uint8, or float in [0, 1]) to an RGB PIL image."""
+    a = np.asarray(array)
+    if a.ndim == 2:
+        a = np.stack([a] * 3, axis=-1)
+    if a.ndim != 3 or a.shape[-1] not in (3, 4):
+        raise DataError(f"image {where}: expected an HxWx3 array, got shape {a.shape}")
+    a = a[..., :3]
+    if bgr:
+        a = a[..., ::-1]
+    if a.dtype != np.uint8:
+        if np.issubdtype(a.dtype, np.floating) and a.size and float(np.nanmax(a)) <= 1.0:
+            a = a * 255.0
+        a = np.clip(a, 0, 255).astype(np.uint8)
+    return Image.fromarray(np.ascontiguousarray(a), mode="RGB")
+
+
+@dataclass(frozen=True)
+class Case:
+    """One small matching problem.
+
+    Attributes:
+        id: unique within a benchmark load (the loader's record id).
+        texts: the candidate texts.
+        images: lazy image references; empty for text-only cases.
+        truth: boolean ``[len(images), len(texts)]`` matrix, ``truth[i, t]`` is True when text
+            ``t`` describes image ``i``. Text-only cases use one row (the implicit image), so the
+            row still says which texts are positives.
+        tags: grouping labels; ``tags["subset"]`` is always set.
+        roles: optional names of the texts' roles (for example ``("p1", "p2", "n")`` in VISLA).
+    """
+
+    id: str
+    texts: tuple[str, ...]
+    truth: np.ndarray
+    images: tuple[ImageRef, ...] = ()
+    tags: dict[str, str] = field(default_factory=dict)
+    roles: tuple[str, ...] = ()
+
+    def __post_init__(self) -> None:
+        truth = np.asarray(self.truth, dtype=bool)
+        if truth.ndim != 2:
+            raise DataError(f"case {self.id}: truth must be a 2-D matrix, got shape {truth.shape}")
+        n_rows = max(len(self.images), 1)
+        if truth.shape != (n_rows, len(self.texts)):
+            raise DataError(
+                f"case {self.id}: truth has shape {truth.shape} but the case has "
+                f"{len(self.images)} images and {len(self.texts)} texts"
+            )
+        if self.roles and len(self.roles) != len(self.texts):
+            raise DataError(f"case {self.id}: {len(self.roles)} roles for {len(self.texts)} texts")
+        for t, text in enumerate(self.texts):
+            if not isinstance(text, str) or not text.strip():
+                raise DataError(f"case {self.id}: text {t} is empty or not a string: {text!r}")
+        if "subset" not in self.tags:
+            raise DataError(f"case {self.id}: tags must include 'subset'")
+        object.__setattr__(self, "truth", truth)
+
+    @property
+    def subset(self) -> str:
+        return self.tags["subset"]
+
+    @property
+    def shape(self) -> tuple[int, int]:
+        return (len(self.images), len(self.texts))

@@ -1,0 +1,1 @@
+"""Sub-commands of the ``spotdiff`` CLI, one module each (see ``spotdiff.cli``)."""

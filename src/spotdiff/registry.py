@@ -1,0 +1,64 @@
+"""A tiny name -> class registry, one per extensible family (benchmarks, scorers, protocols, ...).
+
+Modules in a family's package register themselves with a decorator; the package discovers its own
+modules on first use, so adding a benchmark, scorer or engine is adding one file.
+"""
+
+from __future__ import annotations
+
+import importlib
+import pkgutil
+from collections.abc import Callable
+from typing import Generic, TypeVar
+
+from spotdiff.errors import ConfigError
+
+T = TypeVar("T")
+
+
+class Registry(Generic[T]):
+    """Maps names to registered objects of one family, importing the family's modules lazily."""
+
+    def __init__(self, family: str, package: str) -> None:
+        self.family = family
+        self.package = package
+        self._items: dict[str, T] = {}
+        self._discovered = False
+
+    def register(self, name: str) -> Callable[[T], T]:
+        def decorator(obj: T) -> T:
+            if name in self._items and self._items[name] is not obj:
+                raise ValueError(f"{self.family} {name!r} is registered twice")
+            self._items[name] = obj
+            return obj
+
+        return decorator
+
+    def _discover(self) -> None:
+        if self._discovered:
+            return
+        self._discovered = True
+        pkg = importlib.import_module(self.package)
+        for info in pkgutil.iter_modules(pkg.__path__):
+            if not info.name.startswith("_"):
+                importlib.import_module(f"{self.package}.{info.name}")
+
+    def get(self, name: str) -> T:
+        self._discover()
+        try:
+            return self._items[name]
+        except KeyError:
+            known = ", ".join(sorted(self._items))
+            raise ConfigError(f"unknown {self.family} {name!r}; known: {known}") from None
+
+    def names(self) -> list[str]:
+        self._discover()
+        return sorted(self._items)
+
+    def items(self) -> list[tuple[str, T]]:
+        self._discover()
+        return sorted(self._items.items())
+
+    def __contains__(self, name: str) -> bool:
+        self._discover()
+        return name in self._items
