@@ -3,10 +3,13 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
-from spotdiff.errors import DataError
+import numpy as np
+
+from spotdiff.errors import ConfigError, DataError
 
 
 def read_text(path: Path) -> str:
@@ -28,7 +31,9 @@ def read_json(path: Path) -> Any:
     try:
         return json.loads(text)
     except json.JSONDecodeError as exc:
-        raise DataError(f"invalid JSON at line {exc.lineno} column {exc.colno}: {exc.msg}", file=path) from exc
+        raise DataError(
+            f"invalid JSON at line {exc.lineno} column {exc.colno}: {exc.msg}", file=path
+        ) from exc
 
 
 def read_jsonl(path: Path) -> list[tuple[int, Any]]:
@@ -56,8 +61,160 @@ def field(record: Any, name: str, kind: type | tuple[type, ...], *, file: Path, 
     if not isinstance(value, kind):
         names = kind.__name__ if isinstance(kind, type) else "/".join(k.__name__ for k in kind)
         raise DataError(
-            f"expected {names}, got {type(value).__name__} {value!r:.60}", file=file, record=record_id, field=name
+            f"expected {names}, got {type(value).__name__} {value!r:.60}",
+            file=file,
+            record=record_id,
+            field=name,
         )
     if isinstance(value, str) and not value.strip():
         raise DataError("empty or whitespace-only text", file=file, record=record_id, field=name)
     return value
+
+
+class _DuplicateKey(Exception):
+    def __init__(self, key: str) -> None:
+        self.key = key
+
+
+def _unique_pairs(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for key, value in pairs:
+        if key in out:
+            raise _DuplicateKey(key)
+        out[key] = value
+    return out
+
+
+def read_json_unique(path: Path) -> Any:
+    """Like :func:`read_json`, but a key repeated inside one JSON object raises a DataError.
+
+    ``json.loads`` silently keeps the last of two equal keys, which would drop a record whose id
+    was duplicated; benchmarks keyed by record id read their files with this instead.
+    """
+    text = read_text(path)
+    try:
+        return json.loads(text, object_pairs_hook=_unique_pairs)
+    except _DuplicateKey as exc:
+        raise DataError(f"duplicate key {exc.key!r} in one JSON object", file=path, record=exc.key) from None
+    except json.JSONDecodeError as exc:
+        raise DataError(
+            f"invalid JSON at line {exc.lineno} column {exc.colno}: {exc.msg}", file=path
+        ) from exc
+
+
+_TRUE = {"1", "true", "yes", "on"}
+_FALSE = {"0", "false", "no", "off", ""}
+
+
+def option_bool(options: Mapping[str, object], name: str, default: bool = False) -> bool:
+    """A boolean loader option; accepts bools, 0/1 and the strings true/false/yes/no/on/off."""
+    value = options.get(name)
+    if value is None:
+        return default
+    if isinstance(value, bool):
+        return value
+    if isinstance(value, int) and value in (0, 1):
+        return bool(value)
+    if isinstance(value, str) and value.strip().lower() in _TRUE | _FALSE:
+        return value.strip().lower() in _TRUE
+    raise ConfigError(f"option {name!r} must be true or false, got {value!r}")
+
+
+def option_choice(options: Mapping[str, object], name: str, choices: Iterable[str], default: str) -> str:
+    """A loader option that takes one of a few string values."""
+    choices = tuple(choices)
+    value = options.get(name)
+    if value is None:
+        return default
+    if not isinstance(value, str) or value not in choices:
+        raise ConfigError(f"option {name!r} must be one of {', '.join(choices)}; got {value!r}")
+    return value
+
+
+def images_dir(root: Path, options: Mapping[str, object], default: str = "images") -> Path:
+    """Where a loader resolves image file names: option ``images`` if given, else ``root/default``.
+
+    The directory need not exist at load time: images are lazy references, read only when scored.
+    """
+    value = options.get("images")
+    if value is None or value == "":
+        return root / default
+    if not isinstance(value, (str, Path)):
+        raise ConfigError(f"option 'images' must be a path, got {value!r}")
+    return Path(value).expanduser()
+
+
+def frozen_truth(rows: Any) -> np.ndarray:
+    """A read-only boolean truth matrix, safe to share between the many cases of one shape."""
+    truth = np.array(rows, dtype=bool)
+    truth.setflags(write=False)
+    return truth
+
+
+def option_int(options: Mapping[str, object], name: str, default: int) -> int:
+    """An integer loader option; accepts ints and decimal strings (as the command line passes them)."""
+    value = options.get(name)
+    if value is None or value == "":
+        return default
+    if isinstance(value, bool):
+        raise ConfigError(f"option {name!r} must be an integer, got {value!r}")
+    if isinstance(value, int):
+        return value
+    if isinstance(value, str):
+        try:
+            return int(value.strip())
+        except ValueError:
+            pass
+    raise ConfigError(f"option {name!r} must be an integer, got {value!r}")
+
+
+def find_file(root: Path, candidates: Iterable[str], *, what: str) -> Path:
+    """``root`` itself when it is a file, else the first of ``root/candidate`` that is a file.
+
+    Candidates may contain sub-folders (``"data/examples.jsonl"``). A DataError lists what was tried.
+    """
+    if root.is_file():
+        return root
+    candidates = tuple(candidates)
+    for name in candidates:
+        path = root / name
+        if path.is_file():
+            return path
+    raise DataError(f"no {what} found in {root}; looked for {', '.join(candidates)}")
+
+
+def read_csv_rows(path: Path, required: Iterable[str] = ()) -> list[tuple[int, dict[str, str]]]:
+    """Parse a comma-separated file with a header row into (line number, row) pairs.
+
+    Fields may be quoted and may span lines (the line number is the row's first line). A missing
+    ``required`` column, a row with more or fewer cells than the header, or a CSV syntax error raises
+    a DataError naming the file, the line and the column.
+    """
+    import csv
+    import io
+
+    text = read_text(path)
+    reader = csv.reader(io.StringIO(text, newline=""), strict=True)
+    try:
+        header = next(reader, None)
+        if header is None:
+            raise DataError("empty file: no header row", file=path)
+        header = [h.strip() for h in header]
+        for name in required:
+            if name not in header:
+                raise DataError(f"missing column (header: {', '.join(header)})", file=path, field=name)
+        out = []
+        start = reader.line_num + 1
+        for cells in reader:
+            if not cells:
+                start = reader.line_num + 1
+                continue
+            if len(cells) != len(header):
+                raise DataError(
+                    f"{len(cells)} cells for {len(header)} columns", file=path, record=f"line {start}"
+                )
+            out.append((start, dict(zip(header, cells, strict=True))))
+            start = reader.line_num + 1
+    except csv.Error as exc:
+        raise DataError(f"CSV syntax error: {exc}", file=path, record=f"line {reader.line_num}") from exc
+    return out

@@ -1,19 +1,26 @@
 """The protocol interface: pure functions from a case's score matrix to per-unit outcomes.
 
-A *unit* is what a metric averages over: usually one case, but one query for gallery retrieval.
-``outcomes(case, scores)`` returns one ``{metric: value}`` dict per unit (1.0 / 0.0 for a strict
-win / loss; ties are losses everywhere). ``aggregate`` turns the stacked unit values into the
-reported percentages; the default is the mean over the units where a metric is defined, x 100.
-Protocols with derived metrics (``min(p_c, p_f)``, per-relation macro averages) override it.
+A *unit* is what a metric averages over: usually one case, but one query for gallery retrieval and
+SPEC. ``outcomes(case, scores)`` returns one ``{metric: value}`` dict per unit (1.0 / 0.0 for a
+strict win / loss; ties are losses everywhere, and so is a NaN score). ``unit_ids`` names them.
+``aggregate`` turns the stacked unit values into the reported percentages: the default is the mean
+over the units where a metric is defined, x 100, followed by :meth:`Protocol.derive` for derived
+metrics (``min(p_c, p_f)``, ``rsum``). Protocols whose aggregate is not a function of means (ARO's
+per-relation macro average) override both :meth:`aggregate` and :meth:`aggregate_resamples`.
+
+``aggregate_resamples`` is the vectorised form of ``aggregate`` used by the bootstrap
+(:mod:`spotdiff.protocols.stats`): given a ``[B, n]`` matrix of unit indices it returns ``[B]``
+arrays, one value per resample.
 """
 
 from __future__ import annotations
 
-from typing import ClassVar
+from typing import Any, ClassVar
 
 import numpy as np
 
 from spotdiff.cases import Case
+from spotdiff.errors import DataError
 from spotdiff.registry import Registry
 
 #: What a protocol needs from a scorer, and the score matrix the engine hands it:
@@ -24,13 +31,24 @@ NEEDS = ("image-text", "text-text", "match-prob", "text-prior")
 
 
 class Protocol:
-    """Base class of every protocol; subclasses register with ``@PROTOCOLS.register(name)``."""
+    """Base class of every protocol; subclasses register with ``@PROTOCOLS.register(name)``.
+
+    Class attributes:
+        name: the registry name.
+        needs: the score matrix it consumes (one of :data:`NEEDS`).
+        metrics: every reported metric, in report order (per-unit means and derived ones).
+        derived: the subset of ``metrics`` computed by :meth:`derive` from the others rather than
+            averaged over units; these have no per-unit values.
+        description: one line, with the paper and section it follows.
+    """
 
     name: ClassVar[str] = ""
     needs: ClassVar[str] = "image-text"
     metrics: ClassVar[tuple[str, ...]] = ()
+    derived: ClassVar[tuple[str, ...]] = ()
     description: ClassVar[str] = ""
 
+    # ----------------------------------------------------------------------------- per case
     def outcomes(self, case: Case, scores: np.ndarray) -> list[dict[str, float]]:
         """Per-unit metric values for one case (one dict per unit)."""
         raise NotImplementedError
@@ -39,21 +57,118 @@ class Protocol:
         """Names of a case's units; the case id when there is one unit."""
         return [case.id] if n_units == 1 else [f"{case.id}/{k}" for k in range(n_units)]
 
+    def units(self, case: Case, scores: np.ndarray) -> list[tuple[str, dict[str, float]]]:
+        """``(unit id, outcome)`` pairs for one case."""
+        out = self.outcomes(case, scores)
+        ids = self.unit_ids(case, len(out))
+        if len(ids) != len(out):  # pragma: no cover - a protocol bug, not a data problem
+            raise RuntimeError(f"protocol {self.name}: {len(ids)} unit ids for {len(out)} units")
+        return list(zip(ids, out, strict=True))
+
+    @property
+    def unit_metrics(self) -> tuple[str, ...]:
+        """The metrics that have per-unit values (averaged over units)."""
+        return tuple(m for m in self.metrics if m not in self.derived)
+
+    # ----------------------------------------------------------------------------- aggregation
+    def derive(self, means: dict[str, Any]) -> dict[str, Any]:
+        """Derived metrics from the per-unit means (percentages).
+
+        Must work elementwise, on floats and on ``[B]`` arrays alike (use ``np.minimum``, not
+        ``min``). The default derives nothing.
+        """
+        return {}
+
     def aggregate(self, values: dict[str, np.ndarray], groups: dict[str, np.ndarray]) -> dict[str, float]:
         """Reported metrics (percentages) from unit values.
 
         Args:
             values: metric name -> float array over units (NaN where undefined for a unit).
-            groups: tag name -> array of the units' tag values (for macro averages).
+            groups: tag name -> array of the units' tag values (for macro averages); always holds
+                ``"case"`` and ``"subset"``.
         """
-        out = {}
-        for metric in self.metrics:
+        out: dict[str, Any] = {}
+        for metric in self.unit_metrics:
             v = values.get(metric)
             if v is None:
                 continue
+            v = np.asarray(v, dtype=float)
             v = v[~np.isnan(v)]
             out[metric] = float(v.mean() * 100.0) if v.size else float("nan")
-        return out
+        for metric, value in self.derive(out).items():
+            out[metric] = float(value)
+        return {m: out[m] for m in self.metrics if m in out}
+
+    def aggregate_resamples(
+        self, values: dict[str, np.ndarray], groups: dict[str, np.ndarray], idx: np.ndarray
+    ) -> dict[str, np.ndarray]:
+        """``aggregate`` for each row of ``idx`` (``[B, n]`` unit indices), as ``[B]`` arrays.
+
+        The default is exact for mean metrics and their derivations and fully vectorised.
+        """
+        out: dict[str, Any] = {}
+        counts: dict[bytes, np.ndarray] = {}  # resampled defined-unit counts, per NaN pattern
+        for metric in self.unit_metrics:
+            v = values.get(metric)
+            if v is None:
+                continue
+            out[metric] = resampled_mean(np.asarray(v, dtype=float), idx, counts) * 100.0
+        out.update(self.derive(out))
+        return {m: np.asarray(out[m], dtype=float) for m in self.metrics if m in out}
+
+
+def resampled_mean(
+    v: np.ndarray, idx: np.ndarray, cache: dict[bytes, np.ndarray] | None = None
+) -> np.ndarray:
+    """Mean of ``v`` over each row of ``idx`` ignoring NaN (NaN where a row has no defined unit).
+
+    ``cache`` shares the per-row defined counts between metrics with the same NaN pattern.
+    """
+    defined = ~np.isnan(v)
+    if defined.all():
+        return v[idx].mean(axis=1)
+    filled = np.where(defined, v, 0.0)
+    sums = filled[idx].sum(axis=1)
+    key = np.packbits(defined).tobytes()
+    counts = None if cache is None else cache.get(key)
+    if counts is None:
+        counts = defined[idx].sum(axis=1)
+        if cache is not None:
+            cache[key] = counts
+    with np.errstate(invalid="ignore", divide="ignore"):
+        return np.where(counts > 0, sums / np.maximum(counts, 1), np.nan)
+
+
+# --------------------------------------------------------------------------------- helpers
+def as_scores(case: Case, scores: Any, shape: tuple[int, int], what: str) -> np.ndarray:
+    """``scores`` as a float array of exactly ``shape``; a 1-D vector is accepted for one row."""
+    s = np.asarray(scores)
+    if s.ndim == 1 and shape[0] == 1:
+        s = s.reshape(1, -1)
+    if s.shape != shape:
+        raise DataError(f"case {case.id}: expected a {what} score matrix of shape {shape}, got {s.shape}")
+    if not np.issubdtype(s.dtype, np.floating):
+        s = s.astype(np.float64)
+    return s
+
+
+def one_row_positive(case: Case, protocol: str) -> tuple[int, np.ndarray]:
+    """The single positive text of a one-row case and the indices of its negatives."""
+    truth = case.truth
+    if truth.shape[0] != 1:
+        raise DataError(
+            f"case {case.id}: protocol {protocol!r} needs one image (or a text-only case), "
+            f"got {truth.shape[0]} images; use 'spec' or 'group' for several images"
+        )
+    pos = np.flatnonzero(truth[0])
+    if pos.size != 1:
+        raise DataError(
+            f"case {case.id}: protocol {protocol!r} needs exactly one positive text, got {pos.size}"
+        )
+    neg = np.flatnonzero(~truth[0])
+    if neg.size == 0:
+        raise DataError(f"case {case.id}: protocol {protocol!r} needs at least one negative text")
+    return int(pos[0]), neg
 
 
 PROTOCOLS: Registry[type[Protocol]] = Registry("protocol", "spotdiff.protocols")

@@ -1,0 +1,89 @@
+"""SugarCrepe (Hsieh et al., "SugarCrepe: Fixing Hackable Benchmarks for Vision-Language
+Compositionality", NeurIPS 2023 D&B): COCO val2017 images, each with its caption and one hard
+negative made by replacing, swapping or adding an object, attribute or relation.
+
+Format: the seven ``<subset>.json`` files of github.com/RAIVNLab/sugar-crepe ``data/``, each a JSON
+object keyed by record id ``{"0": {"filename", "caption", "negative_caption"}, ...}``. The copies in
+t2v_metrics (``datasets/sugar_crepe/``) have the same schema and names, so a t2v_metrics checkout
+works too (point at its ``datasets/sugar_crepe`` folder). Ids need not be contiguous (``swap_obj``
+has no record "108"); a repeated id is a DataError. Texts are stripped of surrounding whitespace
+(many captions end in a space); inner text is verbatim.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+from spotdiff.benchmarks._io import field, frozen_truth, images_dir, read_json_unique
+from spotdiff.benchmarks.base import BENCHMARKS, Benchmark, LoadReport
+from spotdiff.cases import Case, FileImage
+from spotdiff.errors import DataError
+
+_TRUTH = frozen_truth([[True, False]])
+_ROLES = ("positive", "negative")
+
+SUBSETS = ("add_att", "add_obj", "replace_att", "replace_obj", "replace_rel", "swap_att", "swap_obj")
+
+
+@BENCHMARKS.register("sugarcrepe")
+class SugarCrepe(Benchmark):
+    name = "sugarcrepe"
+    protocols = ("i2t-top1",)
+    subsets = SUBSETS
+    layout = """\
+DIR/<subset>.json for the 7 subsets (add_att add_obj replace_att replace_obj replace_rel swap_att
+  swap_obj); DIR may also be a sugar-crepe checkout (DIR/data/) or t2v_metrics' datasets/sugar_crepe
+  each file: {"<id>": {"filename": COCO val2017 name, "caption": ..., "negative_caption": ...}}
+images: <images>/<filename>, <images> = option images=PATH, default DIR/images (COCO val2017)
+case: 1 image x 2 texts [caption, negative_caption], truth [[1, 0]]; id <subset>/<id>
+tags: subset, operation (add/replace/swap), target (att/obj/rel)"""
+    description = (
+        "SugarCrepe: 7,511 COCO images with a caption and one hard negative in 7 subsets; "
+        "I2T top-1 (Hsieh et al., SugarCrepe, NeurIPS 2023)"
+    )
+
+    def _data_dir(self) -> Path:
+        for candidate in (self.root, self.root / "data", self.root / "sugar_crepe"):
+            if any((candidate / f"{s}.json").is_file() for s in SUBSETS):
+                return candidate
+        raise DataError(f"no SugarCrepe subset files ({', '.join(SUBSETS)}).json in {self.root}")
+
+    def _file(self, subset: str) -> Path:
+        path = self._data_dir() / f"{subset}.json"
+        if not path.is_file():
+            raise DataError(f"subset file missing: {path.name}", file=path)
+        return path
+
+    def data_files(self) -> list[Path]:
+        return [self._file(s) for s in SUBSETS]
+
+    def cases(self, subset: str | None = None) -> Iterator[Case]:
+        self.check_subset(subset)
+        self.report = LoadReport()
+        images = images_dir(self.root, self.options)
+        refs: dict[str, FileImage] = {}
+        for name in (subset,) if subset else SUBSETS:
+            path = self._file(name)
+            data = read_json_unique(path)
+            if not isinstance(data, dict):
+                raise DataError(
+                    f"expected a JSON object keyed by record id, got {type(data).__name__}", file=path
+                )
+            operation, _, target = name.partition("_")
+            for key, record in data.items():
+                self.report.records += 1
+                filename = field(record, "filename", str, file=path, record_id=key).strip()
+                caption = field(record, "caption", str, file=path, record_id=key).strip()
+                negative = field(record, "negative_caption", str, file=path, record_id=key).strip()
+                image = refs.get(filename)
+                if image is None:
+                    image = refs[filename] = FileImage(images / filename)
+                yield Case(
+                    id=f"{name}/{key}",
+                    texts=(caption, negative),
+                    truth=_TRUTH,
+                    images=(image,),
+                    tags={"subset": name, "operation": operation, "target": target},
+                    roles=_ROLES,
+                )

@@ -1,0 +1,127 @@
+"""VALSE (Parcalabescu et al., "VALSE: A Task-Independent Benchmark for Vision and Language Models
+Centered on Linguistic Phenomena", ACL 2022): each image has a true caption and a foil that differs
+in one linguistic phenomenon (existence, plurality, counting, relations, actions, coreference, noun
+phrases). Metrics follow EqBen (papers/000): pairwise accuracy from similarities, and with match
+probabilities acc, p_c, p_f and min(p_c, p_f).
+
+Format: the eleven ``<piece>.json`` files of github.com/Heidelberg-NLP/VALSE ``data/``, each a JSON
+object keyed by sample id, with at least ``image_file``, ``caption``, ``foil``, ``dataset``,
+``linguistic_phenomena`` and ``mturk: {"caption": int, ...}``.
+
+Validity rule (VALSE README): by default only samples with ``mturk["caption"] >= 2`` are kept (the
+annotators agreed that the caption describes the image); the others are counted in
+``report.skipped["mturk caption < 2 (VALSE validity rule)"]``. Option ``all_records=true`` keeps
+every sample and tags each with ``valid`` = 1/0. The 24 published samples whose foil equals the
+caption all fail the rule, so they appear only with ``all_records`` (and, ties counting as
+failures, every model fails them). Texts are stripped of surrounding whitespace.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+from spotdiff.benchmarks._io import field, frozen_truth, images_dir, option_bool, read_json_unique
+from spotdiff.benchmarks.base import BENCHMARKS, Benchmark, LoadReport
+from spotdiff.cases import Case, FileImage
+from spotdiff.errors import DataError
+
+_TRUTH = frozen_truth([[True, False]])
+_ROLES = ("caption", "foil")
+
+SUBSETS = (
+    "actant-swap",
+    "action-replacement",
+    "coreference-hard",
+    "coreference-standard",
+    "counting-adversarial",
+    "counting-hard",
+    "counting-small-quant",
+    "existence",
+    "foil-it",
+    "plurals",
+    "relations",
+)
+VALID_MIN_CAPTION_VOTES = 2
+SKIP_INVALID = "mturk caption < 2 (VALSE validity rule)"
+
+
+@BENCHMARKS.register("valse")
+class Valse(Benchmark):
+    name = "valse"
+    protocols = ("valse-pairwise", "valse-prob")
+    subsets = SUBSETS
+    layout = """\
+DIR/<subset>.json for the 11 subsets (actant-swap action-replacement coreference-hard
+  coreference-standard counting-adversarial counting-hard counting-small-quant existence foil-it
+  plurals relations); DIR may also be a VALSE checkout (DIR/data/)
+  each file: {"<sample id>": {"image_file", "caption", "foil", "dataset", "linguistic_phenomena",
+  "mturk": {"caption": votes, ...}, ...}}
+images: <images>/<image_file>, <images> = option images=PATH, default DIR/images (one folder
+  holding the SWiG, VisDial, Visual7W and COCO images under their published file names)
+case: 1 image x 2 texts [caption, foil], truth [[1, 0]]; id <subset>/<sample id>
+keeps samples with mturk.caption >= 2 (VALSE rule); option all_records=true keeps all (tag valid)
+tags: subset, linguistic_phenomena, dataset"""
+    description = (
+        "VALSE: 11 foiling tests of linguistic phenomena, 7,702 valid of 8,782 samples; pairwise "
+        "accuracy and acc/p_c/p_f/min (Parcalabescu et al., VALSE, ACL 2022; metrics as in EqBen)"
+    )
+
+    def _data_dir(self) -> Path:
+        for candidate in (self.root, self.root / "data"):
+            if any((candidate / f"{s}.json").is_file() for s in SUBSETS):
+                return candidate
+        raise DataError(f"no VALSE subset files (<subset>.json, subsets {', '.join(SUBSETS)}) in {self.root}")
+
+    def _file(self, subset: str) -> Path:
+        path = self._data_dir() / f"{subset}.json"
+        if not path.is_file():
+            raise DataError(f"subset file missing: {path.name}", file=path)
+        return path
+
+    def data_files(self) -> list[Path]:
+        return [self._file(s) for s in SUBSETS]
+
+    def cases(self, subset: str | None = None) -> Iterator[Case]:
+        self.check_subset(subset)
+        self.report = LoadReport()
+        keep_all = option_bool(self.options, "all_records", False)
+        images = images_dir(self.root, self.options)
+        refs: dict[str, FileImage] = {}
+        for name in (subset,) if subset else SUBSETS:
+            path = self._file(name)
+            data = read_json_unique(path)
+            if not isinstance(data, dict):
+                raise DataError(
+                    f"expected a JSON object keyed by sample id, got {type(data).__name__}", file=path
+                )
+            for key, record in data.items():
+                self.report.records += 1
+                image_file = field(record, "image_file", str, file=path, record_id=key).strip()
+                caption = field(record, "caption", str, file=path, record_id=key).strip()
+                foil = field(record, "foil", str, file=path, record_id=key).strip()
+                dataset = field(record, "dataset", str, file=path, record_id=key).strip()
+                phenomenon = field(record, "linguistic_phenomena", str, file=path, record_id=key).strip()
+                mturk = field(record, "mturk", dict, file=path, record_id=key)
+                votes = mturk.get("caption")
+                if isinstance(votes, bool) or not isinstance(votes, int):
+                    problem = "missing" if votes is None else f"expected an int, got {votes!r:.40}"
+                    raise DataError(problem, file=path, record=key, field="mturk.caption")
+                valid = votes >= VALID_MIN_CAPTION_VOTES
+                if not valid and not keep_all:
+                    self.report.skip(SKIP_INVALID)
+                    continue
+                image = refs.get(image_file)
+                if image is None:
+                    image = refs[image_file] = FileImage(images / image_file)
+                tags = {"subset": name, "linguistic_phenomena": phenomenon, "dataset": dataset}
+                if keep_all:
+                    tags["valid"] = "1" if valid else "0"
+                yield Case(
+                    id=f"{name}/{key}",
+                    texts=(caption, foil),
+                    truth=_TRUTH,
+                    images=(image,),
+                    tags=tags,
+                    roles=_ROLES,
+                )

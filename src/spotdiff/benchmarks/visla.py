@@ -1,0 +1,178 @@
+"""VISLA (Dumpala et al., "VISLA Benchmark: Evaluating Embedding Sensitivity to Semantic and Lexical
+Alterations", papers/001): triplets of two paraphrases (P1, P2) and one lexically close but
+semantically different negative (N), each with a COCO image.
+
+Format: ``Generic_VISLA.tsv`` and ``Spatial_VISLA.tsv`` from github.com/Sri-Harsha/visla_benchmark,
+tab-separated, UTF-8, CRLF, no quoting (a ``"`` is an ordinary character), one header row.
+
+Rules (each documented in ``layout`` and tested):
+
+* **P1/P2 order** (paper Sec. 4.3, Table 3): P1 is the positive with more lexical overlap with N,
+  i.e. the *smaller* character-level Levenshtein distance to N (``rapidfuzz.distance.Levenshtein``,
+  unit costs, on the whitespace-stripped texts). On a tie the file order is kept. The file order is
+  kept in tags: ``tags["swapped"]`` is ``"1"`` when the file's second positive became P1; the
+  distances are in ``tags["d_p1_n"]`` / ``tags["d_p2_n"]`` (after the reorder).
+* **Spatial rows without a negative** (12 rows have both reference columns empty) are skipped and
+  counted in ``report.skipped["spatial row without a negative caption"]``; the paper's 640 = 652 - 12.
+  An empty negative in the Generic file, or an empty positive anywhere, is a DataError.
+* The Spatial column ``Reference-2 (Completely irrelevant)`` is not used by the paper's metrics and
+  is not part of a case (a free sentence would make a poor grouping tag); it is read and ignored.
+* Texts are stripped of surrounding whitespace (some cells end in a space); inner text is verbatim.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+from collections.abc import Iterator
+from pathlib import Path
+from typing import ClassVar
+
+from rapidfuzz.distance import Levenshtein
+
+from spotdiff.benchmarks._io import frozen_truth, images_dir, read_text
+from spotdiff.benchmarks.base import BENCHMARKS, Benchmark, LoadReport
+from spotdiff.cases import Case, FileImage
+from spotdiff.errors import DataError
+
+_TRUTH = frozen_truth([[True, True, False]])
+_ROLES = ("p1", "p2", "n")
+SKIP_NO_NEGATIVE = "spatial row without a negative caption"
+
+
+def order_positives(p1: str, p2: str, negative: str) -> tuple[str, str, bool, int, int]:
+    """Reorder two positives so that the first has the smaller Levenshtein distance to the negative.
+
+    Returns ``(p1, p2, swapped, d(p1, n), d(p2, n))`` after reordering; ties keep the given order.
+    """
+    d1 = Levenshtein.distance(p1, negative)
+    d2 = Levenshtein.distance(p2, negative)
+    if d2 < d1:
+        return p2, p1, True, d2, d1
+    return p1, p2, False, d1, d2
+
+
+class _VislaBase(Benchmark):
+    """Shared reader of the two VISLA TSV files; subclasses fix the file, header and subset."""
+
+    file_name: ClassVar[str] = ""
+    header: ClassVar[tuple[str, ...]] = ()
+    subset_name: ClassVar[str] = ""
+    skip_empty_negative: ClassVar[bool] = False
+
+    protocols = ("visla-i2t", "visla-t2t")
+
+    def _tsv_path(self) -> Path:
+        if self.root.is_file():
+            return self.root
+        for candidate in (self.root / self.file_name, self.root / "data" / self.file_name):
+            if candidate.is_file():
+                return candidate
+        raise DataError(f"{self.file_name} not found (looked in {self.root} and {self.root / 'data'})")
+
+    def _images(self) -> Path:
+        base = self.root.parent if self.root.is_file() else self.root
+        return images_dir(base, self.options)
+
+    def data_files(self) -> list[Path]:
+        return [self._tsv_path()]
+
+    def cases(self, subset: str | None = None) -> Iterator[Case]:
+        self.check_subset(subset)
+        self.report = LoadReport()
+        path = self._tsv_path()
+        images = self._images()
+        # newline="" keeps the CRLF inside the csv module, which splits on it itself.
+        reader = csv.reader(io.StringIO(read_text(path), newline=""), delimiter="\t", quoting=csv.QUOTE_NONE)
+        try:
+            header = next(reader)
+        except StopIteration:
+            raise DataError("empty file (no header row)", file=path) from None
+        if tuple(h.strip() for h in header) != self.header:
+            raise DataError(
+                f"unexpected header {header!r}; expected the columns {list(self.header)!r}",
+                file=path,
+                record="line 1",
+            )
+        n_cols = len(self.header)
+        for row_no, row in enumerate(reader, start=1):
+            record = f"data row {row_no} (line {row_no + 1})"
+            if not row or (len(row) == 1 and not row[0].strip()):
+                continue  # a blank line, e.g. a trailing newline
+            self.report.records += 1
+            if len(row) != n_cols:
+                raise DataError(
+                    f"expected {n_cols} tab-separated columns, got {len(row)}", file=path, record=record
+                )
+            cells = [c.strip() for c in row]
+            filename, p1, p2, negative = cells[:4]
+            for col, value in ((0, filename), (1, p1), (2, p2)):
+                if not value:
+                    raise DataError("empty cell", file=path, record=record, field=self.header[col])
+            if not negative:
+                if self.skip_empty_negative:
+                    self.report.skip(SKIP_NO_NEGATIVE)
+                    continue
+                raise DataError("empty negative caption", file=path, record=record, field=self.header[3])
+            first, second, swapped, d1, d2 = order_positives(p1, p2, negative)
+            yield Case(
+                id=f"{self.subset_name}/{row_no}",
+                texts=(first, second, negative),
+                truth=_TRUTH,
+                images=(FileImage(images / filename),),
+                tags={
+                    "subset": self.subset_name,
+                    "swapped": "1" if swapped else "0",
+                    "d_p1_n": str(d1),
+                    "d_p2_n": str(d2),
+                },
+                roles=_ROLES,
+            )
+
+
+_LAYOUT = """\
+DIR/{file}   (or DIR/data/{file}, or --data pointing at the file itself)
+  tab-separated, UTF-8, no quoting, header: {header}
+images: <images>/<COCO file name>, <images> = option images=PATH, default DIR/images
+case: 1 image x 3 texts (P1, P2, N), truth [[1, 1, 0]], roles p1, p2, n; id {subset}/<data row>
+P1 = the positive with the smaller character Levenshtein distance to N (ties keep file order);
+  tags: subset={subset}, swapped=1 when the file's 2nd positive became P1, d_p1_n, d_p2_n"""
+
+
+@BENCHMARKS.register("visla-generic")
+class VislaGeneric(_VislaBase):
+    name = "visla-generic"
+    subsets = ("generic",)
+    file_name = "Generic_VISLA.tsv"
+    header = ("filename", "caption", "second positive", "negative_caption")
+    subset_name = "generic"
+    layout = _LAYOUT.format(file=file_name, header=" | ".join(header), subset=subset_name)
+    description = (
+        "VISLA Generic: 973 (P1, P2, N) caption triplets on COCO val2017 images; I2T and T2T "
+        "triplet accuracy (Dumpala et al., VISLA Benchmark, 2024)"
+    )
+
+
+@BENCHMARKS.register("visla-spatial")
+class VislaSpatial(_VislaBase):
+    name = "visla-spatial"
+    subsets = ("spatial",)
+    file_name = "Spatial_VISLA.tsv"
+    header = (
+        "image",
+        "sent1",
+        "sent2",
+        "Best reference (Semantically close)",
+        "Reference-2 (Completely irrelevant)",
+    )
+    subset_name = "spatial"
+    skip_empty_negative = True
+    layout = (
+        _LAYOUT.format(file=file_name, header=" | ".join(header), subset=subset_name)
+        + "\nrows with an empty negative are skipped (12 in the published file: 652 rows -> 640 cases);"
+        + "\nthe 'Reference-2 (Completely irrelevant)' column is not used"
+    )
+    description = (
+        "VISLA Spatial: 640 (P1, P2, N) spatial-relation triplets on COCO images; I2T and T2T "
+        "triplet accuracy (Dumpala et al., VISLA Benchmark, 2024)"
+    )

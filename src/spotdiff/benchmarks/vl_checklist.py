@@ -1,0 +1,336 @@
+"""VL-CheckList (Zhao et al., "VL-CheckList: Evaluating Pre-trained Vision-Language Models with
+Objects, Attributes and Relations", arXiv:2207.00221): images from Visual Genome, VAW, SWiG and HAKE,
+each with positive phrases and paired negatives that change one object, attribute or relation.
+
+Format (github.com/om-ai-lab/VL-CheckList): ``corpus/v1/<Category>/<...>/<source>.yaml`` files,
+each ``{ANNO_PATH: data/...json, IMG_ROOT: vg/|swig/|hake/, TYPE: TUPLE_JSON}``; each annotation
+file is a JSON list of ``[image_path, {"POS": [str, ...], "NEG": [str, ...]}]`` with POS[i] paired
+with NEG[i]. ``corpus.json`` (optional) groups the corpus names (``Object_Location_center_vg_obj``,
+the yaml path joined by ``_``) under short keys (``center``, ``action_a``, ...).
+
+Rules (documented in ``layout`` and tested):
+
+* **Which pairs.** The official ITC evaluation (``vl_checklist/evaluate.py``, task ``itc``) scores
+  one image against ``POS[0]`` and ``NEG[0]`` per record, however many pairs the record has (the
+  SWiG Object files have three). That is the default, ``pairs=first``: one case per record. Option
+  ``pairs=all`` makes one case per pair i (``POS[i]`` vs ``NEG[i]``); ids end in ``/<i>`` in both
+  modes, so the first pair has the same id either way.
+* **Missing annotation files.** The published snapshot lacks 10 files that yaml files name. A yaml
+  whose ANNO_PATH does not exist is skipped and counted in
+  ``report.skipped["annotation file missing"]`` (the paths are in ``self.missing``), unless option
+  ``strict=true`` is given, or a subset filter selects only missing files: both raise a DataError.
+* The official loader also drops records whose image file is absent at evaluation time; images are
+  lazy here, so such a record fails when it is scored instead.
+* Subsets are the paper's groups: Object/Location, Object/Size, Attribute/{action, color, material,
+  size, state}, Relation/{action, spatial}. A subset filter also accepts a category (``Object``),
+  a yaml folder (``Object/Location/center``), a corpus name (``Object_Location_center_vg_obj``) or a
+  corpus.json key (``center``).
+* Texts are stripped of surrounding whitespace; inner text is verbatim.
+* Memory: the cases of one annotation file share one tags dict; treat ``case.tags`` as read-only.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import yaml
+
+from spotdiff.benchmarks._io import (
+    frozen_truth,
+    images_dir,
+    option_bool,
+    option_choice,
+    read_json,
+    read_text,
+)
+from spotdiff.benchmarks.base import BENCHMARKS, Benchmark, LoadReport
+from spotdiff.cases import Case, FileImage
+from spotdiff.errors import ConfigError, DataError
+
+_TRUTH = frozen_truth([[True, False]])
+_ROLES = ("pos", "neg")
+
+SUBSETS = (
+    "Attribute/action",
+    "Attribute/color",
+    "Attribute/material",
+    "Attribute/size",
+    "Attribute/state",
+    "Object/Location",
+    "Object/Size",
+    "Relation/action",
+    "Relation/spatial",
+)
+SKIP_MISSING = "annotation file missing"
+
+
+@dataclass(frozen=True)
+class CorpusEntry:
+    """One corpus yaml file: where its annotations and images are and how it is grouped."""
+
+    yaml_path: Path
+    folder: str  # the yaml's folder below corpus/v1, e.g. "Object/Location/center"
+    corpus: str  # e.g. "Object_Location_center_vg_obj" (the name corpus.json uses)
+    category: str  # Object / Attribute / Relation
+    subset: str  # e.g. "Object/Location"
+    variant: str  # center/mid/margin or large/medium/small for Object, else ""
+    source: str  # vg / vaw / swig / hake
+    anno_path: Path
+    img_root: str
+
+    def tags(self) -> dict[str, str]:
+        tags = {
+            "subset": self.subset,
+            "category": self.category,
+            "source": self.source,
+            "corpus": self.corpus,
+        }
+        if self.variant:
+            tags["variant"] = self.variant
+        return tags
+
+
+@BENCHMARKS.register("vl-checklist")
+class VLCheckList(Benchmark):
+    name = "vl-checklist"
+    protocols = ("i2t-top1",)
+    subsets = SUBSETS
+    layout = """\
+DIR/corpus/v1/<Category>/<...>/<source>.yaml  {ANNO_PATH: data/...json (relative to DIR),
+  IMG_ROOT: vg/|swig/|hake/, TYPE: TUPLE_JSON}; DIR/data/**.json: [[image_path, {"POS": [...],
+  "NEG": [...]}], ...]; DIR/corpus.json (optional) groups corpus names under short keys
+images: <images>/<IMG_ROOT>/<image_path>, <images> = option images=PATH, default DIR/images
+case: 1 image x 2 texts [POS[0], NEG[0]] per record, truth [[1, 0]] (official ITC evaluation);
+  option pairs=all: one case per pair i, [POS[i], NEG[i]]; id <corpus>/<record index>/<i>
+subsets: Attribute/{action,color,material,size,state} Object/{Location,Size} Relation/{action,spatial};
+  a filter may also name a category, a yaml folder, a corpus name or a corpus.json key
+a yaml whose annotation file is missing is skipped and reported (option strict=true: error)
+tags: subset, category, source (vg/vaw/swig/hake), corpus (yaml name), variant (Object only)"""
+    description = (
+        "VL-CheckList: objects, attributes and relations on VG/VAW/SWiG/HAKE images, positive vs "
+        "paired negative phrase; I2T top-1 (Zhao et al., VL-CheckList, arXiv:2207.00221)"
+    )
+
+    def __init__(self, root: str | Path, **options: object) -> None:
+        super().__init__(root, **options)
+        self.missing: list[Path] = []
+
+    # -- the corpus index -------------------------------------------------------------------
+
+    def _corpus_dir(self) -> Path:
+        path = self.root / "corpus" / "v1"
+        if not path.is_dir():
+            raise DataError(f"corpus/v1 folder of yaml files not found in {self.root}")
+        return path
+
+    def entries(self) -> list[CorpusEntry]:
+        """Every corpus yaml file, parsed and validated, in a stable order."""
+        base = self._corpus_dir()
+        out = []
+        for yaml_path in sorted(base.rglob("*.yaml")):
+            out.append(self._entry(base, yaml_path))
+        if not out:
+            raise DataError(f"no corpus yaml files under {base}")
+        return out
+
+    def _entry(self, base: Path, yaml_path: Path) -> CorpusEntry:
+        rel = yaml_path.relative_to(base)
+        folder_parts = rel.parts[:-1]
+        if not folder_parts:
+            raise DataError("yaml file outside a <Category>/<...> folder", file=yaml_path)
+        category = folder_parts[0]
+        depth = 3 if category == "Object" else 2
+        subset = "/".join(folder_parts[:2])
+        if len(folder_parts) != depth or subset not in SUBSETS:
+            raise DataError(
+                f"unknown subset folder {'/'.join(folder_parts)!r}; known: {', '.join(SUBSETS)} "
+                "(Object folders have a third level, e.g. Object/Location/center)",
+                file=yaml_path,
+            )
+        try:
+            config = yaml.safe_load(read_text(yaml_path))
+        except yaml.YAMLError as exc:
+            raise DataError(f"invalid YAML: {exc}", file=yaml_path) from exc
+        if not isinstance(config, dict):
+            raise DataError(f"expected a mapping, got {type(config).__name__}", file=yaml_path)
+        values = {}
+        for key in ("ANNO_PATH", "IMG_ROOT"):
+            value = config.get(key)
+            if not isinstance(value, str) or not value.strip():
+                raise DataError("missing or empty", file=yaml_path, field=key)
+            values[key] = value.strip()
+        kind = config.get("TYPE", "TUPLE_JSON")
+        if kind != "TUPLE_JSON":
+            raise DataError(
+                f"unsupported annotation TYPE {kind!r} (only TUPLE_JSON)", file=yaml_path, field="TYPE"
+            )
+        anno = Path(values["ANNO_PATH"])
+        return CorpusEntry(
+            yaml_path=yaml_path,
+            folder="/".join(folder_parts),
+            corpus="_".join((*folder_parts, yaml_path.stem)),
+            category=category,
+            subset=subset,
+            variant=folder_parts[2] if depth == 3 else "",
+            source=yaml_path.stem.split("_")[0],
+            anno_path=anno if anno.is_absolute() else self.root / anno,
+            img_root=values["IMG_ROOT"].strip("/"),
+        )
+
+    def corpus_groups(self, entries: list[CorpusEntry]) -> dict[str, set[str]]:
+        """corpus.json as {key: corpus names}; {} when the file is absent. Unknown names are errors."""
+        path = self.root / "corpus.json"
+        if not path.is_file():
+            return {}
+        data = read_json(path)
+        if not isinstance(data, dict):
+            raise DataError(f"expected an object, got {type(data).__name__}", file=path)
+        known = {e.corpus for e in entries}
+        groups: dict[str, set[str]] = {}
+        for key, by_source in data.items():
+            if not isinstance(by_source, dict):
+                raise DataError("expected an object {source: [corpus names]}", file=path, record=key)
+            names = groups.setdefault(key, set())
+            for source, corpora in by_source.items():
+                if not isinstance(corpora, list) or not all(isinstance(c, str) for c in corpora):
+                    raise DataError("expected a list of corpus names", file=path, record=key, field=source)
+                for corpus in corpora:
+                    if corpus not in known:
+                        raise DataError(
+                            f"unknown subset {corpus!r}: no corpus/v1 yaml file of that name",
+                            file=path,
+                            record=key,
+                            field=source,
+                        )
+                    names.add(corpus)
+        return groups
+
+    def _select(self, subset: str | None) -> list[CorpusEntry]:
+        entries = self.entries()
+        groups = self.corpus_groups(entries)
+        if subset is None:
+            return entries
+        chosen = [
+            e
+            for e in entries
+            if subset in (e.subset, e.category, e.folder, e.corpus) or e.corpus in groups.get(subset, ())
+        ]
+        if not chosen:
+            raise ConfigError(
+                f"benchmark {self.name!r} has no subset {subset!r}; known: {', '.join(SUBSETS)} "
+                "(or a category, yaml folder, corpus name or corpus.json key)"
+            )
+        return chosen
+
+    def check_subset(self, subset: str | None) -> None:
+        self._select(subset)
+
+    def data_files(self) -> list[Path]:
+        entries = self.entries()
+        files = [e.yaml_path for e in entries]
+        files += sorted({e.anno_path for e in entries if e.anno_path.is_file()})
+        if (self.root / "corpus.json").is_file():
+            files.append(self.root / "corpus.json")
+        return files
+
+    # -- cases ------------------------------------------------------------------------------
+
+    def cases(self, subset: str | None = None) -> Iterator[Case]:
+        self.report = LoadReport()
+        self.missing = []
+        all_pairs = option_choice(self.options, "pairs", ("first", "all"), "first") == "all"
+        strict = option_bool(self.options, "strict", False)
+        entries = self._select(subset)
+        present = [e for e in entries if e.anno_path.is_file()]
+        self.missing = [e.anno_path for e in entries if not e.anno_path.is_file()]
+        if self.missing and (strict or not present):
+            names = ", ".join(str(p) for p in self.missing)
+            why = "strict=true" if strict else f"no annotation file of subset {subset!r} is present"
+            raise DataError(f"annotation file(s) missing ({why}): {names}", file=self.missing[0])
+        if self.missing:
+            self.report.skip(SKIP_MISSING, len(self.missing))
+        images = images_dir(self.root, self.options)
+        # One FileImage per distinct image file, shared by its cases (VG images recur across files).
+        refs: dict[str, FileImage] = {}
+        for entry in present:
+            yield from self._file_cases(entry, images / entry.img_root, all_pairs, refs)
+
+    def _file_cases(
+        self, entry: CorpusEntry, image_root: Path, all_pairs: bool, refs: dict[str, FileImage]
+    ) -> Iterator[Case]:
+        path = entry.anno_path
+        data = read_json(path)
+        if not isinstance(data, list):
+            raise DataError(
+                f"expected a JSON list of [image_path, texts] records, got {type(data).__name__}", file=path
+            )
+        tags = entry.tags()
+        prefix = entry.corpus
+        report = self.report
+        for idx, record in enumerate(data):
+            report.records += 1
+            image_path, pos, neg = _parse_record(record, path, idx)
+            key = f"{entry.img_root}/{image_path}"
+            image = refs.get(key)
+            if image is None:
+                image = refs[key] = FileImage(image_root / image_path)
+            for i in range(len(pos) if all_pairs else 1):
+                yield Case(
+                    id=f"{prefix}/{idx}/{i}",
+                    texts=(pos[i], neg[i]),
+                    truth=_TRUTH,
+                    images=(image,),
+                    tags=tags,
+                    roles=_ROLES,
+                )
+
+
+def _parse_record(record: object, path: Path, idx: int) -> tuple[str, list[str], list[str]]:
+    """Validate one ``[image_path, {"POS": [...], "NEG": [...]}]`` record; texts come back stripped."""
+    rid = f"#{idx}"
+    if type(record) is not list or len(record) != 2:
+        raise DataError("expected a 2-element list [image_path, {POS, NEG}]", file=path, record=rid)
+    image_path, texts = record
+    if type(image_path) is not str or not image_path.strip():
+        raise DataError(
+            f"expected a non-empty image path, got {image_path!r:.60}",
+            file=path,
+            record=rid,
+            field="image_path",
+        )
+    if image_path.startswith(("/", "\\")):
+        raise DataError(
+            f"image path must be relative, got {image_path!r}", file=path, record=rid, field="image_path"
+        )
+    if type(texts) is not dict:
+        raise DataError(
+            f"expected an object with POS and NEG, got {type(texts).__name__}", file=path, record=rid
+        )
+    out = []
+    for key in ("POS", "NEG"):
+        values = texts.get(key)
+        if values is None:
+            raise DataError("missing field", file=path, record=rid, field=key)
+        if type(values) is not list or not values:
+            raise DataError(
+                f"expected a non-empty list of texts, got {values!r:.60}", file=path, record=rid, field=key
+            )
+        stripped = []
+        for j, text in enumerate(values):
+            if type(text) is not str or not text.strip():
+                raise DataError(
+                    f"empty or not a string: {text!r:.60}", file=path, record=rid, field=f"{key}[{j}]"
+                )
+            stripped.append(text.strip())
+        out.append(stripped)
+    pos, neg = out
+    if len(pos) != len(neg):
+        raise DataError(
+            f"{len(pos)} POS texts but {len(neg)} NEG texts; they are paired",
+            file=path,
+            record=rid,
+            field="NEG",
+        )
+    return image_path.strip(), pos, neg

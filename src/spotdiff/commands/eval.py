@@ -1,0 +1,77 @@
+"""``spotdiff eval``: evaluate a model on a benchmark with one command."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+from spotdiff.cache import default_cache_dir
+from spotdiff.report.table import format_metrics_table
+from spotdiff.runner import EvalConfig, run_eval
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    p = subparsers.add_parser(
+        "eval",
+        help="evaluate a model on a benchmark",
+        description="Evaluate MODEL on BENCHMARK read from DATA; print metrics with 95%% CIs, "
+        "record the run in the run store, and optionally write metrics.json and scores.jsonl.",
+    )
+    p.add_argument("--model", required=True, help="model spec, e.g. hf-clip:PATH, minilm (see `spotdiff models`)")
+    p.add_argument("--benchmark", required=True, help="benchmark name (see `spotdiff benchmarks`)")
+    p.add_argument("--data", required=True, type=Path, help="the benchmark's data directory")
+    p.add_argument("--subset", help="evaluate one subset only")
+    p.add_argument("--protocol", help="protocol (default: the benchmark's first)")
+    p.add_argument("--out", type=Path, help="write metrics.json and scores.jsonl here")
+    p.add_argument("--batch-size", type=int, default=32)
+    p.add_argument("--device", default="auto", help="cpu, cuda, cuda:N, mps or auto (default)")
+    p.add_argument("--dtype", default="auto", help="auto (float16 on GPU), float32, float16, bfloat16")
+    p.add_argument("--limit", type=int, help="evaluate the first N cases only")
+    p.add_argument(
+        "--cache",
+        type=Path,
+        default=None,
+        help=f"persistent cache directory (default {default_cache_dir()}); see --no-cache",
+    )
+    p.add_argument("--no-cache", action="store_true", help="do not read or write the persistent cache")
+    p.add_argument("--seed", type=int, default=0, help="seed for the model, sampling and the bootstrap")
+    p.add_argument("--store", type=Path, help="run store path (default $SPOTDIFF_STORE or ~/.local/share/spotdiff)")
+    p.add_argument("--no-store", action="store_true", help="do not record the run in the run store")
+    p.add_argument("--n-boot", type=int, default=1000, help="bootstrap resamples for confidence intervals")
+    p.add_argument("--images", type=Path, help="image folder, when not the benchmark's default location")
+    p.add_argument("-q", "--quiet", action="store_true", help="no progress bars")
+    p.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    options = {"images": args.images} if args.images else {}
+    config = EvalConfig(
+        model=args.model,
+        benchmark=args.benchmark,
+        data=args.data,
+        subset=args.subset,
+        protocol=args.protocol,
+        out=args.out,
+        batch_size=args.batch_size,
+        device=args.device,
+        dtype=args.dtype,
+        limit=args.limit,
+        cache=None if args.no_cache else (args.cache or default_cache_dir()),
+        seed=args.seed,
+        store=args.store,
+        use_store=not args.no_store,
+        n_boot=args.n_boot,
+        progress=not args.quiet,
+        options=options,
+    )
+    result = run_eval(config)
+    title = f"{args.benchmark} | {args.model} | {result.n_cases} cases"
+    print(format_metrics_table(result.metrics, title=title))
+    skipped = result.load_report.get("skipped") or {}
+    for rule, n in skipped.items():
+        print(f"skipped {n} records: {rule}")
+    if result.run_id:
+        print(f"run {result.run_id} recorded")
+    if args.out:
+        print(f"wrote {args.out / 'metrics.json'} and {args.out / 'scores.jsonl'}")
+    return 0

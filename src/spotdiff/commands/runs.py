@@ -1,0 +1,35 @@
+"""``spotdiff runs``: list the runs in the run store."""
+
+from __future__ import annotations
+
+import argparse
+import json
+
+from spotdiff.store import RunStore
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    p = subparsers.add_parser("runs", help="list runs in the run store")
+    p.add_argument("run_id", nargs="?", help="show one run in full (id or unique prefix)")
+    p.add_argument("--store", help="run store path (default: $SPOTDIFF_STORE or ~/.local/share/spotdiff)")
+    p.add_argument("--benchmark", help="only runs of this benchmark")
+    p.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    store = RunStore(args.store)
+    if args.run_id:
+        r = store.get(args.run_id)
+        print(json.dumps(r.__dict__, indent=2, sort_keys=True, default=str))
+        return 0
+    rows = store.runs(benchmark=args.benchmark)
+    if not rows:
+        print(f"no runs in {store.path}")
+        return 0
+    print(f"{'id':12}  {'created':25}  {'status':8}  {'benchmark':20}  {'protocol':14}  {'n':>6}  model")
+    for r in rows:
+        print(
+            f"{r.id:12}  {r.created:25}  {r.status[:8]:8}  {r.benchmark:20}  {r.protocol:14}  "
+            f"{r.n_cases if r.n_cases is not None else '-':>6}  {r.model}"
+        )
+    return 0

@@ -1,0 +1,245 @@
+"""Cases x scorer -> score matrices: deduplication, batching, caching, progress, resumption.
+
+The published SPEC, VISLA and SugarCrepe code re-encodes every case's images and texts. The engine
+instead collects the unique images (by content key) and unique texts of a chunk of cases, looks
+them up in the persistent cache, encodes only what is missing in batches, and assembles every
+case's score matrix from those rows. Pair scorers run the vision side once per unique image with
+all of that image's texts batched against it. Cases stream through in chunks, so memory does not
+grow with the number of cases.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Iterable, Iterator, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+import numpy as np
+from tqdm.auto import tqdm
+
+from spotdiff.cache import Cache
+from spotdiff.cases import Case, ImageRef
+from spotdiff.errors import ConfigError, DataError
+from spotdiff.scorers.base import EmbeddingScorer, PairScorer, Scorer
+
+#: Cases assembled per chunk; bounds memory on long runs.
+CHUNK_CASES = 2048
+
+
+def text_key(text: str) -> str:
+    """Content key of a text (its exact characters)."""
+    return "text:" + hashlib.sha256(text.encode("utf-8")).hexdigest()
+
+
+def pair_key(image: ImageRef, text: str) -> str:
+    return f"{image.key}|{text_key(text)}"
+
+
+def check_capability(scorer: Scorer, need: str) -> None:
+    """Fail before any work when the scorer cannot serve what a protocol needs."""
+    if not scorer.can(need):
+        can = ", ".join(sorted(scorer.capabilities)) or "nothing"
+        raise ConfigError(
+            f"model {scorer.spec!r} cannot serve a protocol that needs {need!r} (it provides: {can})"
+        )
+
+
+class Engine:
+    """Scores cases with one scorer, reusing every computation it can.
+
+    Args:
+        scorer: the model.
+        cache_dir: a persistent cache directory, or None for an in-memory run.
+        progress: show progress bars (items per second) on long work.
+        load_workers: threads that decode images while the model runs.
+    """
+
+    def __init__(
+        self,
+        scorer: Scorer,
+        cache_dir: str | Path | None = None,
+        *,
+        progress: bool = True,
+        load_workers: int = 2,
+    ) -> None:
+        self.scorer = scorer
+        self.cache = Cache(cache_dir, scorer.identity_digest()) if cache_dir is not None else None
+        self.progress = progress
+        self.load_workers = load_workers
+        self.stats = {"computed": 0, "cached": 0}
+        self._memory: dict[tuple[str, str], np.ndarray] = {}
+
+    # -- storage -------------------------------------------------------------------------------
+    def _lookup(self, kind: str, keys: Sequence[str]) -> dict[str, np.ndarray]:
+        found = {k: self._memory[(kind, k)] for k in keys if (kind, k) in self._memory}
+        missing = [k for k in keys if k not in found]
+        if self.cache is not None and missing:
+            found.update(self.cache.get(kind, missing))
+        return found
+
+    def _store(self, kind: str, items: list[tuple[str, np.ndarray]]) -> None:
+        if self.cache is not None:
+            self.cache.put(kind, items)
+        else:
+            for key, value in items:
+                self._memory[(kind, key)] = value
+
+    def _bar(self, total: int, desc: str, unit: str) -> tqdm:
+        return tqdm(total=total, desc=desc, unit=unit, disable=not self.progress or total == 0, leave=False)
+
+    def _batch_size(self) -> int:
+        return max(1, int(self.scorer.options.batch_size))
+
+    def _load_images(self, refs: Sequence[ImageRef]) -> list:
+        if self.load_workers <= 1 or len(refs) <= 1:
+            return [r.load() for r in refs]
+        with ThreadPoolExecutor(self.load_workers) as pool:
+            return list(pool.map(lambda r: r.load(), refs))
+
+    # -- unique-item encoders --------------------------------------------------------------------
+    def _encode(self, kind: str, keys: list[str], inputs: list, encode, unit: str) -> dict[str, np.ndarray]:
+        """Encode ``inputs`` (aligned with ``keys``) that are not cached; return all rows."""
+        found = self._lookup(kind, keys)
+        self.stats["cached"] += len(found)
+        todo = [i for i, k in enumerate(keys) if k not in found]
+        bs = self._batch_size()
+        with self._bar(len(todo), f"encoding {kind}s", unit) as bar:
+            for start in range(0, len(todo), bs):
+                idx = todo[start : start + bs]
+                batch = [inputs[i] for i in idx]
+                if kind == "image":
+                    batch = self._load_images(batch)
+                rows = np.asarray(encode(batch), dtype=np.float32)
+                items = [(keys[i], rows[j]) for j, i in enumerate(idx)]
+                self._store(kind, items)
+                found.update(items)
+                self.stats["computed"] += len(idx)
+                bar.update(len(idx))
+        return found
+
+    def embed_texts(self, texts: Sequence[str]) -> np.ndarray:
+        """Embeddings of ``texts`` (rows aligned with the input), each unique text encoded once."""
+        scorer = self._embedding_scorer()
+        unique = list(dict.fromkeys(texts))
+        keys = [text_key(t) for t in unique]
+        rows = self._encode("text", keys, unique, scorer.encode_texts, "txt")
+        by_text = {t: rows[k] for t, k in zip(unique, keys, strict=True)}
+        return np.stack([by_text[t] for t in texts]) if texts else np.zeros((0, 0), np.float32)
+
+    def embed_images(self, images: Sequence[ImageRef]) -> np.ndarray:
+        """Embeddings of ``images`` (rows aligned with the input), each unique image encoded once."""
+        scorer = self._embedding_scorer()
+        unique = list({ref.key: ref for ref in images}.values())
+        keys = [ref.key for ref in unique]
+        rows = self._encode("image", keys, unique, scorer.encode_images, "img")
+        return np.stack([rows[ref.key] for ref in images]) if images else np.zeros((0, 0), np.float32)
+
+    def _embedding_scorer(self) -> EmbeddingScorer:
+        if not isinstance(self.scorer, EmbeddingScorer):
+            raise ConfigError(f"model {self.scorer.spec!r} does not produce embeddings")
+        return self.scorer
+
+    def text_prior(self, texts: Sequence[str]) -> np.ndarray:
+        """Text-only log-probabilities log P(t), each unique text scored once."""
+        check_capability(self.scorer, "text-prior")
+        unique = list(dict.fromkeys(texts))
+        keys = [text_key(t) for t in unique]
+        rows = self._encode("prior", keys, unique, self.scorer.text_logprob, "txt")  # type: ignore[attr-defined]
+        by_text = {t: float(rows[k].reshape(-1)[0]) for t, k in zip(unique, keys, strict=True)}
+        return np.array([by_text[t] for t in texts], dtype=np.float64)
+
+    def pair_scores(self, pairs: Iterable[tuple[ImageRef, str]]) -> dict[str, float]:
+        """Joint scores of (image, text) pairs keyed by :func:`pair_key`; vision once per image."""
+        scorer = self.scorer
+        if not isinstance(scorer, PairScorer):
+            raise ConfigError(f"model {scorer.spec!r} does not score pairs jointly")
+        by_image: dict[str, tuple[ImageRef, dict[str, str]]] = {}
+        for ref, text in pairs:
+            by_image.setdefault(ref.key, (ref, {}))[1][text] = pair_key(ref, text)
+        all_keys = [k for _, texts in by_image.values() for k in texts.values()]
+        found = {k: float(v[0]) for k, v in self._lookup("pair", all_keys).items()}
+        self.stats["cached"] += len(found)
+        todo = [
+            (ref, [t for t, k in texts.items() if k not in found])
+            for ref, texts in by_image.values()
+            if any(k not in found for k in texts.values())
+        ]
+        bs = self._batch_size()
+        with self._bar(sum(len(t) for _, t in todo), "scoring pairs", "pair") as bar:
+            for start in range(0, len(todo), bs):
+                group = todo[start : start + bs]
+                images = self._load_images([ref for ref, _ in group])
+                scores = scorer.score_pairs(images, [texts for _, texts in group])
+                items = []
+                for (ref, texts), row in zip(group, scores, strict=True):
+                    row = np.asarray(row, dtype=np.float32).reshape(-1)
+                    if row.shape[0] != len(texts):
+                        raise ConfigError(f"scorer returned {row.shape[0]} scores for {len(texts)} texts")
+                    items += [(pair_key(ref, t), row[j : j + 1]) for j, t in enumerate(texts)]
+                self._store("pair", items)
+                found.update({k: float(v[0]) for k, v in items})
+                self.stats["computed"] += len(items)
+                bar.update(len(items))
+        return found
+
+    def image_text(self, images: Sequence[ImageRef], texts: Sequence[str]) -> np.ndarray:
+        """The ``[len(images), len(texts)]`` score matrix (similarity, or the pair score)."""
+        if isinstance(self.scorer, EmbeddingScorer):
+            scorer = self.scorer
+            return scorer.similarity(self.embed_images(images), self.embed_texts(texts))
+        scores = self.pair_scores((ref, t) for ref in images for t in texts)
+        return np.array([[scores[pair_key(ref, t)] for t in texts] for ref in images], dtype=np.float64)
+
+    # -- cases -----------------------------------------------------------------------------------
+    def case_matrices(self, cases: Iterable[Case], need: str) -> Iterator[np.ndarray]:
+        """Yield each case's score matrix for a protocol ``need``, streaming chunk by chunk."""
+        check_capability(self.scorer, need)
+        chunk: list[Case] = []
+        for case in cases:
+            chunk.append(case)
+            if len(chunk) >= CHUNK_CASES:
+                yield from self._chunk(chunk, need)
+                chunk = []
+        if chunk:
+            yield from self._chunk(chunk, need)
+
+    def _chunk(self, cases: list[Case], need: str) -> list[np.ndarray]:
+        for case in cases:
+            if need in ("image-text", "match-prob") and not case.images:
+                raise DataError("protocol needs images but the case has none", record=case.id)
+        if need == "text-text":
+            texts = [t for c in cases for t in c.texts]
+            emb = self.embed_texts(texts)
+            out, start = [], 0
+            for c in cases:
+                e = emb[start : start + len(c.texts)]
+                out.append(self._embedding_scorer().similarity(e, e).astype(np.float64))
+                start += len(c.texts)
+            return out
+        if need == "text-prior":
+            prior = self.text_prior([t for c in cases for t in c.texts])
+            out, start = [], 0
+            for c in cases:
+                out.append(prior[start : start + len(c.texts)].reshape(1, -1))
+                start += len(c.texts)
+            return out
+        if isinstance(self.scorer, EmbeddingScorer):
+            img = self.embed_images([r for c in cases for r in c.images])
+            txt = self.embed_texts([t for c in cases for t in c.texts])
+            out, i0, t0 = [], 0, 0
+            for c in cases:
+                a, b = img[i0 : i0 + len(c.images)], txt[t0 : t0 + len(c.texts)]
+                out.append(self.scorer.similarity(a, b).astype(np.float64))
+                i0 += len(c.images)
+                t0 += len(c.texts)
+            return out
+        scores = self.pair_scores((ref, t) for c in cases for ref in c.images for t in c.texts)
+        return [
+            np.array([[scores[pair_key(ref, t)] for t in c.texts] for ref in c.images], dtype=np.float64)
+            for c in cases
+        ]
+
+    def close(self) -> None:
+        if self.cache is not None:
+            self.cache.close()

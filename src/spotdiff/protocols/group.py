@@ -1,0 +1,65 @@
+"""Winoground / EqBen text, image and group scores (EqBen paper, Sec. 4, "Benchmarks").
+
+A case is ``K`` images x ``K`` texts whose truth is a permutation (Winoground and EqBen: K = 2,
+diagonal truth). With ``s_ij`` the score of image ``i`` and text ``j`` and ``t(i)`` the true text of
+image ``i``:
+
+* text score = 1 iff for every image ``i``: ``s_i,t(i) > s_ij`` for every other text ``j``
+  (for K = 2: ``s_00 > s_01`` and ``s_11 > s_10``);
+* image score = 1 iff for every text ``j``: its image beats every other image on it
+  (for K = 2: ``s_00 > s_10`` and ``s_11 > s_01``);
+* group score = text score AND image score.
+
+All comparisons are strict ``>``, as the paper writes them: a tie, or a NaN score, is a failure, so
+a constant scorer gets 0 on all three (EqBen Sec. 4 / Winoground Sec. 3.3).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from spotdiff.cases import Case
+from spotdiff.errors import DataError
+from spotdiff.protocols.base import PROTOCOLS, Protocol, as_scores
+
+
+def _permutation(case: Case) -> np.ndarray:
+    """``t[i]``: the true text of image ``i``; the truth must be a K x K permutation, K >= 2."""
+    truth = case.truth
+    k = truth.shape[0]
+    if len(case.images) < 2 or truth.shape != (k, k):
+        raise DataError(
+            f"case {case.id}: protocol 'group' needs K x K images x texts with K >= 2 "
+            f"(Winoground/EqBen: 2 x 2), got {len(case.images)} images x {truth.shape[1]} texts"
+        )
+    if not (truth.sum(axis=0) == 1).all() or not (truth.sum(axis=1) == 1).all():
+        raise DataError(
+            f"case {case.id}: protocol 'group' needs exactly one true text per image and vice versa"
+        )
+    return truth.argmax(axis=1)
+
+
+@PROTOCOLS.register("group")
+class GroupScore(Protocol):
+    """Winoground/EqBen text, image and group scores, strict ``>`` (EqBen Sec. 4)."""
+
+    name = "group"
+    needs = "image-text"
+    metrics = ("text", "image", "group")
+    description = "Winoground/EqBen text, image and group score on K x K (2 x 2) cases; ties fail"
+
+    def outcomes(self, case: Case, scores: np.ndarray) -> list[dict[str, float]]:
+        t_of = _permutation(case)
+        k = len(t_of)
+        s = as_scores(case, scores, (k, k), "image-text")
+        if np.isnan(s).any():
+            return [{"text": 0.0, "image": 0.0, "group": 0.0}]
+        pos = s[np.arange(k), t_of]  # score of each image with its own text
+        truth = case.truth
+        # text score: each image row, its true text beats every other text in the row
+        neg_row = np.where(truth, -np.inf, s).max(axis=1)
+        text = bool(np.all(pos > neg_row))
+        # image score: each text column, its true image beats every other image in the column
+        neg_col = np.where(truth, -np.inf, s).max(axis=0)  # indexed by text
+        image = bool(np.all(pos > neg_col[t_of]))
+        return [{"text": float(text), "image": float(image), "group": float(text and image)}]

@@ -1,0 +1,118 @@
+"""Gallery image-text retrieval, R@1/5/10 both ways (COCO / Flickr30K; EqBen Table 2, VisualGPTScore
+Table 4).
+
+One case is the whole gallery: N images x T texts, ``truth[i, t]`` True when caption ``t`` belongs to
+image ``i`` (COCO and Flickr30K: 5 captions per image). Units are queries:
+
+* an image query (unit ``<case>/i2t/<i>``) succeeds at K when any of its true captions is among
+  the top K texts: the best-scoring true caption's rank is ``1 + #{false texts scoring >= it}``;
+* a text query (unit ``<case>/t2i/<t>``) succeeds at K when its image (the best of its true images)
+  is among the top K images, ranked the same way.
+
+Ties are pessimistic: a false candidate tied with the truth counts as ranked above it (so a
+constant scorer gets R@K = 0 whenever there are at least K false candidates), and a NaN candidate
+counts as above too; a NaN truth score fails. ``rsum`` is the sum of the six recalls (the usual
+retrieval summary, 0..600). Queries without any true counterpart (or with no false one) give no
+unit.
+
+Ranks are computed by counting, in chunks of rows, so memory stays ``O(chunk x T)`` beyond the
+score matrix itself (5k x 25k runs without copies of the matrix).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from spotdiff.cases import Case
+from spotdiff.protocols.base import PROTOCOLS, Protocol, as_scores
+
+KS = (1, 5, 10)
+I2T = tuple(f"i2t_r{k}" for k in KS)
+T2I = tuple(f"t2i_r{k}" for k in KS)
+NAN = float("nan")
+
+
+def _queries(truth: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    rows = np.flatnonzero(truth.any(axis=1) & ~truth.all(axis=1))
+    cols = np.flatnonzero(truth.any(axis=0) & ~truth.all(axis=0))
+    return rows, cols
+
+
+def retrieval_ranks(
+    scores: np.ndarray, truth: np.ndarray, chunk: int | None = None
+) -> tuple[np.ndarray, np.ndarray]:
+    """Pessimistic 0-based ranks of the best true candidate: ``(i2t [N], t2i [T])``.
+
+    ``rank = #false candidates scoring >= the best true score`` (plus NaN candidates); ``inf``
+    where the query has no usable true score. Processes ``chunk`` image rows at a time.
+    """
+    n, t = scores.shape
+    if chunk is None:
+        chunk = max(1, min(n, 2_000_000 // max(t, 1)))
+    dtype = scores.dtype if np.issubdtype(scores.dtype, np.floating) else np.float64
+    i2t = np.empty(n, dtype=float)
+    best_t = np.full(t, -np.inf, dtype=dtype)  # best true-image score per text (NaN ignored)
+    for r0 in range(0, n, chunk):
+        s = np.asarray(scores[r0 : r0 + chunk], dtype=dtype)
+        tr = truth[r0 : r0 + chunk]
+        nan = np.isnan(s)
+        has_nan = bool(nan.any())
+        true_s = np.where(tr & ~nan if has_nan else tr, s, -np.inf)
+        pos = true_s.max(axis=1)
+        above = s >= pos[:, None]
+        if has_nan:
+            above |= nan
+        above &= ~tr
+        i2t[r0 : r0 + chunk] = np.where(pos > -np.inf, above.sum(axis=1), np.inf)
+        np.maximum(best_t, true_s.max(axis=0), out=best_t)
+    t2i = np.zeros(t, dtype=np.int64)
+    for r0 in range(0, n, chunk):
+        s = np.asarray(scores[r0 : r0 + chunk], dtype=dtype)
+        tr = truth[r0 : r0 + chunk]
+        above = s >= best_t[None, :]
+        nan = np.isnan(s)
+        if nan.any():
+            above |= nan
+        above &= ~tr
+        t2i += above.sum(axis=0)
+    t2i = t2i.astype(float)
+    t2i[best_t == -np.inf] = np.inf
+    return i2t, t2i
+
+
+@PROTOCOLS.register("retrieval")
+class Retrieval(Protocol):
+    """Gallery retrieval recall R@1/5/10 for image and text queries; pessimistic ties."""
+
+    name = "retrieval"
+    needs = "image-text"
+    metrics = (*I2T, *T2I, "rsum")
+    derived = ("rsum",)
+    description = (
+        "gallery retrieval R@1/5/10 image-to-text and text-to-image (COCO/Flickr30K); ties rank above"
+    )
+
+    def outcomes(self, case: Case, scores: np.ndarray) -> list[dict[str, float]]:
+        truth = case.truth
+        s = as_scores(case, scores, truth.shape, self.needs)
+        rows, cols = _queries(truth)
+        i2t, t2i = retrieval_ranks(s, truth)
+        out: list[dict[str, float]] = []
+        empty_t = dict.fromkeys(T2I, NAN)
+        empty_i = dict.fromkeys(I2T, NAN)
+        for r in i2t[rows]:
+            out.append({**{m: float(r < k) for m, k in zip(I2T, KS, strict=True)}, **empty_t})
+        for r in t2i[cols]:
+            out.append({**empty_i, **{m: float(r < k) for m, k in zip(T2I, KS, strict=True)}})
+        return out
+
+    def unit_ids(self, case: Case, n_units: int) -> list[str]:
+        rows, cols = _queries(case.truth)
+        return [f"{case.id}/i2t/{i}" for i in rows] + [f"{case.id}/t2i/{t}" for t in cols]
+
+    def derive(self, means: dict[str, Any]) -> dict[str, Any]:
+        if all(m in means for m in (*I2T, *T2I)):
+            return {"rsum": sum(means[m] for m in (*I2T, *T2I))}
+        return {}

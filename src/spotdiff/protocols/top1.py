@@ -1,0 +1,177 @@
+"""Image-to-text top-1 (R@1) of ARO, Crepe, SugarCrepe and VL-CheckList, and ARO's macro accuracy.
+
+VisualGPTScore Sec. 4 ("Benchmarks and evaluation protocols"): these benchmarks "focus on
+image-to-text retrieval, reporting Recall@1 as each image has a single positive caption and
+multiple negative captions". A case is one image x M texts with exactly one true text; the unit
+scores 1 when the positive's score is strictly greater than every negative's. Ties and NaN fail:
+ARO's own code takes ``argmax`` over ``[false_caption, true_caption]``, which also gives a tie to the
+negative, and a constant scorer must get 0.
+
+``aro-macro`` adds ARO's macro averages (ARO repository, ``dataset_zoo/aro_datasets.py`` and the
+notebook "Replicate ARO! VG-Relation, VG-Attribution"):
+
+* VG-Relation (``tags["relation"]``): accuracy per relation name, then the mean over relations,
+  leaving out the relations ARO lists as symmetric (:data:`ARO_SYMMETRIC_RELATIONS`), for which the
+  swapped caption can also be true;
+* VG-Attribution (``tags["attributes"]``, ARO's ``f"{attributes[0]}_{attributes[1]}"``): accuracy per
+  attribute pair, then the mean over pairs that have at least 25 cases.
+
+Both also report the micro ``accuracy`` over all units (symmetric relations included). Without
+either tag, ``macro_accuracy`` is NaN.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from spotdiff.cases import Case
+from spotdiff.protocols.base import PROTOCOLS, Protocol, as_scores, one_row_positive, resampled_mean
+
+#: Relations ARO leaves out of the VG-Relation macro accuracy (ARO notebook, verbatim list).
+ARO_SYMMETRIC_RELATIONS = frozenset(
+    [
+        "adjusting", "attached to", "between", "bigger than", "biting", "boarding", "brushing",
+        "chewing", "cleaning", "climbing", "close to", "coming from", "coming out of", "contain",
+        "crossing", "dragging", "draped over", "drinking", "drinking from", "driving",
+        "driving down", "driving on", "eating from", "eating in", "enclosing", "exiting", "facing",
+        "filled with", "floating in", "floating on", "flying", "flying above", "flying in",
+        "flying over", "flying through", "full of", "going down", "going into", "going through",
+        "grazing in", "growing in", "growing on", "guiding", "hanging from", "hanging in",
+        "hanging off", "hanging over", "higher than", "holding onto", "hugging", "in between",
+        "jumping off", "jumping on", "jumping over", "kept in", "larger than", "leading",
+        "leaning over", "leaving", "licking", "longer than", "looking in", "looking into",
+        "looking out", "looking over", "looking through", "lying next to", "lying on top of",
+        "making", "mixed with", "mounted on", "moving", "on the back of", "on the edge of",
+        "on the front of", "on the other side of", "opening", "painted on", "parked at",
+        "parked beside", "parked by", "parked in", "parked in front of", "parked near",
+        "parked next to", "perched on", "petting", "piled on", "playing", "playing in",
+        "playing on", "playing with", "pouring", "reaching for", "reading", "reflected on",
+        "riding on", "running in", "running on", "running through", "seen through",
+        "sitting behind", "sitting beside", "sitting by", "sitting in front of", "sitting near",
+        "sitting next to", "sitting under", "skiing down", "skiing on", "sleeping in",
+        "sleeping on", "smiling at", "sniffing", "splashing", "sprinkled on", "stacked on",
+        "standing against", "standing around", "standing behind", "standing beside",
+        "standing in front of", "standing near", "standing next to", "staring at", "stuck in",
+        "surrounding", "swimming in", "swinging", "talking to", "topped with", "touching",
+        "traveling down", "traveling on", "tying", "typing on", "underneath", "wading in",
+        "waiting for", "walking across", "walking by", "walking down", "walking next to",
+        "walking through", "working in", "working on", "worn on", "wrapped around", "wrapped in",
+        "by", "of", "near", "next to", "with", "beside", "on the side of", "around",
+    ]
+)  # fmt: skip
+
+#: VG-Attribution macro accuracy keeps attribute pairs with at least this many cases (ARO code).
+ARO_MIN_ATTRIBUTE_COUNT = 25
+
+
+def top1_correct(case: Case, scores: np.ndarray, protocol: str, what: str) -> float:
+    """1.0 when the case's single positive text strictly beats every negative, else 0.0."""
+    pos, neg = one_row_positive(case, protocol)
+    s = as_scores(case, scores, case.truth.shape, what)[0]
+    p, n = s[pos], s[neg]
+    if np.isnan(p) or np.isnan(n).any():
+        return 0.0
+    return float(p > n.max())
+
+
+@PROTOCOLS.register("i2t-top1")
+class ImageToTextTop1(Protocol):
+    """I2T R@1 with one positive among M captions; strict (VisualGPTScore Sec. 4)."""
+
+    name = "i2t-top1"
+    needs = "image-text"
+    metrics = ("accuracy",)
+    description = (
+        "image-to-text top-1 (R@1) over one positive and M-1 negatives (ARO/Crepe/SugarCrepe/VL-CheckList)"
+    )
+
+    def outcomes(self, case: Case, scores: np.ndarray) -> list[dict[str, float]]:
+        return [{"accuracy": top1_correct(case, scores, self.name, self.needs)}]
+
+
+@PROTOCOLS.register("blind-top1")
+class BlindTop1(ImageToTextTop1):
+    """The same top-1 on a text-only score (``P(t)``): the "blind" language-prior baseline.
+
+    VisualGPTScore Sec. 5 / Table 2(a): ranking the candidates by the marginal ``P(text)`` alone,
+    without the image, already solves much of ARO/Crepe/VL-CheckList.
+    """
+
+    name = "blind-top1"
+    needs = "text-prior"
+    description = "top-1 of the positive among M captions by a text-only prior P(t) (VisualGPTScore Table 2a)"
+
+
+def _group_tag(groups: dict[str, np.ndarray]) -> str | None:
+    for tag in ("relation", "attributes", "attribute"):
+        if tag in groups and np.any(np.asarray(groups[tag]).astype(str) != ""):
+            return tag
+    return None
+
+
+@PROTOCOLS.register("aro-macro")
+class AroMacro(ImageToTextTop1):
+    """ARO VG-Relation / VG-Attribution: top-1 per unit, macro average over relations or attributes."""
+
+    name = "aro-macro"
+    needs = "image-text"
+    metrics = ("macro_accuracy", "accuracy")
+    derived = ("macro_accuracy",)
+    description = (
+        "ARO macro accuracy over relations (VG-Relation) or attribute pairs (VG-Attribution), and micro"
+    )
+
+    def _codes(self, groups: dict[str, np.ndarray]) -> tuple[np.ndarray, np.ndarray] | None:
+        """Per-unit group code and a per-group 'eligible' flag (before the count rule)."""
+        tag = _group_tag(groups)
+        if tag is None:
+            return None
+        names, codes = np.unique(np.asarray(groups[tag]).astype(str), return_inverse=True)
+        eligible = names != ""
+        if tag == "relation":
+            eligible &= ~np.isin(names, list(ARO_SYMMETRIC_RELATIONS))
+        return codes.reshape(-1), eligible
+
+    def _min_count(self, groups: dict[str, np.ndarray]) -> int:
+        return 1 if _group_tag(groups) == "relation" else ARO_MIN_ATTRIBUTE_COUNT
+
+    def aggregate(self, values: dict[str, np.ndarray], groups: dict[str, np.ndarray]) -> dict[str, float]:
+        idx = np.arange(len(values["accuracy"]))[None, :]
+        return {m: float(v[0]) for m, v in self.aggregate_resamples(values, groups, idx).items()}
+
+    def aggregate_resamples(
+        self, values: dict[str, np.ndarray], groups: dict[str, np.ndarray], idx: np.ndarray
+    ) -> dict[str, np.ndarray]:
+        v = np.asarray(values["accuracy"], dtype=float)
+        out: dict[str, Any] = {"accuracy": resampled_mean(v, idx) * 100.0}
+        coded = self._codes(groups)
+        if coded is None:
+            out["macro_accuracy"] = np.full(idx.shape[0], np.nan)
+        else:
+            codes, eligible = coded
+            g = len(eligible)
+            b = idx.shape[0]
+            defined = ~np.isnan(v)
+            # per (resample, group) sums and counts via one bincount on offset codes
+            flat = (codes[idx] + g * np.arange(b)[:, None]).ravel()
+            sums = np.bincount(flat, weights=np.where(defined, v, 0.0)[idx].ravel(), minlength=b * g)
+            counts = np.bincount(flat, weights=defined[idx].ravel().astype(float), minlength=b * g)
+            sums, counts = sums.reshape(b, g), counts.reshape(b, g)
+            # the count rule is decided on the full sample (so resamples keep the same groups),
+            # counting distinct cases (a paired permutation stacks each unit twice)
+            if "case" in groups:
+                case_codes = np.unique(np.asarray(groups["case"]).astype(str), return_inverse=True)[1]
+                pairs = np.unique(np.stack([codes[defined], case_codes.reshape(-1)[defined]]), axis=1)
+                full = np.bincount(pairs[0], minlength=g)
+            else:
+                full = np.bincount(codes, weights=defined.astype(float), minlength=g)
+            keep = (eligible & (full >= self._min_count(groups)))[None, :] & (counts > 0)
+            with np.errstate(invalid="ignore", divide="ignore"):
+                acc = np.where(keep, sums / np.maximum(counts, 1), 0.0)
+                n_keep = keep.sum(axis=1)
+                out["macro_accuracy"] = (
+                    np.where(n_keep > 0, acc.sum(axis=1) / np.maximum(n_keep, 1), np.nan) * 100
+                )
+        return {m: np.asarray(out[m], dtype=float) for m in self.metrics}

@@ -1,0 +1,100 @@
+"""VISLA triplet accuracy, text-to-text and image-to-text (VISLA paper, Sec. 4, Table 1, App. B).
+
+A case holds the triplet ``(P1, P2, N)``: two semantically equivalent positive captions and a
+lexically close negative. Roles come from ``case.roles`` (``"p1"``, ``"p2"``, ``"n"``); without roles
+the positives are the true texts in order (first = P1) and N the false one. VISLA orders the
+positives so that P1 has more lexical overlap with N (Sec. 4.3, Table 3 caption); the loader keeps
+that order.
+
+``visla-t2t`` (text-text similarities ``S``, ``[3, 3]``): Table 1, a query is P1 or P2, its
+positive is the other one, the negative is N. App. B: "we compute pairwise cosine similarity
+scores S(P1, P2), S(P1, N), S(P2, N) ... report the accuracy of the model, assigning the last rank
+to the negative captions".
+
+* ``p2_n`` (query P1: P2 ranked above N) = ``S(P1, P2) > S(P1, N)``;
+* ``p1_n`` (query P2: P1 ranked above N) = ``S(P2, P1) > S(P2, N)``;
+* ``accuracy`` = N ranked last for both queries = ``p1_n AND p2_n``, i.e. for a symmetric ``S``,
+  ``S(P1, P2) > S(P1, N)`` and ``S(P1, P2) > S(P2, N)``.
+
+Table 3 ("P1-N and P2-N refer to the accuracy of ranking positive caption 1 and positive caption 2
+above the Negative caption; P1 have more lexical overlap with N") fixes which is which: since
+``S(P1, N)`` is inflated by lexical overlap, ranking P2 above N for the query P1 is the hard
+comparison. Published all-MiniLM-L6-v2 on generic VISLA: accuracy 58.89 (Table 2), P1-N 93.22,
+P2-N 60.12 (Table 3), consistent with ``accuracy <= min(p1_n, p2_n)`` under this reading.
+
+``visla-i2t`` (image-text similarities, ``[1, 3]``, Table 1 row I2T, App. B): the image is the
+query and both captions are positives. ``p1_n = S(I, P1) > S(I, N)``, ``p2_n = S(I, P2) > S(I, N)``,
+``accuracy`` = both (N ranked last).
+
+All comparisons are strict: a tie or a NaN is a failure.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from spotdiff.cases import Case
+from spotdiff.errors import DataError
+from spotdiff.protocols.base import PROTOCOLS, Protocol, as_scores
+
+
+def triplet(case: Case, protocol: str) -> tuple[int, int, int]:
+    """Indices of P1, P2 and N among the case's texts."""
+    if len(case.texts) != 3 or case.truth.shape[0] != 1:
+        raise DataError(
+            f"case {case.id}: protocol {protocol!r} needs one image (or none) and 3 texts (P1, P2, N), "
+            f"got truth of shape {case.truth.shape}"
+        )
+    truth = case.truth[0]
+    if case.roles:
+        roles = [r.lower() for r in case.roles]
+        try:
+            p1, p2, n = roles.index("p1"), roles.index("p2"), roles.index("n")
+        except ValueError:
+            raise DataError(f"case {case.id}: VISLA roles must be p1, p2, n; got {case.roles}") from None
+        if not (truth[p1] and truth[p2] and not truth[n]):
+            raise DataError(f"case {case.id}: VISLA truth must mark P1 and P2 true and N false")
+        return p1, p2, n
+    pos = np.flatnonzero(truth)
+    neg = np.flatnonzero(~truth)
+    if pos.size != 2 or neg.size != 1:
+        raise DataError(
+            f"case {case.id}: VISLA needs two true texts and one false text, got {truth.tolist()}"
+        )
+    return int(pos[0]), int(pos[1]), int(neg[0])
+
+
+def _outcome(p1_n: bool, p2_n: bool) -> dict[str, float]:
+    return {"accuracy": float(p1_n and p2_n), "p1_n": float(p1_n), "p2_n": float(p2_n)}
+
+
+@PROTOCOLS.register("visla-t2t")
+class VislaT2T(Protocol):
+    """VISLA text-to-text triplet accuracy, P1-N and P2-N (VISLA Sec. 4, App. B, Table 3)."""
+
+    name = "visla-t2t"
+    needs = "text-text"
+    metrics = ("accuracy", "p1_n", "p2_n")
+    description = "VISLA T2T: negative ranked last for both positive queries; P1-N, P2-N; ties fail"
+
+    def outcomes(self, case: Case, scores: np.ndarray) -> list[dict[str, float]]:
+        p1, p2, n = triplet(case, self.name)
+        s = as_scores(case, scores, (3, 3), self.needs)
+        p2_n = bool(s[p1, p2] > s[p1, n])  # query P1: P2 above N (NaN compares False)
+        p1_n = bool(s[p2, p1] > s[p2, n])  # query P2: P1 above N
+        return [_outcome(p1_n, p2_n)]
+
+
+@PROTOCOLS.register("visla-i2t")
+class VislaI2T(Protocol):
+    """VISLA image-to-text triplet accuracy, P1-N and P2-N (VISLA Sec. 4, App. B)."""
+
+    name = "visla-i2t"
+    needs = "image-text"
+    metrics = ("accuracy", "p1_n", "p2_n")
+    description = "VISLA I2T: negative ranked below both positives for the image query; ties fail"
+
+    def outcomes(self, case: Case, scores: np.ndarray) -> list[dict[str, float]]:
+        p1, p2, n = triplet(case, self.name)
+        s = as_scores(case, scores, (1, 3), self.needs)[0]
+        return [_outcome(bool(s[p1] > s[n]), bool(s[p2] > s[n]))]

@@ -1,0 +1,1 @@
+"""Tables, plots, galleries and HTML reports built from the run store."""

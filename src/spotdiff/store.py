@@ -1,0 +1,283 @@
+"""The run store: one SQLite file recording every evaluation and every per-case score.
+
+A run row records the model's identity (spec, config and weight digests), the benchmark, the data
+location and digest, the protocol, the seed, the package version and the time; ``metrics`` holds
+one row per (subset, metric) with its confidence interval; ``units`` holds each case's (or query's)
+score matrix and per-metric outcome, so every reported number can be traced to cases.
+
+The default location is ``$SPOTDIFF_STORE`` or ``~/.local/share/spotdiff/runs.sqlite``. WAL mode
+and a busy timeout let several runs write to one store at the same time.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import sqlite3
+import uuid
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS runs (
+    id TEXT PRIMARY KEY,
+    created TEXT NOT NULL,
+    status TEXT NOT NULL,
+    benchmark TEXT NOT NULL,
+    subset TEXT,
+    protocol TEXT NOT NULL,
+    model TEXT NOT NULL,
+    model_identity TEXT NOT NULL,
+    data_path TEXT NOT NULL,
+    data_digest TEXT NOT NULL,
+    seed INTEGER NOT NULL,
+    version TEXT NOT NULL,
+    n_cases INTEGER,
+    metrics TEXT,
+    info TEXT NOT NULL
+);
+CREATE TABLE IF NOT EXISTS metrics (
+    run_id TEXT NOT NULL REFERENCES runs(id) ON DELETE CASCADE,
+    subset TEXT NOT NULL,
+    metric TEXT NOT NULL,
+    value REAL,
+    ci_low REAL,
+    ci_high REAL,
+    PRIMARY KEY (run_id, subset, metric)
+);
+CREATE TABLE IF NOT EXISTS units (
+    run_id TEXT NOT NULL REFERENCES runs(id) ON DELETE CASCADE,
+    unit_id TEXT NOT NULL,
+    case_id TEXT NOT NULL,
+    subset TEXT NOT NULL,
+    scores TEXT NOT NULL,
+    outcomes TEXT NOT NULL,
+    tags TEXT NOT NULL,
+    PRIMARY KEY (run_id, unit_id)
+);
+CREATE INDEX IF NOT EXISTS runs_benchmark ON runs(benchmark, model);
+"""
+
+
+def default_store_path() -> Path:
+    """``$SPOTDIFF_STORE`` or ``~/.local/share/spotdiff/runs.sqlite``."""
+    env = os.environ.get("SPOTDIFF_STORE")
+    return Path(env) if env else Path.home() / ".local" / "share" / "spotdiff" / "runs.sqlite"
+
+
+def _clean(value: Any) -> Any:
+    """JSON-safe copy: NaN becomes null, numpy scalars become Python numbers."""
+    if isinstance(value, dict):
+        return {str(k): _clean(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_clean(v) for v in value]
+    if hasattr(value, "tolist"):
+        return _clean(value.tolist())
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
+    return value
+
+
+def dumps(value: Any) -> str:
+    return json.dumps(_clean(value), sort_keys=True, allow_nan=False)
+
+
+@dataclass
+class Run:
+    """One row of the ``runs`` table, with JSON fields decoded."""
+
+    id: str
+    created: str
+    status: str
+    benchmark: str
+    subset: str | None
+    protocol: str
+    model: str
+    model_identity: dict
+    data_path: str
+    data_digest: str
+    seed: int
+    version: str
+    n_cases: int | None
+    metrics: dict | None
+    info: dict
+
+
+class RunStore:
+    """Open (creating if needed) the run store at ``path``."""
+
+    def __init__(self, path: str | Path | None = None) -> None:
+        self.path = Path(path) if path is not None else default_store_path()
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        self._db = sqlite3.connect(self.path, timeout=60.0, isolation_level=None)
+        self._db.execute("PRAGMA journal_mode=WAL")
+        self._db.execute("PRAGMA busy_timeout=60000")
+        self._db.execute("PRAGMA foreign_keys=ON")
+        self._db.executescript(_SCHEMA)
+
+    def _tx(self, statements: Iterable[tuple[str, Any]]) -> None:
+        self._db.execute("BEGIN IMMEDIATE")
+        try:
+            for sql, params in statements:
+                if params and isinstance(params, list) and isinstance(params[0], (list, tuple)):
+                    self._db.executemany(sql, params)
+                else:
+                    self._db.execute(sql, params or ())
+            self._db.execute("COMMIT")
+        except BaseException:
+            self._db.execute("ROLLBACK")
+            raise
+
+    def start_run(
+        self,
+        *,
+        benchmark: str,
+        subset: str | None,
+        protocol: str,
+        model: str,
+        model_identity: dict,
+        data_path: str,
+        data_digest: str,
+        seed: int,
+        version: str,
+        info: dict | None = None,
+    ) -> str:
+        """Record a new run as ``running`` and return its id."""
+        run_id = uuid.uuid4().hex[:12]
+        created = datetime.now(UTC).isoformat(timespec="seconds")
+        self._tx(
+            [
+                (
+                    "INSERT INTO runs (id, created, status, benchmark, subset, protocol, model, "
+                    "model_identity, data_path, data_digest, seed, version, info) "
+                    "VALUES (?, ?, 'running', ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                    [
+                        run_id,
+                        created,
+                        benchmark,
+                        subset,
+                        protocol,
+                        model,
+                        dumps(model_identity),
+                        data_path,
+                        data_digest,
+                        seed,
+                        version,
+                        dumps(info or {}),
+                    ],
+                )
+            ]
+        )
+        return run_id
+
+    def add_units(self, run_id: str, units: Iterable[dict]) -> None:
+        """Store per-unit records: ``unit_id, case_id, subset, scores, outcomes, tags``."""
+        rows = [
+            (
+                run_id,
+                u["unit_id"],
+                u["case_id"],
+                u["subset"],
+                dumps(u["scores"]),
+                dumps(u["outcomes"]),
+                dumps(u.get("tags", {})),
+            )
+            for u in units
+        ]
+        if rows:
+            self._tx([("INSERT OR REPLACE INTO units VALUES (?, ?, ?, ?, ?, ?, ?)", rows)])
+
+    def finish_run(self, run_id: str, metrics: dict, n_cases: int, info: dict | None = None) -> None:
+        """Store the final metrics (``{subset: {metric: value, metric_ci95: [lo, hi]}}``)."""
+        rows = []
+        for subset, values in metrics.items():
+            for metric, value in values.items():
+                if metric.endswith("_ci95"):
+                    continue
+                lo, hi = values.get(f"{metric}_ci95", (None, None))
+                rows.append((run_id, subset, metric, *_clean([value, lo, hi])))
+        statements: list[tuple[str, Any]] = [
+            ("DELETE FROM metrics WHERE run_id=?", [run_id]),
+            (
+                "UPDATE runs SET status='done', metrics=?, n_cases=? WHERE id=?",
+                [dumps(metrics), n_cases, run_id],
+            ),
+        ]
+        if info is not None:
+            statements.append(("UPDATE runs SET info=? WHERE id=?", [dumps(info), run_id]))
+        if rows:
+            statements.append(("INSERT INTO metrics VALUES (?, ?, ?, ?, ?, ?)", rows))
+        self._tx(statements)
+
+    def fail_run(self, run_id: str, reason: str) -> None:
+        self._tx([("UPDATE runs SET status=? WHERE id=?", [f"failed: {reason}"[:500], run_id])])
+
+    def _row_to_run(self, row: tuple) -> Run:
+        (rid, created, status, bench, subset, protocol, model, ident, dpath, ddig, seed, ver, n, met, info) = row
+        return Run(
+            rid,
+            created,
+            status,
+            bench,
+            subset,
+            protocol,
+            model,
+            json.loads(ident),
+            dpath,
+            ddig,
+            seed,
+            ver,
+            n,
+            json.loads(met) if met else None,
+            json.loads(info),
+        )
+
+    def runs(self, *, benchmark: str | None = None, status: str | None = None) -> list[Run]:
+        """All runs, newest first, optionally filtered."""
+        sql, params = "SELECT * FROM runs", []
+        where = []
+        if benchmark:
+            where.append("benchmark=?")
+            params.append(benchmark)
+        if status:
+            where.append("status=?")
+            params.append(status)
+        if where:
+            sql += " WHERE " + " AND ".join(where)
+        sql += " ORDER BY created DESC, rowid DESC"
+        return [self._row_to_run(r) for r in self._db.execute(sql, params)]
+
+    def get(self, run_id: str) -> Run:
+        """A run by id or unique id prefix."""
+        rows = self._db.execute("SELECT * FROM runs WHERE id LIKE ?", [run_id + "%"]).fetchall()
+        if len(rows) != 1:
+            from spotdiff.errors import ConfigError
+
+            raise ConfigError(
+                f"no run {run_id!r} in {self.path}" if not rows else f"run id prefix {run_id!r} is ambiguous"
+            )
+        return self._row_to_run(rows[0])
+
+    def units(self, run_id: str) -> Iterator[dict]:
+        """The run's per-unit records, in unit id order."""
+        rows = self._db.execute(
+            "SELECT unit_id, case_id, subset, scores, outcomes, tags FROM units WHERE run_id=? "
+            "ORDER BY unit_id",
+            [run_id],
+        )
+        for unit_id, case_id, subset, scores, outcomes, tags in rows:
+            yield {
+                "unit_id": unit_id,
+                "case_id": case_id,
+                "subset": subset,
+                "scores": json.loads(scores),
+                "outcomes": json.loads(outcomes),
+                "tags": json.loads(tags),
+            }
+
+    def close(self) -> None:
+        self._db.close()
