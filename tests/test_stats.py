@@ -281,3 +281,20 @@ def test_paired_permutation_for_derived_and_graded_metrics():
     assert g.test == "permutation" and g.p_value < 0.01
     # deterministic for a seed
     assert paired_comparison(a, b, "acc", n_perm=999) == g
+
+
+def test_cluster_bootstrap_resamples_whole_cases() -> None:
+    """Units of a multi-unit case move together: a metric constant within cases keeps case means."""
+    from spotdiff.protocols.stats import UnitTable, evaluate_table
+
+    table = UnitTable()
+    for c in range(40):
+        hit = 1.0 if c % 2 == 0 else 0.0
+        for q in range(3):
+            table.add(f"c{c}/i{q}", f"c{c}", {"subset": "s"}, {"i2t": hit, "t2i": hit})
+    ev = evaluate_table("spec", table, n_boot=300, seed=1)
+    samples = ev.boot["all"]["i2t"]
+    # every resample draws whole cases, so each value is a multiple of 100/40 (one case's share)
+    assert np.allclose(np.round(samples / 2.5), samples / 2.5)
+    lo, hi = ev.metrics["all"]["i2t_ci95"]
+    assert lo < 50.0 < hi

@@ -195,12 +195,46 @@ def bootstrap(
     n_boot: int = 1000,
     rng: np.random.Generator,
 ) -> dict[str, np.ndarray]:
-    """``[n_boot]`` bootstrap values of each reported metric, resampling units with replacement."""
+    """``[n_boot]`` bootstrap values of each reported metric.
+
+    Units are resampled with replacement when each case is one unit, or when one case holds every
+    unit (a retrieval gallery, whose units are its queries). When cases hold several units (SPEC's
+    K x K sets give one unit per query), whole cases are resampled (a cluster bootstrap), since
+    the units of one case share its images and texts and are not independent.
+    """
     arrays = list(groups.values()) or list(values.values())
     n = len(arrays[0]) if arrays else 0
     if n == 0 or n_boot <= 0:
         return {}
+    cases = groups.get("case")
+    if cases is not None:
+        _, inverse, sizes = np.unique(cases, return_inverse=True, return_counts=True)
+        if 1 < len(sizes) < n:
+            return _cluster_resample(protocol, values, groups, inverse, sizes, n_boot, rng)
     return _resample(lambda idx: protocol.aggregate_resamples(values, groups, idx), n, n_boot, rng)
+
+
+def _cluster_resample(
+    protocol: Protocol,
+    values: dict[str, np.ndarray],
+    groups: dict[str, np.ndarray],
+    inverse: np.ndarray,
+    sizes: np.ndarray,
+    n_boot: int,
+    rng: np.random.Generator,
+) -> dict[str, np.ndarray]:
+    """Bootstrap by resampling cases; each resample takes all units of the drawn cases."""
+    order = np.argsort(inverse, kind="stable")  # unit indices grouped by case
+    starts = np.concatenate([[0], np.cumsum(sizes)[:-1]])
+    parts: dict[str, list[np.ndarray]] = {}
+    for _ in range(n_boot):
+        pick = rng.integers(0, len(sizes), size=len(sizes))
+        lengths = sizes[pick]
+        offsets = np.repeat(starts[pick] - np.concatenate([[0], np.cumsum(lengths)[:-1]]), lengths)
+        idx = order[offsets + np.arange(int(lengths.sum()))][None, :]
+        for m, v in protocol.aggregate_resamples(values, groups, idx).items():
+            parts.setdefault(m, []).append(np.asarray(v, dtype=float))
+    return {m: np.concatenate(v) for m, v in parts.items()}
 
 
 # --------------------------------------------------------------------------------- evaluate
