@@ -32,13 +32,12 @@ import numpy as np
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "tests"))
 
-from tiny_models import make_tiny_image_processor, make_tiny_sentence_transformer, make_tiny_tokenizer  # noqa: E402
-
 from spotdiff.cases import ArrayImage, Case  # noqa: E402
 from spotdiff.engine import Engine  # noqa: E402
 from spotdiff.scorers import ScorerOptions, load_scorer  # noqa: E402
+from tiny_models import make_tiny_image_processor, make_tiny_sentence_transformer, make_tiny_tokenizer  # noqa: E402
 
-WORDS = "a the red blue green small large cat dog cup bowl left right above below two three four on of".split()
+WORDS = ["a", "the", "red", "blue", "green", "small", "large", "cat", "dog", "cup", "bowl", "left", "right", "above", "below", "two", "three", "four", "on", "of"]
 
 
 def make_small_clip(out: Path) -> Path:
