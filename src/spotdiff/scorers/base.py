@@ -122,3 +122,111 @@ def digest_files(paths: Sequence[Path]) -> str:
         h.update(p.name.encode())
         h.update(file_digest(p).encode())
     return h.hexdigest()
+
+
+# --- shared helpers for torch-backed scorers (torch is imported lazily) ---------------------------
+
+_DTYPES = {
+    "float32": "float32", "fp32": "float32", "float": "float32",
+    "float16": "float16", "fp16": "float16", "half": "float16",
+    "bfloat16": "bfloat16", "bf16": "bfloat16",
+}  # fmt: skip
+
+#: File suffixes that hold weights; every other file of a model folder counts as configuration.
+WEIGHT_SUFFIXES = (".safetensors", ".bin", ".pt", ".pth", ".ckpt", ".h5", ".msgpack", ".onnx")
+_NOT_CONFIG = {"README.md", ".gitattributes", "LICENSE", "LICENSE.txt"}
+
+
+def resolve_device(name: str) -> str:
+    """``"auto"`` -> ``"cuda"`` when available (else ``"mps"``, else ``"cpu"``); checks the others."""
+    import torch
+
+    name = (name or "auto").strip().lower()
+    if name == "auto":
+        if torch.cuda.is_available():
+            return "cuda"
+        mps = getattr(torch.backends, "mps", None)
+        return "mps" if mps is not None and mps.is_available() else "cpu"
+    if name.startswith("cuda") and not torch.cuda.is_available():
+        raise ConfigError(f"device {name!r} requested but CUDA is not available")
+    if name == "mps" and not (getattr(torch.backends, "mps", None) and torch.backends.mps.is_available()):
+        raise ConfigError("device 'mps' requested but MPS is not available")
+    if not (name == "cpu" or name == "mps" or name.startswith("cuda")):
+        raise ConfigError(f"unknown device {name!r}; expected auto, cpu, cuda, cuda:N or mps")
+    return name
+
+
+def resolve_dtype(name: str, device: str) -> Any:
+    """The torch dtype an options string names; ``"auto"`` = float16 on CUDA, float32 elsewhere."""
+    import torch
+
+    name = (name or "auto").strip().lower()
+    if name == "auto":
+        return torch.float16 if device.startswith("cuda") else torch.float32
+    if name not in _DTYPES:
+        raise ConfigError(f"unknown dtype {name!r}; expected auto, float32, float16 or bfloat16")
+    return getattr(torch, _DTYPES[name])
+
+
+def local_path(name_or_path: str, what: str = "model") -> Path | None:
+    """The local file or folder a spec names, or None when it is a hub name (``org/name``).
+
+    Something that looks like a path (absolute, ``./``, ``~``, more than one ``/``) but does not exist
+    raises :class:`ConfigError` naming it, before any model code runs.
+    """
+    if not name_or_path:
+        raise ConfigError(f"{what}: empty name or path")
+    p = Path(name_or_path).expanduser()
+    if p.exists():
+        return p.resolve()
+    looks_local = (
+        p.is_absolute()
+        or name_or_path.startswith(("./", "../", "~", ".\\", "..\\"))
+        or name_or_path in (".", "..")
+        or name_or_path.count("/") > 1
+        or "\\" in name_or_path
+    )
+    if looks_local:
+        raise ConfigError(f"{what}: path {name_or_path} does not exist")
+    return None
+
+
+def model_dir_digests(directory: Path) -> tuple[str | None, str | None]:
+    """(config digest, weights digest) of a model folder, recursively, hidden folders skipped.
+
+    Weights are the ``*.safetensors`` files when there are any (what ``from_pretrained`` prefers),
+    else the other weight files; configuration is every other file (config.json, tokenizer and
+    preprocessor files, sentence-transformers module configs), READMEs excepted.
+    """
+    files = [
+        p
+        for p in directory.rglob("*")
+        if p.is_file() and not any(part.startswith(".") for part in p.relative_to(directory).parts)
+    ]
+    weights = [p for p in files if p.suffix in WEIGHT_SUFFIXES]
+    if any(p.suffix == ".safetensors" for p in weights):
+        weights = [p for p in weights if p.suffix == ".safetensors"]
+    config = [p for p in files if p.suffix not in WEIGHT_SUFFIXES and p.name not in _NOT_CONFIG]
+    return (digest_files(config) if config else None, digest_files(weights) if weights else None)
+
+
+def state_dict_digest(module: Any) -> str:
+    """SHA-256 over a torch module's state_dict: names, dtypes, shapes and raw bytes."""
+    import torch
+
+    h = hashlib.sha256()
+    for name, tensor in sorted(module.state_dict().items()):
+        t = tensor.detach().to("cpu").contiguous()
+        h.update(f"{name}:{t.dtype}:{tuple(t.shape)}".encode())
+        h.update(t.reshape(-1).view(torch.uint8).numpy().tobytes())
+    return h.hexdigest()
+
+
+def hub_snapshot_dir(repo_id: str) -> Path | None:
+    """The cached snapshot folder of a hub model (no network), or None when it is not cached."""
+    try:
+        from huggingface_hub import snapshot_download
+
+        return Path(snapshot_download(repo_id, local_files_only=True))
+    except Exception:
+        return None

@@ -1,0 +1,164 @@
+"""BLIP image-text retrieval models: ``blip-itc:`` (embeddings) and ``blip-itm:`` (match probability).
+
+Both load a ``BlipForImageTextRetrieval`` checkpoint (``Salesforce/blip-itm-base-coco`` or a local
+``save_pretrained`` folder) and call its pieces directly, as its ``forward`` does:
+
+* ``blip-itc``: image-text contrastive head. Image embedding = normalised ``vision_proj`` of the
+  vision encoder's CLS state; text embedding = normalised ``text_proj`` of the text encoder's CLS
+  state (no cross-attention). Equal to ``forward(..., use_itm_head=False)``.
+* ``blip-itm``: image-text matching head. The vision encoder runs once per image; that image's
+  texts run through the text encoder with cross-attention to the cached image states, and the
+  score is ``softmax(itm_head(CLS))[:, 1]``, the match probability of ``forward(...,
+  use_itm_head=True)``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+from PIL import Image
+
+from spotdiff.scorers.base import SCORERS, EmbeddingScorer, PairScorer, ScorerOptions, local_path
+from spotdiff.scorers.hf_dual import TorchScorerMixin, batches, hf_digests, load_hf, rgb, to_unit_numpy
+
+
+class _BlipBase(TorchScorerMixin):
+    """Loading, preprocessing and the vision pass shared by the two BLIP heads."""
+
+    def _load(self, family: str, name_or_path: str, options: ScorerOptions) -> None:
+        self.family = family
+        self.name_or_path = name_or_path
+        self._dir = local_path(name_or_path, f"{family} model")
+        self._setup(options)
+
+        from transformers import AutoImageProcessor, AutoTokenizer, BlipForImageTextRetrieval
+
+        self.model = load_hf(family, name_or_path, BlipForImageTextRetrieval, dtype=self.dtype)
+        self.model.to(self.device).eval()
+        self.tokenizer = load_hf(family, name_or_path, AutoTokenizer)
+        self.image_processor = load_hf(family, name_or_path, AutoImageProcessor)
+        text_config = self.model.config.text_config
+        limit = getattr(text_config, "max_position_embeddings", None)
+        tok_limit = getattr(self.tokenizer, "model_max_length", None)
+        if isinstance(tok_limit, int) and tok_limit < 100_000:
+            limit = min(limit, tok_limit) if limit else tok_limit
+        self.max_length = limit
+
+    def _digests(self) -> tuple[str | None, str]:
+        return hf_digests(self.name_or_path, self._dir, self.model)
+
+    def _pixels(self, images: Sequence[Image.Image]) -> Any:
+        inputs = self.image_processor(images=[rgb(im) for im in images], return_tensors="pt")
+        return inputs["pixel_values"].to(self.device, self.dtype)
+
+    def _tokens(self, texts: Sequence[str]) -> tuple[Any, Any]:
+        enc = self.tokenizer(
+            list(texts),
+            padding=True,
+            truncation=self.max_length is not None,
+            max_length=self.max_length,
+            return_tensors="pt",
+        )
+        return enc["input_ids"].to(self.device), enc["attention_mask"].to(self.device)
+
+    def _image_states(self, images: Sequence[Image.Image]) -> Any:
+        """The vision encoder's last hidden states for a batch of images."""
+        return self.model.vision_model(pixel_values=self._pixels(images)).last_hidden_state
+
+
+class BlipITCScorer(_BlipBase, EmbeddingScorer):
+    """``blip-itc:``: BLIP's contrastive (ITC) embeddings; cosine similarities."""
+
+    capabilities = frozenset({"image-text", "text-text"})
+
+    def __init__(self, name_or_path: str, options: ScorerOptions) -> None:
+        EmbeddingScorer.__init__(self, f"blip-itc:{name_or_path}", options)
+        self._load("blip-itc", name_or_path, options)
+
+    def _dim(self) -> int:
+        return int(self.model.vision_proj.out_features)
+
+    def encode_images(self, images: Sequence[Image.Image]) -> np.ndarray:
+        import torch
+
+        out = [np.zeros((0, self._dim()), dtype=np.float32)]
+        with torch.inference_mode():
+            for chunk in batches(list(images), self.batch_size):
+                states = self._image_states(chunk)
+                out.append(to_unit_numpy(self.model.vision_proj(states[:, 0, :])))
+        return np.concatenate(out)
+
+    def encode_texts(self, texts: Sequence[str]) -> np.ndarray:
+        import torch
+
+        out = [np.zeros((0, self._dim()), dtype=np.float32)]
+        with torch.inference_mode():
+            for chunk in batches(list(texts), self.batch_size):
+                input_ids, mask = self._tokens(chunk)
+                states = self.model.text_encoder(input_ids=input_ids, attention_mask=mask).last_hidden_state
+                out.append(to_unit_numpy(self.model.text_proj(states[:, 0, :])))
+        return np.concatenate(out)
+
+
+class BlipITMScorer(_BlipBase, PairScorer):
+    """``blip-itm:``: BLIP's image-text matching head; scores are match probabilities in [0, 1]."""
+
+    capabilities = frozenset({"image-text", "match-prob"})
+
+    def __init__(self, name_or_path: str, options: ScorerOptions) -> None:
+        PairScorer.__init__(self, f"blip-itm:{name_or_path}", options)
+        self._load("blip-itm", name_or_path, options)
+
+    def score_pairs(self, images: Sequence[Image.Image], texts: Sequence[Sequence[str]]) -> list[np.ndarray]:
+        import torch
+
+        if len(images) != len(texts):
+            raise ValueError(f"score_pairs: {len(images)} images but {len(texts)} text lists")
+        results: list[np.ndarray] = [np.zeros(0, dtype=np.float32) for _ in images]
+        # Vision once per image, a batch of images at a time; then all (image, text) pairs of those
+        # images in text batches, each pair attending to its image's cached states.
+        for start in range(0, len(images), self.batch_size):
+            idx = [i for i in range(start, min(start + self.batch_size, len(images))) if len(texts[i])]
+            if not idx:
+                continue
+            with torch.inference_mode():
+                states = self._image_states([images[i] for i in idx])
+                pairs = [(row, t) for row, i in enumerate(idx) for t in texts[i]]
+                probs = []
+                for chunk in batches(pairs, self.batch_size):
+                    rows = torch.tensor([row for row, _ in chunk], device=states.device)
+                    probs.append(self._match_prob(states[rows], [t for _, t in chunk]))
+            flat = np.concatenate(probs)
+            pos = 0
+            for i in idx:
+                results[i] = flat[pos : pos + len(texts[i])]
+                pos += len(texts[i])
+        return results
+
+    def _match_prob(self, image_states: Any, texts: Sequence[str]) -> np.ndarray:
+        import torch
+
+        input_ids, mask = self._tokens(texts)
+        image_atts = torch.ones(image_states.shape[:-1], dtype=torch.long, device=image_states.device)
+        hidden = self.model.text_encoder(
+            input_ids=input_ids,
+            attention_mask=mask,
+            encoder_hidden_states=image_states,
+            encoder_attention_mask=image_atts,
+        ).last_hidden_state
+        logits = self.model.itm_head(hidden[:, 0, :]).float()
+        return torch.softmax(logits, dim=-1)[:, 1].cpu().numpy().astype(np.float32)
+
+
+@SCORERS.register("blip-itc")
+def blip_itc(rest: str, options: ScorerOptions) -> BlipITCScorer:
+    """``blip-itc:NAME_OR_PATH``: BLIP retrieval model, contrastive embeddings."""
+    return BlipITCScorer(rest, options)
+
+
+@SCORERS.register("blip-itm")
+def blip_itm(rest: str, options: ScorerOptions) -> BlipITMScorer:
+    """``blip-itm:NAME_OR_PATH``: BLIP retrieval model, image-text matching probability."""
+    return BlipITMScorer(rest, options)

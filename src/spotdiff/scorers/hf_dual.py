@@ -1,0 +1,226 @@
+"""Hugging Face dual encoders: ``hf-clip:``, ``hf-siglip:`` and the generic ``hf-dual:``.
+
+Each spec names a hub model or a local ``save_pretrained`` folder::
+
+    hf-clip:openai/clip-vit-base-patch32      CLIPModel
+    hf-siglip:google/siglip-base-patch16-224  SiglipModel (texts padded to max_length, as trained)
+    hf-dual:/path/to/checkpoint               any AutoModel with get_image_features/get_text_features
+
+Images and texts are embedded separately (``get_image_features`` / ``get_text_features``) and
+L2-normalised, so image-text and text-text similarities are cosines.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+from PIL import Image
+
+from spotdiff.errors import ConfigError
+from spotdiff.scorers.base import (
+    SCORERS,
+    EmbeddingScorer,
+    ScorerOptions,
+    hub_snapshot_dir,
+    local_path,
+    model_dir_digests,
+    resolve_device,
+    resolve_dtype,
+    state_dict_digest,
+)
+
+
+def rgb(image: Image.Image) -> Image.Image:
+    """The image in RGB mode (processors expect three channels)."""
+    return image if image.mode == "RGB" else image.convert("RGB")
+
+
+def batches(items: Sequence[Any], size: int) -> list[Sequence[Any]]:
+    """Consecutive slices of at most ``size`` items."""
+    size = max(1, int(size))
+    return [items[i : i + size] for i in range(0, len(items), size)]
+
+
+def to_unit_numpy(features: Any) -> np.ndarray:
+    """Rows of a torch tensor, L2-normalised in float32, as a numpy array."""
+    x = features.float()
+    x = x / x.norm(dim=-1, keepdim=True).clamp_min(1e-12)
+    return x.cpu().numpy().astype(np.float32, copy=False)
+
+
+def pooled(output: Any) -> Any:
+    """The projected embeddings of ``get_*_features`` (a tensor, or an output whose pooler holds them)."""
+    if hasattr(output, "pooler_output"):
+        return output.pooler_output
+    if isinstance(output, tuple):
+        return output[0]
+    return output
+
+
+def load_hf(family: str, name_or_path: str, loader: Any, **kwargs: Any) -> Any:
+    """``loader.from_pretrained(name_or_path)``, turning load failures into :class:`ConfigError`."""
+    try:
+        return loader.from_pretrained(name_or_path, **kwargs)
+    except (OSError, ValueError, KeyError, TypeError) as exc:
+        raise ConfigError(f"{family}: cannot load {name_or_path!r} ({type(exc).__name__}: {exc})") from exc
+
+
+def hf_digests(name_or_path: str, directory: Path | None, model: Any) -> tuple[str | None, str]:
+    """(config digest, weights digest) from the model files on disk (a local folder or the cached hub
+    snapshot); the weights digest falls back to the in-memory state_dict."""
+    folder = directory if directory is not None else hub_snapshot_dir(name_or_path)
+    config_sha, weights_sha = (None, None)
+    if folder is not None and folder.is_dir():
+        config_sha, weights_sha = model_dir_digests(folder)
+    return config_sha, weights_sha or state_dict_digest(model)
+
+
+class TorchScorerMixin:
+    """Device, dtype, seed and identity bookkeeping shared by the torch-backed scorers."""
+
+    family: str = ""
+    spec: str
+    options: ScorerOptions
+    name_or_path: str
+    model: Any
+
+    def _setup(self, options: ScorerOptions) -> None:
+        import torch
+
+        self.device = resolve_device(options.device)
+        self.dtype = resolve_dtype(options.dtype, self.device)
+        self.batch_size = max(1, int(options.batch_size))
+        torch.manual_seed(options.seed)
+        self._identity: dict[str, Any] | None = None
+
+    def _digests(self) -> tuple[str | None, str]:
+        raise NotImplementedError
+
+    def identity(self) -> dict[str, Any]:
+        if self._identity is None:
+            config_sha, weights_sha = self._digests()
+            self._identity = {
+                "spec": self.spec,
+                "family": self.family,
+                "class": type(self.model).__name__,
+                "name_or_path": self.name_or_path,
+                "config_sha256": config_sha,
+                "weights_sha256": weights_sha,
+                "dtype": str(self.dtype).replace("torch.", ""),
+                "device": self.device,
+            }
+        return dict(self._identity)
+
+
+class HFDualScorer(TorchScorerMixin, EmbeddingScorer):
+    """A Hugging Face model with ``get_image_features`` and ``get_text_features``."""
+
+    capabilities = frozenset({"image-text", "text-text"})
+
+    def __init__(
+        self,
+        family: str,
+        name_or_path: str,
+        options: ScorerOptions,
+        *,
+        model_class: str = "AutoModel",
+        pad_to_max_length: bool = False,
+    ) -> None:
+        super().__init__(f"{family}:{name_or_path}", options)
+        self.family = family
+        self.name_or_path = name_or_path
+        self._dir = local_path(name_or_path, f"{family} model")  # ConfigError before any work
+        self._setup(options)
+
+        import transformers
+        from transformers import AutoImageProcessor, AutoTokenizer
+
+        cls = getattr(transformers, model_class)
+        self.model = load_hf(family, name_or_path, cls, dtype=self.dtype)
+        for needed in ("get_image_features", "get_text_features"):
+            if not hasattr(self.model, needed):
+                raise ConfigError(
+                    f"{family}: {type(self.model).__name__} from {name_or_path!r} has no {needed}(); "
+                    "it is not a dual encoder"
+                )
+        self.model.to(self.device).eval()
+        self.tokenizer = load_hf(family, name_or_path, AutoTokenizer)
+        self.image_processor = load_hf(family, name_or_path, AutoImageProcessor)
+        # SigLIP pools the last position, so it must see texts padded as in training
+        model_type = str(getattr(self.model.config, "model_type", ""))
+        self.pad_to_max_length = pad_to_max_length or "siglip" in model_type
+        self.max_length = self._max_text_length()
+        self._dim: int | None = None
+
+    def _max_text_length(self) -> int | None:
+        text_config = getattr(self.model.config, "text_config", None)
+        limit = getattr(text_config, "max_position_embeddings", None)
+        tok_limit = getattr(self.tokenizer, "model_max_length", None)
+        if isinstance(tok_limit, int) and tok_limit < 100_000:
+            limit = min(limit, tok_limit) if limit else tok_limit
+        return limit
+
+    def _digests(self) -> tuple[str | None, str]:
+        return hf_digests(self.name_or_path, self._dir, self.model)
+
+    def _empty(self) -> np.ndarray:
+        if self._dim is None:
+            self._dim = self.encode_texts([""]).shape[1]
+        return np.zeros((0, self._dim), dtype=np.float32)
+
+    def encode_images(self, images: Sequence[Image.Image]) -> np.ndarray:
+        import torch
+
+        if len(images) == 0:
+            return self._empty()
+        out = []
+        with torch.inference_mode():
+            for chunk in batches(list(images), self.batch_size):
+                inputs = self.image_processor(images=[rgb(im) for im in chunk], return_tensors="pt")
+                pixels = inputs["pixel_values"].to(self.device, self.dtype)
+                out.append(to_unit_numpy(pooled(self.model.get_image_features(pixel_values=pixels))))
+        return np.concatenate(out)
+
+    def encode_texts(self, texts: Sequence[str]) -> np.ndarray:
+        import torch
+
+        if len(texts) == 0:
+            return self._empty()
+        padding: str | bool = "max_length" if self.pad_to_max_length else True
+        out = []
+        with torch.inference_mode():
+            for chunk in batches(list(texts), self.batch_size):
+                enc = self.tokenizer(
+                    list(chunk),
+                    padding=padding,
+                    truncation=self.max_length is not None,
+                    max_length=self.max_length,
+                    return_tensors="pt",
+                )
+                kwargs = {"input_ids": enc["input_ids"].to(self.device)}
+                if "attention_mask" in enc:
+                    kwargs["attention_mask"] = enc["attention_mask"].to(self.device)
+                out.append(to_unit_numpy(pooled(self.model.get_text_features(**kwargs))))
+        self._dim = out[0].shape[1]
+        return np.concatenate(out)
+
+
+@SCORERS.register("hf-clip")
+def hf_clip(rest: str, options: ScorerOptions) -> HFDualScorer:
+    """``hf-clip:NAME_OR_PATH``: a Hugging Face ``CLIPModel``."""
+    return HFDualScorer("hf-clip", rest, options, model_class="CLIPModel")
+
+
+@SCORERS.register("hf-siglip")
+def hf_siglip(rest: str, options: ScorerOptions) -> HFDualScorer:
+    """``hf-siglip:NAME_OR_PATH``: a Hugging Face ``SiglipModel``; texts padded to max_length."""
+    return HFDualScorer("hf-siglip", rest, options, model_class="SiglipModel", pad_to_max_length=True)
+
+
+@SCORERS.register("hf-dual")
+def hf_dual(rest: str, options: ScorerOptions) -> HFDualScorer:
+    """``hf-dual:NAME_OR_PATH``: any ``AutoModel`` exposing get_image_features/get_text_features."""
+    return HFDualScorer("hf-dual", rest, options, model_class="AutoModel")

@@ -1,0 +1,208 @@
+"""open_clip models: ``open-clip:ARCH@PRETRAINED``.
+
+Spec forms::
+
+    open-clip:ViT-B-32@openai               built-in architecture, published weights tag
+    open-clip:ViT-B-32@/path/epoch_10.pt    built-in architecture, local checkpoint (.pt/.bin/.safetensors)
+    open-clip:/path/MyArch.json@/path/c.pt  custom architecture (an open_clip config JSON), local checkpoint
+    open-clip:local-dir:/path/to/folder     open_clip's own layout (open_clip_config.json + weights)
+    open-clip:hf-hub:org/repo               open_clip's hub layout
+
+Images use open_clip's evaluation transform, texts its tokenizer; embeddings are L2-normalised.
+The weights digest is the checkpoint file's SHA-256 when the weights come from a file, else a digest
+of the loaded state_dict tensors.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+from PIL import Image
+
+from spotdiff.errors import ConfigError
+from spotdiff.scorers.base import (
+    SCORERS,
+    EmbeddingScorer,
+    ScorerOptions,
+    digest_files,
+    local_path,
+    state_dict_digest,
+)
+from spotdiff.scorers.hf_dual import TorchScorerMixin, batches, rgb, to_unit_numpy
+
+_SCHEMAS = ("local-dir:", "hf-hub:")
+_WEIGHT_NAMES = ("*.safetensors", "*.bin", "*.pth", "*.pt")
+
+
+def parse_open_clip_spec(rest: str) -> tuple[str, str | None]:
+    """Split ``ARCH@PRETRAINED`` into (arch, pretrained or None)."""
+    if rest.startswith(_SCHEMAS):
+        return rest, None
+    arch, sep, pretrained = rest.partition("@")
+    if not arch:
+        raise ConfigError(f"open-clip spec {rest!r} has no architecture; expected ARCH@PRETRAINED")
+    if sep and not pretrained:
+        raise ConfigError(f"open-clip spec {rest!r} has an empty PRETRAINED after '@'")
+    return arch, pretrained or None
+
+
+class OpenClipScorer(TorchScorerMixin, EmbeddingScorer):
+    """An open_clip ``CLIP`` / ``CustomTextCLIP`` model."""
+
+    capabilities = frozenset({"image-text", "text-text"})
+
+    def __init__(self, rest: str, options: ScorerOptions) -> None:
+        super().__init__(f"open-clip:{rest}", options)
+        self.family = "open-clip"
+        self.name_or_path = rest
+        arch, pretrained = parse_open_clip_spec(rest)
+        # Check every local path before any work.
+        self._config_file: Path | None = None
+        self._checkpoint: Path | None = None
+        if arch.startswith("local-dir:"):
+            folder = local_path(arch[len("local-dir:") :], "open-clip model folder")
+            if folder is None or not folder.is_dir():
+                raise ConfigError(f"open-clip: local-dir {arch[len('local-dir:') :]} is not a folder")
+            arch = f"local-dir:{folder}"
+            self._config_file = folder / "open_clip_config.json"
+            if not self._config_file.is_file():
+                raise ConfigError(f"open-clip: {self._config_file} does not exist")
+            found = sorted(p for pattern in _WEIGHT_NAMES for p in folder.glob(pattern))
+            self._checkpoint = _preferred_checkpoint(found)
+        elif arch.endswith(".json") or local_path(arch, "open-clip architecture config") is not None:
+            cfg = local_path(arch, "open-clip architecture config")
+            if cfg is None or not cfg.is_file():
+                raise ConfigError(f"open-clip: architecture config {arch} does not exist")
+            self._config_file = cfg
+        if pretrained is not None:
+            ckpt = local_path(pretrained, "open-clip checkpoint")
+            if ckpt is not None:
+                if not ckpt.is_file():
+                    raise ConfigError(f"open-clip: checkpoint {pretrained} is not a file")
+                self._checkpoint = ckpt
+                pretrained = str(ckpt)
+        self._setup(options)
+
+        import open_clip
+
+        if self._config_file is not None and not arch.startswith("local-dir:"):
+            arch = _register_config(open_clip, self._config_file)
+        if not arch.startswith(_SCHEMAS):
+            if arch not in open_clip.list_models():
+                raise ConfigError(
+                    f"open-clip: unknown architecture {arch!r} (see open_clip.list_models(), or give "
+                    "a path to an open_clip model-config JSON)"
+                )
+            if pretrained is None:
+                tags = open_clip.list_pretrained_tags_by_model(arch)
+                raise ConfigError(
+                    f"open-clip: {arch!r} needs weights: open-clip:{arch}@TAG "
+                    f"(tags: {', '.join(tags) or 'none'}) or open-clip:{arch}@/path/to/checkpoint.pt"
+                )
+            if self._checkpoint is None and pretrained not in open_clip.list_pretrained_tags_by_model(arch):
+                tags = open_clip.list_pretrained_tags_by_model(arch)
+                raise ConfigError(
+                    f"open-clip: {pretrained!r} is neither a checkpoint file nor a pretrained tag of "
+                    f"{arch!r} (tags: {', '.join(tags) or 'none'})"
+                )
+        try:
+            model, _, preprocess = open_clip.create_model_and_transforms(
+                arch, pretrained=pretrained, device="cpu", require_pretrained=True
+            )
+            tokenizer = open_clip.get_tokenizer(arch)
+        except (OSError, RuntimeError, ValueError, KeyError) as exc:
+            raise ConfigError(f"open-clip: cannot load {rest!r} ({type(exc).__name__}: {exc})") from exc
+        self._arch = arch
+        self._state_digest = None if self._checkpoint is not None else state_dict_digest(model)
+        self.model = model.to(self.device, self.dtype).eval()
+        self.preprocess = preprocess
+        self.tokenizer = tokenizer
+
+    def _digests(self) -> tuple[str | None, str]:
+        if self._config_file is not None:
+            config_sha = digest_files([self._config_file])
+        else:
+            import open_clip
+
+            cfg = open_clip.get_model_config(self._arch)
+            blob = json.dumps(cfg, sort_keys=True).encode()
+            config_sha = hashlib.sha256(blob).hexdigest() if cfg is not None else None
+        weights_sha = digest_files([self._checkpoint]) if self._checkpoint is not None else self._state_digest
+        return config_sha, weights_sha or state_dict_digest(self.model)
+
+    def _dim(self) -> int:
+        proj = getattr(self.model, "text_projection", None)
+        if proj is not None and hasattr(proj, "shape"):
+            return int(proj.shape[-1])
+        return int(self.encode_texts([""]).shape[1])
+
+    def encode_images(self, images: Sequence[Image.Image]) -> np.ndarray:
+        import torch
+
+        if len(images) == 0:
+            return np.zeros((0, self._dim()), dtype=np.float32)
+        out = []
+        with torch.inference_mode():
+            for chunk in batches(list(images), self.batch_size):
+                pixels = torch.stack([self.preprocess(rgb(im)) for im in chunk]).to(self.device, self.dtype)
+                out.append(to_unit_numpy(self.model.encode_image(pixels)))
+        return np.concatenate(out)
+
+    def encode_texts(self, texts: Sequence[str]) -> np.ndarray:
+        import torch
+
+        if len(texts) == 0:
+            return np.zeros((0, self._dim()), dtype=np.float32)
+        out = []
+        with torch.inference_mode():
+            for chunk in batches(list(texts), self.batch_size):
+                tokens = self.tokenizer(list(chunk)).to(self.device)
+                out.append(to_unit_numpy(self.model.encode_text(tokens)))
+        return np.concatenate(out)
+
+
+def _preferred_checkpoint(found: list[Path]) -> Path | None:
+    order = [
+        "open_clip_model.safetensors",
+        "open_clip_pytorch_model.safetensors",
+        "open_clip_pytorch_model.bin",
+        "open_clip_pytorch_model.pth",
+        "model.safetensors",
+        "pytorch_model.bin",
+    ]
+    for name in order:
+        for p in found:
+            if p.name == name:
+                return p
+    return found[0] if found else None
+
+
+def _register_config(open_clip: Any, config_file: Path) -> str:
+    """Register an open_clip model-config JSON (its stem becomes the architecture name)."""
+    try:
+        cfg = json.loads(config_file.read_text(encoding="utf-8"))
+    except (OSError, json.JSONDecodeError) as exc:
+        raise ConfigError(f"open-clip: cannot read architecture config {config_file}: {exc}") from exc
+    cfg = cfg.get("model_cfg", cfg) if isinstance(cfg, dict) else cfg
+    if not (isinstance(cfg, dict) and all(k in cfg for k in ("embed_dim", "vision_cfg", "text_cfg"))):
+        raise ConfigError(
+            f"open-clip: {config_file} is not an open_clip model config "
+            "(needs embed_dim, vision_cfg, text_cfg)"
+        )
+    open_clip.add_model_config(config_file)
+    from open_clip import factory
+
+    factory._MODEL_CONFIGS[config_file.stem] = cfg  # also accepts {"model_cfg": ...} files
+    return config_file.stem
+
+
+@SCORERS.register("open-clip")
+def open_clip_scorer(rest: str, options: ScorerOptions) -> OpenClipScorer:
+    """``open-clip:ARCH@PRETRAINED`` (tag or checkpoint path), ``open-clip:CONFIG.json@CKPT``,
+    ``open-clip:local-dir:PATH`` or ``open-clip:hf-hub:ORG/REPO``."""
+    return OpenClipScorer(rest, options)
