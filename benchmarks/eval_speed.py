@@ -37,7 +37,9 @@ from spotdiff.engine import Engine  # noqa: E402
 from spotdiff.scorers import ScorerOptions, load_scorer  # noqa: E402
 from tiny_models import make_tiny_image_processor, make_tiny_sentence_transformer, make_tiny_tokenizer  # noqa: E402
 
-WORDS = ["a", "the", "red", "blue", "green", "small", "large", "cat", "dog", "cup", "bowl", "left", "right", "above", "below", "two", "three", "four", "on", "of"]
+WORDS = (
+    "a the red blue green small large cat dog cup bowl left right above below two three four on of"
+).split()
 
 
 def make_small_clip(out: Path) -> Path:
