@@ -80,7 +80,8 @@ tags: subset, linguistic_phenomena, dataset"""
         return path
 
     def data_files(self) -> list[Path]:
-        return [self._file(s) for s in SUBSETS]
+        """The subset files present (a folder may hold only the subsets a user evaluates)."""
+        return [p for p in (self._data_dir() / f"{s}.json" for s in SUBSETS) if p.is_file()]
 
     def cases(self, subset: str | None = None) -> Iterator[Case]:
         self.check_subset(subset)

@@ -1,0 +1,203 @@
+"""COCO and Flickr30K image-text retrieval on the Karpathy test splits, the classic retrieval
+benchmarks that VisualGPTScore (papers/003, Sec. 6 and App. Table 6) and ARO report next to the
+compositionality benchmarks.
+
+Format: the BLIP / ARO annotation files ``coco_karpathy_test.json`` and ``flickr30k_test.json``
+(storage.googleapis.com/sfr-vision-language-research/datasets/; ``_val`` files for the validation
+splits): a JSON list with one record per image, ``{"image": "<path relative to the image root>",
+"caption": [captions...]}`` (5 per image for Flickr30K, 5 to 7 for COCO); other keys are ignored.
+The loaders read them as ARO's ``COCO_Retrieval`` does: images in file order, texts the captions in
+file order, image ``i`` true for exactly its own captions. A caption given as one string counts as
+a list of one. A repeated image is a DataError.
+
+One gallery case holds everything: N images x T texts (T = the number of captions), truth
+``[i, t]`` True when caption ``t`` belongs to image ``i``. Protocol ``retrieval`` computes R@1/5/10
+in both directions over it. Texts are verbatim by default; option ``pre_caption=true`` applies BLIP's
+``pre_caption`` (lowercase, strip ``.!"()*#:;~``, collapse spaces, keep the first ``max_words``
+words, default 30) as ARO's and BLIP's retrieval loaders do.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator
+from pathlib import Path
+
+import numpy as np
+
+from spotdiff.benchmarks._io import find_file, option_bool, option_choice, option_int, read_json
+from spotdiff.benchmarks.base import BENCHMARKS, Benchmark, LoadReport
+from spotdiff.cases import Case, FileImage
+from spotdiff.errors import ConfigError, DataError
+
+SPLITS = ("test", "val")
+KARPATHY_FILES = {"coco": "coco_karpathy_{split}.json", "flickr": "flickr30k_{split}.json"}
+
+_PUNCT = re.compile(r"([.!\"()*#:;~])")
+_SPACES = re.compile(r"\s{2,}")
+
+
+def pre_caption(caption: str, max_words: int = 50) -> str:
+    """BLIP's ``pre_caption`` (used by ARO for its order and retrieval datasets), reimplemented.
+
+    Lowercases, replaces each of ``.!"()*#:;~`` by a space, collapses runs of whitespace, strips
+    surrounding newlines and spaces, and keeps the first ``max_words`` space-separated words.
+    """
+    caption = _PUNCT.sub(" ", caption.lower())
+    caption = _SPACES.sub(" ", caption)
+    caption = caption.rstrip("\n").strip(" ")
+    words = caption.split(" ")
+    if len(words) > max_words:
+        caption = " ".join(words[:max_words])
+    return caption
+
+
+def read_karpathy(path: Path) -> list[tuple[str, list[str]]]:
+    """The ``(image, captions)`` records of a BLIP-format Karpathy split file, validated."""
+    data = read_json(path)
+    if not isinstance(data, list):
+        raise DataError(f"expected a JSON list of per-image records, got {type(data).__name__}", file=path)
+    out: list[tuple[str, list[str]]] = []
+    seen: dict[str, int] = {}
+    for i, record in enumerate(data):
+        if not isinstance(record, dict):
+            raise DataError(f"expected an object, got {type(record).__name__}", file=path, record=i)
+        if "image" not in record:
+            raise DataError("missing field", file=path, record=i, field="image")
+        image = record["image"]
+        if not isinstance(image, str) or not image.strip():
+            raise DataError(
+                f"expected a non-empty string, got {image!r:.60}", file=path, record=i, field="image"
+            )
+        if image in seen:
+            raise DataError(
+                f"image {image!r} is listed twice (first as record {seen[image]})",
+                file=path,
+                record=i,
+                field="image",
+            )
+        seen[image] = i
+        if "caption" not in record:
+            raise DataError("missing field", file=path, record=i, field="caption")
+        captions = record["caption"]
+        if isinstance(captions, str):
+            captions = [captions]
+        if not isinstance(captions, list) or not captions:
+            raise DataError(
+                f"expected a non-empty list of captions, got {captions!r:.60}",
+                file=path,
+                record=i,
+                field="caption",
+            )
+        for k, caption in enumerate(captions):
+            if not isinstance(caption, str) or not caption.strip():
+                raise DataError(
+                    f"caption {k} is not a non-empty string: {caption!r:.60}",
+                    file=path,
+                    record=i,
+                    field="caption",
+                )
+        out.append((image, list(captions)))
+    return out
+
+
+class _KarpathyBenchmark(Benchmark):
+    """Shared file resolution for the benchmarks built on the BLIP Karpathy split files."""
+
+    dataset = "coco"
+
+    def _split(self) -> str:
+        return option_choice(self.options, "split", SPLITS, "test")
+
+    def _annotation(self) -> Path:
+        name = KARPATHY_FILES[self.dataset].format(split=self._split())
+        return find_file(self.root, (name, f"annotations/{name}"), what=f"Karpathy split file {name}")
+
+    def _image_root(self, ann: Path) -> Path:
+        value = self.options.get("images")
+        if value:
+            return Path(str(value)).expanduser()
+        return self.root if self.root.is_dir() else ann.parent
+
+    def data_files(self) -> list[Path]:
+        return [self._annotation()]
+
+    def check_subset(self, subset: str | None) -> None:
+        split = self._split()
+        if subset is not None and subset != split:
+            raise ConfigError(
+                f"benchmark {self.name!r} reads one split at a time (option split={split}); its subset is "
+                f"the split name, not {subset!r}"
+            )
+
+
+class _Retrieval(_KarpathyBenchmark):
+    protocols = ("retrieval",)
+    subsets = SPLITS
+
+    def cases(self, subset: str | None = None) -> Iterator[Case]:
+        self.check_subset(subset)
+        self.report = LoadReport()
+        split = self._split()
+        ann = self._annotation()
+        records = read_karpathy(ann)
+        self.report.records = len(records)
+        base = self._image_root(ann)
+        clean = option_bool(self.options, "pre_caption", False)
+        max_words = option_int(self.options, "max_words", 30)
+        texts: list[str] = []
+        owner: list[int] = []
+        for i, (_, captions) in enumerate(records):
+            for caption in captions:
+                text = pre_caption(caption, max_words) if clean else caption
+                if not text.strip():
+                    raise DataError(
+                        f"caption {caption!r:.60} is empty after pre_caption",
+                        file=ann,
+                        record=i,
+                        field="caption",
+                    )
+                texts.append(text)
+                owner.append(i)
+        if not records:
+            return
+        truth = np.zeros((len(records), len(texts)), dtype=bool)
+        truth[np.asarray(owner), np.arange(len(texts))] = True
+        yield Case(
+            id=f"{self.dataset}-{split}",
+            texts=tuple(texts),
+            truth=truth,
+            images=tuple(FileImage(base / image) for image, _ in records),
+            tags={"subset": split, "dataset": self.dataset},
+        )
+
+
+_LAYOUT = """\
+DIR/{file} (BLIP/ARO Karpathy split; option split=val reads the _val file; DIR may be the file)
+  [{{"image": "<path relative to DIR>", "caption": [5 captions], ...}}]
+images: DIR/<image>, or option images=PATH as the image root
+case: one gallery, N images x T captions, truth[i, t] = caption t is one of image i's; id {name}-<split>
+texts verbatim; option pre_caption=true applies BLIP's pre_caption (max_words=30 by default)
+tags: subset = the split, dataset"""
+
+
+@BENCHMARKS.register("coco-retrieval")
+class CocoRetrieval(_Retrieval):
+    name = "coco-retrieval"
+    dataset = "coco"
+    layout = _LAYOUT.format(file="coco_karpathy_test.json", name="coco")
+    description = (
+        "COCO Karpathy 5K test split image-text retrieval, R@1/5/10 both directions "
+        "(Karpathy & Fei-Fei 2015; BLIP annotation files, as in ARO and VisualGPTScore)"
+    )
+
+
+@BENCHMARKS.register("flickr-retrieval")
+class FlickrRetrieval(_Retrieval):
+    name = "flickr-retrieval"
+    dataset = "flickr"
+    layout = _LAYOUT.format(file="flickr30k_test.json", name="flickr")
+    description = (
+        "Flickr30K 1K test split image-text retrieval, R@1/5/10 both directions "
+        "(Young et al. 2014, Karpathy split; BLIP annotation files, as in ARO and VisualGPTScore)"
+    )

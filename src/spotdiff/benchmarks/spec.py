@@ -1,0 +1,322 @@
+"""SPEC (Peng et al., "Synthesize, Diagnose, and Optimize: Towards Fine-Grained Vision-Language
+Understanding", CVPR 2024, papers/002): synthetic candidate sets of K images that differ only in an
+object's size, position, existence or count, with K captions that differ only in the matching words.
+A test case is ``(I, T)`` with image ``I_i`` paired with text ``T_i`` (paper Eq. 3, K = 2..9); I2T
+and T2I accuracy are computed over its queries (Eq. 4-5, protocol ``spec``).
+
+Format (``spec/dataset.py`` of github.com/wjpoom/SPEC; the data is HF ``wjpoom/SPEC`` ``data.zip``;
+not checked on real files): six subset folders, each with
+
+* ``image2text.json``: ``[{"query": <image path>, "keys": [K captions], "label": <caption index>}]``
+* ``text2image.json``: ``[{"query": <caption>, "keys": [K image paths], "label": <image index>}]``
+
+with image paths relative to the subset folder. The released files list queries, not test cases,
+so the cases are rebuilt by grouping:
+
+1. Each ``text2image`` record's ``keys`` is a candidate *image set*; records with the same set of
+   image paths (in any order) form one group. An image in two different sets is a DataError.
+2. Each ``image2text`` record joins the group whose image set holds its query image. All the
+   ``image2text`` records of a group must list the same caption set (in any order) and every
+   ``text2image`` query caption of the group must be in it, else DataError. (Captions are not used
+   as the grouping key because two candidate sets may well share a caption set, e.g. the same
+   object at the same three sizes.)
+3. A group is *complete* when every one of its K images is an ``image2text`` query exactly once and
+   every one of its K captions is a ``text2image`` query exactly once. Its two truths (image ->
+   caption from ``image2text``, caption -> image from ``text2image``) must then be the same
+   one-to-one matching, else DataError. It becomes one K x K case: images in the order of the
+   group's first ``text2image`` record, texts reordered so the truth is the diagonal.
+4. Anything else is *partial* and yields one case per record, exactly as released: an
+   ``image2text`` record is a 1 x K case (one I2T query), a ``text2image`` record a K x 1 case (one
+   T2I query). This covers a subset folder with only one of the two files, and queries whose set has
+   no counterpart in the other file. The ``spec`` protocol counts a query per truth row / column with
+   a true and a false candidate, so a 1 x K case gives I2T only and a K x 1 case T2I only: partial
+   data never invents queries that the files do not hold.
+
+A query image repeated in ``image2text`` (or a caption repeated in ``text2image``) within one
+group, a label out of range, a duplicate candidate in ``keys`` or an unknown subset folder is a
+DataError.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass
+from dataclasses import field as dc_field
+from pathlib import Path
+
+import numpy as np
+
+from spotdiff.benchmarks._io import field, read_json
+from spotdiff.benchmarks.base import BENCHMARKS, Benchmark, LoadReport
+from spotdiff.cases import Case, FileImage
+from spotdiff.errors import DataError
+
+SUBSETS = ("absolute_size", "relative_size", "absolute_spatial", "relative_spatial", "existence", "count")
+_DIMENSION = {
+    "absolute_size": "size",
+    "relative_size": "size",
+    "absolute_spatial": "position",
+    "relative_spatial": "position",
+    "existence": "existence",
+    "count": "count",
+}
+I2T_FILE = "image2text.json"
+T2I_FILE = "text2image.json"
+
+
+@dataclass
+class _Record:
+    index: int
+    query: str
+    keys: list[str]
+    label: int
+
+
+@dataclass
+class _Group:
+    images: list[str]  # the first text2image record's key order
+    t2i: list[_Record] = dc_field(default_factory=list)
+    i2t: list[_Record] = dc_field(default_factory=list)
+
+
+def _records(path: Path) -> list[_Record]:
+    data = read_json(path)
+    if not isinstance(data, list):
+        raise DataError(f"expected a JSON list of records, got {type(data).__name__}", file=path)
+    out = []
+    for i, record in enumerate(data):
+        query = field(record, "query", str, file=path, record_id=i)
+        keys = field(record, "keys", list, file=path, record_id=i)
+        label = field(record, "label", int, file=path, record_id=i)
+        if len(keys) < 2:
+            raise DataError(
+                f"expected at least 2 candidates, got {len(keys)}", file=path, record=i, field="keys"
+            )
+        for k, key in enumerate(keys):
+            if not isinstance(key, str) or not key.strip():
+                raise DataError(
+                    f"candidate {k} is not a non-empty string: {key!r:.60}", file=path, record=i, field="keys"
+                )
+        if len(set(keys)) != len(keys):
+            raise DataError("the same candidate appears twice", file=path, record=i, field="keys")
+        if not 0 <= label < len(keys):
+            raise DataError(
+                f"label {label} is out of range for {len(keys)} candidates",
+                file=path,
+                record=i,
+                field="label",
+            )
+        out.append(_Record(i, query, keys, label))
+    return out
+
+
+@BENCHMARKS.register("spec")
+class Spec(Benchmark):
+    name = "spec"
+    protocols = ("spec",)
+    subsets = SUBSETS
+    layout = """\
+DIR/<subset>/{image2text.json,text2image.json} for absolute_size relative_size absolute_spatial
+  relative_spatial existence count (DIR may also hold them under data/, or be one subset folder);
+  a subset folder may be absent; one with neither file is a DataError
+  image2text.json: [{"query": image path, "keys": [K captions], "label": caption index}]
+  text2image.json: [{"query": caption, "keys": [K image paths], "label": image index}]
+images: paths relative to the subset folder
+case: the text2image image sets group the records; a set whose K images are all image2text queries
+  and whose K captions are all text2image queries, with agreeing labels, is one K x K case with
+  diagonal truth (id <subset>/set<n>); other records are one case each, 1 x K (image2text, id
+  <subset>/i2t/<index>) or K x 1 (text2image, id <subset>/t2i/<index>)
+tags: subset, dimension (size/position/existence/count), k, form (set/i2t/t2i)"""
+    description = (
+        "SPEC: K-way synthetic image and caption candidate sets for size, position, existence and count; "
+        "I2T and T2I accuracy (Peng et al., Synthesize, Diagnose, and Optimize, CVPR 2024)"
+    )
+
+    # ----------------------------------------------------------------------------- files
+    def _base(self) -> Path:
+        for candidate in (self.root, self.root / "data"):
+            if any((candidate / s).is_dir() for s in SUBSETS):
+                return candidate
+        if self.root.name in SUBSETS and any((self.root / f).is_file() for f in (I2T_FILE, T2I_FILE)):
+            return self.root.parent
+        raise DataError(f"no SPEC subset folder ({', '.join(SUBSETS)}) in {self.root}")
+
+    def _folders(self, subset: str | None) -> list[tuple[str, Path]]:
+        base = self._base()
+        names = (subset,) if subset else SUBSETS
+        out = []
+        for name in names:
+            folder = base / name
+            if not folder.is_dir():
+                if subset:
+                    raise DataError(f"subset folder missing: {folder}")
+                continue
+            if self.root.name in SUBSETS and base == self.root.parent and name != self.root.name:
+                continue  # DIR is one subset folder: read only that one
+            if not (folder / I2T_FILE).is_file() and not (folder / T2I_FILE).is_file():
+                raise DataError(f"subset folder has neither {I2T_FILE} nor {T2I_FILE}: {folder}")
+            out.append((name, folder))
+        return out
+
+    def data_files(self) -> list[Path]:
+        return [
+            folder / f
+            for _, folder in self._folders(None)
+            for f in (I2T_FILE, T2I_FILE)
+            if (folder / f).is_file()
+        ]
+
+    # ----------------------------------------------------------------------------- cases
+    def cases(self, subset: str | None = None) -> Iterator[Case]:
+        self.check_subset(subset)
+        self.report = LoadReport()
+        for name, folder in self._folders(subset):
+            yield from self._subset_cases(name, folder)
+
+    def _subset_cases(self, name: str, folder: Path) -> Iterator[Case]:
+        i2t_path, t2i_path = folder / I2T_FILE, folder / T2I_FILE
+        i2t = _records(i2t_path) if i2t_path.is_file() else []
+        t2i = _records(t2i_path) if t2i_path.is_file() else []
+        self.report.records += len(i2t) + len(t2i)
+        refs: dict[str, FileImage] = {}
+
+        def ref(rel: str) -> FileImage:
+            image = refs.get(rel)
+            if image is None:
+                image = refs[rel] = FileImage(folder / rel)
+            return image
+
+        def tags(form: str, k: int) -> dict[str, str]:
+            return {"subset": name, "dimension": _DIMENSION[name], "k": str(k), "form": form}
+
+        # 1. text2image records grouped by their image set
+        groups: dict[frozenset[str], _Group] = {}
+        group_of_image: dict[str, frozenset[str]] = {}
+        for rec in t2i:
+            key = frozenset(rec.keys)
+            group = groups.get(key)
+            if group is None:
+                group = groups[key] = _Group(images=list(rec.keys))
+                for image in rec.keys:
+                    if image in group_of_image:
+                        raise DataError(
+                            f"image {image!r} belongs to two different candidate image sets",
+                            file=t2i_path,
+                            record=rec.index,
+                            field="keys",
+                        )
+                    group_of_image[image] = key
+            group.t2i.append(rec)
+
+        # 2. image2text records join the group holding their query image
+        loose_i2t: list[_Record] = []
+        for rec in i2t:
+            key = group_of_image.get(rec.query)
+            if key is None:
+                loose_i2t.append(rec)
+            else:
+                groups[key].i2t.append(rec)
+
+        # 3. complete groups become K x K cases; 4. everything else is one case per record
+        partial_t2i: list[_Record] = []
+        for n, group in enumerate(groups.values()):
+            case = self._set_case(group, i2t_path, t2i_path)
+            if case is None:
+                loose_i2t.extend(group.i2t)
+                partial_t2i.extend(group.t2i)
+                continue
+            images, texts, truth = case
+            yield Case(
+                id=f"{name}/set{n}",
+                texts=tuple(texts),
+                truth=truth,
+                images=tuple(ref(p) for p in images),
+                tags=tags("set", len(images)),
+            )
+        for rec in sorted(loose_i2t, key=lambda r: r.index):
+            truth = np.zeros((1, len(rec.keys)), dtype=bool)
+            truth[0, rec.label] = True
+            yield Case(
+                id=f"{name}/i2t/{rec.index}",
+                texts=tuple(rec.keys),
+                truth=truth,
+                images=(ref(rec.query),),
+                tags=tags("i2t", len(rec.keys)),
+            )
+        for rec in sorted(partial_t2i, key=lambda r: r.index):
+            truth = np.zeros((len(rec.keys), 1), dtype=bool)
+            truth[rec.label, 0] = True
+            yield Case(
+                id=f"{name}/t2i/{rec.index}",
+                texts=(rec.query,),
+                truth=truth,
+                images=tuple(ref(p) for p in rec.keys),
+                tags=tags("t2i", len(rec.keys)),
+            )
+
+    @staticmethod
+    def _set_case(
+        group: _Group, i2t_path: Path, t2i_path: Path
+    ) -> tuple[list[str], list[str], np.ndarray] | None:
+        """The K x K case of a complete group, None for a partial one; DataError if inconsistent."""
+        captions: list[str] | None = None
+        caption_set: frozenset[str] | None = None
+        image_to_caption: dict[str, str] = {}
+        for rec in group.i2t:
+            if caption_set is None:
+                captions, caption_set = list(rec.keys), frozenset(rec.keys)
+            elif frozenset(rec.keys) != caption_set:
+                raise DataError(
+                    "image2text records of one candidate image set list different caption sets",
+                    file=i2t_path,
+                    record=rec.index,
+                    field="keys",
+                )
+            if rec.query in image_to_caption:
+                raise DataError(
+                    f"image {rec.query!r} is queried twice in one candidate set",
+                    file=i2t_path,
+                    record=rec.index,
+                    field="query",
+                )
+            image_to_caption[rec.query] = rec.keys[rec.label]
+        caption_to_image: dict[str, str] = {}
+        for rec in group.t2i:
+            if caption_set is not None and rec.query not in caption_set:
+                raise DataError(
+                    f"caption {rec.query!r:.60} is not among the image2text candidates of its image set",
+                    file=t2i_path,
+                    record=rec.index,
+                    field="query",
+                )
+            if rec.query in caption_to_image:
+                raise DataError(
+                    f"caption {rec.query!r:.60} is queried twice in one candidate set",
+                    file=t2i_path,
+                    record=rec.index,
+                    field="query",
+                )
+            caption_to_image[rec.query] = rec.keys[rec.label]
+        if captions is None:
+            return None
+        images = group.images
+        complete = (
+            len(images) == len(captions)
+            and set(image_to_caption) == set(images)
+            and set(caption_to_image) == set(captions)
+        )
+        if not complete:
+            return None
+        for caption, image in caption_to_image.items():
+            if image_to_caption[image] != caption:
+                rec = next(r for r in group.t2i if r.query == caption)
+                raise DataError(
+                    f"labels disagree: text2image matches caption {caption!r:.60} with image {image!r}, "
+                    f"but image2text matches that image with {image_to_caption[image]!r:.60}",
+                    file=t2i_path,
+                    record=rec.index,
+                    field="label",
+                )
+        texts = [image_to_caption[image] for image in images]
+        truth = np.eye(len(images), dtype=bool)
+        return images, texts, truth

@@ -1,0 +1,119 @@
+"""Winoground (Thrush et al., "Winoground: Probing Vision and Language Models for Visio-Linguistic
+Compositionality", CVPR 2022): 400 expert-made examples of two images and two captions that use the
+same words in a different order. A case is 2 images x 2 captions with diagonal truth, scored by the
+text / image / group scores (protocol ``group``).
+
+Format (HuggingFace ``facebook/winoground``, gated; schema from EqBen's ``eqben_utils.Winoground``
+and other public loaders, not checked on the real file): ``examples.jsonl``, one JSON object per
+line with ``id`` (int), ``image_0`` / ``image_1`` (image ids; the file is ``<id>.png``),
+``caption_0`` / ``caption_1``, ``tag``, ``secondary_tag`` (may be empty), ``num_main_preds`` (int)
+and ``collapsed_tag`` (Object / Relation / Both). The subset is ``collapsed_tag``; any other value is
+a DataError. A repeated ``id`` is a DataError.
+
+The HF parquet conversion (``data/test-00000-of-00001.parquet``) is not read: it needs pyarrow,
+which is not a dependency. The "No-Tag" subset used by VisualGPTScore (171 examples, from Diwan et
+al. 2022) is not part of examples.jsonl and is not derived here.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+from spotdiff.benchmarks._io import field, find_file, frozen_truth, read_jsonl
+from spotdiff.benchmarks.base import BENCHMARKS, Benchmark, LoadReport
+from spotdiff.cases import Case, FileImage
+from spotdiff.errors import DataError
+
+SUBSETS = ("Object", "Relation", "Both")
+_TRUTH = frozen_truth([[True, False], [False, True]])
+
+
+@BENCHMARKS.register("winoground")
+class Winoground(Benchmark):
+    name = "winoground"
+    protocols = ("group",)
+    subsets = SUBSETS
+    layout = """\
+DIR/examples.jsonl (or DIR/data/examples.jsonl, or DIR = the file itself), one JSON per line:
+  {"id": int, "image_0": "ex_0_img_0", "image_1": ..., "caption_0": str, "caption_1": str,
+   "tag": str, "secondary_tag": str (may be ""), "num_main_preds": int,
+   "collapsed_tag": "Object" | "Relation" | "Both"}
+images: <images>/<image id>.png, <images> = option images=PATH, default <examples.jsonl dir>/images
+case: 2 images x 2 texts [caption_0, caption_1], diagonal truth; id = str(id)
+subset = collapsed_tag; tags: tag, secondary_tag, collapsed_tag, num_main_preds
+(the HF parquet layout is not read: pyarrow is not installed)"""
+    description = (
+        "Winoground: 400 expert-curated pairs of images and captions with the same words reordered "
+        "(Thrush et al., Winoground, CVPR 2022)"
+    )
+
+    def _file(self) -> Path:
+        return find_file(
+            self.root, ("examples.jsonl", "data/examples.jsonl"), what="Winoground examples.jsonl"
+        )
+
+    def data_files(self) -> list[Path]:
+        return [self._file()]
+
+    def _images(self, ann: Path) -> Path:
+        value = self.options.get("images")
+        return Path(str(value)).expanduser() if value else ann.parent / "images"
+
+    def cases(self, subset: str | None = None) -> Iterator[Case]:
+        self.check_subset(subset)
+        self.report = LoadReport()
+        path = self._file()
+        images = self._images(path)
+        seen: dict[int, int] = {}
+        for lineno, record in read_jsonl(path):
+            self.report.records += 1
+            where = f"line {lineno}"
+            ex_id = field(record, "id", int, file=path, record_id=where)
+            if ex_id in seen:
+                raise DataError(
+                    f"duplicate id {ex_id} (first on line {seen[ex_id]})", file=path, record=where, field="id"
+                )
+            seen[ex_id] = lineno
+            where = f"id {ex_id} (line {lineno})"
+            image_0 = field(record, "image_0", str, file=path, record_id=where)
+            image_1 = field(record, "image_1", str, file=path, record_id=where)
+            caption_0 = field(record, "caption_0", str, file=path, record_id=where)
+            caption_1 = field(record, "caption_1", str, file=path, record_id=where)
+            tag = field(record, "tag", str, file=path, record_id=where)
+            if "secondary_tag" not in record:
+                raise DataError("missing field", file=path, record=where, field="secondary_tag")
+            secondary = record["secondary_tag"]
+            if secondary is None:
+                secondary = ""
+            if not isinstance(secondary, str):
+                raise DataError(
+                    f"expected str, got {type(secondary).__name__}",
+                    file=path,
+                    record=where,
+                    field="secondary_tag",
+                )
+            n_preds = field(record, "num_main_preds", int, file=path, record_id=where)
+            collapsed = field(record, "collapsed_tag", str, file=path, record_id=where)
+            if collapsed not in SUBSETS:
+                raise DataError(
+                    f"unknown collapsed_tag {collapsed!r}; known: {', '.join(SUBSETS)}",
+                    file=path,
+                    record=where,
+                    field="collapsed_tag",
+                )
+            if subset is not None and collapsed != subset:
+                continue
+            yield Case(
+                id=str(ex_id),
+                texts=(caption_0, caption_1),
+                truth=_TRUTH,
+                images=(FileImage(images / f"{image_0}.png"), FileImage(images / f"{image_1}.png")),
+                tags={
+                    "subset": collapsed,
+                    "tag": tag,
+                    "secondary_tag": secondary,
+                    "collapsed_tag": collapsed,
+                    "num_main_preds": str(n_preds),
+                },
+            )

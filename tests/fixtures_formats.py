@@ -1,0 +1,433 @@
+"""Writers of small datasets in the exact published schemas of benchmarks whose real files are not
+available here (EqBen, Winoground, SPEC, ARO, CREPE, the BLIP Karpathy splits).
+
+Each ``write_*`` function writes into ``root`` (created if needed) a tiny dataset with real image
+files (PNG / JPEG made with PIL, ``.npy`` BGR arrays for EqBen YouCook2) and returns the directory to
+pass as the benchmark's data location (``--data``). Everything is deterministic for a given ``seed``.
+The files follow the schemas documented in the loaders (``spotdiff.benchmarks.<name>``) and in
+``../shared/data/<name>/SOURCE.md``; tests of the loaders, the engine and ``spotdiff eval`` reuse them.
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+from pathlib import Path
+
+import numpy as np
+from PIL import Image
+
+__all__ = [
+    "CREPE_COMPLEXITIES",
+    "EQBEN_SUBSETS",
+    "SPEC_K",
+    "write_aro_vg_attribution",
+    "write_aro_vg_relation",
+    "write_crepe",
+    "write_eqben",
+    "write_eqben_full",
+    "write_karpathy",
+    "write_spec",
+    "write_winoground",
+]
+
+EQBEN_SUBSETS = (
+    "eqbenag",
+    "eqbenyoucook2",
+    "eqbengebc",
+    "eqbenkubric_cnt",
+    "eqbenkubric_loc",
+    "eqbenkubric_attr",
+    "eqbensd",
+)
+#: Candidate-set size per SPEC subset (paper Sec. 3.3 / Table 1: size 3, relative position 4,
+#: absolute position and count 9, existence 2).
+SPEC_K = {
+    "absolute_size": 3,
+    "relative_size": 3,
+    "absolute_spatial": 9,
+    "relative_spatial": 4,
+    "existence": 2,
+    "count": 9,
+}
+CREPE_COMPLEXITIES = (4, 5)
+
+_NOUNS = ("dog", "cat", "horse", "car", "man", "woman", "bench", "table", "kite", "boat", "tree", "clock")
+_ADJS = ("red", "white", "large", "small", "wooden", "striped", "young", "old")
+_VERBS = ("sitting on", "standing near", "looking at", "next to", "behind", "riding")
+_PLACES = ("beach", "street", "kitchen", "park", "field", "table")
+
+
+def _pixels(rng: np.random.Generator, size: tuple[int, int]) -> np.ndarray:
+    """An HxWx3 uint8 array of a few random colour blocks (distinct per draw, compresses well)."""
+    w, h = size
+    a = np.empty((h, w, 3), dtype=np.uint8)
+    a[:] = rng.integers(0, 256, size=3, dtype=np.uint8)
+    for _ in range(3):
+        x0, y0 = int(rng.integers(0, w - 1)), int(rng.integers(0, h - 1))
+        x1, y1 = int(rng.integers(x0 + 1, w + 1)), int(rng.integers(y0 + 1, h + 1))
+        a[y0:y1, x0:x1] = rng.integers(0, 256, size=3, dtype=np.uint8)
+    return a
+
+
+def _save_image(path: Path, rng: np.random.Generator, size: tuple[int, int] = (40, 30)) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    image = Image.fromarray(_pixels(rng, size), mode="RGB")
+    if path.suffix.lower() in (".jpg", ".jpeg"):
+        image.save(path, format="JPEG", quality=95)
+    else:
+        image.save(path, format="PNG")
+
+
+def _save_npy_bgr(path: Path, rng: np.random.Generator, size: tuple[int, int] = (40, 30)) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    np.save(path, _pixels(rng, size)[..., ::-1].copy())  # stored BGR, as EqBen YouCook2 frames
+
+
+def _write_json(path: Path, data: object) -> Path:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(data, indent=1), encoding="utf-8")
+    return path
+
+
+def _caption(rng: np.random.Generator) -> str:
+    noun, noun2 = rng.choice(_NOUNS, size=2, replace=False)
+    return f"A {rng.choice(_ADJS)} {noun} {rng.choice(_VERBS)} a {noun2} in the {rng.choice(_PLACES)}."
+
+
+# --------------------------------------------------------------------------------------------------
+# EqBen
+# --------------------------------------------------------------------------------------------------
+
+
+def _eqben_image_path(subset: str, sample: int, which: int) -> str:
+    ext = "npy" if subset == "eqbenyoucook2" else "png"
+    return f"{subset}/video{sample:03d}/frame{which}.{ext}"
+
+
+def _eqben_samples(images: Path, n: int, rng: np.random.Generator) -> list[dict]:
+    samples = []
+    for i in range(n):
+        subset = EQBEN_SUBSETS[i % len(EQBEN_SUBSETS)]
+        record = {}
+        for k in (0, 1):
+            rel = _eqben_image_path(subset, i, k)
+            if rel.endswith(".npy"):
+                _save_npy_bgr(images / rel, rng)
+            else:
+                _save_image(images / rel, rng)
+            record[f"image{k}"] = rel
+        record["caption0"] = f"sample {i}: the person picks up the cup"
+        record["caption1"] = f"sample {i}: the person puts down the cup"
+        samples.append(record)
+    return samples
+
+
+def write_eqben(root: Path, n: int = 7, seed: int = 0, *, filename: str = "all_select.json") -> Path:
+    """EqBen Winoground-style annotation (t2v_metrics ``eqben_vllm`` layout).
+
+    Writes ``root/<filename>`` = ``[{"image0", "image1", "caption0", "caption1"}]`` and the images under
+    ``root/images/<subset>/video<i>/frame<k>.png`` (``.npy`` BGR arrays for eqbenyoucook2). Record ``i``
+    is in sub-dataset ``EQBEN_SUBSETS[i % 7]``. Returns ``root``.
+    """
+    root = Path(root)
+    rng = np.random.default_rng(seed)
+    _write_json(root / filename, _eqben_samples(root / "images", n, rng))
+    return root
+
+
+def write_eqben_full(root: Path, n: int = 4, seed: int = 0) -> Path:
+    """EqBen randomized full set plus the repository's ground truth to rebuild it.
+
+    Writes ``root/ann_json_finegrained_random.json`` (``[{"image", "caption"}]``: the four
+    combinations c0i0 c0i1 c1i0 c1i1 of ``n`` samples, shuffled), ``root/src_file/private_random_idx.json``
+    (the permutation ``p``: random entry ``i`` is original position ``p[i]``) and
+    ``root/src_file/private_info.json`` (per original position ``{"dataset", "name", "sample_cnt"}``),
+    and the images under ``root/images/``. Sample ``s`` has the same content as record ``s`` of
+    :func:`write_eqben` with the same ``n`` and ``seed``. Returns ``root``.
+    """
+    root = Path(root)
+    rng = np.random.default_rng(seed)
+    samples = _eqben_samples(root / "images", n, rng)
+    original, info = [], []
+    for cnt, s in enumerate(samples):
+        dataset = s["image0"].split("/")[0]
+        for slot in ("c0i0", "c0i1", "c1i0", "c1i1"):
+            c, i = int(slot[1]), int(slot[3])
+            original.append({"image": s[f"image{i}"], "caption": s[f"caption{c}"]})
+            info.append({"dataset": dataset, "name": slot, "sample_cnt": cnt})
+    perm = [int(p) for p in np.random.default_rng(seed + 1).permutation(len(original))]
+    _write_json(root / "ann_json_finegrained_random.json", [original[p] for p in perm])
+    _write_json(root / "src_file" / "private_random_idx.json", perm)
+    _write_json(root / "src_file" / "private_info.json", info)
+    return root
+
+
+# --------------------------------------------------------------------------------------------------
+# Winoground
+# --------------------------------------------------------------------------------------------------
+
+_WINO_TAGS = (("Object", "Noun", ""), ("Relation", "Verb", "Symbolic"), ("Both", "Adjective-Color", "Series"))
+
+
+def write_winoground(root: Path, n: int = 4, seed: int = 0) -> Path:
+    """Winoground ``examples.jsonl`` + ``images/ex_<i>_img_<k>.png``.
+
+    Example ``i`` has ``collapsed_tag`` Object / Relation / Both for ``i % 3`` = 0 / 1 / 2, an empty
+    ``secondary_tag`` when ``i % 3 == 0`` and ``num_main_preds = 1 + i % 2``. Returns ``root``.
+    """
+    root = Path(root)
+    rng = np.random.default_rng(seed)
+    lines = []
+    for i in range(n):
+        collapsed, tag, secondary = _WINO_TAGS[i % 3]
+        for k in (0, 1):
+            _save_image(root / "images" / f"ex_{i}_img_{k}.png", rng)
+        a, b = rng.choice(_NOUNS, size=2, replace=False)
+        record = {
+            "id": i,
+            "image_0": f"ex_{i}_img_0",
+            "image_1": f"ex_{i}_img_1",
+            "caption_0": f"the {a} is left of the {b}",
+            "caption_1": f"the {b} is left of the {a}",
+            "tag": tag,
+            "secondary_tag": secondary,
+            "num_main_preds": 1 + i % 2,
+            "collapsed_tag": collapsed,
+        }
+        lines.append(json.dumps(record))
+    root.mkdir(parents=True, exist_ok=True)
+    (root / "examples.jsonl").write_text("\n".join(lines) + "\n", encoding="utf-8")
+    return root
+
+
+# --------------------------------------------------------------------------------------------------
+# SPEC
+# --------------------------------------------------------------------------------------------------
+
+
+def write_spec(
+    root: Path,
+    n: int = 2,
+    seed: int = 0,
+    *,
+    subsets: tuple[str, ...] = tuple(SPEC_K),
+    files: tuple[str, ...] = ("image2text", "text2image"),
+    shared_captions: bool = True,
+) -> Path:
+    """SPEC subset folders ``root/<subset>/{image2text,text2image}.json`` + ``images/set<s>_<k>.png``.
+
+    Each subset gets ``n`` candidate sets of ``SPEC_K[subset]`` images and captions; caption ``k`` of a
+    set describes image ``k``. ``image2text.json`` has one record per image, ``text2image.json`` one
+    per caption, with the candidate ``keys`` shuffled per record and ``label`` pointing at the right
+    one (image paths relative to the subset folder). With ``shared_captions`` every set of a subset
+    uses the same K captions (as real SPEC sets of one object category can), so records cannot be
+    grouped by caption set alone. ``files`` limits which of the two files are written. Returns ``root``.
+    """
+    root = Path(root)
+    rng = np.random.default_rng(seed)
+    for subset in subsets:
+        k_size = SPEC_K[subset]
+        folder = root / subset
+        i2t, t2i = [], []
+        for s in range(n):
+            images = [f"images/set{s}_{k}.png" for k in range(k_size)]
+            for rel in images:
+                _save_image(folder / rel, rng, size=(32, 24))
+            tail = "" if shared_captions else f" (set {s})"
+            captions = [f"a photo of the {subset.replace('_', ' ')} variant {k}{tail}" for k in range(k_size)]
+            for k in range(k_size):
+                order = [int(j) for j in rng.permutation(k_size)]
+                i2t.append(
+                    {"query": images[k], "keys": [captions[j] for j in order], "label": order.index(k)}
+                )
+            for k in range(k_size):
+                order = [int(j) for j in rng.permutation(k_size)]
+                t2i.append(
+                    {"query": captions[k], "keys": [images[j] for j in order], "label": order.index(k)}
+                )
+        if "image2text" in files:
+            _write_json(folder / "image2text.json", i2t)
+        if "text2image" in files:
+            _write_json(folder / "text2image.json", t2i)
+        folder.mkdir(parents=True, exist_ok=True)
+    return root
+
+
+# --------------------------------------------------------------------------------------------------
+# ARO VG-Relation / VG-Attribution
+# --------------------------------------------------------------------------------------------------
+
+#: Relations for the fixture; "next to" and "near" are in ARO's symmetric (excluded) list.
+ARO_FIXTURE_RELATIONS = ("on", "behind", "next to", "holding", "near", "wearing")
+ARO_FIXTURE_ATTRIBUTES = (("white", "black"), ("red", "wooden"), ("small", "large"))
+
+
+def _write_aro_vg(root: Path, n: int, seed: int, kind: str) -> Path:
+    root = Path(root)
+    rng = np.random.default_rng(seed)
+    records = []
+    for i in range(n):
+        image_path = f"{2340000 + i}.jpg"
+        width, height = 64, 48
+        _save_image(root / "images" / image_path, rng, size=(width, height))
+        x, y = int(rng.integers(0, 20)), int(rng.integers(0, 16))
+        w, h = int(rng.integers(8, width - x)), int(rng.integers(8, height - y))
+        a, b = rng.choice(_NOUNS, size=2, replace=False)
+        record = {
+            "image_id": str(2340000 + i),
+            "image_path": image_path,
+            "bbox_x": x,
+            "bbox_y": y,
+            "bbox_w": w,
+            "bbox_h": h,
+        }
+        if kind == "relation":
+            relation = ARO_FIXTURE_RELATIONS[i % len(ARO_FIXTURE_RELATIONS)]
+            record["relation_name"] = relation
+            record["true_caption"] = f"the {a} is {relation} the {b}"
+            record["false_caption"] = f"the {b} is {relation} the {a}"
+        else:
+            a0, a1 = ARO_FIXTURE_ATTRIBUTES[i % len(ARO_FIXTURE_ATTRIBUTES)]
+            record["attributes"] = [a0, a1]
+            record["true_caption"] = f"the {a0} {a} and the {a1} {b}"
+            record["false_caption"] = f"the {a1} {a} and the {a0} {b}"
+        records.append(record)
+    _write_json(root / f"visual_genome_{kind}.json", records)
+    return root
+
+
+def write_aro_vg_relation(root: Path, n: int = 6, seed: int = 0) -> Path:
+    """ARO ``visual_genome_relation.json`` + ``images/<id>.jpg`` (64 x 48 JPEGs, boxes inside them).
+
+    Record ``i`` has ``relation_name = ARO_FIXTURE_RELATIONS[i % 6]``. Returns ``root``.
+    """
+    return _write_aro_vg(root, n, seed, "relation")
+
+
+def write_aro_vg_attribution(root: Path, n: int = 6, seed: int = 0) -> Path:
+    """ARO ``visual_genome_attribution.json`` + ``images/<id>.jpg``; record ``i`` has ``attributes =
+    list(ARO_FIXTURE_ATTRIBUTES[i % 3])``. Returns ``root``."""
+    return _write_aro_vg(root, n, seed, "attribution")
+
+
+# --------------------------------------------------------------------------------------------------
+# Karpathy splits (COCO / Flickr30K retrieval, ARO COCO-Order / Flickr30k-Order)
+# --------------------------------------------------------------------------------------------------
+
+
+def write_karpathy(
+    root: Path,
+    dataset: str = "coco",
+    n_images: int = 3,
+    seed: int = 0,
+    *,
+    split: str = "test",
+    captions_per_image: int = 5,
+) -> Path:
+    """BLIP Karpathy split file + images.
+
+    ``dataset="coco"`` writes ``root/coco_karpathy_<split>.json`` with images
+    ``root/val2014/COCO_val2014_<id:012d>.jpg``; ``dataset="flickr"`` writes ``root/flickr30k_<split>.json``
+    with images ``root/flickr30k-images/<id>.jpg``. Records are ``{"image": <path relative to root>,
+    "caption": [captions_per_image captions]}``; captions are plain words with a final period. Returns
+    ``root``.
+    """
+    root = Path(root)
+    rng = np.random.default_rng(seed)
+    records = []
+    for i in range(n_images):
+        if dataset == "coco":
+            image = f"val2014/COCO_val2014_{391895 + i:012d}.jpg"
+            name = f"coco_karpathy_{split}.json"
+        elif dataset == "flickr":
+            image = f"flickr30k-images/{1000092795 + i}.jpg"
+            name = f"flickr30k_{split}.json"
+        else:
+            raise ValueError(f"dataset must be coco or flickr, got {dataset!r}")
+        _save_image(root / image, rng)
+        records.append({"image": image, "caption": [_caption(rng) for _ in range(captions_per_image)]})
+    _write_json(root / name, records)
+    return root
+
+
+# --------------------------------------------------------------------------------------------------
+# CREPE
+# --------------------------------------------------------------------------------------------------
+
+
+def _crepe_rows(n: int, rng: np.random.Generator, image_ids: list[int]) -> list[dict]:
+    rows = []
+    for i in range(n):
+        image_id = image_ids[i % len(image_ids)]
+        width, height = 64, 48
+        x, y = int(rng.integers(0, 20)), int(rng.integers(0, 16))
+        w, h = int(rng.integers(8, width - x)), int(rng.integers(8, height - y))
+        a, b = rng.choice(_NOUNS, size=2, replace=False)
+        caption = f"a {a} on a {b}, and a {rng.choice(_ADJS)} sky."
+        rows.append({"image_id": image_id, "x": x, "y": y, "width": w, "height": h, "caption": caption})
+    return rows
+
+
+def write_crepe(
+    root: Path,
+    n: int = 3,
+    seed: int = 0,
+    *,
+    prod_types: tuple[str, ...] = ("atom", "swap", "negate"),
+    complexities: tuple[int, ...] = CREPE_COMPLEXITIES,
+    systematicity: bool = True,
+) -> Path:
+    """CREPE CSVs + Visual Genome-style images.
+
+    Writes ``root/prod_hard_negatives/<type>/prod_vg_hard_negs_<type>_complexity_<c>.csv`` (columns: a
+    pandas index column, ``image_id,x,y,width,height,caption,hard_negs``; ``n`` rows with 5 negatives as a
+    Python-literal list) for each type and complexity, and, with ``systematicity``,
+    ``root/syst_hard_negatives/syst_vg_hard_negs_seen_compounds_in_cc12m.csv`` (columns
+    ``image_id,x,y,width,height,caption,valid_hard_negs_atom,valid_hard_negs_comp``; ``n`` rows with 3
+    and 2 negatives). Images are ``root/images/<image_id>.jpg`` (64 x 48), except the first, which is
+    put in ``root/images/VG_100K/`` as in a Visual Genome download. Returns ``root``.
+    """
+    root = Path(root)
+    rng = np.random.default_rng(seed)
+    image_ids = [107900 + k for k in range(4)]
+    for k, image_id in enumerate(image_ids):
+        sub = "VG_100K/" if k == 0 else ""
+        _save_image(root / "images" / f"{sub}{image_id}.jpg", rng, size=(64, 48))
+
+    def negatives(caption: str, m: int, tag: str) -> list[str]:
+        return [caption.replace("a ", f"a {tag}{j} ", 1) for j in range(m)]
+
+    for t in prod_types:
+        for c in complexities:
+            path = root / "prod_hard_negatives" / t / f"prod_vg_hard_negs_{t}_complexity_{c}.csv"
+            path.parent.mkdir(parents=True, exist_ok=True)
+            with path.open("w", newline="", encoding="utf-8") as f:
+                writer = csv.writer(f)
+                writer.writerow(["", "image_id", "x", "y", "width", "height", "caption", "hard_negs"])
+                for i, row in enumerate(_crepe_rows(n, rng, image_ids)):
+                    negs = negatives(row["caption"], 5, f"{t}{c}-")
+                    writer.writerow([i, *row.values(), str(negs)])
+    if systematicity:
+        path = root / "syst_hard_negatives" / "syst_vg_hard_negs_seen_compounds_in_cc12m.csv"
+        path.parent.mkdir(parents=True, exist_ok=True)
+        with path.open("w", newline="", encoding="utf-8") as f:
+            writer = csv.writer(f)
+            writer.writerow(
+                [
+                    "image_id",
+                    "x",
+                    "y",
+                    "width",
+                    "height",
+                    "caption",
+                    "valid_hard_negs_atom",
+                    "valid_hard_negs_comp",
+                ]
+            )
+            for row in _crepe_rows(n, rng, image_ids):
+                caption = row["caption"]
+                writer.writerow(
+                    [*row.values(), str(negatives(caption, 3, "atom-")), str(negatives(caption, 2, "comp-"))]
+                )
+    return root

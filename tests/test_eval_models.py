@@ -1,0 +1,212 @@
+"""`spotdiff eval` end to end: tiny models built from configs, saved, and loaded by path.
+
+Every model family is evaluated through the command line on fixture datasets written in the
+published formats with real image files, for each protocol that applies; the engine's assembled
+score matrices are checked against the model's own outputs, and the cache against a re-run.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from fixtures_formats import write_aro_vg_relation, write_karpathy, write_spec, write_winoground
+from spotdiff.benchmarks import get_benchmark
+from spotdiff.cli import main
+from spotdiff.engine import Engine
+from spotdiff.scorers import ScorerOptions, load_scorer
+from spotdiff.store import RunStore
+from tiny_models import (
+    make_tiny_blip_retrieval,
+    make_tiny_clip,
+    make_tiny_open_clip,
+    make_tiny_siglip,
+    make_tiny_tokenizer,
+)
+
+
+@pytest.fixture(scope="module")
+def root(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return tmp_path_factory.mktemp("e2e")
+
+
+@pytest.fixture(scope="module")
+def data(root: Path) -> dict[str, Path]:
+    return {
+        "winoground": write_winoground(root / "winoground", n=6),
+        "spec": write_spec(root / "spec", n=2),
+        "aro-vg-relation": write_aro_vg_relation(root / "aro", n=6),
+        "coco-retrieval": write_karpathy(root / "coco", "coco", n_images=4),
+        "valse": _write_valse(root / "valse"),
+        "visla-generic": _write_visla(root / "visla"),
+    }
+
+
+def _write_valse(root: Path) -> Path:
+    """Two VALSE records (published schema) and their images."""
+    from PIL import Image
+
+    (root / "images").mkdir(parents=True)
+    records = {}
+    for i in range(3):
+        name = f"v7w_{i}.jpg"
+        Image.new("RGB", (40, 30), (40 * i, 90, 200 - 30 * i)).save(root / "images" / name)
+        records[f"counting_{i}"] = {
+            "dataset": "visual7w", "original_split": "test", "dataset_idx": str(i),
+            "linguistic_phenomena": "counting", "image_file": name, "caption": f"there are {i + 1} cats",
+            "foil": f"there are {i + 5} cats", "classes": str(i + 1), "classes_foil": str(i + 5),
+            "mturk": {"foil": 0, "caption": 3, "other": 0},
+        }  # fmt: skip
+    (root / "counting-hard.json").write_text(json.dumps(records), encoding="utf-8")
+    return root
+
+
+def _write_visla(root: Path) -> Path:
+    from PIL import Image
+
+    (root / "images").mkdir(parents=True)
+    rows = ["filename\tcaption\tsecond positive\tnegative_caption"]
+    for i in range(4):
+        name = f"{i:012d}.jpg"
+        Image.new("RGB", (36, 28), (60 * i, 30, 90)).save(root / "images" / name)
+        rows.append(f"{name}\ta red cup on the table {i}\tthe table has a red cup {i}\ta red cup under the table {i}")
+    (root / "Generic_VISLA.tsv").write_text("\r\n".join(rows) + "\r\n", encoding="utf-8")
+    return root
+
+
+@pytest.fixture(scope="module")
+def models(root: Path) -> dict[str, str]:
+    config, ckpt = make_tiny_open_clip(root / "openclip")
+    return {
+        "hf-clip": f"hf-clip:{make_tiny_clip(root / 'clip')}",
+        "hf-siglip": f"hf-siglip:{make_tiny_siglip(root / 'siglip')}",
+        "blip-itc": f"blip-itc:{make_tiny_blip_retrieval(root / 'blip')}",
+        "blip-itm": f"blip-itm:{root / 'blip'}",
+        "open-clip": f"open-clip:{config}@{ckpt}",
+    }
+
+
+CASES = [
+    ("hf-clip", "winoground", "group", ("text", "image", "group")),
+    ("hf-clip", "spec", "spec", ("i2t", "t2i")),
+    ("hf-clip", "aro-vg-relation", "i2t-top1", ("accuracy",)),
+    ("hf-clip", "coco-retrieval", "retrieval", ("i2t_r1", "t2i_r5")),
+    ("hf-clip", "visla-generic", "i2t", ("accuracy", "p1_n", "p2_n")),
+    ("hf-clip", "visla-generic", "t2t", ("accuracy", "p1_n", "p2_n")),
+    ("hf-clip", "valse", "valse-pairwise", ("acc_r",)),
+    ("hf-siglip", "winoground", "group", ("group",)),
+    ("hf-siglip", "spec", "spec", ("i2t",)),
+    ("blip-itc", "winoground", "group", ("group",)),
+    ("blip-itc", "visla-generic", "t2t", ("accuracy",)),
+    ("blip-itm", "valse", "valse-prob", ("acc", "p_c", "p_f", "min_pc_pf")),
+    ("blip-itm", "winoground", "group", ("group",)),
+    ("open-clip", "winoground", "group", ("group",)),
+    ("open-clip", "coco-retrieval", "retrieval", ("i2t_r1",)),
+]
+
+
+@pytest.mark.parametrize(("family", "benchmark", "protocol", "metrics"), CASES)
+def test_eval_by_path(
+    family: str, benchmark: str, protocol: str, metrics: tuple[str, ...], models, data, tmp_path: Path
+) -> None:
+    store = tmp_path / "runs.sqlite"
+
+    def argv(out: Path) -> list[str]:
+        return [
+            "eval", "--model", models[family], "--benchmark", benchmark, "--data", str(data[benchmark]),
+            "--protocol", protocol, "--out", str(out), "--store", str(store), "--cache", str(tmp_path / "cache"),
+            "--quiet", "--n-boot", "200", "--batch-size", "3",
+        ] + (["--subset", "counting-hard"] if benchmark == "valse" else [])  # fmt: skip
+
+    out, out2 = tmp_path / "out", tmp_path / "out2"
+    assert main(argv(out)) == 0
+    result = json.loads((out / "metrics.json").read_text())
+    assert result["benchmark"] == benchmark and result["model"] == models[family]
+    for metric in metrics:
+        value = result["metrics"]["all"][metric]
+        assert 0.0 <= value <= 100.0
+        lo, hi = result["metrics"]["all"][f"{metric}_ci95"]
+        assert lo <= hi
+    lines = (out / "scores.jsonl").read_text().splitlines()
+    assert len(lines) == result["n_cases"] > 0
+    (run,) = RunStore(store).runs()
+    assert run.status == "done" and run.model_identity["weights_sha256"]
+    # a second run reads everything from the cache and gives the same per-case scores
+    assert main(argv(out2)) == 0
+    assert (out2 / "scores.jsonl").read_text() == (out / "scores.jsonl").read_text()
+
+
+def test_engine_matrix_equals_direct_model_output(models, data) -> None:
+    """The deduplicated, batched matrices equal each case scored on its own by the model."""
+    scorer = load_scorer(models["hf-clip"], ScorerOptions(device="cpu", batch_size=4))
+    cases = get_benchmark("spec")(data["spec"]).load()
+    matrices = list(Engine(scorer, None, progress=False).case_matrices(cases, "image-text"))
+    for case, matrix in zip(cases, matrices, strict=True):
+        direct = scorer.encode_images([r.load() for r in case.images]) @ scorer.encode_texts(list(case.texts)).T
+        np.testing.assert_allclose(matrix, direct, atol=1e-5)
+
+
+def test_engine_dedups_by_content(models, data) -> None:
+    """Each distinct image and text is encoded once, whatever its position in the cases."""
+    scorer = load_scorer(models["hf-clip"], ScorerOptions(device="cpu"))
+    cases = get_benchmark("winoground")(data["winoground"]).load()
+    engine = Engine(scorer, None, progress=False)
+    list(engine.case_matrices(cases + cases, "image-text"))
+    n_unique = len({r.key for c in cases for r in c.images}) + len({t for c in cases for t in c.texts})
+    assert engine.stats["computed"] == n_unique
+
+
+def test_pair_scorer_runs_vision_once_per_image(models, data, monkeypatch) -> None:
+    scorer = load_scorer(models["blip-itm"], ScorerOptions(device="cpu", batch_size=8))
+    calls: list[int] = []
+    original = scorer.score_pairs
+
+    def counting(images, texts):
+        calls.append(len(images))
+        return original(images, texts)
+
+    monkeypatch.setattr(scorer, "score_pairs", counting)
+    cases = get_benchmark("winoground")(data["winoground"]).load()
+    list(Engine(scorer, None, progress=False).case_matrices(cases, "match-prob"))
+    assert sum(calls) == len({r.key for c in cases for r in c.images})
+
+
+def test_missing_model_path_is_a_clear_error(data, tmp_path: Path, capsys) -> None:
+    argv = ["eval", "--model", f"hf-clip:{tmp_path / 'nope'}", "--benchmark", "winoground",
+            "--data", str(data["winoground"]), "--no-store", "--no-cache", "--quiet"]  # fmt: skip
+    assert main(argv) == 2
+    assert str(tmp_path / "nope") in capsys.readouterr().err
+
+
+def test_unknown_protocol_is_refused_before_loading(data, capsys) -> None:
+    argv = ["eval", "--model", "hf-clip:/does/not/matter", "--benchmark", "winoground",
+            "--data", str(data["winoground"]), "--protocol", "retrieval", "--no-store", "--quiet"]  # fmt: skip
+    assert main(argv) == 2
+    assert "does not support protocol 'retrieval'" in capsys.readouterr().err
+
+
+def test_benchmarks_command_lists_every_benchmark(capsys) -> None:
+    assert main(["benchmarks"]) == 0
+    out = capsys.readouterr().out
+    names = ["visla-generic", "visla-spatial", "sugarcrepe", "valse", "vl-checklist", "eqben", "winoground",
+             "spec", "aro-vg-relation", "aro-vg-attribution", "aro-coco-order", "aro-flickr-order", "crepe",
+             "coco-retrieval", "flickr-retrieval"]  # fmt: skip
+    for name in names:
+        assert f"\n{name}\n" in f"\n{out}", name
+    assert out.count("data layout:") >= len(names)
+
+
+def test_models_command_lists_families(capsys) -> None:
+    assert main(["models"]) == 0
+    out = capsys.readouterr().out
+    for prefix in ("hf-clip:", "hf-siglip:", "blip-itm:", "blip-itc:", "open-clip:", "sentence-transformers:"):
+        assert prefix in out
+    assert "minilm ->" in out
+
+
+def test_tokenizer_fixture_is_offline(tmp_path: Path) -> None:
+    tok = make_tiny_tokenizer(tmp_path)
+    assert tok("a red cup")["input_ids"][0] == tok.cls_token_id
