@@ -1,0 +1,123 @@
+"""``spotdiff synth``: write minimal-change datasets in published formats (DESIGN.md, issue "synth").
+
+::
+
+    spotdiff synth spec   --out DIR [--n 10] [--seed 0] [--image-size 224] [--subsets a,b] [--objects DIR]
+    spotdiff synth eqben  --out DIR [--n 10] ...
+    spotdiff synth visla  --out DIR [--n 20] [--relations FILE] ...
+    spotdiff synth corpus --out DIR [--n 100] [--image-size 64] ...
+    spotdiff synth contact-sheet DIR --out sheet.png
+    spotdiff synth list
+
+``--n`` counts cases per subset (spec), pairs per subset (eqben), scenes (visla) or image-caption
+pairs (corpus). The same options always give byte-identical files, whatever ``--workers``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import shutil
+import sys
+from pathlib import Path
+
+import numpy as np
+import PIL
+
+from spotdiff import __version__
+from spotdiff.errors import ConfigError
+from spotdiff.synth import ENGINES
+from spotdiff.synth.output import write_json
+
+_DEFAULT_N = {"spec": 10, "eqben": 10, "visla": 20, "corpus": 100}
+_DEFAULT_SIZE = {"corpus": 64}
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    p = subparsers.add_parser(
+        "synth",
+        help="synthesize minimal-change data (SPEC, EqBen, VISLA formats, training corpora)",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    engines = p.add_subparsers(dest="engine", metavar="ENGINE")
+    for name, cls in ENGINES.items():
+        e = engines.add_parser(
+            name, help=cls.description, description=(cls.__module__ and sys.modules[cls.__module__].__doc__)
+        )
+        e.formatter_class = argparse.RawDescriptionHelpFormatter
+        e.add_argument("--out", required=True, type=Path, help="output folder (created; must be empty)")
+        e.add_argument("--n", type=int, default=_DEFAULT_N.get(name, 10), help="how many (see `spotdiff synth -h`)")
+        e.add_argument("--seed", type=int, default=0, help="random seed (same seed, same bytes)")
+        e.add_argument(
+            "--image-size", type=int, default=_DEFAULT_SIZE.get(name, 224), help="square image side in pixels"
+        )
+        e.add_argument("--overwrite", action="store_true", help="replace an earlier synth output in --out")
+        cls.add_arguments(e)
+        e.set_defaults(func=run, synth_engine=name)
+    c = engines.add_parser("contact-sheet", help="a PNG of example cases per subset of a synthesized dataset")
+    c.add_argument("dir", type=Path, help="a folder written by `spotdiff synth`")
+    c.add_argument("--out", type=Path, required=True, help="the PNG to write")
+    c.add_argument("--per-subset", type=int, default=2, help="cases per subset")
+    c.add_argument("--thumb", type=int, default=128, help="thumbnail side in pixels")
+    c.set_defaults(func=run_contact_sheet)
+    lst = engines.add_parser("list", help="the registered synthesis engines")
+    lst.set_defaults(func=run_list)
+    p.set_defaults(func=lambda args: (p.print_help(), 2)[1])
+
+
+def _prepare_out(out: Path, overwrite: bool) -> None:
+    if out.exists() and not out.is_dir():
+        raise ConfigError(f"--out {out} exists and is not a folder")
+    if out.is_dir() and any(out.iterdir()):
+        if not overwrite:
+            raise ConfigError(f"--out {out} is not empty; pass --overwrite to replace an earlier synth output")
+        if not (out / "synth.json").is_file():
+            raise ConfigError(f"--out {out} is not empty and holds no synth.json: refusing to delete it")
+        shutil.rmtree(out)
+    out.mkdir(parents=True, exist_ok=True)
+
+
+def run(args: argparse.Namespace) -> int:
+    name = args.synth_engine
+    if args.n < 0:
+        raise ConfigError("--n must be >= 0")
+    cls = ENGINES.get(name)
+    _prepare_out(args.out, args.overwrite)
+    engine = cls.from_args(args)
+    summary = engine.write(args.out)
+    options = {
+        k: (str(v) if isinstance(v, Path) else v)
+        for k, v in sorted(vars(args).items())
+        if k not in ("func", "out", "overwrite", "command", "engine", "synth_engine", "verbose", "workers")
+    }
+    record = {
+        "spotdiff": __version__,
+        "pillow": PIL.__version__,
+        "numpy": np.__version__,
+        "engine": name,
+        "options": options,
+        "summary": summary,
+    }
+    write_json(args.out / "synth.json", record)
+    print(f"spotdiff synth {name}: wrote {args.out}")
+    for key, value in summary.items():
+        if key not in ("pipeline", "classes", "edit_distance"):
+            print(f"  {key}: {value}")
+    if cls.benchmark:
+        print(f"  load it with: spotdiff eval --benchmark {cls.benchmark} --data {args.out} --model ...")
+    return 0
+
+
+def run_contact_sheet(args: argparse.Namespace) -> int:
+    from spotdiff.synth.contact import contact_sheet
+
+    path = contact_sheet(args.dir, args.out, per_subset=args.per_subset, thumb=args.thumb)
+    print(f"spotdiff synth contact-sheet: wrote {path}")
+    return 0
+
+
+def run_list(args: argparse.Namespace) -> int:
+    for name, cls in ENGINES.items():
+        reader = f" (read by --benchmark {cls.benchmark})" if cls.benchmark else ""
+        print(f"{name:8s} {cls.description}{reader}")
+    return 0

@@ -1,0 +1,559 @@
+"""EqBen-style visual-minimal pairs: ``spotdiff synth eqben`` (EqBen Sec. 4.2, App. B.4, B.5).
+
+EQ-Kubric (App. B.4, Fig. 14) turns "visual-minimal image generation" into "semantic-minimal caption
+construction": a template is filled once, then exactly one slot is re-drawn, and a graphics engine
+renders both captions. We keep the templates and slot vocabularies of Fig. 14 and render with the
+SPEC canvas engine instead of Kubric (objects are the procedural library's, named with their colour,
+e.g. "red cup", in the role of Fig. 14's "red coffee mug"):
+
+* ``eqbenkubric_loc`` -- ``The <Object> <Verb> <Location> the <Subject>.``; Verb in [is, is
+  located, is placed]; two different Locations. Synonymous locations (``on the left of`` /
+  ``on the left side of`` / ``on the left hand of``) are one relation, so a pair always changes the
+  relation; ``on the top of`` (touching) and ``above`` (a gap) are not paired with each other
+  because the first implies the second. On the 2-D canvas, ``in front of`` is drawn as an
+  occluding object lower in the image and ``behind`` as an occluded one higher up.
+* ``eqbenkubric_cnt`` -- ``There <Verb> <Counts> <Object> <Location>.`` or ``<Counts> <Object>
+  <Verb> <Location>.``; Counts 1..5 (written as words), Location in [in the scene, on the
+  platform]. The verb and the noun agree with the count (part of the Counts slot). The image with
+  more objects holds those of the other one at the same places.
+* ``eqbenkubric_attr`` -- ``The <Size> <Object> <Verb> <Location> the <Size> <Subject>.``; either
+  the Object is re-drawn from its category set (same category and shape, another colour: "blue
+  cup" -> "yellow cup", as Fig. 14 picks "two different objects with attributes from the set"), or
+  the Object's Size changes (small <-> large). Sizes are absolute here: ``small`` is a box area of
+  1.5-4% of the image, ``large`` 8-16%.
+
+EQ-SD (App. B.5, Fig. 15: object, scene and attribute change) depends on a diffusion model; its
+caption pairs are generated from Fig. 15's templates and vocabularies (with its per-object scene
+subsets) and written text-only to ``eqbensd_captions.json`` -- they are not rendered.
+
+Output (``--out DIR``), the Winoground-style format the ``eqben`` loader reads::
+
+    DIR/all_select.json        [{"image0": "eqbenkubric_loc/00000_0.png", "image1": ..., "caption0", "caption1"}]
+    DIR/images/<subset>/*.png  (image paths are relative to DIR/images; the first folder is the subset)
+    DIR/metadata.json          per pair: subset, slots of both captions, the changed slot, measurements
+    DIR/eqbensd_captions.json  EQ-SD caption pairs (text only)
+"""
+
+from __future__ import annotations
+
+import argparse
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from spotdiff.errors import ConfigError, SpotdiffError
+from spotdiff.synth import ENGINES, SynthEngine
+from spotdiff.synth.canvas import Placement, Rendered, placement_at, placement_box
+from spotdiff.synth.geometry import Measured, boxes_overlap, relative_position
+from spotdiff.synth.language import number_word, sentence, with_article
+from spotdiff.synth.objects import ObjectInstance
+from spotdiff.synth.output import case_rng, parallel_map, save_png, write_json
+from spotdiff.synth.pipeline import Composer, Infeasible, Pipeline, make_pipeline
+from spotdiff.synth.spec import add_pipeline_arguments, pipeline_from_args
+
+SUBSETS = ("eqbenkubric_loc", "eqbenkubric_cnt", "eqbenkubric_attr")
+_CODE = {"eqbenkubric_loc": 11, "eqbenkubric_cnt": 12, "eqbenkubric_attr": 13, "eqbensd": 14}
+MAX_ATTEMPTS = 40
+
+# ---- EqBen Fig. 14 vocabularies ------------------------------------------------------------------
+VERBS = ("is", "is located", "is placed")
+LOCATIONS = (
+    "in front of",
+    "behind",
+    "on the left of",
+    "on the left side of",
+    "on the left hand of",
+    "on the right of",
+    "on the right side of",
+    "on the right hand of",
+    "on the top of",
+    "above",
+)
+#: the relation each Location phrase depicts
+RELATION = {
+    "in front of": "front",
+    "behind": "behind",
+    "on the left of": "left",
+    "on the left side of": "left",
+    "on the left hand of": "left",
+    "on the right of": "right",
+    "on the right side of": "right",
+    "on the right hand of": "right",
+    "on the top of": "top",
+    "above": "above",
+}
+#: relation pairs that are not a semantic change (one implies the other)
+_NOT_CONTRASTING = {frozenset({"top", "above"})}
+COUNTS = (1, 2, 3, 4, 5)
+COUNT_LOCATIONS = ("in the scene", "on the platform")
+COUNT_TEMPLATES = ("There <Verb> <Counts> <Object> <Location>.", "<Counts> <Object> <Verb> <Location>.")
+SIZES = ("small", "large")
+SIZE_BANDS = {"small": (0.015, 0.04), "large": (0.08, 0.16)}
+
+# ---- EqBen Fig. 15 (EQ-SD) vocabularies ----------------------------------------------------------
+SD_OBJECT_SETS = (
+    (
+        ("cattle", "horse", "elephant", "goat", "deer", "camel", "zebra"),
+        ("standing on the grass", "in the desert", "near the river", "in the zoo"),
+    ),
+    (
+        ("rabbit", "cat", "dog", "wolf", "fox", "rat", "squirrel"),
+        ("standing on the grass", "eating", "in the wild", "on the desk", "on the bench"),
+    ),
+    (("monkey", "koala", "panda"), ("standing on the grass", "in the jungle", "on the tree", "in the wild")),
+    (("bird", "eagle", "dove"), ("in the sky", "on the tree", "standing on the branch")),
+    (("duck", "chicken"), ("on the ground", "in the wild")),
+    (("shark", "fish", "shrimp", "whale", "dolphin"), ("in the river", "under the water")),
+    (("crab", "frog"), ("aside the river", "under the water")),
+    (("bear", "tiger", "lion", "pig"), ("in the desert", "near the river", "in the zoo")),
+)
+SD_SCENE_OBJECTS = (
+    ("a house on a mountain", ("at sunset", "at night", "at winter", "at fall", "at fog", "in the desert")),
+    (
+        "a river through the valley",
+        ("at sunset with clouds", "under noon sunshine", "at winter with snow", "at fall", "at fog"),
+    ),
+    ("modern city street", ("at sunset with clouds", "at winter with snow", "at fall", "at fog", "in heavy raining")),
+    ("beach", ("at sunset", "at fog", "at rainstorm")),
+)
+SD_ACCESSORIES = (
+    "",
+    "wearing a sunglasses",
+    "wearing a scarf",
+    "wearing a crown",
+    "wearing a cap",
+    "wearing a cowboy hat",
+)
+SD_ACCESSORY_OBJECTS = ("dog", "cat")
+SD_COLOURS = ("black", "blue", "brown", "red")
+SD_STYLES = (
+    "a real image of",
+    "an oil painting of",
+    "a pencil sketch of",
+    "an Van Gogh post-impressionism painting of",
+)
+SD_STYLE_OBJECTS = ("dog", "car", "bicycle", "cat", "bus", "train", "bird", "horse", "cake", "desk")
+
+
+def _pick(rng, options):
+    return options[int(rng.integers(len(options)))]
+
+
+def _pick_two(rng, options):
+    i, j = rng.choice(len(options), size=2, replace=False)
+    return options[int(i)], options[int(j)]
+
+
+# ---- captions ------------------------------------------------------------------------------------
+
+
+def loc_caption(slots: dict) -> str:
+    """``The <Object> <Verb> <Location> the <Subject>.`` (Fig. 14, Location)."""
+    return sentence(f"the {slots['object']} {slots['verb']} {slots['location']} the {slots['subject']}")
+
+
+def cnt_caption(slots: dict, plural: str) -> str:
+    """Fig. 14, Counting; the verb and noun agree with the count."""
+    n = int(slots["counts"])
+    noun = slots["object"] if n == 1 else plural
+    verb = "is" if n == 1 else "are"
+    if slots["template"] == 0:
+        return sentence(f"there {verb} {number_word(n)} {noun} {slots['location']}")
+    return sentence(f"{number_word(n)} {noun} {verb} {slots['location']}")
+
+
+def attr_caption(slots: dict) -> str:
+    """``The <Size> <Object> <Verb> <Location> the <Size> <Subject>.`` (Fig. 14, Attribute)."""
+    return sentence(
+        f"the {slots['object_size']} {slots['object']} {slots['verb']} {slots['location']} "
+        f"the {slots['subject_size']} {slots['subject']}"
+    )
+
+
+def changed_slots(a: dict, b: dict) -> list[str]:
+    return sorted(k for k in a.keys() | b.keys() if a.get(k) != b.get(k))
+
+
+def sd_caption_pair(rng) -> dict:
+    """One EQ-SD caption pair from Fig. 15: object, scene or attribute change (chosen at random)."""
+    kind = _pick(rng, ("object", "scene", "attribute"))
+    medium = _pick(rng, ("photo", "painting"))
+    if kind == "object":
+        objects, scenes = SD_OBJECT_SETS[int(rng.integers(len(SD_OBJECT_SETS)))]
+        o0, o1 = _pick_two(rng, objects)
+        scene = _pick(rng, scenes)
+        s0 = {"medium": medium, "object": o0, "scene": scene}
+        s1 = {**s0, "object": o1}
+
+        def text(s):
+            return sentence(f"a {s['medium']} of {with_article(s['object'])} {s['scene']}")
+
+    elif kind == "scene":
+        obj, scenes = SD_SCENE_OBJECTS[int(rng.integers(len(SD_SCENE_OBJECTS)))]
+        sc0, sc1 = _pick_two(rng, scenes)
+        s0 = {"object": obj, "scene": sc0}
+        s1 = {**s0, "scene": sc1}
+
+        def text(s):
+            return sentence(f"a photo of {s['object']} {s['scene']}")
+
+    else:
+        variant = int(rng.integers(3))
+        if variant == 0:
+            obj = _pick(rng, SD_ACCESSORY_OBJECTS)
+            a0, a1 = _pick_two(rng, SD_ACCESSORIES)
+            s0 = {"medium": medium, "object": obj, "attribute": a0}
+            s1 = {**s0, "attribute": a1}
+
+            def text(s):
+                return sentence(f"a {s['medium']} of {with_article(s['object'])} {s['attribute']}")
+
+        elif variant == 1:
+            obj = _pick(rng, SD_ACCESSORY_OBJECTS)
+            a0, a1 = _pick_two(rng, SD_COLOURS)
+            s0 = {"medium": medium, "object": obj, "attribute": a0}
+            s1 = {**s0, "attribute": a1}
+
+            def text(s):
+                return sentence(f"a {s['medium']} of {with_article(s['attribute'] + ' ' + s['object'])}")
+
+        else:
+            obj = _pick(rng, SD_STYLE_OBJECTS)
+            a0, a1 = _pick_two(rng, SD_STYLES)
+            s0 = {"object": obj, "attribute": a0}
+            s1 = {**s0, "attribute": a1}
+
+            def text(s):
+                return sentence(f"{s['attribute']} {with_article(s['object'])}")
+
+    return {
+        "aspect": f"{kind} change",
+        "caption0": text(s0),
+        "caption1": text(s1),
+        "slots0": s0,
+        "slots1": s1,
+        "changed": changed_slots(s0, s1),
+    }
+
+
+# ---- rendering -----------------------------------------------------------------------------------
+
+
+def measured_relation(obj: Measured, subj: Measured) -> str | None:
+    """Which Fig. 14 relation the rendered object has to the subject (None if none cleanly holds)."""
+    obj_full = obj.mask_area == obj.full_mask_area
+    subj_full = subj.mask_area == subj.full_mask_area
+    if not obj.visible or not subj.visible:
+        return None
+    if obj_full and not subj_full:
+        return "front"
+    if subj_full and not obj_full:
+        return "behind" if obj.mask_area >= 0.3 * obj.full_mask_area else None
+    if not (obj_full and subj_full) or boxes_overlap(obj.bbox, subj.bbox):
+        return None
+    rel = relative_position(obj.centre, subj.centre)
+    if rel in ("left of", "right of"):
+        return rel.split()[0]
+    if rel == "above":
+        return "top" if obj.bbox[3] == subj.bbox[1] else "above"
+    return None
+
+
+@dataclass
+class EqbenPair:
+    subset: str
+    index: int
+    attempt: int
+    captions: tuple[str, str]
+    slots: tuple[dict, dict]
+    renders: tuple[Rendered, Rendered]
+    scene: str
+    instances: dict[str, Any]
+    extra: dict = field(default_factory=dict)
+
+    @property
+    def changed(self) -> list[str]:
+        return changed_slots(*self.slots)
+
+
+class EqbenBuilder(Composer):
+    """Builds EqBen-Kubric-style pairs on the canvas pipeline (EqBen App. B.4)."""
+
+    def _arrange(self, rng, obj: ObjectInstance, o_placed, subj: ObjectInstance, s_placed, relation: str):
+        """Placements (in paint order) for ``obj <relation> subj`` with the subject fixed."""
+        s = self.s
+        sw, sh = s_placed.box_size
+        ow, oh = o_placed.box_size
+        scx = s / 2 + rng.uniform(-0.06, 0.06) * s
+        base = s * rng.uniform(0.7, 0.8)  # the subject stands on this line
+        scy = base - sh / 2
+        gap = max(2.0, rng.uniform(0.05, 0.09) * s)
+        return self._arrange_at(obj, o_placed, subj, s_placed, relation, scx, scy, gap, (sw, sh, ow, oh))
+
+    def _arrange_at(self, obj, o_placed, subj, s_placed, relation, scx, scy, gap, dims):
+        sw, sh, ow, oh = dims
+        sub_pl = placement_at(subj, s_placed, scx, scy, "subject")
+        sx0, sy0, sx1, sy1 = placement_box(sub_pl, s_placed)
+        if relation == "left":
+            c = (sx0 - gap - ow / 2, sy1 - oh / 2)
+        elif relation == "right":
+            c = (sx1 + gap + ow / 2, sy1 - oh / 2)
+        elif relation == "top":
+            c = (scx, sy0 - oh / 2)
+        elif relation == "above":
+            c = (scx, sy0 - max(gap * 1.5, 0.5 * oh) - oh / 2)
+        elif relation == "front":
+            c = (scx + 0.25 * sw, sy1 + 0.35 * oh - oh / 2 + 0.04 * self.s)
+        elif relation == "behind":
+            c = (scx + 0.45 * (sw + ow) / 2, sy1 - 0.3 * sh - oh / 2)
+        else:  # pragma: no cover
+            raise ValueError(relation)
+        obj_pl = placement_at(obj, o_placed, *c, "object")
+        if relation == "top":  # touching: the object's box bottom on the subject's box top
+            ob = placement_box(obj_pl, o_placed)
+            obj_pl = Placement(obj, obj_pl.x, obj_pl.y + (sy0 - ob[3]), obj_pl.w, obj_pl.h, "object")
+        if not self.inside(placement_box(obj_pl, o_placed)) or not self.inside((sx0, sy0, sx1, sy1)):
+            raise Infeasible("objects leave the canvas")
+        return [obj_pl, sub_pl] if relation == "behind" else [sub_pl, obj_pl]
+
+    def _check_relation(self, rendered: Rendered, relation: str) -> None:
+        obj = next(o for o in rendered.objects if o.role == "object")
+        subj = next(o for o in rendered.objects if o.role == "subject")
+        got = measured_relation(obj, subj)
+        if got != relation:
+            raise Infeasible(f"measured relation {got!r}, wanted {relation!r}")
+
+    def _loc(self, rng, bg):
+        obj = self.instance(rng)
+        subj = self.instance(rng, exclude=[obj.category])
+        o_placed = self.fit(obj, rng.uniform(0.03, 0.06), 0.28)
+        s_placed = self.fit(subj, rng.uniform(0.03, 0.06), 0.3)
+        while True:
+            l0, l1 = _pick_two(rng, LOCATIONS)
+            r0, r1 = RELATION[l0], RELATION[l1]
+            if r0 != r1 and frozenset({r0, r1}) not in _NOT_CONTRASTING:
+                break
+        verb = _pick(rng, VERBS)
+        state = rng.bit_generator.state
+        renders = []
+        for rel in (r0, r1):
+            rng.bit_generator.state = state  # the subject stays put in both images
+            r = self.render(bg, self._arrange(rng, obj, o_placed, subj, s_placed, rel))
+            self._check_relation(r, rel)
+            renders.append(r)
+        base = {
+            "object": obj.phrase(colour=True, texture=True),
+            "verb": verb,
+            "subject": subj.phrase(colour=True, texture=True),
+        }
+        slots = ({**base, "location": l0}, {**base, "location": l1})
+        return (
+            slots,
+            (loc_caption(slots[0]), loc_caption(slots[1])),
+            renders,
+            {"object": obj, "subject": subj},
+            {"relations": [r0, r1]},
+        )
+
+    def _cnt(self, rng, bg):
+        obj = self.instance(rng)
+        c0, c1 = _pick_two(rng, COUNTS)
+        placed = self.fit(obj, rng.uniform(0.02, 0.04), 0.24)
+        gap = max(1, int(0.015 * self.s))
+        centres = self.scatter(rng, placed, max(c0, c1), [], gap)
+        pls = [placement_at(obj, placed, cx, cy, "object") for cx, cy in centres]
+        renders = []
+        for c in (c0, c1):
+            r = self.render(bg, pls[:c])
+            if len(r.of_role("object")) != c or any(o.mask_area != o.full_mask_area for o in r.objects):
+                raise Infeasible("count not rendered")
+            renders.append(r)
+        base = {
+            "template": int(rng.integers(len(COUNT_TEMPLATES))),
+            "object": obj.phrase(colour=True, texture=True),
+            "location": _pick(rng, COUNT_LOCATIONS),
+        }
+        slots = ({**base, "counts": c0}, {**base, "counts": c1})
+        prefix = obj.phrase(colour=True, texture=True)[: -len(obj.category)]
+        plural = prefix + self.p.source.plural(obj.category)
+        caps = (cnt_caption(slots[0], plural), cnt_caption(slots[1], plural))
+        return slots, caps, renders, {"object": obj}, {"counts": [c0, c1]}
+
+    def _attr(self, rng, bg):
+        src = self.p.source
+        recolourable = any(len(src.colours(c)) >= 2 for c in src.categories())
+        change = "object" if recolourable and rng.random() < 0.5 else "object_size"
+        obj = self.instance(rng, min_colours=2 if change == "object" else 0)
+        subj = self.instance(rng, exclude=[obj.category])
+        location = _pick(rng, [loc for loc in LOCATIONS if RELATION[loc] in ("left", "right", "front", "behind")])
+        relation = RELATION[location]
+        verb = _pick(rng, VERBS)
+        subj_size = _pick(rng, SIZES)
+        s_placed = self.fit(subj, _target(rng, subj_size), 0.42)
+        if change == "object":
+            size = _pick(rng, SIZES)
+            colours = [c for c in self.p.source.colours(obj.category) if c != obj.colour]
+            other = ObjectInstance(obj.category, _pick(rng, colours), obj.texture, obj.seed, obj.source, obj.path)
+            objs, sizes = (obj, other), (size, size)
+        else:
+            objs, sizes = (obj, obj), _pick_two(rng, SIZES)
+        fracs = {sz: _target(rng, sz) for sz in SIZES}
+        state = rng.bit_generator.state
+        renders = []
+        for inst, sz in zip(objs, sizes, strict=True):
+            rng.bit_generator.state = state
+            o_placed = self.fit(inst, fracs[sz], 0.42)
+            r = self.render(bg, self._arrange(rng, inst, o_placed, subj, s_placed, relation))
+            self._check_relation(r, relation)
+            subj_m = next(o for o in r.objects if o.role == "subject")
+            area = self.s * self.s
+            # the object's whole (unoccluded) box decides its size word
+            obj_frac = self._full_box_area(r, "object") / area
+            if not _in_band(obj_frac, sz) or not _in_band(subj_m.box_area / area, subj_size):
+                raise Infeasible("size outside its band")
+            renders.append(r)
+        slots = tuple(
+            {
+                "object_size": sz,
+                "object": inst.phrase(colour=True, texture=True),
+                "verb": verb,
+                "location": location,
+                "subject_size": subj_size,
+                "subject": subj.phrase(colour=True, texture=True),
+            }
+            for inst, sz in zip(objs, sizes, strict=True)
+        )
+        caps = (attr_caption(slots[0]), attr_caption(slots[1]))
+        return slots, caps, renders, {"object": objs[0], "object1": objs[1], "subject": subj}, {"change": change}
+
+    def _full_box_area(self, rendered: Rendered, role: str) -> int:
+        i = next(k for k, pl in enumerate(rendered.placements) if pl.role == role)
+        pl = rendered.placements[i]
+        x0, y0, x1, y1 = placement_box(pl, self.p.canvas.layer(pl))
+        return (x1 - x0) * (y1 - y0)
+
+    def build(self, subset: str, index: int) -> EqbenPair:
+        method = {"eqbenkubric_loc": self._loc, "eqbenkubric_cnt": self._cnt, "eqbenkubric_attr": self._attr}.get(
+            subset
+        )
+        if method is None:
+            raise ConfigError(f"unknown EqBen synthetic subset {subset!r}; known: {', '.join(SUBSETS)}")
+        reason = ""
+        for attempt in range(MAX_ATTEMPTS):
+            rng = self.rng(_CODE[subset], index, attempt)
+            try:
+                bg, scene = self.p.background.fill(self.s, rng)
+                slots, caps, renders, instances, extra = method(rng, bg)
+            except Infeasible as exc:
+                reason = str(exc)
+                continue
+            if caps[0] == caps[1] or len(changed_slots(*slots)) != 1:
+                reason = "captions do not differ in exactly one slot"
+                continue
+            return EqbenPair(subset, index, attempt, caps, slots, tuple(renders), scene, instances, extra)
+        raise SpotdiffError(f"EqBen {subset} pair {index}: no valid layout in {MAX_ATTEMPTS} attempts ({reason})")
+
+
+def _in_band(frac: float, size: str) -> bool:
+    lo, hi = SIZE_BANDS[size]
+    return lo <= frac <= hi
+
+
+def _target(rng, size: str) -> float:
+    """A target area inside the band with a margin, so that whole-pixel sizes land inside it."""
+    lo, hi = SIZE_BANDS[size]
+    return float(rng.uniform(lo * 1.15, hi * 0.9))
+
+
+def write_eqben(
+    out: Path,
+    *,
+    n: int = 10,
+    seed: int = 0,
+    size: int = 224,
+    subsets: list[str] | None = None,
+    pipeline: Pipeline | None = None,
+    workers: int = 1,
+    sd_pairs: int | None = None,
+) -> dict:
+    """Write an EqBen-format dataset (see the module docstring); return the summary."""
+    subsets = list(subsets or SUBSETS)
+    for sub in subsets:
+        if sub not in SUBSETS:
+            raise ConfigError(f"unknown EqBen synthetic subset {sub!r}; known: {', '.join(SUBSETS)}")
+    out = Path(out)
+    pipeline = pipeline or make_pipeline(size)
+    builder = EqbenBuilder(pipeline, seed)
+
+    def one(task):
+        subset, index = task
+        pair = builder.build(subset, index)
+        paths = []
+        for k, r in enumerate(pair.renders):
+            rel = f"{subset}/{index:05d}_{k}.png"
+            save_png(r.image, out / "images" / rel)
+            paths.append(rel)
+        record = {"image0": paths[0], "image1": paths[1], "caption0": pair.captions[0], "caption1": pair.captions[1]}
+        meta = {
+            "subset": subset,
+            "index": index,
+            "attempt": pair.attempt,
+            "scene": pair.scene,
+            "changed": pair.changed,
+            "slots0": pair.slots[0],
+            "slots1": pair.slots[1],
+            "objects": {k: v.as_dict() for k, v in pair.instances.items()},
+            "extra": pair.extra,
+            "measured": [[o.as_dict(builder.s, builder.s) for o in r.objects] for r in pair.renders],
+        }
+        return record, meta
+
+    tasks = [(sub, i) for sub in subsets for i in range(n)]
+    results = parallel_map(one, tasks, workers)
+    write_json(out / "all_select.json", [r for r, _ in results])
+    write_json(out / "metadata.json", {"pairs": [m for _, m in results]})
+    n_sd = n if sd_pairs is None else sd_pairs
+    sd = [sd_caption_pair(case_rng(seed, _CODE["eqbensd"], i)) for i in range(n_sd)]
+    write_json(out / "eqbensd_captions.json", sd)
+    return {
+        "engine": "eqben",
+        "seed": seed,
+        "image_size": pipeline.size,
+        "pipeline": pipeline.describe(),
+        "pairs": {sub: sum(1 for _, m in results if m["subset"] == sub) for sub in subsets},
+        "eqbensd_caption_pairs": n_sd,
+    }
+
+
+@ENGINES.register("eqben")
+class EqbenEngine(SynthEngine):
+    name = "eqben"
+    benchmark = "eqben"
+    description = "EqBen-Kubric-style location / counting / attribute+size pairs (EqBen App. B.4, Fig. 14)"
+
+    def __init__(self, args: argparse.Namespace) -> None:
+        self.args = args
+
+    @classmethod
+    def add_arguments(cls, parser: argparse.ArgumentParser) -> None:
+        parser.add_argument("--subsets", help=f"comma-separated subsets (default: all of {', '.join(SUBSETS)})")
+        parser.add_argument("--sd-pairs", type=int, help="EQ-SD caption pairs to write (default: --n)")
+        add_pipeline_arguments(parser)
+
+    @classmethod
+    def from_args(cls, args: argparse.Namespace) -> EqbenEngine:
+        return cls(args)
+
+    def write(self, out: Path) -> dict:
+        a = self.args
+        subsets = [s.strip() for s in a.subsets.split(",")] if a.subsets else None
+        return write_eqben(
+            out,
+            n=a.n,
+            seed=a.seed,
+            size=a.image_size,
+            subsets=subsets,
+            pipeline=pipeline_from_args(a),
+            workers=a.workers,
+            sd_pairs=a.sd_pairs,
+        )

@@ -1,0 +1,403 @@
+"""The optional generative backend: SPEC's stages with real models (SPEC Sec. 3.2.1-3.2.4).
+
+* :class:`TextToImageSource` (Sec. 3.2.1): a diffusers text-to-image pipeline (SPEC uses
+  Stable-Diffusion-XL 1.0) prompted with "a photo of a single and fully visible [class name]" for
+  each COCO class; an instance is (class, seed) and renders deterministically from its seed.
+* :class:`GroundingSamIsolator` (Sec. 3.2.2): Grounding DINO finds the object's box from the prompt
+  "a <class>." and SAM segments it from that box; the mask becomes the cut-out's alpha channel.
+  Both come from ``transformers`` (``GroundingDinoForObjectDetection``, ``SamModel``).
+* :class:`InpaintBackground` (Sec. 3.2.4, Fig. 4): one *initial* background is generated per case
+  (text-to-image, "a photo of <scene>, empty, nothing in it") at part of the canvas and then
+  expanded to the whole canvas by inpainting the blank surround; every candidate of the case is
+  composited on that one background, so backgrounds stay consistent.
+
+Arrangement (Sec. 3.2.3) is the same canvas as the procedural backend, so every label is measured
+and asserted the same way.
+
+The backend needs the ``generate`` extra (``pip install 'spotdiff[generate]'``, which adds
+``diffusers``); ``transformers`` and ``torch`` are core dependencies. Everything is imported lazily:
+importing this module costs nothing, and a missing package raises a :class:`ConfigError` that
+names the extra. Each stage takes either a model id / local path or an already-built object, so a
+test can pass tiny randomly initialised models.
+"""
+
+from __future__ import annotations
+
+import importlib
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+from PIL import Image
+
+from spotdiff.errors import ConfigError, DataError
+from spotdiff.synth.objects import ObjectInstance, ObjectSource, _instance_seed, tight_crop
+
+EXTRA = "generate"
+
+#: the 80 COCO classes SPEC draws its objects from (Sec. 3.2.1)
+COCO_CLASSES = (
+    "person",
+    "bicycle",
+    "car",
+    "motorcycle",
+    "airplane",
+    "bus",
+    "train",
+    "truck",
+    "boat",
+    "traffic light",
+    "fire hydrant",
+    "stop sign",
+    "parking meter",
+    "bench",
+    "bird",
+    "cat",
+    "dog",
+    "horse",
+    "sheep",
+    "cow",
+    "elephant",
+    "bear",
+    "zebra",
+    "giraffe",
+    "backpack",
+    "umbrella",
+    "handbag",
+    "tie",
+    "suitcase",
+    "frisbee",
+    "skis",
+    "snowboard",
+    "sports ball",
+    "kite",
+    "baseball bat",
+    "baseball glove",
+    "skateboard",
+    "surfboard",
+    "tennis racket",
+    "bottle",
+    "wine glass",
+    "cup",
+    "fork",
+    "knife",
+    "spoon",
+    "bowl",
+    "banana",
+    "apple",
+    "sandwich",
+    "orange",
+    "broccoli",
+    "carrot",
+    "hot dog",
+    "pizza",
+    "donut",
+    "cake",
+    "chair",
+    "couch",
+    "potted plant",
+    "bed",
+    "dining table",
+    "toilet",
+    "tv",
+    "laptop",
+    "mouse",
+    "remote",
+    "keyboard",
+    "cell phone",
+    "microwave",
+    "oven",
+    "toaster",
+    "sink",
+    "refrigerator",
+    "book",
+    "clock",
+    "vase",
+    "scissors",
+    "teddy bear",
+    "hair drier",
+    "toothbrush",
+)
+OBJECT_PROMPT = "a photo of a single and fully visible {}"
+BACKGROUND_PROMPT = "a photo of {}, empty, nothing in it"
+DEFAULT_T2I = "stabilityai/stable-diffusion-xl-base-1.0"
+DEFAULT_INPAINT = "diffusers/stable-diffusion-xl-1.0-inpainting-0.1"
+DEFAULT_DETECTOR = "IDEA-Research/grounding-dino-base"
+DEFAULT_SEGMENTER = "facebook/sam-vit-base"
+
+
+def require(module: str, what: str) -> Any:
+    """Import ``module`` or raise a ConfigError naming the extra that provides it."""
+    try:
+        return importlib.import_module(module)
+    except ImportError as exc:
+        raise ConfigError(
+            f"{what} needs the Python package '{module}', which is not installed; install the "
+            f"'{EXTRA}' extra: pip install 'spotdiff[{EXTRA}]' (or use --backend procedural, the offline default)"
+        ) from exc
+
+
+def _torch_generator(seed: int):
+    torch = require("torch", "the generative backend")
+    return torch.Generator(device="cpu").manual_seed(int(seed))
+
+
+class TextToImageSource(ObjectSource):
+    """Stage 1 with a diffusers text-to-image pipeline (SPEC Sec. 3.2.1)."""
+
+    name = "text-to-image"
+
+    def __init__(
+        self,
+        pipeline: Any = None,
+        *,
+        model: str = DEFAULT_T2I,
+        classes: Sequence[str] = COCO_CLASSES,
+        size: int = 512,
+        steps: int = 30,
+        device: str = "cpu",
+    ) -> None:
+        self._pipeline = pipeline
+        self.model = model
+        self.classes = list(classes)
+        self.size = int(size)
+        self.steps = int(steps)
+        self.device = device
+
+    @property
+    def pipeline(self) -> Any:
+        if self._pipeline is None:
+            diffusers = require("diffusers", "text-to-image object generation")
+            self._pipeline = diffusers.AutoPipelineForText2Image.from_pretrained(self.model).to(self.device)
+        return self._pipeline
+
+    def categories(self) -> list[str]:
+        return list(self.classes)
+
+    def sample(self, rng, *, split="test", category=None, exclude=(), colour=None, texture=None):
+        if category is None:
+            options = [c for c in self.classes if c not in exclude]
+            category = options[int(rng.integers(len(options)))]
+        return ObjectInstance(category, None, "plain", _instance_seed(rng, split), source="text-to-image")
+
+    def generate(self, instance: ObjectInstance) -> Image.Image:
+        out = self.pipeline(
+            prompt=OBJECT_PROMPT.format(instance.category),
+            height=self.size,
+            width=self.size,
+            num_inference_steps=self.steps,
+            generator=_torch_generator(instance.seed),
+        )
+        return out.images[0].convert("RGB")
+
+
+class GroundingSamIsolator:
+    """Stage 2: Grounding DINO box from the class prompt, then a SAM mask from that box (Sec. 3.2.2).
+
+    ``detector``/``segmenter`` are model ids or paths (loaded with ``from_pretrained``), or
+    ``(model, processor)`` pairs. The box with the highest score is used; with no detection above
+    ``box_threshold`` the best-scoring box is still taken (the image holds one prominent object by
+    construction), and an empty mask is a DataError.
+    """
+
+    name = "grounding-dino+sam"
+
+    def __init__(
+        self,
+        detector: Any = DEFAULT_DETECTOR,
+        segmenter: Any = DEFAULT_SEGMENTER,
+        *,
+        box_threshold: float = 0.3,
+        text_threshold: float = 0.25,
+        device: str = "cpu",
+    ) -> None:
+        self._detector_spec = detector
+        self._segmenter_spec = segmenter
+        self._detector: tuple[Any, Any] | None = None
+        self._segmenter: tuple[Any, Any] | None = None
+        self.box_threshold = box_threshold
+        self.text_threshold = text_threshold
+        self.device = device
+
+    def _load(self, spec: Any, kind: str) -> tuple[Any, Any]:
+        if isinstance(spec, tuple):
+            return spec
+        transformers = require("transformers", "object isolation")
+        if kind == "detector":
+            model = transformers.GroundingDinoForObjectDetection.from_pretrained(spec)
+        else:
+            model = transformers.SamModel.from_pretrained(spec)
+        processor = transformers.AutoProcessor.from_pretrained(spec)
+        return model.to(self.device).eval(), processor
+
+    @property
+    def detector(self) -> tuple[Any, Any]:
+        if self._detector is None:
+            self._detector = self._load(self._detector_spec, "detector")
+        return self._detector
+
+    @property
+    def segmenter(self) -> tuple[Any, Any]:
+        if self._segmenter is None:
+            self._segmenter = self._load(self._segmenter_spec, "segmenter")
+        return self._segmenter
+
+    def detect(self, image: Image.Image, category: str) -> tuple[list[float], float]:
+        """The best box ``[x0, y0, x1, y1]`` (pixels) for ``"a <category>."`` and its score."""
+        torch = require("torch", "object isolation")
+        model, processor = self.detector
+        inputs = processor(images=image, text=f"a {category}.", return_tensors="pt").to(self.device)
+        with torch.no_grad():
+            outputs = model(**inputs)
+        w, h = image.size
+        results = processor.post_process_grounded_object_detection(
+            outputs, inputs["input_ids"], threshold=0.0, text_threshold=0.0, target_sizes=[(h, w)]
+        )[0]
+        boxes, scores = results["boxes"], results["scores"]
+        if len(scores) == 0:
+            return [0.0, 0.0, float(w), float(h)], 0.0
+        best = int(torch.argmax(scores))
+        x0, y0, x1, y1 = (float(v) for v in boxes[best])
+        x0, x1 = sorted((max(0.0, min(w, x0)), max(0.0, min(w, x1))))
+        y0, y1 = sorted((max(0.0, min(h, y0)), max(0.0, min(h, y1))))
+        if x1 - x0 < 2 or y1 - y0 < 2:
+            return [0.0, 0.0, float(w), float(h)], float(scores[best])
+        return [x0, y0, x1, y1], float(scores[best])
+
+    def segment(self, image: Image.Image, box: list[float]) -> np.ndarray:
+        """SAM's best mask (by predicted IoU) for a box prompt, as an HxW bool array."""
+        torch = require("torch", "object isolation")
+        model, processor = self.segmenter
+        inputs = processor(images=image, input_boxes=[[box]], return_tensors="pt").to(self.device)
+        with torch.no_grad():
+            outputs = model(**inputs, multimask_output=True)
+        masks = processor.image_processor.post_process_masks(
+            outputs.pred_masks.cpu(), inputs["original_sizes"].cpu(), inputs["reshaped_input_sizes"].cpu()
+        )[0]  # (boxes, masks, H, W)
+        best = int(torch.argmax(outputs.iou_scores[0, 0]))
+        return masks[0, best].numpy().astype(bool)
+
+    def isolate(self, image: Image.Image, instance: ObjectInstance) -> Image.Image:
+        rgb = image.convert("RGB")
+        box, _score = self.detect(rgb, instance.category)
+        mask = self.segment(rgb, box)
+        if not mask.any():
+            raise DataError(f"SAM found no object pixels for {instance.category!r} ({instance.key})")
+        rgba = rgb.convert("RGBA")
+        rgba.putalpha(Image.fromarray(np.where(mask, 255, 0).astype(np.uint8), "L"))
+        return tight_crop(rgba)
+
+
+class InpaintBackground:
+    """Stage 4 with diffusion: an initial background expanded by inpainting (Sec. 3.2.4, Fig. 4).
+
+    ``fill`` is called once per case and its result shared by all candidates. ``initial`` is the
+    fraction of the canvas side the initial background covers (centred); the rest is inpainted.
+    """
+
+    name = "inpaint"
+
+    def __init__(
+        self,
+        text_to_image: Any = None,
+        inpaint: Any = None,
+        *,
+        t2i_model: str = DEFAULT_T2I,
+        inpaint_model: str = DEFAULT_INPAINT,
+        scenes: Sequence[str] = ("a meadow", "a living room", "a beach", "a wooden table", "a kitchen", "a street"),
+        initial: float = 0.5,
+        steps: int = 30,
+        device: str = "cpu",
+    ) -> None:
+        self._t2i = text_to_image
+        self._inpaint = inpaint
+        self.t2i_model = t2i_model
+        self.inpaint_model = inpaint_model
+        self.scenes = tuple(scenes)
+        self.initial = float(initial)
+        self.steps = int(steps)
+        self.device = device
+
+    @property
+    def text_to_image(self) -> Any:
+        if self._t2i is None:
+            diffusers = require("diffusers", "background generation")
+            self._t2i = diffusers.AutoPipelineForText2Image.from_pretrained(self.t2i_model).to(self.device)
+        return self._t2i
+
+    @property
+    def inpaint(self) -> Any:
+        if self._inpaint is None:
+            diffusers = require("diffusers", "background inpainting")
+            self._inpaint = diffusers.AutoPipelineForInpainting.from_pretrained(self.inpaint_model).to(self.device)
+        return self._inpaint
+
+    def fill(self, size: int, rng: np.random.Generator, scene: str | None = None) -> tuple[Image.Image, str]:
+        scene = scene or self.scenes[int(rng.integers(len(self.scenes)))]
+        seed = int(rng.integers(0, 2**31))
+        prompt = BACKGROUND_PROMPT.format(scene)
+        inner = max(8, int(size * self.initial)) // 8 * 8
+        first = (
+            self.text_to_image(
+                prompt=prompt,
+                height=inner,
+                width=inner,
+                num_inference_steps=self.steps,
+                generator=_torch_generator(seed),
+            )
+            .images[0]
+            .convert("RGB")
+        )
+        canvas = Image.new("RGB", (size, size), (127, 127, 127))
+        off = (size - inner) // 2
+        canvas.paste(first, (off, off))
+        mask = Image.new("L", (size, size), 255)
+        mask.paste(0, (off, off, off + inner, off + inner))
+        out = (
+            self.inpaint(
+                prompt=prompt,
+                image=canvas,
+                mask_image=mask,
+                height=size,
+                width=size,
+                num_inference_steps=self.steps,
+                generator=_torch_generator(seed + 1),
+            )
+            .images[0]
+            .convert("RGB")
+        )
+        if out.size != (size, size):
+            out = out.resize((size, size), Image.Resampling.LANCZOS)
+        # keep the initial background exactly (the inpainting only fills the surround)
+        out.paste(first, (off, off))
+        return out, scene
+
+
+def make_generative_stages(
+    size: int = 224,
+    *,
+    t2i_model: str = DEFAULT_T2I,
+    inpaint_model: str = DEFAULT_INPAINT,
+    detector: Any = DEFAULT_DETECTOR,
+    segmenter: Any = DEFAULT_SEGMENTER,
+    classes: Sequence[str] = COCO_CLASSES,
+    device: str = "cpu",
+    object_size: int = 512,
+    steps: int = 30,
+) -> tuple[TextToImageSource, GroundingSamIsolator, InpaintBackground]:
+    """The three model-backed stages. Fails early, naming the extra, when diffusers is missing."""
+    require("diffusers", "the generative backend (--backend generative)")
+    source = TextToImageSource(model=t2i_model, classes=classes, size=object_size, steps=steps, device=device)
+    isolator = GroundingSamIsolator(detector, segmenter, device=device)
+    background = InpaintBackground(t2i_model=t2i_model, inpaint_model=inpaint_model, steps=steps, device=device)
+    return source, isolator, background
+
+
+__all__ = [
+    "COCO_CLASSES",
+    "GroundingSamIsolator",
+    "InpaintBackground",
+    "TextToImageSource",
+    "make_generative_stages",
+    "require",
+]

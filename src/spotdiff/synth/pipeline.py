@@ -1,0 +1,143 @@
+"""The progressive pipeline of SPEC Sec. 3.2 as four pluggable stages.
+
+1. object source (Sec. 3.2.1): ``generate(instance) -> image`` of one prominent object;
+2. isolation (Sec. 3.2.2): ``isolate(image, instance) -> RGBA cut-out``;
+3. arrangement (Sec. 3.2.3): :class:`spotdiff.synth.canvas.Canvas`, driven by the engines;
+4. background fill (Sec. 3.2.4): ``fill(size, rng) -> (image, scene)``, once per case and shared
+   by all of its candidates.
+
+Backends: ``procedural`` (default; offline, CPU-only: drawn objects, alpha isolation, drawn
+scenes), ``folder`` (a user's RGBA cut-outs with procedural scenes; chosen by ``--objects DIR``) and
+``generative`` (text-to-image + Grounding DINO + SAM + inpainting; :mod:`spotdiff.synth.generative`,
+needs the ``generate`` extra).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from spotdiff.errors import ConfigError
+from spotdiff.synth.backgrounds import ProceduralBackground
+from spotdiff.synth.canvas import Canvas, Placement, Rendered, placement_at, placement_box
+from spotdiff.synth.geometry import boxes_overlap
+from spotdiff.synth.objects import AlphaIsolator, ObjectInstance, ObjectLibrary, ObjectSource, Placed, make_source
+from spotdiff.synth.output import case_rng
+
+BACKENDS = ("procedural", "generative")
+MIN_IMAGE_SIZE = 32
+
+
+@dataclass
+class Pipeline:
+    """The four stages for one image size."""
+
+    source: ObjectSource
+    isolator: Any
+    background: Any
+    size: int
+
+    def __post_init__(self) -> None:
+        if self.size < MIN_IMAGE_SIZE:
+            raise ConfigError(f"--image-size must be at least {MIN_IMAGE_SIZE}, got {self.size}")
+        self.library = ObjectLibrary(self.source, self.isolator)
+        self.canvas = Canvas(self.library, self.size)
+
+    def describe(self) -> dict:
+        return {
+            "object_source": getattr(self.source, "name", type(self.source).__name__),
+            "isolator": getattr(self.isolator, "name", type(self.isolator).__name__),
+            "background": getattr(self.background, "name", type(self.background).__name__),
+            "image_size": self.size,
+        }
+
+
+def make_pipeline(
+    size: int = 224,
+    *,
+    backend: str = "procedural",
+    objects: str | Path | None = None,
+    scenes: list[str] | None = None,
+    generative_options: dict | None = None,
+) -> Pipeline:
+    """Build the stages of a backend (see the module docstring)."""
+    if backend == "procedural":
+        resolution = min(1024, max(256, 2 * int(size)))
+        return Pipeline(
+            make_source(objects, resolution=resolution), AlphaIsolator(), ProceduralBackground(scenes), size
+        )
+    if backend == "generative":
+        from spotdiff.synth.generative import make_generative_stages
+
+        source, isolator, background = make_generative_stages(size=size, **(generative_options or {}))
+        return Pipeline(source, isolator, background, size)
+    raise ConfigError(f"unknown synthesis backend {backend!r}; known: {', '.join(BACKENDS)}")
+
+
+class Infeasible(Exception):
+    """A draw cannot satisfy the definitions; the case is redrawn with the next attempt's seed."""
+
+
+class Composer:
+    """Layout helpers shared by the engines: sample instances, size them, scatter them, render."""
+
+    def __init__(self, pipeline: Pipeline, seed: int = 0, split: str = "test", namespace: int = 0) -> None:
+        self.p = pipeline
+        self.s = pipeline.size
+        self.seed = int(seed)
+        self.split = split
+        self.namespace = int(namespace)
+
+    def rng(self, *keys: int):
+        """The generator of one case; ``namespace`` keeps corpora apart from evaluation sets."""
+        return case_rng(self.seed, self.namespace, *keys)
+
+    def instance(self, rng, exclude=(), min_square: float = 0.0, min_colours: int = 0) -> ObjectInstance:
+        """Sample an instance; ``min_square`` asks for a near-square cut-out (min(a, 1/a) >= it)."""
+        for _ in range(60):
+            inst = self.p.source.sample(rng, split=self.split, exclude=exclude)
+            if len(self.p.source.colours(inst.category)) < min_colours:
+                continue
+            a = self.p.library.cutout(inst).aspect
+            if min(a, 1 / a) >= min_square:
+                return inst
+        raise Infeasible("no object with a suitable aspect ratio")
+
+    def fit(self, inst: ObjectInstance, area_frac: float, max_side: float) -> Placed:
+        """Resize an instance to a box area of ``area_frac`` of the image, sides at most ``max_side``."""
+        s = self.s
+        side = max(2, int(max_side * s))
+        placed = self.p.library.fit_area(inst, area_frac * s * s, max_w=side, max_h=side)
+        if placed.box_area < 9:
+            raise Infeasible("object too small to render")
+        return placed
+
+    def inside(self, box, margin: int = 0) -> bool:
+        return box[0] >= margin and box[1] >= margin and box[2] <= self.s - margin and box[3] <= self.s - margin
+
+    def scatter(self, rng, placed: Placed, n: int, taken: list, gap: int, tries: int = 3000) -> list:
+        """``n`` centres for one layer, inside the canvas, the layers ``gap`` apart from each other and
+        from the ``taken`` boxes."""
+        s = self.s
+        bw, bh = placed.box_size
+        out: list[tuple[float, float]] = []
+        boxes = list(taken)
+        for _ in range(tries):
+            if len(out) == n:
+                break
+            cx = rng.uniform(bw / 2 + gap, s - bw / 2 - gap)
+            cy = rng.uniform(bh / 2 + gap, s - bh / 2 - gap)
+            pl = placement_at(None, placed, cx, cy)  # type: ignore[arg-type]
+            # the whole layer, anti-aliased fringe included, keeps clear of the others
+            layer = (pl.x, pl.y, pl.x + pl.w, pl.y + pl.h)
+            if not self.inside(placement_box(pl, placed)) or any(boxes_overlap(layer, b, gap) for b in boxes):
+                continue
+            boxes.append(layer)
+            out.append((cx, cy))
+        if len(out) < n:
+            raise Infeasible("cannot scatter the objects without overlap")
+        return out
+
+    def render(self, bg, placements: list[Placement]) -> Rendered:
+        return self.p.canvas.render(bg, placements)
