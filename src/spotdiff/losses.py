@@ -1,0 +1,430 @@
+"""Training losses as pure functions of similarity matrices (torch).
+
+Conventions shared by every function here:
+
+* ``similarity[i, j]`` is the score of image ``i`` against text ``j`` (rows images, columns texts);
+  for the contrastive losses it is a cosine similarity, and ``logit_scale`` is the *multiplicative*
+  temperature (CLIP's ``logit_scale.exp()``), so the logits are ``logit_scale * similarity``.
+* Matched pairs sit on the diagonal: ``(I_i, T_i)`` is a positive pair.
+* ``reduction`` is ``"mean"`` (over anchors, the default), ``"sum"`` or ``"none"`` (per anchor).
+
+The losses:
+
+* :func:`clip_contrastive_loss`: CLIP's symmetric InfoNCE (Radford et al. 2021, Fig. 3).
+* :func:`spec_hn_i2t`, :func:`spec_hn_t2i`, :func:`spec_hn_loss`, :func:`spec_loss`: SPEC's
+  hard-negative-aware contrastive loss (SPEC paper, Sec. 5.1, Eq. 6-9).
+* :func:`eqsim_v1`, :func:`eqsim_v2`, :func:`eqsim_loss`: EqSim (EqBen paper, Sec. 3, Eq. 5-6 and
+  App. C), with margin ``alpha``, weight ``beta``, and the v1 / v2 / hybrid variants.
+* :func:`equivariance_deviations`, :func:`equivariance_score`: the per-case EqSim-v2 deviation used
+  as a diagnostic (EqBen Sec. 5.4, Fig. 6), vectorised over ``[..., 2, 2]`` score matrices; it takes
+  numpy arrays or torch tensors. :mod:`spotdiff.report.equivariance` plots its distribution.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+
+Reduction = Literal["mean", "sum", "none"]
+ScoreKind = Literal["cosine", "itm", "raw"]
+EqSimVariant = Literal["v1", "v2", "hybrid"]
+
+__all__ = [
+    "clip_contrastive_loss",
+    "close_pair_mask",
+    "eqsim_loss",
+    "eqsim_pair_scores",
+    "eqsim_v1",
+    "eqsim_v2",
+    "equivariance_deviations",
+    "equivariance_score",
+    "normalize_scores",
+    "spec_hn_i2t",
+    "spec_hn_loss",
+    "spec_hn_t2i",
+    "spec_loss",
+]
+
+
+def _reduce(values: torch.Tensor, reduction: Reduction) -> torch.Tensor:
+    if reduction == "mean":
+        return values.mean() if values.numel() else values.sum()
+    if reduction == "sum":
+        return values.sum()
+    if reduction == "none":
+        return values
+    raise ValueError(f"unknown reduction {reduction!r}; use 'mean', 'sum' or 'none'")
+
+
+def _check_square(similarity: torch.Tensor, name: str = "similarity") -> int:
+    if similarity.ndim != 2 or similarity.shape[0] != similarity.shape[1]:
+        shape = tuple(similarity.shape)
+        raise ValueError(f"{name} must be a square [N, N] matrix of matched pairs, got {shape}")
+    return similarity.shape[0]
+
+
+# --------------------------------------------------------------------------------------------------
+# CLIP
+
+
+def clip_contrastive_loss(
+    similarity: torch.Tensor, logit_scale: float | torch.Tensor = 1.0, *, reduction: Reduction = "mean"
+) -> torch.Tensor:
+    """CLIP's symmetric InfoNCE loss (Radford et al. 2021, Fig. 3 pseudo-code).
+
+    ``L = (CE(z, diag) + CE(z^T, diag)) / 2`` with ``z = logit_scale * similarity``: the mean of the
+    image-to-text cross-entropy over rows and the text-to-image cross-entropy over columns.
+    With ``reduction="none"`` returns the per-pair average of the two terms, shape ``[N]``.
+    """
+    n = _check_square(similarity)
+    logits = similarity * logit_scale
+    target = torch.arange(n, device=similarity.device)
+    i2t = F.cross_entropy(logits, target, reduction="none")
+    t2i = F.cross_entropy(logits.t(), target, reduction="none")
+    return _reduce((i2t + t2i) / 2, reduction)
+
+
+# --------------------------------------------------------------------------------------------------
+# SPEC, Sec. 5.1
+
+
+def _hn_term(
+    similarity: torch.Tensor,
+    hn_similarity: torch.Tensor | None,
+    hn_mask: torch.Tensor | None,
+    trivial_mask: torch.Tensor | None,
+    logit_scale: float | torch.Tensor,
+) -> torch.Tensor:
+    """Per-anchor ``-log(s_ii / (sum_{j trivial} s_ij + sum_{k hn} s_ik))`` with ``s = exp(z)``, over rows."""
+    n = _check_square(similarity)
+    logits = similarity * logit_scale
+    eye = torch.eye(n, dtype=torch.bool, device=similarity.device)
+    if trivial_mask is not None:
+        if trivial_mask.shape != (n, n):
+            raise ValueError(f"trivial_mask must have shape {(n, n)}, got {tuple(trivial_mask.shape)}")
+        keep = trivial_mask.to(torch.bool) | eye  # the positive is always in its own denominator
+        logits = logits.masked_fill(~keep, float("-inf"))
+    if hn_similarity is not None and hn_similarity.numel():
+        if hn_similarity.ndim != 2 or hn_similarity.shape[0] != n:
+            shape = tuple(hn_similarity.shape)
+            raise ValueError(f"hard-negative similarities must have shape [{n}, H], got {shape}")
+        hn_logits = hn_similarity * logit_scale
+        if hn_mask is not None:
+            if hn_mask.shape != hn_similarity.shape:
+                raise ValueError("hard-negative mask and similarities must have the same shape")
+            hn_logits = hn_logits.masked_fill(~hn_mask.to(torch.bool), float("-inf"))
+        logits = torch.cat([logits, hn_logits], dim=1)
+    positive = similarity.diagonal() * logit_scale
+    return torch.logsumexp(logits, dim=1) - positive
+
+
+def spec_hn_i2t(
+    similarity: torch.Tensor,
+    hn_text_similarity: torch.Tensor | None = None,
+    *,
+    hn_text_mask: torch.Tensor | None = None,
+    trivial_mask: torch.Tensor | None = None,
+    logit_scale: float | torch.Tensor = 1.0,
+    reduction: Reduction = "mean",
+) -> torch.Tensor:
+    """SPEC Eq. 7, the image-to-text hard-negative-aware term.
+
+    ``L_i2t = -sum_i log[ s(I_i,T_i) / (sum_{T_j in T} s(I_i,T_j) + sum_{T_k^hn in T^hn_i} s(I_i,T_k^hn)) ]``
+    with ``s(I, T) = exp(logit_scale * cos(e_I, e_T))`` (Eq. 6; the paper prints squared norms in the
+    cosine's denominator, read here as a typo for CLIP's cosine).
+
+    Args:
+        similarity: ``[N, N]`` cosines of the trivial pairs, ``similarity[i, j] = cos(I_i, T_j)``; the
+            trivial texts ``T`` of anchor ``i`` are the columns (restricted by ``trivial_mask``).
+        hn_text_similarity: ``[N, H]``, ``cos(I_i, T^hn_{i,k})``: anchor ``i``'s hard-negative texts
+            (for SPEC, the other candidates of ``I_i``'s candidate set). Padding is masked out by
+            ``hn_text_mask`` (``[N, H]`` bool, True = a real hard negative).
+        trivial_mask: optional ``[N, N]`` bool, True where text ``j`` is a trivial negative of image
+            ``i`` (the diagonal is always kept). Use it to keep a negative that is already counted as
+            a hard negative out of the trivial sum.
+        reduction: ``"mean"`` (default) averages over anchors; ``"sum"`` is Eq. 7's literal sum.
+    """
+    values = _hn_term(similarity, hn_text_similarity, hn_text_mask, trivial_mask, logit_scale)
+    return _reduce(values, reduction)
+
+
+def spec_hn_t2i(
+    similarity: torch.Tensor,
+    hn_image_similarity: torch.Tensor | None = None,
+    *,
+    hn_image_mask: torch.Tensor | None = None,
+    trivial_mask: torch.Tensor | None = None,
+    logit_scale: float | torch.Tensor = 1.0,
+    reduction: Reduction = "mean",
+) -> torch.Tensor:
+    """SPEC Eq. 8, the text-to-image hard-negative-aware term.
+
+    ``L_t2i = -sum_i log[ s(I_i,T_i) / (sum_{I_j in I} s(I_j,T_i) + sum_{I_k^hn in I^hn_i} s(I_k^hn,T_i)) ]``.
+
+    ``similarity`` is the same ``[N, N]`` image-by-text matrix as in :func:`spec_hn_i2t` (the columns
+    are the anchors here); ``hn_image_similarity[i, k] = cos(I^hn_{i,k}, T_i)`` holds text ``i``'s
+    hard-negative images; ``trivial_mask[j, i]`` (image ``j``, text ``i``) as in :func:`spec_hn_i2t`.
+    """
+    trivial_t = None if trivial_mask is None else trivial_mask.t()
+    values = _hn_term(similarity.t(), hn_image_similarity, hn_image_mask, trivial_t, logit_scale)
+    return _reduce(values, reduction)
+
+
+def spec_hn_loss(
+    similarity: torch.Tensor,
+    hn_text_similarity: torch.Tensor | None = None,
+    hn_image_similarity: torch.Tensor | None = None,
+    *,
+    hn_text_mask: torch.Tensor | None = None,
+    hn_image_mask: torch.Tensor | None = None,
+    trivial_mask: torch.Tensor | None = None,
+    logit_scale: float | torch.Tensor = 1.0,
+    reduction: Reduction = "mean",
+) -> torch.Tensor:
+    """SPEC Sec. 5.1: ``L_hn = L_hn^i2t + L_hn^t2i`` (Eq. 7 + Eq. 8); arguments as there.
+
+    Without hard negatives (and without ``trivial_mask``) this is twice :func:`clip_contrastive_loss`.
+    """
+    i2t = spec_hn_i2t(
+        similarity,
+        hn_text_similarity,
+        hn_text_mask=hn_text_mask,
+        trivial_mask=trivial_mask,
+        logit_scale=logit_scale,
+        reduction=reduction,
+    )
+    t2i = spec_hn_t2i(
+        similarity,
+        hn_image_similarity,
+        hn_image_mask=hn_image_mask,
+        trivial_mask=trivial_mask,
+        logit_scale=logit_scale,
+        reduction=reduction,
+    )
+    return i2t + t2i
+
+
+def spec_loss(
+    clip_similarity: torch.Tensor | None,
+    hn_similarity: torch.Tensor | None,
+    hn_text_similarity: torch.Tensor | None = None,
+    hn_image_similarity: torch.Tensor | None = None,
+    *,
+    lam: float = 0.2,
+    hn_text_mask: torch.Tensor | None = None,
+    hn_image_mask: torch.Tensor | None = None,
+    trivial_mask: torch.Tensor | None = None,
+    logit_scale: float | torch.Tensor = 1.0,
+) -> torch.Tensor:
+    """SPEC Eq. 9: ``L = L_clip + lambda * L_hn``.
+
+    ``L_clip`` (:func:`clip_contrastive_loss`) is computed on the ordinary image-text pairs
+    (``clip_similarity``, LAION in the paper), ``L_hn`` (:func:`spec_hn_loss`, mean over anchors) on
+    the hard-negative data; either may be ``None`` (its term is then 0). The paper uses
+    ``lambda = 0.2`` (Sec. 5.2).
+    """
+    ref = clip_similarity if clip_similarity is not None else hn_similarity
+    if ref is None:
+        raise ValueError("spec_loss needs clip_similarity or hn_similarity")
+    total = ref.new_zeros(())
+    if clip_similarity is not None and clip_similarity.numel():
+        total = total + clip_contrastive_loss(clip_similarity, logit_scale)
+    if hn_similarity is not None and hn_similarity.numel():
+        total = total + lam * spec_hn_loss(
+            hn_similarity,
+            hn_text_similarity,
+            hn_image_similarity,
+            hn_text_mask=hn_text_mask,
+            hn_image_mask=hn_image_mask,
+            trivial_mask=trivial_mask,
+            logit_scale=logit_scale,
+        )
+    return total
+
+
+# --------------------------------------------------------------------------------------------------
+# EqSim, EqBen Sec. 3 and App. C
+
+
+def normalize_scores(
+    scores: torch.Tensor, kind: ScoreKind = "cosine", *, logit_scale: float | torch.Tensor = 1.0
+) -> torch.Tensor:
+    """The similarity ``s`` EqSim regularises (EqBen App. C).
+
+    * ``"cosine"`` (dual encoders with ITC): the cosine, scaled by ``logit_scale`` and "normalized by
+      a softmax function" over each image's row of texts: ``softmax(logit_scale * scores, dim=-1)``.
+    * ``"itm"`` (fusion encoders with an ITM head): the ITM logit through a sigmoid.
+    * ``"raw"``: the scores unchanged.
+    """
+    if kind == "cosine":
+        return torch.softmax(scores * logit_scale, dim=-1)
+    if kind == "itm":
+        return torch.sigmoid(scores)
+    if kind == "raw":
+        return scores
+    raise ValueError(f"unknown score kind {kind!r}; use 'cosine', 'itm' or 'raw'")
+
+
+def _hinge_mse(diff: torch.Tensor, alpha: float) -> torch.Tensor:
+    if diff.numel() == 0:
+        return diff.sum()
+    return torch.clamp(diff.pow(2).mean() - alpha, min=0.0)
+
+
+def eqsim_v1(s12: torch.Tensor, s21: torch.Tensor, alpha: float = 0.0) -> torch.Tensor:
+    """EqSim v1 (EqBen Eq. 6 and Sec. 3): ``[ ||s12 - s21||^2 - alpha ]_+``.
+
+    ``s12 = s(I_1, T_2)`` and ``s21 = s(I_2, T_1)`` are the cross scores of pairs of matched
+    pairs, any shape; the squared norm is the mean squared error over the pairs (the paper "adopts
+    MSE loss"), and the hinge with margin ``alpha`` applies to that mean. No pairs give 0.
+    """
+    return _hinge_mse(s12 - s21, alpha)
+
+
+def eqsim_v2(
+    s11: torch.Tensor, s12: torch.Tensor, s21: torch.Tensor, s22: torch.Tensor, alpha: float = 0.0
+) -> torch.Tensor:
+    """EqSim v2 (EqBen Eq. 6): both differences of ``s11 - s12 = s22 - s21, s11 - s21 = s22 - s12``.
+
+    ``[ ||(s11 - s12) - (s22 - s21)||^2 - alpha ]_+ + [ ||(s11 - s21) - (s22 - s12)||^2 - alpha ]_+``
+    (image-side and text-side margins; each squared norm a mean over the pairs, each with its own
+    hinge, as in the EqBen reference implementation). No pairs give 0.
+    """
+    return _hinge_mse((s11 - s12) - (s22 - s21), alpha) + _hinge_mse((s11 - s21) - (s22 - s12), alpha)
+
+
+def eqsim_pair_scores(
+    scores: torch.Tensor, first: torch.Tensor, second: torch.Tensor
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
+    """``(s11, s12, s21, s22)`` for the pairs of matched pairs ``(first[p], second[p])`` of a batch.
+
+    ``scores[i, j]`` is image ``i`` against text ``j`` with matched pairs on the diagonal, so for
+    ``a = first[p]``, ``b = second[p]``: ``s11 = S[a, a]``, ``s12 = S[a, b]``, ``s21 = S[b, a]``,
+    ``s22 = S[b, b]``.
+    """
+    return scores[first, first], scores[first, second], scores[second, first], scores[second, second]
+
+
+def close_pair_mask(similarity: torch.Tensor, k: int = 8, *, close: torch.Tensor | None = None) -> torch.Tensor:
+    """The "semantically close" pairs of a batch for EqSim-hybrid (EqBen Sec. 3, App. C).
+
+    For each matched pair ``i``, the ``k`` texts with the highest ``similarity[i, :]`` and the ``k``
+    images with the highest ``similarity[:, i]`` (excluding ``i`` itself) are close to ``i``
+    ("images and text with top-8 s are regarded as the semantically close samples"). ``close``
+    (optional ``[N, N]`` bool) adds known close pairs, for example the members of one candidate set.
+    Returns a strictly upper-triangular ``[N, N]`` bool mask, each unordered pair once.
+    """
+    n = _check_square(similarity)
+    with torch.no_grad():
+        mask = torch.zeros(n, n, dtype=torch.bool, device=similarity.device)
+        kk = min(int(k), n - 1)
+        if kk > 0:
+            eye = torch.eye(n, dtype=torch.bool, device=similarity.device)
+            s = similarity.detach().masked_fill(eye, float("-inf"))
+            rows = torch.arange(n, device=similarity.device).unsqueeze(1).expand(n, kk)
+            mask[rows, s.topk(kk, dim=1).indices] = True  # texts close to image i
+            mask[rows, s.t().topk(kk, dim=1).indices] = True  # images close to text i
+        if close is not None:
+            mask |= close.to(device=mask.device, dtype=torch.bool)
+        mask = mask | mask.t()
+        return torch.triu(mask, diagonal=1)
+
+
+def eqsim_loss(
+    similarity: torch.Tensor,
+    *,
+    variant: EqSimVariant = "hybrid",
+    alpha: float = 0.0,
+    beta: float = 1.0,
+    k: int = 8,
+    score: ScoreKind = "cosine",
+    logit_scale: float | torch.Tensor = 1.0,
+    close: torch.Tensor | None = None,
+) -> torch.Tensor:
+    """``beta * L_EQ`` over the matched pairs of a batch (EqBen Sec. 3 and App. C).
+
+    ``similarity`` is the ``[N, N]`` image-by-text matrix of the batch's matched pairs (cosines when
+    ``score="cosine"``, ITM logits when ``score="itm"``); it is normalised by
+    :func:`normalize_scores` first. Every unordered pair of matched pairs ``(a, b)`` gives
+    ``(s11, s12, s21, s22)``.
+
+    * ``"v1"``: :func:`eqsim_v1` on all pairs (EqSim_v1-all, Table 6).
+    * ``"v2"``: :func:`eqsim_v2` on all pairs (EqSim_v2-all).
+    * ``"hybrid"``: EqSim_v1 on all pairs + EqSim_v2 on the top-``k`` close pairs of
+      :func:`close_pair_mask` ("EqSim is equivalent to EqSim_v1-all + EqSim_v2-close", Sec. 5.4).
+      Closeness is read from the raw ``similarity`` (before normalisation).
+
+    The total loss is then ``L_Ret + beta * L_EQ`` (Sec. 3); App. C picks ``alpha`` from
+    {0, 0.04, 0.1} and ``beta`` from {0.2, 0.5, 1.0}, and ``k = 8``.
+    """
+    n = _check_square(similarity)
+    s = normalize_scores(similarity, score, logit_scale=logit_scale)
+    first, second = torch.triu_indices(n, n, offset=1, device=similarity.device)
+    if variant == "v1":
+        _, s12, s21, _ = eqsim_pair_scores(s, first, second)
+        loss = eqsim_v1(s12, s21, alpha)
+    elif variant == "v2":
+        loss = eqsim_v2(*eqsim_pair_scores(s, first, second), alpha)
+    elif variant == "hybrid":
+        _, s12, s21, _ = eqsim_pair_scores(s, first, second)
+        loss = eqsim_v1(s12, s21, alpha)
+        cf, cs = close_pair_mask(similarity, k, close=close).nonzero(as_tuple=True)
+        loss = loss + eqsim_v2(*eqsim_pair_scores(s, cf, cs), alpha)
+    else:
+        raise ValueError(f"unknown EqSim variant {variant!r}; use 'v1', 'v2' or 'hybrid'")
+    return beta * loss
+
+
+# --------------------------------------------------------------------------------------------------
+# Equivariance score, EqBen Sec. 5.4 and Fig. 6
+
+
+def _normalize_2x2(scores: Any, kind: str) -> Any:
+    if kind == "none" or kind == "raw":
+        return scores
+    if isinstance(scores, torch.Tensor):
+        if kind == "softmax":
+            return torch.softmax(scores, dim=-1)
+        if kind == "sigmoid":
+            return torch.sigmoid(scores)
+    else:
+        if kind == "softmax":
+            e = np.exp(scores - scores.max(axis=-1, keepdims=True))
+            return e / e.sum(axis=-1, keepdims=True)
+        if kind == "sigmoid":
+            return 1.0 / (1.0 + np.exp(-scores))
+    raise ValueError(f"unknown normalisation {kind!r}; use 'none', 'softmax' or 'sigmoid'")
+
+
+def equivariance_deviations(scores: Any, *, normalize: str = "none") -> Any:
+    """The two signed EqSim-v2 deviations of each case, shape ``[..., 2]``.
+
+    ``scores[..., a, b]`` is image ``a`` against text ``b`` of a 2 x 2 case with diagonal truth
+    (``[..., 2, 2]``, numpy or torch). Returns ``(d_i2t, d_t2i)`` with
+    ``d_i2t = (s11 - s12) - (s22 - s21)`` and ``d_t2i = (s11 - s21) - (s22 - s12)``; both are 0
+    for an exactly equivariant case. ``normalize`` ("none", "softmax" over each image's texts, or
+    "sigmoid") is applied first.
+    """
+    is_torch = isinstance(scores, torch.Tensor)
+    s = scores if is_torch else np.asarray(scores, dtype=np.float64)
+    if s.shape[-2:] != (2, 2):
+        raise ValueError(f"equivariance scores need [..., 2, 2] score matrices, got {tuple(s.shape)}")
+    s = _normalize_2x2(s, normalize)
+    s11, s12, s21, s22 = s[..., 0, 0], s[..., 0, 1], s[..., 1, 0], s[..., 1, 1]
+    d_i2t = (s11 - s12) - (s22 - s21)
+    d_t2i = (s11 - s21) - (s22 - s12)
+    return torch.stack([d_i2t, d_t2i], dim=-1) if is_torch else np.stack([d_i2t, d_t2i], axis=-1)
+
+
+def equivariance_score(scores: Any, *, normalize: str = "none") -> Any:
+    """Per-case equivariance score: the EqSim-v2 deviation ``d_i2t^2 + d_t2i^2`` (EqBen Fig. 6).
+
+    This is :func:`eqsim_v2` with ``alpha = 0`` evaluated on one case (each mean is over a single
+    pair), so 0 means exactly equivariant and smaller is better. Vectorised over the leading
+    dimensions of ``[..., 2, 2]`` score matrices (numpy in, numpy out; torch in, torch out).
+    """
+    d = equivariance_deviations(scores, normalize=normalize)
+    return (d**2).sum(-1) if isinstance(d, torch.Tensor) else (d**2).sum(axis=-1)
