@@ -18,7 +18,7 @@ demo: $(STAMP)
 	HF_HUB_OFFLINE=1 $(VENV)/bin/spotdiff demo
 
 test: $(STAMP)
-	HF_HUB_OFFLINE=1 $(VENV)/bin/python -m pytest -n 2 -q
+	HF_HUB_OFFLINE=1 $(VENV)/bin/python -m pytest -n 2 --dist loadscope -q
 
 lint: $(STAMP)
 	$(VENV)/bin/ruff check src tests benchmarks

@@ -24,3 +24,11 @@ def shared_dir() -> Path:
 @pytest.fixture(scope="session")
 def shared_data(shared_dir: Path) -> Path:
     return shared_dir / "data"
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """Under pytest-xdist each worker gets one torch thread, so two workers share two cores fairly."""
+    if os.environ.get("PYTEST_XDIST_WORKER"):
+        import torch
+
+        torch.set_num_threads(1)

@@ -30,7 +30,7 @@ def _eval(shared_data: Path, workdir: Path, benchmark: str) -> dict:
     argv = [
         "eval", "--model", "minilm", "--benchmark", benchmark, "--data", str(shared_data / "visla"),
         "--protocol", "t2t", "--out", str(out), "--store", str(workdir / "runs.sqlite"),
-        "--cache", str(workdir / "cache"), "--quiet",
+        "--cache", str(workdir / "cache"), "--quiet", "--batch-size", "128",
     ]  # fmt: skip
     assert main(argv) == 0
     return json.loads((out / "metrics.json").read_text())
