@@ -102,6 +102,32 @@ class Benchmark:
         return h.hexdigest()
 
 
+class SubsetFilesBenchmark(Benchmark):
+    """A benchmark published as one ``<subset>.json`` per subset in one folder (SugarCrepe, VALSE).
+
+    The folder is ``root`` or one of ``search_dirs`` below it; a folder may hold only some subsets.
+    """
+
+    search_dirs: ClassVar[tuple[str, ...]] = ("", "data")
+
+    def _data_dir(self) -> Path:
+        for candidate in (self.root / d if d else self.root for d in self.search_dirs):
+            if any((candidate / f"{s}.json").is_file() for s in self.subsets):
+                return candidate
+        title = self.description.split(":")[0] or self.name
+        raise DataError(f"no {title} subset files (<subset>.json; subsets {', '.join(self.subsets)}) in {self.root}")
+
+    def _file(self, subset: str) -> Path:
+        path = self._data_dir() / f"{subset}.json"
+        if not path.is_file():
+            raise DataError(f"subset file missing: {path.name}", file=path)
+        return path
+
+    def data_files(self) -> list[Path]:
+        """The subset files present (a folder may hold only the subsets a user evaluates)."""
+        return [p for p in (self._data_dir() / f"{s}.json" for s in self.subsets) if p.is_file()]
+
+
 BENCHMARKS: Registry[type[Benchmark]] = Registry("benchmark", "spotdiff.benchmarks")
 
 

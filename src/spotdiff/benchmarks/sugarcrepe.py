@@ -13,10 +13,9 @@ has no record "108"); a repeated id is a DataError. Texts are stripped of surrou
 from __future__ import annotations
 
 from collections.abc import Iterator
-from pathlib import Path
 
 from spotdiff.benchmarks._io import field, frozen_truth, images_dir, read_json_unique
-from spotdiff.benchmarks.base import BENCHMARKS, Benchmark, LoadReport
+from spotdiff.benchmarks.base import BENCHMARKS, LoadReport, SubsetFilesBenchmark
 from spotdiff.cases import Case, FileImage
 from spotdiff.errors import DataError
 
@@ -27,7 +26,7 @@ SUBSETS = ("add_att", "add_obj", "replace_att", "replace_obj", "replace_rel", "s
 
 
 @BENCHMARKS.register("sugarcrepe")
-class SugarCrepe(Benchmark):
+class SugarCrepe(SubsetFilesBenchmark):
     name = "sugarcrepe"
     protocols = ("i2t-top1",)
     subsets = SUBSETS
@@ -43,21 +42,7 @@ tags: subset, operation (add/replace/swap), target (att/obj/rel)"""
         "I2T top-1 (Hsieh et al., SugarCrepe, NeurIPS 2023)"
     )
 
-    def _data_dir(self) -> Path:
-        for candidate in (self.root, self.root / "data", self.root / "sugar_crepe"):
-            if any((candidate / f"{s}.json").is_file() for s in SUBSETS):
-                return candidate
-        raise DataError(f"no SugarCrepe subset files ({', '.join(SUBSETS)}).json in {self.root}")
-
-    def _file(self, subset: str) -> Path:
-        path = self._data_dir() / f"{subset}.json"
-        if not path.is_file():
-            raise DataError(f"subset file missing: {path.name}", file=path)
-        return path
-
-    def data_files(self) -> list[Path]:
-        """The subset files present (a folder may hold only the subsets a user evaluates)."""
-        return [p for p in (self._data_dir() / f"{s}.json" for s in SUBSETS) if p.is_file()]
+    search_dirs = ("", "data", "sugar_crepe")
 
     def cases(self, subset: str | None = None) -> Iterator[Case]:
         self.check_subset(subset)

@@ -19,10 +19,9 @@ failures, every model fails them). Texts are stripped of surrounding whitespace.
 from __future__ import annotations
 
 from collections.abc import Iterator
-from pathlib import Path
 
 from spotdiff.benchmarks._io import field, frozen_truth, images_dir, option_bool, read_json_unique
-from spotdiff.benchmarks.base import BENCHMARKS, Benchmark, LoadReport
+from spotdiff.benchmarks.base import BENCHMARKS, LoadReport, SubsetFilesBenchmark
 from spotdiff.cases import Case, FileImage
 from spotdiff.errors import DataError
 
@@ -47,7 +46,7 @@ SKIP_INVALID = "mturk caption < 2 (VALSE validity rule)"
 
 
 @BENCHMARKS.register("valse")
-class Valse(Benchmark):
+class Valse(SubsetFilesBenchmark):
     name = "valse"
     protocols = ("valse-pairwise", "valse-prob")
     subsets = SUBSETS
@@ -66,22 +65,6 @@ tags: subset, linguistic_phenomena, dataset"""
         "VALSE: 11 foiling tests of linguistic phenomena, 7,702 valid of 8,782 samples; pairwise "
         "accuracy and acc/p_c/p_f/min (Parcalabescu et al., VALSE, ACL 2022; metrics as in EqBen)"
     )
-
-    def _data_dir(self) -> Path:
-        for candidate in (self.root, self.root / "data"):
-            if any((candidate / f"{s}.json").is_file() for s in SUBSETS):
-                return candidate
-        raise DataError(f"no VALSE subset files (<subset>.json, subsets {', '.join(SUBSETS)}) in {self.root}")
-
-    def _file(self, subset: str) -> Path:
-        path = self._data_dir() / f"{subset}.json"
-        if not path.is_file():
-            raise DataError(f"subset file missing: {path.name}", file=path)
-        return path
-
-    def data_files(self) -> list[Path]:
-        """The subset files present (a folder may hold only the subsets a user evaluates)."""
-        return [p for p in (self._data_dir() / f"{s}.json" for s in SUBSETS) if p.is_file()]
 
     def cases(self, subset: str | None = None) -> Iterator[Case]:
         self.check_subset(subset)
