@@ -83,7 +83,7 @@ def _clean(value: Any) -> Any:
 
 
 def dumps(value: Any) -> str:
-    return json.dumps(_clean(value), sort_keys=True, allow_nan=False)
+    return json.dumps(_clean(value), sort_keys=True, allow_nan=False, default=str)
 
 
 @dataclass

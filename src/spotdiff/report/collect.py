@@ -1,0 +1,446 @@
+"""Runs from the store, grouped into one result table per (benchmark, protocol), with significance marks.
+
+Rows are models, columns are ``(subset, metric)`` pairs (``"all"`` first), and each cell holds the
+stored value and its 95% bootstrap interval, traced to the run that produced it.
+
+**When is a cell marked best?** In each column the highest value is marked only when a paired test
+on the same units rejects "no difference" at ``alpha`` (default 0.05) against *every* other model
+in that column. The test is :func:`spotdiff.protocols.stats.paired_comparison`: the exact McNemar
+test on discordant units for per-unit 0/1 metrics, a paired permutation test otherwise (derived
+metrics such as ``min(p_c, p_f)`` or ARO's macro accuracy). Requiring every pairwise test to reject
+is an intersection-union test, so no multiplicity correction is needed: the family-wise error of
+the claim "this model is better than each other one" stays at ``alpha``. A column with a tie for the
+top value, with a single model, or whose runs were made on different units (a different ``--limit``
+or data) has no mark; such columns are noted.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+import sqlite3
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+from scipy.stats import binomtest
+
+from spotdiff.errors import ConfigError, DataError, SpotdiffError
+from spotdiff.protocols import (
+    Evaluation,
+    PairedComparison,
+    Protocol,
+    UnitTable,
+    evaluate_table,
+    get_protocol,
+    paired_comparison,
+)
+from spotdiff.store import Run, RunStore
+
+#: Significance level of the best-cell test.
+ALPHA = 0.05
+#: Permutations of the paired permutation test (non-binary metrics). The p-value ``(1 + #extreme) /
+#: (1 + N_PERM)`` is a valid p-value for any number of permutations; 200 resolve p down to 0.005, well
+#: below alpha, and keep a 50-model report fast (retrieval's rsum: 49 tests on thousands of queries).
+N_PERM = 200
+
+
+def _num(x: Any) -> float:
+    return math.nan if x is None else float(x)
+
+
+@dataclass
+class RunData:
+    """A run and its per-unit records (loaded once)."""
+
+    run: Run
+    units: list[dict]
+    _evaluation: Evaluation | None = field(default=None, repr=False)
+
+    @property
+    def id(self) -> str:
+        return self.run.id
+
+    @property
+    def protocol(self) -> Protocol:
+        return get_protocol(self.run.protocol)
+
+    _sorted: dict = field(default_factory=dict, repr=False)  # sorted unit arrays, by metric
+
+    def evaluation(self) -> Evaluation:
+        """Aggregates of the stored units (no bootstrap), for paired tests."""
+        if self._evaluation is None:
+            self._evaluation = evaluation_from_units(self.protocol, self.units, seed=self.run.seed)
+        return self._evaluation
+
+    def sorted_values(self, metric: str, scope: str | None) -> tuple[np.ndarray, np.ndarray]:
+        """The scope's unit ids in sorted order and the metric's per-unit values (NaN where undefined)
+        in that order, straight from the unit records."""
+        if "_base" not in self._sorted:
+            ids = np.array([u["unit_id"] for u in self.units], dtype=str)
+            order = np.argsort(ids, kind="stable")
+            subsets = np.array([u["subset"] for u in self.units], dtype=str)[order]
+            self._sorted["_base"] = (ids[order], subsets, order)
+        ids, subsets, order = self._sorted["_base"]
+        if metric not in self._sorted:
+            n = len(self.units)
+            values = np.fromiter((_num(u["outcomes"].get(metric)) for u in self.units), dtype=float, count=n)
+            self._sorted[metric] = values[order]
+        values = self._sorted[metric]
+        if scope is None:
+            return ids, values
+        mask = subsets == scope
+        return ids[mask], values[mask]
+
+
+def evaluation_from_units(
+    protocol: Protocol | str, units: Iterable[dict], *, seed: int = 0, n_boot: int = 0
+) -> Evaluation:
+    """An :class:`Evaluation` rebuilt from the store's unit records (NaN outcomes are stored as null)."""
+    protocol = get_protocol(protocol) if isinstance(protocol, str) else protocol
+    table = UnitTable()
+    shared: dict[str, dict] = {}
+    converted: dict[int, dict] = {}
+    for u in units:
+        tags = shared.get(u["case_id"])
+        if tags is None:
+            tags = shared[u["case_id"]] = {k: str(v) for k, v in (u.get("tags") or {}).items()}
+            tags.setdefault("subset", u["subset"])
+        raw = u.get("outcomes") or {}
+        outcomes = converted.get(id(raw))
+        if outcomes is None:
+            outcomes = converted[id(raw)] = {k: _num(v) for k, v in raw.items()}
+        table.add(u["unit_id"], u["case_id"], tags, outcomes)
+    if not len(table):
+        raise DataError("the run has no stored units")
+    return evaluate_table(protocol, table, n_boot=n_boot, seed=seed)
+
+
+@dataclass
+class Cell:
+    """One table cell: a stored metric value with its interval and the run it comes from."""
+
+    subset: str
+    metric: str
+    value: float | None
+    ci: tuple[float | None, float | None] | None
+    run_id: str
+    best: bool = False
+    p_value: float | None = None  # the largest p-value of the best cell's tests (the deciding one)
+    test: str | None = None
+
+
+@dataclass
+class Row:
+    label: str
+    model: str
+    runs: list[RunData]
+    cells: dict[tuple[str, str], Cell] = field(default_factory=dict)
+
+    @property
+    def run_ids(self) -> list[str]:
+        return [r.id for r in self.runs]
+
+
+@dataclass
+class Column:
+    subset: str
+    metric: str
+    note: str = ""  # why no cell is marked, when a test could not be made
+
+
+@dataclass
+class ResultTable:
+    """One benchmark x protocol: rows = models, columns = subsets x metrics."""
+
+    benchmark: str
+    protocol: str
+    rows: list[Row]
+    columns: list[Column]
+    tests: list[dict] = field(default_factory=list)
+
+    @property
+    def slug(self) -> str:
+        return slugify(f"{self.benchmark}-{self.protocol}")
+
+    @property
+    def subsets(self) -> list[str]:
+        out: list[str] = []
+        for c in self.columns:
+            if c.subset not in out:
+                out.append(c.subset)
+        return out
+
+    @property
+    def metrics(self) -> list[str]:
+        out: list[str] = []
+        for c in self.columns:
+            if c.metric not in out:
+                out.append(c.metric)
+        return out
+
+    @property
+    def runs(self) -> list[RunData]:
+        return [r for row in self.rows for r in row.runs]
+
+    def column_of(self, subset: str, metric: str) -> Column:
+        return next(c for c in self.columns if c.subset == subset and c.metric == metric)
+
+
+def slugify(text: str) -> str:
+    return re.sub(r"[^a-zA-Z0-9]+", "-", text).strip("-").lower() or "x"
+
+
+def short_model(model: str, limit: int = 40) -> str:
+    """A model spec short enough for a table row (long checkpoint paths keep their last parts)."""
+    if len(model) <= limit:
+        return model
+    family, sep, rest = model.partition(":")
+    parts = [p for p in re.split(r"[/\\]", rest) if p]
+    tail = "/".join(parts[-2:]) if parts else rest
+    text = f"{family}{sep}…/{tail}" if sep else f"…/{tail}"
+    return text if len(text) <= limit + 10 else "…" + model[-limit:]
+
+
+# ------------------------------------------------------------------------------------ selection
+def select_runs(
+    store: RunStore,
+    run_ids: Sequence[str] | None = None,
+    *,
+    benchmarks: Sequence[str] | None = None,
+    latest_only: bool = True,
+) -> list[Run]:
+    """The runs a report covers: the given ids (prefixes allowed), or every finished run.
+
+    Without ids, ``latest_only`` keeps the newest run of each (benchmark, protocol, model, subset).
+    """
+    if run_ids:
+        runs = [store.get(r) for r in run_ids]
+        seen: set[str] = set()
+        runs = [r for r in runs if not (r.id in seen or seen.add(r.id))]
+        not_done = [r.id for r in runs if r.status != "done"]
+        if not_done:
+            raise ConfigError(f"runs not finished: {', '.join(not_done)}")
+    else:
+        runs = store.runs(status="done")  # newest first
+        if latest_only:
+            keep: dict[tuple, Run] = {}
+            for r in runs:
+                keep.setdefault((r.benchmark, r.protocol, r.model, r.subset), r)
+            runs = list(keep.values())
+    if benchmarks:
+        runs = [r for r in runs if r.benchmark in set(benchmarks)]
+    if not runs:
+        raise ConfigError(f"no finished runs to report in {store.path}")
+    return sorted(runs, key=lambda r: (r.benchmark, r.protocol, r.model, r.subset or "", r.created, r.id))
+
+
+def load_run_data(store: RunStore, runs: Sequence[Run]) -> list[RunData]:
+    """The runs with their unit records, read in one pass over the store's ``units`` table.
+
+    Equivalent to ``store.units(run_id)`` for each run, but faster for large reports: identical
+    outcome and tag JSON strings (most units share them) are decoded once and shared, and each score
+    matrix stays a JSON string until :func:`unit_scores` needs it.
+    """
+    memo: dict[str, Any] = {}
+
+    def decode(raw: str) -> Any:
+        value = memo.get(raw)
+        if value is None:
+            value = memo[raw] = json.loads(raw)
+        return value
+
+    db = sqlite3.connect(f"file:{store.path}?mode=ro", uri=True, timeout=60.0)
+    try:
+        out = []
+        for r in runs:
+            rows = db.execute(
+                "SELECT unit_id, case_id, subset, scores, outcomes, tags FROM units WHERE run_id=? ORDER BY unit_id",
+                [r.id],
+            )
+            units = [
+                {
+                    "unit_id": uid,
+                    "case_id": cid,
+                    "subset": sub,
+                    "scores_json": sc,
+                    "outcomes": decode(oc),
+                    "tags": decode(tg),
+                }
+                for uid, cid, sub, sc, oc, tg in rows
+            ]
+            out.append(RunData(r, units))
+        return out
+    finally:
+        db.close()
+
+
+def unit_scores(unit: dict) -> Any:
+    """A unit's score matrix (nested lists or None), decoding it on first use."""
+    if "scores" not in unit:
+        raw = unit.get("scores_json")
+        unit["scores"] = None if raw is None else json.loads(raw)
+    return unit["scores"]
+
+
+# ------------------------------------------------------------------------------------ tables
+def _scope_metrics(run: Run) -> dict[str, dict]:
+    """``{subset: {metric: value, metric_ci95: [lo, hi]}}`` as the table's columns see it."""
+    metrics = run.metrics or {}
+    if run.subset is None:
+        return metrics
+    return {run.subset: metrics.get(run.subset) or metrics.get("all") or {}}
+
+
+def _rows(runs: list[RunData]) -> list[Row]:
+    by_model: dict[str, list[RunData]] = {}
+    for rd in runs:
+        by_model.setdefault(rd.run.model, []).append(rd)
+    rows: list[Row] = []
+    labels = {m: short_model(m) for m in by_model}
+    clash = {lab for lab in labels.values() if list(labels.values()).count(lab) > 1}
+    for model, group in by_model.items():
+        label = model if labels[model] in clash else labels[model]
+        subsets = [rd.run.subset for rd in group]
+        if len(set(subsets)) == len(subsets):  # one row merges a model's full and per-subset runs
+            rows.append(Row(label, model, sorted(group, key=lambda rd: rd.run.subset is not None)))
+        else:  # repeated runs of the same model: one row each
+            rows.extend(Row(f"{label} [{rd.id[:6]}]", model, [rd]) for rd in group)
+    for row in rows:
+        for rd in row.runs:
+            for subset, values in _scope_metrics(rd.run).items():
+                for metric, value in values.items():
+                    if metric.endswith("_ci95") or (subset, metric) in row.cells:
+                        continue
+                    ci = values.get(f"{metric}_ci95")
+                    row.cells[(subset, metric)] = Cell(
+                        subset,
+                        metric,
+                        None if value is None else float(value),
+                        (ci[0], ci[1]) if ci else None,
+                        rd.id,
+                    )
+    return rows
+
+
+def build_tables(
+    runs: Sequence[RunData], *, alpha: float = ALPHA, n_perm: int = N_PERM, test: bool = True
+) -> list[ResultTable]:
+    """One :class:`ResultTable` per (benchmark, protocol), significance marks included."""
+    groups: dict[tuple[str, str], list[RunData]] = {}
+    for rd in runs:
+        groups.setdefault((rd.run.benchmark, rd.run.protocol), []).append(rd)
+    tables = []
+    for (benchmark, protocol_name), group in sorted(groups.items()):
+        protocol = get_protocol(protocol_name)
+        rows = _rows(group)
+        present = {k for row in rows for k in row.cells}
+        subsets = ["all", *sorted({s for s, _ in present} - {"all"})]
+        if not any(s == "all" for s, _ in present):
+            subsets.remove("all")
+        only = [sub for sub in subsets if sub != "all"]
+        if "all" in subsets and len(only) == 1:  # one subset: its columns repeat "all" wherever both exist
+            redundant = all((("all", m) in row.cells) for row in rows for (sub, m) in row.cells if sub == only[0])
+            if redundant:
+                subsets = ["all"]
+        metric_order = [m for m in protocol.metrics if any(m == k for _, k in present)]
+        metric_order += sorted({k for _, k in present} - set(metric_order))
+        columns = [Column(s, m) for s in subsets for m in metric_order if (s, m) in present]
+        table = ResultTable(benchmark, protocol_name, rows, columns)
+        if test:
+            for col in columns:
+                mark_best(table, col, alpha=alpha, n_perm=n_perm)
+        tables.append(table)
+    return tables
+
+
+def mark_best(table: ResultTable, col: Column, *, alpha: float = ALPHA, n_perm: int = N_PERM) -> None:
+    """Mark the column's top cell when it beats every other model significantly (module docstring)."""
+    entries = []
+    for row in table.rows:
+        cell = row.cells.get((col.subset, col.metric))
+        if cell is not None and cell.value is not None and math.isfinite(cell.value):
+            entries.append((cell.value, row, cell))
+    if len(entries) < 2:
+        return
+    entries.sort(key=lambda e: -e[0])
+    top_value, top_row, top_cell = entries[0]
+    if entries[1][0] >= top_value:
+        col.note = "tie for the top value"
+        return
+    run_of = {rd.id: rd for row in table.rows for rd in row.runs}
+    best = run_of[top_cell.run_id]
+    scope = None if col.subset == "all" else col.subset
+    worst_p = 0.0
+    test_name = None
+    for _value, row, cell in entries[1:]:  # closest competitor first: the likeliest to stop the claim
+        other = run_of[cell.run_id]
+        try:
+            cmp = _paired_test(best, other, col.metric, scope, n_perm=n_perm)
+        except SpotdiffError as exc:
+            col.note = f"no paired test: {exc}"
+            return
+        table.tests.append(
+            {
+                "subset": col.subset,
+                "metric": col.metric,
+                "best": top_row.label,
+                "best_run": best.id,
+                "other": row.label,
+                "other_run": other.id,
+                "difference": cmp.difference,
+                "p_value": cmp.p_value,
+                "test": cmp.test,
+                "n_units": cmp.n_units,
+            }
+        )
+        worst_p, test_name = max(worst_p, cmp.p_value), cmp.test
+        if cmp.p_value >= alpha:
+            top_cell.p_value, top_cell.test = worst_p, test_name
+            return
+    top_cell.best, top_cell.p_value, top_cell.test = True, worst_p, test_name
+
+
+@dataclass(frozen=True)
+class _McNemar:
+    """The parts of a :class:`PairedComparison` the best-cell marks use."""
+
+    difference: float
+    p_value: float
+    n_units: int
+    test: str = "mcnemar-exact"
+
+
+def _fast_mcnemar(a: RunData, b: RunData, metric: str, scope: str | None) -> _McNemar | None:
+    """The exact McNemar test of :func:`paired_comparison` on aligned arrays, or None when that
+    function would not use it (the metric has no per-unit values, the units differ, the values are
+    not 0/1 or are undefined on different units). Same p-value, without per-call Python loops."""
+    if metric not in a.protocol.unit_metrics:
+        return None
+    ids_a, xa = a.sorted_values(metric, scope)
+    ids_b, xb = b.sorted_values(metric, scope)
+    if len(ids_a) == 0 or len(ids_a) != len(ids_b) or not np.array_equal(ids_a, ids_b):
+        return None
+    na, nb = np.isnan(xa), np.isnan(xb)
+    if not np.array_equal(na, nb):
+        return None
+    d = ~na
+    va, vb = xa[d], xb[d]
+    if not (np.all((va == 0) | (va == 1)) and np.all((vb == 0) | (vb == 1))):
+        return None
+    a_only = int(np.sum((va == 1) & (vb == 0)))
+    b_only = int(np.sum((va == 0) & (vb == 1)))
+    p = 1.0 if a_only + b_only == 0 else float(binomtest(a_only, a_only + b_only, 0.5).pvalue)
+    diff = float((va.mean() - vb.mean()) * 100.0) if va.size else math.nan
+    return _McNemar(diff, min(p, 1.0), int(d.sum()))
+
+
+def _paired_test(a: RunData, b: RunData, metric: str, scope: str | None, *, n_perm: int) -> PairedComparison | _McNemar:
+    """The exact McNemar test for per-unit 0/1 metrics (fast path), else :func:`paired_comparison`'s
+    paired permutation test with ``n_perm`` permutations, without a bootstrap interval."""
+    fast = _fast_mcnemar(a, b, metric, scope)
+    if fast is not None:
+        return fast
+    return paired_comparison(a.evaluation(), b.evaluation(), metric, subset=scope, n_boot=0, n_perm=n_perm)

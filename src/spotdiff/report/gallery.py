@@ -1,0 +1,342 @@
+"""Failure galleries: the cases models get wrong, with thumbnails, candidate texts and scores.
+
+The run store keeps each unit's score matrix, outcomes and tags but not the case's texts or images,
+so the gallery re-reads the benchmark through its own loader from the data location recorded with
+the run (``run.data_path`` and ``run.info["options"]``). It is only used when the data's digest
+still equals the run's ``data_digest``; otherwise (or when the data is gone) the gallery shows case
+ids, tags and scores and says why texts and images are missing.
+
+A case counts as a failure of a model when any of its units has an outcome below 1 (a strict loss,
+or a partial one such as VALSE ``acc = 0.5``). Cases are picked round-robin over the models, each
+model's failures hardest first (failed by the most models), up to ``limit`` cases per table, so
+every model keeps examples under the gallery's model filter.
+"""
+
+from __future__ import annotations
+
+import base64
+import io
+import json
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from spotdiff.cases import Case, FileImage, NpyImage
+from spotdiff.report.collect import ResultTable, RunData, unit_scores
+
+#: Tags with more distinct values than this (among the shown cases) get no filter option.
+MAX_TAG_VALUES = 24
+
+
+@dataclass
+class Thumb:
+    data_uri: str
+    jpeg: bytes
+    description: str
+    width: int
+    height: int
+
+    @property
+    def display(self) -> tuple[int, int]:
+        """Displayed size: small crops are scaled up so that their longer side is at least 64 px."""
+        scale = max(1.0, 64.0 / max(self.width, self.height, 1))
+        return round(self.width * scale), round(self.height * scale)
+
+
+@dataclass
+class ModelScores:
+    """One model's view of a case: outcomes per unit and the score matrix."""
+
+    label: str
+    run_id: str
+    failed: bool
+    outcomes: list[dict[str, Any]]  # the failed units' outcomes (at most MAX_OUTCOMES)
+    values: list[float | None]  # aligned with the case's score_labels
+
+
+@dataclass
+class GalleryCase:
+    case_id: str
+    subset: str
+    tags: dict[str, str]
+    texts: list[str] | None
+    roles: list[str]
+    truth: list[list[bool]] | None
+    thumbs: list[Thumb]
+    models: list[ModelScores]
+    needs: str
+    score_labels: list[str] = field(default_factory=list)
+    score_classes: list[str] = field(default_factory=list)
+
+    @property
+    def failed_by(self) -> list[str]:
+        return [m.label for m in self.models if m.failed]
+
+    @property
+    def positives(self) -> list[bool]:
+        """Per text: whether it is true for some image (or for the implicit image of a text-only case)."""
+        if self.truth is None or self.texts is None:
+            return [False] * len(self.texts or [])
+        return [any(row[t] for row in self.truth if t < len(row)) for t in range(len(self.texts))]
+
+    @property
+    def tag_pairs(self) -> list[str]:
+        return [f"{k}={v}" for k, v in sorted(self.tags.items()) if k != "subset"]
+
+
+@dataclass
+class Gallery:
+    table_slug: str
+    cases: list[GalleryCase]
+    models: list[str]
+    subsets: list[str]
+    tag_options: list[str]
+    n_failures: dict[str, int]  # model label -> failed cases (all, not only those shown)
+    notes: list[str] = field(default_factory=list)
+
+
+# --------------------------------------------------------------------------------- case loading
+class CaseSource:
+    """Loads the cases of recorded runs through the benchmark loaders, once per data location."""
+
+    def __init__(self) -> None:
+        self._loaded: dict[tuple, tuple[dict[str, Case], str | None]] = {}
+
+    def cases(self, runs: Sequence[RunData], wanted: set[str]) -> tuple[dict[str, Case], str | None]:
+        """The wanted cases (by id) and a note when they could not be read."""
+        notes = []
+        for rd in runs:
+            r = rd.run
+            options = (r.info or {}).get("options") or {}
+            key = (r.benchmark, r.data_path, json.dumps(options, sort_keys=True, default=str), r.data_digest)
+            if key not in self._loaded:
+                self._loaded[key] = self._load(r.benchmark, r.data_path, options, r.data_digest)
+            found, note = self._loaded[key]
+            if note is None:
+                missing = wanted - set(found)
+                return found, (f"{len(missing)} cases not found in the data" if missing else None)
+            notes.append(note)
+        return {}, notes[0] if notes else "no data location recorded"
+
+    @staticmethod
+    def _load(benchmark: str, data_path: str, options: dict, digest: str) -> tuple[dict[str, Case], str | None]:
+        from spotdiff.benchmarks import get_benchmark
+        from spotdiff.errors import SpotdiffError
+
+        try:
+            bench = get_benchmark(benchmark)(data_path, **options)
+            if bench.data_digest() != digest:
+                return {}, f"texts and images not shown: the data at {data_path} changed since the run"
+            return {c.id: c for c in bench.cases()}, None
+        except (SpotdiffError, OSError, TypeError, ValueError) as exc:
+            return {}, f"texts and images not shown: cannot read {benchmark} data at {data_path} ({exc})"
+
+
+def thumbnail(ref: Any, size: int = 128) -> Thumb | None:
+    """A JPEG thumbnail of an image reference (crops applied by the reference), as a data URI."""
+    try:
+        image = ref.load()
+    except Exception:  # a missing or unreadable image must not stop the report
+        return None
+    image.thumbnail((size, size))
+    buf = io.BytesIO()
+    image.convert("RGB").save(buf, format="JPEG", quality=80)
+    data = buf.getvalue()
+    uri = "data:image/jpeg;base64," + base64.b64encode(data).decode("ascii")
+    return Thumb(uri, data, ref.describe(), image.width, image.height)
+
+
+# --------------------------------------------------------------------------------- selection
+def _failed(units: list[dict]) -> bool:
+    for u in units:
+        for v in (u.get("outcomes") or {}).values():
+            if v is not None and isinstance(v, (int, float)) and math.isfinite(v) and v < 1:
+                return True
+    return False
+
+
+#: Score entries shown per model; larger matrices show each image's true and best false score.
+MAX_ENTRIES = 16
+#: Failed units listed per model and case.
+MAX_OUTCOMES = 6
+
+
+def score_entries(
+    matrix: Any, needs: str, truth: list[list[bool]] | None, roles: Sequence[str]
+) -> list[tuple[str, str, float | None]]:
+    """``(label, css class, value)`` of the entries of one score matrix worth showing.
+
+    ``I2·T1`` is image 2 against text 1 (``p1·n`` two texts of a text-text matrix, by role when the
+    case has roles; ``P(T2)`` a text-only prior); the class is ``pos`` for a true pair. Matrices with
+    more than :data:`MAX_ENTRIES` entries show, per image, the lowest true and the highest false
+    score when the truth is known, otherwise their first entries.
+    """
+    arr = np.asarray(matrix, dtype=float)
+    if arr.ndim == 1:
+        arr = arr.reshape(1, -1)
+    if arr.ndim != 2:
+        return []
+    n_rows, n_cols = arr.shape
+
+    def val(x: float) -> float | None:
+        return float(x) if math.isfinite(x) else None
+
+    def t(j: int) -> str:  # short role names (p1, p2, n) read better than T1..T3
+        return roles[j] if j < len(roles) and len(roles[j]) <= 4 else f"T{j + 1}"
+
+    tr = np.asarray(truth, dtype=bool) if truth is not None else None
+    out: list[tuple[str, str, float | None]] = []
+    if needs == "text-text":
+        pos = tr[0] if tr is not None and tr.shape[1] == n_cols else np.zeros(n_cols, dtype=bool)
+        for i in range(n_rows):
+            for j in range(i + 1, n_cols):
+                out.append((f"{t(i)}·{t(j)}", "pos" if pos[i] and pos[j] else "", val(arr[i, j])))
+        return out[:MAX_ENTRIES]
+    if needs == "text-prior":
+        known = tr is not None and tr.shape[1] == n_cols
+        return [(f"P({t(j)})", "pos" if known and tr[0, j] else "", val(arr[0, j])) for j in range(n_cols)][
+            :MAX_ENTRIES
+        ]
+    known = tr is not None and tr.shape == arr.shape
+    if arr.size <= MAX_ENTRIES or not known:
+        for i in range(n_rows):
+            for j in range(n_cols):
+                out.append((f"I{i + 1}·{t(j)}", "pos" if known and tr[i, j] else "", val(arr[i, j])))
+        return out[:MAX_ENTRIES]
+    for i in range(n_rows):
+        true_s, false_s = arr[i, tr[i]], arr[i, ~tr[i]]
+        if true_s.size:
+            out.append((f"I{i + 1} true", "pos", val(true_s.min())))
+        if false_s.size:
+            out.append((f"I{i + 1} best false", "", val(false_s.max())))
+    return out
+
+
+def build_gallery(table: ResultTable, source: CaseSource | None, *, limit: int = 40, thumb_size: int = 128) -> Gallery:
+    """The failure gallery of one result table."""
+    from spotdiff.protocols import get_protocol
+
+    needs = get_protocol(table.protocol).needs
+    per_row: dict[str, dict[str, tuple[str, list[dict]]]] = {}  # label -> case id -> (run id, units)
+    for row in table.rows:
+        cases: dict[str, tuple[str, list[dict]]] = {}
+        for rd in row.runs:
+            for u in rd.units:
+                entry = cases.get(u["case_id"])
+                if entry is None:
+                    cases[u["case_id"]] = (rd.id, [u])
+                elif entry[0] == rd.id:
+                    entry[1].append(u)
+                # else: the same case from another of the row's runs; the first run's units are kept
+        per_row[row.label] = cases
+    failures = {lab: [c for c, (_, us) in cases.items() if _failed(us)] for lab, cases in per_row.items()}
+    hardness: dict[str, int] = {}
+    for ids in failures.values():
+        for c in ids:
+            hardness[c] = hardness.get(c, 0) + 1
+    queues = {lab: sorted(ids, key=lambda c: (-hardness[c], c)) for lab, ids in failures.items()}
+    chosen: list[str] = []
+    taken: set[str] = set()
+    pos = dict.fromkeys(queues, 0)
+    while len(chosen) < limit and any(pos[lab] < len(q) for lab, q in queues.items()):
+        for lab, q in queues.items():
+            while pos[lab] < len(q) and q[pos[lab]] in taken:
+                pos[lab] += 1
+            if pos[lab] < len(q) and len(chosen) < limit:
+                chosen.append(q[pos[lab]])
+                taken.add(q[pos[lab]])
+                pos[lab] += 1
+    chosen.sort(key=lambda c: (-hardness[c], c))
+
+    notes: list[str] = []
+    loaded: dict[str, Case] = {}
+    if source is not None and chosen:
+        loaded, note = source.cases(table.runs, set(chosen))
+        if note:
+            notes.append(note)
+    elif source is None:
+        notes.append("texts and images not loaded (--no-cases)")
+    if needs == "image-text" and table.protocol == "retrieval":
+        notes.append("retrieval units are queries against the whole gallery; matrices are not shown")
+
+    thumbs_cache: dict[str, Thumb | None] = {}
+    out: list[GalleryCase] = []
+    for cid in chosen:
+        case = loaded.get(cid)
+        first_units = next(cases[cid][1] for cases in per_row.values() if cid in cases)
+        tags = {k: str(v) for k, v in (first_units[0].get("tags") or {}).items()}
+        subset = tags.get("subset") or first_units[0]["subset"]
+        truth = case.truth.tolist() if case is not None else None
+        roles = list(case.roles) if case is not None else []
+        labels: list[str] = []
+        classes: list[str] = []
+        models = []
+        for lab, cases in per_row.items():
+            if cid not in cases:
+                continue
+            run_id, us = cases[cid]
+            failed = _failed(us)
+            values: list[float | None] = []
+            if failed:
+                matrix = next((m for m in (unit_scores(u) for u in us) if m is not None), None)
+                if matrix is not None:
+                    entries = score_entries(matrix, needs, truth, roles)
+                    if not labels:
+                        labels, classes = [e[0] for e in entries], [e[1] for e in entries]
+                    values = [e[2] for e in entries][: len(labels)]
+            bad = [{"unit": u["unit_id"], **(u.get("outcomes") or {})} for u in us if _failed([u])]
+            models.append(ModelScores(lab, run_id, failed, bad[:MAX_OUTCOMES], values))
+        thumbs: list[Thumb] = []
+        if case is not None:
+            for ref in case.images:
+                key = ref.describe() if isinstance(ref, (FileImage, NpyImage)) else ref.key
+                if key not in thumbs_cache:
+                    thumbs_cache[key] = thumbnail(ref, thumb_size)
+                if thumbs_cache[key] is not None:
+                    thumbs.append(thumbs_cache[key])
+        out.append(
+            GalleryCase(
+                case_id=cid,
+                subset=subset,
+                tags=tags,
+                texts=list(case.texts) if case is not None else None,
+                roles=roles,
+                truth=truth,
+                thumbs=thumbs,
+                models=models,
+                needs=needs,
+                score_labels=labels,
+                score_classes=classes,
+            )
+        )
+    values: dict[str, set[str]] = {}
+    for gc in out:
+        for k, v in gc.tags.items():
+            if k != "subset":
+                values.setdefault(k, set()).add(v)
+    tag_options = sorted(
+        f"{k}={v}"
+        for k, vs in values.items()
+        if 1 < len(vs) <= MAX_TAG_VALUES and not all(_is_number(v) for v in vs)
+        for v in vs
+    )
+    return Gallery(
+        table_slug=table.slug,
+        cases=out,
+        models=[row.label for row in table.rows],
+        subsets=sorted({gc.subset for gc in out}),
+        tag_options=tag_options,
+        n_failures={lab: len(ids) for lab, ids in failures.items()},
+        notes=notes,
+    )
+
+
+def _is_number(text: str) -> bool:
+    try:
+        float(text)
+    except ValueError:
+        return False
+    return True

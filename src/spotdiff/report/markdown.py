@@ -1,0 +1,155 @@
+"""The report as Markdown (GitHub-flavoured tables), for papers and pull requests.
+
+Figures are linked as files under ``figures/`` (written by :func:`spotdiff.report.build.write_report`);
+the gallery's thumbnails are written to ``figures/thumbs/``. The Markdown gallery shows the first
+``MD_GALLERY`` cases of each table; the HTML page has them all, with filters.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from pathlib import Path
+from typing import Any
+
+from spotdiff.report.build import Report
+from spotdiff.report.export import identity_text
+
+#: Gallery cases per table in the Markdown report.
+MD_GALLERY = 8
+
+
+def _esc(text: Any) -> str:
+    return str(text).replace("|", "\\|").replace("\n", " ")
+
+
+def _f(x: Any, digits: int = 2) -> str:
+    if x is None or (isinstance(x, float) and not math.isfinite(x)):
+        return "–"
+    return f"{float(x):.{digits}f}"
+
+
+def _safe(name: str) -> str:
+    return re.sub(r"[^A-Za-z0-9._-]+", "_", name)[:80]
+
+
+def render_markdown(report: Report, out: str | Path | None = None) -> str:
+    """The Markdown text; with ``out``, gallery thumbnails are written under ``out/figures/thumbs``."""
+    thumbs_dir = Path(out) / "figures" / "thumbs" if out is not None else None
+    lines = [
+        f"# {report.title}",
+        "",
+        f"Generated {report.created} by spotdiff {report.version} from `{report.store_path}`: "
+        f"{len(report.runs)} runs. Values are percentages with 95% percentile-bootstrap intervals over units; "
+        "ties count as failures. **Bold ▲** marks the best cell of a column only when a paired test on the same "
+        "units (exact McNemar for per-unit 0/1 outcomes, paired permutation otherwise) rejects “no difference” at "
+        f"p < {report.alpha} against every other model (intersection–union test). Run ids (`#abc123`) point to the "
+        "provenance table at the end.",
+        "",
+    ]
+    for sec in report.sections:
+        lines += [f"## {sec.benchmark}", ""]
+        for ts in sec.tables:
+            t = ts.table
+            lines += [f"### {t.benchmark} — {t.protocol}", ""]
+            header = ["model", *[f"{c.subset} {c.metric}" for c in t.columns]]
+            lines.append("| " + " | ".join(_esc(h) for h in header) + " |")
+            lines.append("|" + "---|" + "---:|" * len(t.columns))
+            for row in t.rows:
+                cells = [f"{_esc(row.label)} " + " ".join(f"`#{rid[:6]}`" for rid in row.run_ids)]
+                for c in t.columns:
+                    cell = row.cells.get((c.subset, c.metric))
+                    if cell is None or cell.value is None:
+                        cells.append("–")
+                        continue
+                    text = f"**{_f(cell.value)}** ▲" if cell.best else _f(cell.value)
+                    if cell.ci and cell.ci[0] is not None:
+                        text += f" [{_f(cell.ci[0], 1)}, {_f(cell.ci[1], 1)}]"
+                    cells.append(text)
+                lines.append("| " + " | ".join(cells) + " |")
+            lines.append("")
+            notes = [f"{c.subset}/{c.metric} ({c.note})" for c in t.columns if c.note]
+            if notes:
+                lines += [f"No mark: {'; '.join(notes)}.", ""]
+            lines += [f"CSV: `tables/{t.slug}.csv` · LaTeX: `tables/{t.slug}.tex`", ""]
+            for plot in ts.plots:
+                lines += [f"![{plot.title}](figures/{plot.key}.png)", "", f"*{plot.caption}*", ""]
+            lines += _gallery(ts, thumbs_dir)
+        for plot in sec.plots:
+            lines += [f"![{plot.title}](figures/{plot.key}.png)", "", f"*{plot.caption}*", ""]
+    lines += ["## Provenance", ""]
+    fields = [
+        "run",
+        "created",
+        "benchmark",
+        "protocol",
+        "subset",
+        "model",
+        "model identity",
+        "data",
+        "data digest",
+        "seed",
+        "version",
+        "cases",
+    ]
+    lines.append("| " + " | ".join(fields) + " |")
+    lines.append("|" + "---|" * len(fields))
+    for rd in report.runs:
+        r = rd.run
+        vals = [
+            f"`{r.id}`",
+            r.created,
+            r.benchmark,
+            r.protocol,
+            r.subset or "all",
+            f"`{r.model}`",
+            identity_text(r.model_identity),
+            f"`{r.data_path}`",
+            f"`{r.data_digest[:12]}`",
+            r.seed,
+            r.version,
+            "–" if r.n_cases is None else r.n_cases,
+        ]
+        lines.append("| " + " | ".join(_esc(v) for v in vals) + " |")
+    lines += [
+        "",
+        "CSV: `tables/provenance.csv` · LaTeX: `tables/provenance.tex` · paired tests: `tables/significance-tests.csv`",
+        "",
+    ]
+    return "\n".join(lines)
+
+
+def _gallery(ts: Any, thumbs_dir: Path | None) -> list[str]:
+    g = ts.gallery
+    if g is None:
+        return [f"*{ts.gallery_note}*", ""] if ts.gallery_note else []
+    lines = [f"#### Failure gallery ({min(len(g.cases), MD_GALLERY)} of {len(g.cases)} cases; all in report.html)", ""]
+    counts = ", ".join(f"{_esc(m)}: {g.n_failures.get(m, 0)}" for m in g.models)
+    lines += [f"Failed cases per model: {counts}.", ""]
+    lines += [f"*{n}.*" for n in g.notes] + ([""] if g.notes else [])
+    for gc in g.cases[:MD_GALLERY]:
+        tags = ", ".join(gc.tag_pairs)
+        lines.append(
+            f"- **case {_esc(gc.case_id)}** ({_esc(gc.subset)}{'; ' + _esc(tags) if tags else ''}) — "
+            f"failed by {', '.join(_esc(m) for m in gc.failed_by)}"
+        )
+        if gc.thumbs and thumbs_dir is not None:
+            thumbs_dir.mkdir(parents=True, exist_ok=True)
+            links = []
+            for k, th in enumerate(gc.thumbs):
+                name = _safe(f"{g.table_slug}-{gc.case_id}-{k + 1}") + ".jpg"
+                (thumbs_dir / name).write_bytes(th.jpeg)
+                links.append(f"![I{k + 1}](figures/thumbs/{name})")
+            lines.append("  " + " ".join(links))
+        if gc.texts is not None:
+            for k, text in enumerate(gc.texts):
+                role = f" ({gc.roles[k]})" if k < len(gc.roles) else ""
+                mark = " ✓" if gc.positives[k] else ""
+                lines.append(f"  - T{k + 1}{role}{mark}: {_esc(text)}")
+        for m in gc.models:
+            if not m.failed:
+                continue
+            entries = [f"{lab}={_f(v, 3)}" for lab, v in zip(gc.score_labels, m.values, strict=False)]
+            lines.append(f"  - ✗ {_esc(m.label)}: " + (" ".join(entries) if entries else "(no scores stored)"))
+    lines.append("")
+    return lines

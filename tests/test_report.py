@@ -1,0 +1,557 @@
+"""``spotdiff report`` and ``spotdiff compare``: tables with significance marks, plots, galleries,
+provenance, CSV/LaTeX export, and the HTML page checked in a real headless Chromium.
+
+Runs come from two tiny random CLIP models evaluated with ``run_eval`` on Winoground and ARO
+VG-Relation fixture files (real images; ARO with bounding-box crops), plus synthetic runs written
+straight into the store (:mod:`spotdiff.report.synthetic`). The browser test skips when Chromium,
+chromedriver or selenium is missing, and fails instead when ``SPOTDIFF_REQUIRE_BROWSER=1``.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+import os
+import re
+import shutil
+import tempfile
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from fixtures_formats import write_aro_vg_relation, write_winoground
+from spotdiff import __version__
+from spotdiff.cases import Case
+from spotdiff.cli import main
+from spotdiff.protocols import UnitTable, evaluate_table, get_protocol, paired_comparison
+from spotdiff.report.build import build_report, write_report
+from spotdiff.report.collect import (
+    build_tables,
+    evaluation_from_units,
+    load_run_data,
+    select_runs,
+    short_model,
+)
+from spotdiff.report.compare import compare_runs, format_comparison
+from spotdiff.report.export import latex_escape, table_latex
+from spotdiff.report.gallery import score_entries
+from spotdiff.report.plots import alpha_curves, equivariance_score_numpy
+from spotdiff.report.synthetic import fill_store
+from spotdiff.runner import EvalConfig, run_eval
+from spotdiff.store import RunStore
+from tiny_models import make_tiny_clip
+
+CHROMIUM = "/usr/bin/chromium"
+CHROMEDRIVER = "/usr/bin/chromedriver"
+
+
+# ------------------------------------------------------------------------------------------ fixtures
+@pytest.fixture(scope="module")
+def tiny_store(tmp_path_factory: pytest.TempPathFactory) -> dict:
+    """Two tiny CLIPs x (Winoground, ARO VG-Relation) evaluated for real, plus synthetic runs."""
+    root = tmp_path_factory.mktemp("report")
+    models = [make_tiny_clip(root / f"clip{s}", seed=s) for s in (0, 1)]
+    data = {
+        "winoground": write_winoground(root / "wino", n=8, seed=0),
+        "aro-vg-relation": write_aro_vg_relation(root / "aro", n=8, seed=0),
+    }
+    store_path = root / "runs.sqlite"
+    ids: dict[tuple[str, int], str] = {}
+    for k, model in enumerate(models):
+        for bench, path in data.items():
+            config = EvalConfig(
+                model=f"hf-clip:{model}",
+                benchmark=bench,
+                data=path,
+                store=store_path,
+                progress=False,
+                n_boot=100,
+                device="cpu",
+                seed=0,
+            )
+            ids[(bench, k)] = run_eval(config).run_id
+    store = RunStore(store_path)
+    synth = fill_store(
+        store,
+        models=3,
+        benchmarks=("sugarcrepe", "valse", "spec", "coco-retrieval", "eqben"),
+        n_cases=30,
+        n_boot=100,
+    )
+    store.close()
+    return {"root": root, "store": store_path, "ids": ids, "synthetic": synth, "data": data}
+
+
+@pytest.fixture(scope="module")
+def rendered(tiny_store: dict) -> dict:
+    store = RunStore(tiny_store["store"])
+    report = build_report(store, title="tiny report")
+    out = tiny_store["root"] / "out"
+    written = write_report(report, out)
+    store.close()
+    return {"report": report, "out": out, "written": written, "html": written["html"].read_text(encoding="utf-8")}
+
+
+def _store_with(tmp_path: Path, outcomes: dict[str, list[float]], *, subsets: list[str] | None = None) -> RunStore:
+    """A store with one i2t-top1 run per model whose per-case accuracy is given."""
+    store = RunStore(tmp_path / "runs.sqlite")
+    protocol = get_protocol("i2t-top1")
+    for model, values in outcomes.items():
+        table = UnitTable()
+        units = []
+        for i, v in enumerate(values):
+            subset = subsets[i] if subsets else "s"
+            tags = {"subset": subset}
+            table.add(str(i), str(i), tags, {"accuracy": float(v)})
+            units.append(
+                {
+                    "unit_id": str(i),
+                    "case_id": str(i),
+                    "subset": subset,
+                    "scores": [[1.0, 0.0]],
+                    "outcomes": {"accuracy": float(v)},
+                    "tags": tags,
+                }
+            )
+        metrics = evaluate_table(protocol, table, n_boot=50, seed=0).metrics
+        rid = store.start_run(
+            benchmark="sugarcrepe",
+            subset=None,
+            protocol="i2t-top1",
+            model=model,
+            model_identity={"m": model},
+            data_path="/nowhere",
+            data_digest="0" * 64,
+            seed=0,
+            version=__version__,
+            info={"n_boot": 50},
+        )
+        store.add_units(rid, units)
+        store.finish_run(rid, metrics, len(values))
+    return store
+
+
+# ------------------------------------------------------------------------------------------ tables
+def test_best_cell_marked_only_when_significant(tmp_path: Path) -> None:
+    rng = np.random.default_rng(0)
+    strong = (rng.random(80) < 0.9).astype(float)
+    weak = (rng.random(80) < 0.4).astype(float)
+    close = strong.copy()
+    close[:2] = 1 - close[:2]  # differs from `strong` on two cases only
+    store = _store_with(tmp_path, {"strong": strong, "weak": weak})
+    (table,) = build_tables(load_run_data(store, select_runs(store)))
+    cells = {row.label: row.cells[("all", "accuracy")] for row in table.rows}
+    assert cells["strong"].best and not cells["weak"].best
+    assert cells["strong"].p_value < 0.05 and cells["strong"].test == "mcnemar-exact"
+    assert len(table.tests) == 1 and table.tests[0]["other"] == "weak"
+
+    store2 = _store_with(tmp_path / "b", {"strong": strong, "close": close, "weak": weak})
+    (table2,) = build_tables(load_run_data(store2, select_runs(store2)))
+    assert not any(c.best for row in table2.rows for c in row.cells.values())
+    top = max(table2.rows, key=lambda r: r.cells[("all", "accuracy")].value)
+    assert top.cells[("all", "accuracy")].p_value >= 0.05  # the runner-up stops the claim
+
+
+def test_ties_single_models_and_different_units_are_not_marked(tmp_path: Path) -> None:
+    same = np.ones(30)
+    store = _store_with(tmp_path, {"a": same, "b": same})
+    (table,) = build_tables(load_run_data(store, select_runs(store)))
+    assert not any(c.best for row in table.rows for c in row.cells.values())
+    assert table.column_of("all", "accuracy").note == "tie for the top value"
+
+    store1 = _store_with(tmp_path / "one", {"only": same})
+    (table1,) = build_tables(load_run_data(store1, select_runs(store1)))
+    assert not table1.rows[0].cells[("all", "accuracy")].best
+
+    store2 = _store_with(tmp_path / "diff", {"a": np.ones(40)})
+    _store_with(tmp_path / "diff", {"b": np.zeros(30)})  # same store file, other units
+    (table2,) = build_tables(load_run_data(store2, select_runs(store2)))
+    assert not any(c.best for row in table2.rows for c in row.cells.values())
+    assert "no paired test" in table2.column_of("all", "accuracy").note
+
+
+def test_fast_mcnemar_equals_paired_comparison(tmp_path: Path) -> None:
+    rng = np.random.default_rng(3)
+    subsets = ["x" if i % 3 else "y" for i in range(60)]
+    outcomes = {f"m{k}": (rng.random(60) < 0.3 + 0.2 * k).astype(float) for k in range(3)}
+    store = _store_with(tmp_path, outcomes, subsets=subsets)
+    runs = load_run_data(store, select_runs(store))
+    from spotdiff.report.collect import _fast_mcnemar
+
+    for a in runs:
+        for b in runs:
+            if a is b:
+                continue
+            for scope in (None, "x", "y"):
+                fast = _fast_mcnemar(a, b, "accuracy", scope)
+                ref = paired_comparison(a.evaluation(), b.evaluation(), "accuracy", subset=scope, n_boot=0)
+                assert fast is not None and ref.test == "mcnemar-exact"
+                assert fast.p_value == pytest.approx(ref.p_value) and fast.difference == pytest.approx(ref.difference)
+
+
+def test_tables_match_the_store_and_carry_provenance(rendered: dict, tiny_store: dict) -> None:
+    report = rendered["report"]
+    store = RunStore(tiny_store["store"])
+    by_id = {r.id: r for r in store.runs()}
+    assert len(report.runs) == len(by_id)
+    assert {t.benchmark for t in report.tables} >= {"winoground", "aro-vg-relation", "valse", "coco-retrieval"}
+    for table in report.tables:
+        for row in table.rows:
+            for (subset, metric), cell in row.cells.items():
+                stored = by_id[cell.run_id].metrics[subset][metric]
+                assert cell.value == pytest.approx(stored)
+    wino = next(t for t in report.tables if t.benchmark == "winoground")
+    assert wino.columns[0].subset == "all" and {c.metric for c in wino.columns} == {
+        "text",
+        "image",
+        "group",
+    }
+    aro = next(t for t in report.tables if t.benchmark == "aro-vg-relation")
+    assert aro.subsets == ["all"]  # the single subset repeats "all"; its columns are dropped
+    html = rendered["html"]
+    for rid, run in by_id.items():
+        assert f'id="run-{rid}"' in html and run.data_digest[:12] in html
+    # every value cell names its run, model identity, data digest, seed and version
+    blocks = re.findall(r'<table class="results".*?</table>', html, flags=re.S)
+    titles = [t for b in blocks for t in re.findall(r'<td class="[^"]*" title="([^"]*)">', b)]
+    assert titles and all("run " in t and "data " in t and "seed " in t and "spotdiff " in t for t in titles)
+
+
+def test_short_model_and_latex_escape() -> None:
+    assert short_model("minilm") == "minilm"
+    long = "hf-clip:/very/long/path/to/some/checkpoints/run-2024-05-01/step_000100"
+    assert short_model(long) == "hf-clip:…/run-2024-05-01/step_000100"
+    assert latex_escape("a_b & 50% #1") == r"a\_b \& 50\% \#1"
+
+
+# ------------------------------------------------------------------------------------------ files
+def test_report_files_csv_latex_markdown(rendered: dict) -> None:
+    out, report = rendered["out"], rendered["report"]
+    for table in report.tables:
+        rows = list(csv.DictReader(io.StringIO((out / "tables" / f"{table.slug}.csv").read_text())))
+        assert rows and rows[0]["benchmark"] == table.benchmark and rows[0]["run_id"]
+        n_cells = sum(len(r.cells) for r in table.rows)
+        assert len(rows) == n_cells - sum(1 for r in table.rows for s, _ in r.cells if s not in table.subsets)
+        tex = (out / "tables" / f"{table.slug}.tex").read_text()
+        assert tex.count("\\begin{tabular}") == 1 and "\\bottomrule" in tex
+        assert tex.count("\\textbf{") == sum(
+            c.best for r in table.rows for c in r.cells.values() if c.subset in table.subsets
+        )
+    prov = list(csv.DictReader(io.StringIO((out / "tables" / "provenance.csv").read_text())))
+    assert {p["id"] for p in prov} == {rd.id for rd in report.runs}
+    assert all(len(p["data_digest"]) == 64 and p["version"] == __version__ and p["seed"] == "0" for p in prov)
+    assert (out / "tables" / "provenance.tex").read_text().count("\\texttt{") >= len(prov)
+    md = (out / "report.md").read_text()
+    assert "## winoground" in md and "| model |" in md and "## Provenance" in md
+    for link in re.findall(r"\]\((figures/[^)]+)\)", md):
+        assert (out / link).is_file(), link
+    assert "figures/thumbs/" in md  # gallery thumbnails as files for Markdown
+
+
+def test_html_is_self_contained(rendered: dict) -> None:
+    html = rendered["html"]
+    assert not re.search(r"""(src|href)=["']?(https?:)?//""", html)
+    assert '<link rel="stylesheet"' not in html and "<script src" not in html
+    srcs = re.findall(r'<img src="([^"]+)"', html)
+    assert srcs and all(s.startswith(("data:image/png;base64,", "data:image/jpeg;base64,")) for s in srcs)
+
+
+def test_plots_present(rendered: dict) -> None:
+    keys = {p.key for s in rendered["report"].sections for ts in s.tables for p in ts.plots}
+    keys |= {p.key for s in rendered["report"].sections for p in s.plots}
+    assert {"winoground-group-bars", "winoground-group-equivariance", "eqben-group-equivariance"} <= keys
+    assert "sugarcrepe-i2t-top1-alpha" in keys  # synthetic runs carry info["alpha_curve"]
+    for key in keys:
+        data = (rendered["out"] / "figures" / f"{key}.png").read_bytes()
+        assert data.startswith(b"\x89PNG")
+
+
+def test_equivariance_matches_losses() -> None:
+    from spotdiff.losses import equivariance_score
+
+    m = np.random.default_rng(0).normal(size=(50, 2, 2))
+    np.testing.assert_allclose(equivariance_score_numpy(m), equivariance_score(m), rtol=1e-12)
+
+
+def test_alpha_curve_both_formats(tmp_path: Path) -> None:
+    store = _store_with(tmp_path, {"a": np.ones(10), "b": np.zeros(10)})
+    runs = store.runs()
+    infos = [
+        {"alpha": [0, 0.5, 1], "accuracy": [50, 60, 55]},
+        {"alphas": [0, 0.5, 1], "curves": {"accuracy": [40, 45, None]}, "alpha": 0.5, "metric": "accuracy"},
+    ]
+    for run, curve in zip(runs, infos, strict=True):
+        store.finish_run(run.id, run.metrics, run.n_cases, info={**run.info, "alpha_curve": curve})
+    (table,) = build_tables(load_run_data(store, select_runs(store)), test=False)
+    curves = alpha_curves(table)
+    assert set(curves) == {"a", "b"}
+    tuned = {k: v["tuned"] for k, v in curves.items()}
+    assert sorted(tuned.values(), key=str) == [0.5, None]
+
+
+# ------------------------------------------------------------------------------------------ gallery
+def test_gallery_thumbnails_crops_and_filters(rendered: dict, tiny_store: dict) -> None:
+    sections = {ts.table.benchmark: ts for s in rendered["report"].sections for ts in s.tables}
+    aro = sections["aro-vg-relation"].gallery
+    assert aro is not None and aro.cases and not aro.notes
+    records = json.loads((tiny_store["data"]["aro-vg-relation"] / "visual_genome_relation.json").read_text())
+    for gc in aro.cases:
+        rec = records[int(gc.case_id)]
+        (thumb,) = gc.thumbs
+        assert (thumb.width, thumb.height) == (rec["bbox_w"], rec["bbox_h"])  # the crop, not the whole image
+        assert gc.texts == [rec["false_caption"], rec["true_caption"]]
+        failing = [m for m in gc.models if m.failed]
+        assert failing and all(len(m.values) == len(gc.score_labels) == 2 for m in failing)
+        assert gc.score_classes == ["", "pos"]
+        assert (
+            any(o.startswith("relation=") for o in aro.tag_options) or len({c.tags["relation"] for c in aro.cases}) < 2
+        )
+    wino = sections["winoground"].gallery
+    assert wino is not None and all(len(gc.thumbs) == 2 for gc in wino.cases)
+    assert sections["coco-retrieval"].gallery is None and sections["coco-retrieval"].gallery_note
+    valse = sections["valse"].gallery  # synthetic data: no texts, but ids, tags and scores
+    assert valse is not None and valse.cases and valse.cases[0].texts is None
+    assert any("cannot read" in n for n in valse.notes)
+
+
+def test_gallery_hides_texts_when_data_changed(tiny_store: dict, tmp_path: Path) -> None:
+    data = tmp_path / "wino"
+    shutil.copytree(tiny_store["data"]["winoground"], data)
+    store = RunStore(tmp_path / "runs.sqlite")
+    model = next(tiny_store["root"].glob("clip0"))
+    run_eval(
+        EvalConfig(
+            model=f"hf-clip:{model}",
+            benchmark="winoground",
+            data=data,
+            store=tmp_path / "runs.sqlite",
+            progress=False,
+            n_boot=10,
+            device="cpu",
+        )
+    )
+    lines = (data / "examples.jsonl").read_text().splitlines()
+    (data / "examples.jsonl").write_text("\n".join(lines[:-1]) + "\n")
+    report = build_report(store)
+    gallery = report.sections[0].tables[0].gallery
+    assert gallery is not None and gallery.cases and all(gc.texts is None for gc in gallery.cases)
+    assert any("changed since the run" in n for n in gallery.notes)
+
+
+def test_score_entries_labels() -> None:
+    truth = [[True, True, False]]
+    tt = score_entries(np.eye(3), "text-text", truth, ("p1", "p2", "n"))
+    assert [(lab, cls) for lab, cls, _ in tt] == [("p1·p2", "pos"), ("p1·n", ""), ("p2·n", "")]
+    big = np.arange(25, dtype=float).reshape(5, 5)
+    entries = score_entries(big, "image-text", np.eye(5, dtype=bool).tolist(), ())
+    assert entries[:2] == [("I1 true", "pos", 0.0), ("I1 best false", "", 4.0)]
+    assert len(score_entries(big, "image-text", None, ())) == 16
+
+
+# ------------------------------------------------------------------------------------------ compare
+def test_compare_runs(tiny_store: dict) -> None:
+    store = RunStore(tiny_store["store"])
+    a, b = tiny_store["ids"][("winoground", 0)], tiny_store["ids"][("winoground", 1)]
+    cmp = compare_runs(store, a, b, n_boot=200)
+    scopes = {c.scope for c in cmp.results}
+    assert scopes == {"all", "Object", "Relation", "Both"}
+    ref_a = evaluation_from_units("group", store.units(a), seed=0)
+    ref_b = evaluation_from_units("group", store.units(b), seed=0)
+    ref = paired_comparison(ref_a, ref_b, "group", n_boot=200)
+    got = next(c for c in cmp.results if c.scope == "all" and c.metric == "group")
+    assert got == ref
+    text = format_comparison(cmp)
+    assert a in text and b in text and "mcnemar-exact" in text
+    with pytest.raises(Exception, match="not comparable"):
+        compare_runs(store, a, tiny_store["ids"][("aro-vg-relation", 0)])
+
+
+def test_compare_on_common_units(tmp_path: Path) -> None:
+    store = _store_with(tmp_path, {"a": np.ones(40)})
+    _store_with(tmp_path, {"b": np.zeros(30)})
+    a, b = (r.id for r in sorted(store.runs(), key=lambda r: r.model))
+    cmp = compare_runs(store, a, b, n_boot=50)
+    assert any("30 units present in both" in n for n in cmp.notes)
+    assert cmp.results[0].n_units == 30 and cmp.results[0].difference == pytest.approx(100.0)
+
+
+def test_cli_report_and_compare(tiny_store: dict, tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
+    a, b = tiny_store["ids"][("aro-vg-relation", 0)], tiny_store["ids"][("aro-vg-relation", 1)]
+    out = tmp_path / "rep"
+    rc = main(["report", a[:6], b, "--store", str(tiny_store["store"]), "--out", str(out), "--title", "two runs"])
+    assert rc == 0
+    html = (out / "report.html").read_text()
+    assert "<title>two runs</title>" in html and html.count('<tr id="run-') == 2
+    assert (out / "tables" / "aro-vg-relation-aro-macro.tex").is_file()
+    rc = main(
+        [
+            "compare",
+            a,
+            b,
+            "--store",
+            str(tiny_store["store"]),
+            "--csv",
+            str(tmp_path / "c.csv"),
+            "--latex",
+            str(tmp_path / "c.tex"),
+            "--n-boot",
+            "100",
+        ]
+    )
+    printed = capsys.readouterr().out
+    assert rc == 0 and "macro_accuracy" in printed and "A-B [95% CI]" in printed
+    rows = list(csv.DictReader(io.StringIO((tmp_path / "c.csv").read_text())))
+    assert {r["metric"] for r in rows} == {"macro_accuracy", "accuracy"}
+    assert rows[0]["test"] in {"permutation", "mcnemar-exact"}
+    assert "\\begin{tabular}" in (tmp_path / "c.tex").read_text()
+    rc = main(["report", "nope", "--store", str(tiny_store["store"]), "--out", str(out)])
+    assert rc == 2
+
+
+def test_report_latex_marks_best(tmp_path: Path) -> None:
+    store = _store_with(tmp_path, {"good_model": np.ones(60), "bad": np.zeros(60)})
+    (table,) = build_tables(load_run_data(store, select_runs(store)))
+    tex = table_latex(table)
+    assert "\\textbf{100.00}" in tex and "good\\_model" in tex
+
+
+# ------------------------------------------------------------------------------------------ VISLA
+def test_visla_lexical_overlap_from_real_data(shared_data: Path, tmp_path: Path) -> None:
+    store = RunStore(tmp_path / "runs.sqlite")
+    fill_store(
+        store,
+        models=2,
+        benchmarks=("visla-spatial",),
+        n_cases=60,
+        n_boot=20,
+        data={"visla-spatial": shared_data / "visla"},
+    )
+    report = build_report(store)
+    (sec,) = report.sections
+    (plot,) = sec.plots
+    assert plot.key == "visla-spatial-lexical-overlap" and "missing" not in plot.caption
+    gallery = sec.tables[0].gallery
+    assert (
+        gallery is not None and gallery.cases and gallery.cases[0].texts and gallery.cases[0].roles == ["p1", "p2", "n"]
+    )
+
+
+# ------------------------------------------------------------------------------------------ browser
+def _browser_or_skip():
+    missing = [p for p in (CHROMIUM, CHROMEDRIVER) if not Path(p).exists()]
+    try:
+        import selenium  # noqa: F401
+    except ImportError:
+        missing.append("python package selenium")
+    if missing:
+        message = f"headless browser test needs {', '.join(missing)}"
+        if os.environ.get("SPOTDIFF_REQUIRE_BROWSER") == "1":
+            pytest.fail(message + " (SPOTDIFF_REQUIRE_BROWSER=1)")
+        pytest.skip(message)
+    from selenium import webdriver
+    from selenium.webdriver.chrome.options import Options
+    from selenium.webdriver.chrome.service import Service
+
+    options = Options()
+    options.binary_location = CHROMIUM
+    profile = tempfile.mkdtemp(prefix="spotdiff-chromium-")
+    for arg in (
+        "--headless=new",
+        "--no-sandbox",
+        "--disable-gpu",
+        "--disable-quic",
+        "--no-first-run",
+        "--disable-background-networking",
+        "--disable-component-update",
+        "--disable-sync",
+        "--disable-dev-shm-usage",
+        f"--user-data-dir={profile}",
+        "--window-size=1400,1000",
+    ):
+        options.add_argument(arg)
+    options.set_capability("goog:loggingPrefs", {"browser": "ALL"})
+    driver = webdriver.Chrome(service=Service(CHROMEDRIVER), options=options)
+    driver.set_page_load_timeout(120)
+    return driver, profile
+
+
+@pytest.mark.slow
+def test_report_in_headless_chromium(rendered: dict, tmp_path: Path) -> None:
+    driver, profile = _browser_or_skip()
+    try:
+        driver.get(rendered["written"]["html"].resolve().as_uri())
+        assert driver.title == "tiny report"
+        state = driver.execute_script(
+            """
+            const imgs = Array.from(document.images);
+            return {
+              tables: document.querySelectorAll('table.results').length,
+              rows: document.querySelectorAll('table.results tbody tr').length,
+              images: imgs.length,
+              loaded: imgs.filter(i => i.complete && i.naturalWidth > 0).length,
+              plots: document.querySelectorAll('figure.plot img').length,
+              thumbs: document.querySelectorAll('.thumbs img').length,
+              cards: document.querySelectorAll('article.case').length,
+            };"""
+        )
+        report = rendered["report"]
+        assert state["tables"] == len(report.tables)
+        assert state["rows"] == sum(len(t.rows) for t in report.tables)
+        assert state["images"] > 0 and state["loaded"] == state["images"], state
+        assert state["plots"] >= len(report.tables) and state["thumbs"] > 0 and state["cards"] > 0
+        # the filters: pick a model in the ARO gallery and check that only its failures stay visible
+        counts = driver.execute_script(
+            """
+            const g = document.getElementById('gallery-aro-vg-relation-aro-macro');
+            const sel = g.querySelector('select[data-filter="model"]');
+            const before = g.querySelector('.count').textContent;
+            sel.value = sel.options[1].value;
+            sel.dispatchEvent(new Event('change'));
+            const shown = Array.from(g.querySelectorAll('article.case')).filter(c => !c.hidden);
+            const ok = shown.every(c => c.dataset.models.includes('|' + sel.value + '|'));
+            return [before, g.querySelector('.count').textContent, ok, shown.length];"""
+        )
+        assert counts[2], counts  # every visible card was failed by the chosen model
+        assert counts[1].endswith("cases shown") and counts[3] >= 1
+        driver.execute_script("document.getElementById('gallery-winoground-group').scrollIntoView()")
+        errors = [e for e in driver.get_log("browser") if e.get("level") == "SEVERE"]
+        assert not errors, errors
+        shot = tmp_path / "report.png"
+        assert driver.save_screenshot(str(shot))
+        assert shot.read_bytes().startswith(b"\x89PNG") and shot.stat().st_size > 10_000
+        keep = os.environ.get("SPOTDIFF_SCREENSHOT_DIR")
+        if keep:
+            Path(keep).mkdir(parents=True, exist_ok=True)
+            shutil.copy(shot, Path(keep) / "report.png")
+    finally:
+        driver.quit()
+        shutil.rmtree(profile, ignore_errors=True)
+
+
+def test_compare_requires_two_runs(tiny_store: dict) -> None:
+    store = RunStore(tiny_store["store"])
+    a = tiny_store["ids"][("winoground", 0)]
+    with pytest.raises(Exception, match="two different runs"):
+        compare_runs(store, a, a)
+
+
+def test_cases_are_independent_of_store_unit_order(tmp_path: Path) -> None:
+    """Reports read units with their own query; it agrees with RunStore.units."""
+    store = _store_with(tmp_path, {"a": np.array([1, 0, 1, 1.0])})
+    (rd,) = load_run_data(store, select_runs(store))
+    ref = list(store.units(rd.id))
+    from spotdiff.report.collect import unit_scores
+
+    assert [u["unit_id"] for u in rd.units] == [u["unit_id"] for u in ref]
+    assert [unit_scores(u) for u in rd.units] == [u["scores"] for u in ref]
+    assert [u["outcomes"] for u in rd.units] == [u["outcomes"] for u in ref]
+
+
+def test_case_type_roundtrip_for_synthetic() -> None:
+    from spotdiff.report.synthetic import make_cases
+
+    for bench in ("winoground", "visla-generic", "spec", "valse", "coco-retrieval"):
+        cases = make_cases(bench, 6)
+        assert cases and all(isinstance(c, Case) for c in cases)
