@@ -4,10 +4,17 @@ One SQLite file per cache directory (WAL mode, so several runs may share it). A 
 embedding (float32 bytes) or one pair score, under ``(model digest, kind, item key)``. Rows are
 committed batch by batch, so an interrupted run keeps everything it computed and a re-run, or
 another benchmark sharing images or texts, recomputes nothing.
+
+Sharded (multi-process) evaluation writes one *shard* file per process under ``<dir>/shards/``
+(rollback-journal mode, one writer each, so they also work on network file systems); the shard
+reads the main file as a fallback, and :meth:`Cache.merge_from` folds a finished shard into the
+main file (see :mod:`spotdiff.distributed`).
 """
 
 from __future__ import annotations
 
+import contextlib
+import logging
 import sqlite3
 from collections.abc import Iterable, Sequence
 from pathlib import Path
@@ -24,34 +31,59 @@ CREATE TABLE IF NOT EXISTS items (
 ) WITHOUT ROWID;
 """
 _CHUNK = 500
+#: The main cache file of a cache directory.
+CACHE_FILE = "cache.sqlite"
+
+log = logging.getLogger(__name__)
 
 
 class Cache:
     """Embeddings and pair scores of one model, stored under ``directory/cache.sqlite``."""
 
-    def __init__(self, directory: str | Path, model_digest: str) -> None:
+    def __init__(
+        self,
+        directory: str | Path,
+        model_digest: str,
+        *,
+        filename: str = CACHE_FILE,
+        journal: str = "wal",
+        read_also: Sequence[str | Path] = (),
+    ) -> None:
+        """Open (creating if needed) ``directory/filename``.
+
+        Args:
+            journal: ``"wal"`` (the main cache: many readers and writers on one machine) or
+                ``"delete"`` (a shard with a single writer; safe on network file systems).
+            read_also: other cache files consulted, read-only, for keys this file lacks (a shard
+                reads the main cache so that a resumed sharded run recomputes nothing).
+        """
         self.directory = Path(directory)
         self.directory.mkdir(parents=True, exist_ok=True)
-        self.path = self.directory / "cache.sqlite"
+        self.path = self.directory / filename
         self.model = model_digest
-        self._db = sqlite3.connect(self.path, timeout=60.0, isolation_level=None)
-        self._db.execute("PRAGMA journal_mode=WAL")
-        self._db.execute("PRAGMA synchronous=NORMAL")
-        self._db.execute("PRAGMA busy_timeout=60000")
-        self._db.executescript(_SCHEMA)
+        self._db = _connect(self.path, journal)
+        self._fallbacks = [_connect(Path(p), None) for p in read_also if Path(p).is_file()]
 
-    def get(self, kind: str, keys: Sequence[str]) -> dict[str, np.ndarray]:
-        """The cached values among ``keys`` (missing keys are simply absent)."""
-        found: dict[str, np.ndarray] = {}
+    def _select(self, db: sqlite3.Connection, kind: str, keys: Sequence[str], found: dict[str, np.ndarray]) -> None:
         for start in range(0, len(keys), _CHUNK):
             chunk = list(keys[start : start + _CHUNK])
             marks = ",".join("?" * len(chunk))
-            rows = self._db.execute(
+            rows = db.execute(
                 f"SELECT key, value FROM items WHERE model=? AND kind=? AND key IN ({marks})",
                 [self.model, kind, *chunk],
             )
             for key, blob in rows:
                 found[key] = np.frombuffer(blob, dtype=np.float32)
+
+    def get(self, kind: str, keys: Sequence[str]) -> dict[str, np.ndarray]:
+        """The cached values among ``keys`` (missing keys are simply absent)."""
+        found: dict[str, np.ndarray] = {}
+        self._select(self._db, kind, keys, found)
+        for db in self._fallbacks:
+            missing = [k for k in keys if k not in found]
+            if not missing:
+                break
+            self._select(db, kind, missing, found)
         return found
 
     def put(self, kind: str, items: Iterable[tuple[str, np.ndarray]]) -> None:
@@ -79,8 +111,146 @@ class Cache:
             ).fetchone()
         return int(n)
 
+    def keys(self, kind: str) -> set[str]:
+        """Every key of ``kind`` stored in this file for this model."""
+        rows = self._db.execute("SELECT key FROM items WHERE model=? AND kind=?", [self.model, kind])
+        return {k for (k,) in rows}
+
+    def merge_from(self, path: str | Path) -> int:
+        """Copy every row of another cache file (any model) into this one; return the rows added.
+
+        Rows already present are kept (a key's value is a pure function of the model and the
+        content). One transaction: a merge interrupted by a crash adds nothing.
+        """
+        before = self._db.total_changes
+        self._db.execute("ATTACH DATABASE ? AS other", [str(path)])
+        try:
+            self._db.execute("BEGIN IMMEDIATE")
+            try:
+                self._db.execute("INSERT OR IGNORE INTO main.items SELECT model, kind, key, value FROM other.items")
+                self._db.execute("COMMIT")
+            except BaseException:
+                self._db.execute("ROLLBACK")
+                raise
+        finally:
+            self._db.execute("DETACH DATABASE other")
+        return self._db.total_changes - before
+
+    def checkpoint(self) -> None:
+        """Fold the write-ahead log into the main file (readers on other hosts then see it all)."""
+        with contextlib.suppress(sqlite3.OperationalError):  # busy: another process holds the log
+            self._db.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+
     def close(self) -> None:
+        for db in self._fallbacks:
+            db.close()
+        self._fallbacks = []
         self._db.close()
+
+
+def _connect(path: Path, journal: str | None) -> sqlite3.Connection:
+    """A connection with a 60 s busy timeout; ``journal`` None leaves the file's mode alone."""
+    db = sqlite3.connect(path, timeout=60.0, isolation_level=None)
+    db.execute("PRAGMA busy_timeout=60000")
+    if journal is not None:
+        db.execute(f"PRAGMA journal_mode={journal.upper()}")
+        db.execute("PRAGMA synchronous=NORMAL" if journal.lower() == "wal" else "PRAGMA synchronous=FULL")
+        db.executescript(_SCHEMA)
+    return db
+
+
+# --- shards of a sharded run ---------------------------------------------------------------------
+
+#: Folder of a cache directory that holds the shard files of sharded runs.
+SHARD_DIR = "shards"
+
+
+class Shard:
+    """One process's shard of a cache directory: ``<dir>/shards/<name>.sqlite``, written by that
+    process only, reading the main cache for keys it lacks.
+
+    An OS file lock (``<shard>.lock``) is held from before the file exists until :meth:`close`, so
+    :func:`merge_shards` never folds in a shard that is still being written, and folds in the shard
+    of a killed process (whose lock the OS released) on the next run.
+    """
+
+    def __init__(self, directory: str | Path, model_digest: str, name: str) -> None:
+        from filelock import FileLock
+
+        directory = Path(directory)
+        folder = directory / SHARD_DIR
+        folder.mkdir(parents=True, exist_ok=True)
+        self.path = folder / f"{name}.sqlite"
+        self._lock = FileLock(str(self.path) + ".lock")
+        self._lock.acquire(timeout=60)
+        try:
+            self.cache = Cache(
+                folder, model_digest, filename=self.path.name, journal="delete", read_also=[directory / CACHE_FILE]
+            )
+        except BaseException:
+            self._lock.release()
+            raise
+
+    def rows(self) -> int:
+        """Rows written to this shard (all kinds)."""
+        return self.cache.count()
+
+    def close(self) -> None:
+        """Close the file and release the lock (the shard may be merged from then on)."""
+        try:
+            self.cache.close()
+        finally:
+            self._lock.release()
+
+
+def shard_files(directory: str | Path) -> list[Path]:
+    """The shard files of a cache directory, in name order."""
+    folder = Path(directory) / SHARD_DIR
+    return sorted(folder.glob("*.sqlite")) if folder.is_dir() else []
+
+
+def merge_shards(directory: str | Path) -> int:
+    """Fold every shard of ``directory`` that no process is writing into the main cache.
+
+    Merged shards are deleted; a shard that is locked (being written) is left alone; an unreadable
+    one is renamed ``*.corrupt`` with a warning. Safe to call from several processes at once (a
+    merge is idempotent). Returns the number of rows added to the main cache.
+    """
+    from filelock import FileLock, Timeout
+
+    shards = shard_files(directory)
+    if not shards:
+        return 0
+    main = Cache(directory, "")
+    added = 0
+    try:
+        for shard in shards:
+            lock = FileLock(str(shard) + ".lock")
+            try:
+                lock.acquire(timeout=0)
+            except Timeout:
+                log.debug("cache shard %s is in use; not merged", shard)
+                continue
+            try:
+                if not shard.exists():  # merged meanwhile by another process
+                    continue
+                try:
+                    n = main.merge_from(shard)
+                except sqlite3.DatabaseError as exc:
+                    log.warning("cache shard %s is unreadable (%s); moved aside, its rows are recomputed", shard, exc)
+                    shard.replace(shard.with_suffix(".corrupt"))
+                    continue
+                added += n
+                log.debug("merged %d rows from cache shard %s", n, shard)
+                for path in (shard, Path(str(shard) + "-journal")):
+                    path.unlink(missing_ok=True)
+            finally:
+                lock.release()
+                Path(str(shard) + ".lock").unlink(missing_ok=True)
+        main.checkpoint()
+    finally:
+        main.close()
+    return added
 
 
 def default_cache_dir() -> Path:

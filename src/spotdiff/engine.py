@@ -11,7 +11,7 @@ grow with the number of cases.
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
@@ -53,6 +53,8 @@ class Engine:
         cache_dir: a persistent cache directory, or None for an in-memory run.
         progress: show progress bars (items per second) on long work.
         load_workers: threads that decode images while the model runs.
+        cache: an already open :class:`Cache` to use instead of ``cache_dir`` (a shard of a
+            sharded run, see :mod:`spotdiff.distributed`); the engine closes it.
     """
 
     def __init__(
@@ -62,9 +64,12 @@ class Engine:
         *,
         progress: bool = True,
         load_workers: int = 2,
+        cache: Cache | None = None,
     ) -> None:
         self.scorer = scorer
-        self.cache = Cache(cache_dir, scorer.identity_digest()) if cache_dir is not None else None
+        if cache is None and cache_dir is not None:
+            cache = Cache(cache_dir, scorer.identity_digest())
+        self.cache = cache
         self.progress = progress
         self.load_workers = load_workers
         self.stats = {"computed": 0, "cached": 0}
@@ -204,10 +209,45 @@ class Engine:
         if chunk:
             yield from self._chunk(chunk, need)
 
-    def _chunk(self, cases: list[Case], need: str) -> list[np.ndarray]:
+    def prefill(self, cases: Iterable[Case], need: str, owns: Callable[[str], bool] | None = None) -> None:
+        """Compute and store, without assembling matrices, every item ``need`` requires of ``cases``.
+
+        Only items whose content key satisfies ``owns`` are computed (texts by :func:`text_key`,
+        images by their key; pairs by their image's key, so a pair scorer still runs the vision
+        side once per image). A sharded run gives each process the keys that hash to it.
+        """
+        check_capability(self.scorer, need)
+        chunk: list[Case] = []
+        for case in cases:
+            chunk.append(case)
+            if len(chunk) >= CHUNK_CASES:
+                self._prefill_chunk(chunk, need, owns)
+                chunk = []
+        if chunk:
+            self._prefill_chunk(chunk, need, owns)
+
+    def _prefill_chunk(self, cases: list[Case], need: str, owns: Callable[[str], bool] | None) -> None:
+        keep = owns or (lambda key: True)
+        self._check_images(cases, need)
+        texts = [t for t in dict.fromkeys(t for c in cases for t in c.texts) if keep(text_key(t))]
+        if need == "text-text":
+            self.embed_texts(texts)
+        elif need == "text-prior":
+            self.text_prior(texts)
+        elif isinstance(self.scorer, EmbeddingScorer):
+            self.embed_images([r for c in cases for r in c.images if keep(r.key)])
+            self.embed_texts(texts)
+        else:
+            self.pair_scores((r, t) for c in cases for r in c.images if keep(r.key) for t in c.texts)
+
+    @staticmethod
+    def _check_images(cases: list[Case], need: str) -> None:
         for case in cases:
             if need in ("image-text", "match-prob") and not case.images:
                 raise DataError("protocol needs images but the case has none", record=case.id)
+
+    def _chunk(self, cases: list[Case], need: str) -> list[np.ndarray]:
+        self._check_images(cases, need)
         if need == "text-text":
             texts = [t for c in cases for t in c.texts]
             emb = self.embed_texts(texts)

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import logging
+import os
 import random
 from collections import deque
 from collections.abc import Iterator
@@ -19,6 +20,7 @@ import numpy as np
 
 from spotdiff import __version__
 from spotdiff.benchmarks import Benchmark, get_benchmark
+from spotdiff.cache import merge_shards
 from spotdiff.cases import Case
 from spotdiff.engine import Engine, check_capability
 from spotdiff.errors import ConfigError, DataError
@@ -55,6 +57,8 @@ class EvalConfig:
     n_boot: int = 1000
     progress: bool = True
     options: dict = field(default_factory=dict)
+    #: Recorded in the run store's ``info`` with the run (a sharded run records its shards here).
+    extra_info: dict = field(default_factory=dict)
 
 
 @dataclass
@@ -116,6 +120,8 @@ def run_eval(config: EvalConfig, scorer: Scorer | None = None) -> EvalResult:
         scorer = load_scorer(config.model, options)
     check_capability(scorer, protocol.needs)
     identity = scorer.identity()
+    if config.cache is not None:
+        merge_shards(config.cache)  # work left in shards by a killed sharded run is not lost
     engine = Engine(scorer, config.cache, progress=config.progress)
     store = RunStore(config.store) if config.use_store else None
     data_digest = bench.data_digest()
@@ -131,12 +137,19 @@ def run_eval(config: EvalConfig, scorer: Scorer | None = None) -> EvalResult:
             data_digest=data_digest,
             seed=config.seed,
             version=__version__,
-            info={"batch_size": config.batch_size, "limit": config.limit, "options": config.options},
+            info={
+                "batch_size": config.batch_size,
+                "limit": config.limit,
+                "options": config.options,
+                **config.extra_info,
+            },
         )
-    scores_file = None
+    scores_file = scores_tmp = None
     if config.out is not None:
         config.out.mkdir(parents=True, exist_ok=True)
-        scores_file = open(config.out / "scores.jsonl", "w", encoding="utf-8")  # noqa: SIM115
+        # written beside and renamed at the end, so scores.jsonl is always a complete run's
+        scores_tmp = config.out / f".scores.jsonl.{os.getpid()}.tmp"
+        scores_file = open(scores_tmp, "w", encoding="utf-8")  # noqa: SIM115
     table = UnitTable()
     n_cases = 0
     try:
@@ -172,6 +185,9 @@ def run_eval(config: EvalConfig, scorer: Scorer | None = None) -> EvalResult:
             raise DataError(f"no cases to evaluate ({bench.report.summary()})", file=config.data)
         metrics = evaluate_units(protocol, table, n_boot=config.n_boot, seed=config.seed)
     except BaseException as exc:
+        if scores_file is not None:
+            scores_file.close()
+            scores_tmp.unlink(missing_ok=True)
         if store is not None and run_id is not None:
             store.fail_run(run_id, f"{type(exc).__name__}: {exc}")
         raise
@@ -186,12 +202,14 @@ def run_eval(config: EvalConfig, scorer: Scorer | None = None) -> EvalResult:
         "load_report": bench.report.as_dict(),
         "engine": dict(engine.stats),
         "n_boot": config.n_boot,
+        **config.extra_info,
     }
     if store is not None:
         store.finish_run(run_id, metrics, n_cases, info=info)
         store.close()
     result = EvalResult(run_id, metrics, n_cases, table, bench.report.as_dict(), dict(engine.stats), identity)
     if config.out is not None:
+        scores_tmp.replace(config.out / "scores.jsonl")
         write_metrics_json(config, protocol.name, result, data_digest)
     return result
 

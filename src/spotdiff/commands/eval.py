@@ -5,7 +5,9 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
+from spotdiff import distributed
 from spotdiff.cache import default_cache_dir
+from spotdiff.errors import ConfigError
 from spotdiff.report.table import format_metrics_table
 from spotdiff.runner import EvalConfig, run_eval
 
@@ -15,7 +17,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "eval",
         help="evaluate a model on a benchmark",
         description="Evaluate MODEL on BENCHMARK read from DATA; print metrics with 95%% CIs, "
-        "record the run in the run store, and optionally write metrics.json and scores.jsonl.",
+        "record the run in the run store, and optionally write metrics.json and scores.jsonl. "
+        "Launched by torchrun or accelerate launch (WORLD_SIZE > 1), the unique images and texts are "
+        "sharded over the processes and rank 0 writes the results (docs/scaling.md).",
     )
     p.add_argument("--model", required=True, help="model spec, e.g. hf-clip:PATH, minilm (see `spotdiff models`)")
     p.add_argument("--benchmark", required=True, help="benchmark name (see `spotdiff benchmarks`)")
@@ -39,12 +43,25 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--no-store", action="store_true", help="do not record the run in the run store")
     p.add_argument("--n-boot", type=int, default=1000, help="bootstrap resamples for confidence intervals")
     p.add_argument("--images", type=Path, help="image folder, when not the benchmark's default location")
+    p.add_argument(
+        "-o",
+        "--option",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="a loader option (repeatable), e.g. -o all_records=true for VALSE, -o pos_tagger=heuristic for ARO",
+    )
     p.add_argument("-q", "--quiet", action="store_true", help="no progress bars")
     p.set_defaults(func=run)
 
 
 def run(args: argparse.Namespace) -> int:
-    options = {"images": args.images} if args.images else {}
+    options: dict[str, object] = {"images": args.images} if args.images else {}
+    for item in args.option:
+        key, sep, value = item.partition("=")
+        if not sep or not key:
+            raise ConfigError(f"--option expects KEY=VALUE, got {item!r}")
+        options[key.strip()] = value
     config = EvalConfig(
         model=args.model,
         benchmark=args.benchmark,
@@ -64,7 +81,13 @@ def run(args: argparse.Namespace) -> int:
         progress=not args.quiet,
         options=options,
     )
-    result = run_eval(config)
+    env = distributed.detect()
+    if env is not None:  # launched by torchrun / accelerate launch: shard the work over the ranks
+        result = distributed.run_eval_distributed(config, env)
+        if result is None:
+            return 0  # a worker rank: rank 0 writes and prints the results
+    else:
+        result = run_eval(config)
     title = f"{args.benchmark} | {args.model} | {result.n_cases} cases"
     print(format_metrics_table(result.metrics, title=title))
     skipped = result.load_report.get("skipped") or {}

@@ -1,0 +1,266 @@
+"""Sharded evaluation on several processes: ``torchrun`` / ``accelerate launch`` of ``spotdiff eval``.
+
+A launcher starts one process per rank and sets ``WORLD_SIZE``, ``RANK`` and ``LOCAL_RANK`` (and
+``MASTER_ADDR`` / ``MASTER_PORT``). :func:`detect` reads them; :func:`run_eval_distributed` then:
+
+1. every rank checks the benchmark, subset and protocol (config errors before any work);
+2. rank 0 chooses a run token and the cache directory (``--cache``, or with ``--no-cache`` a fresh
+   temporary directory under ``$SPOTDIFF_DIST_TMPDIR`` or the system temp folder), folds in shards
+   left by killed runs, and shares both with the other ranks;
+3. every rank loads the model (on ``cuda:LOCAL_RANK`` when the device is ``auto`` or ``cuda`` and
+   CUDA is available), streams all cases, and computes only the unique items whose content key
+   hashes to it (``sha256(key) % WORLD_SIZE``: texts by text key, images by image key, image-text
+   pairs of a pair scorer by their image's key) into its own shard file
+   ``<cache>/shards/<token>-rank<r>.sqlite``, reading the main cache for what is already there;
+4. the ranks exchange their status (a failing rank makes every rank fail with a message naming it);
+5. rank 0 merges the shards into the main cache and runs the ordinary single-process path
+   (:func:`spotdiff.runner.run_eval`), which finds every item cached, so the outputs are those of
+   a single-process run; the other ranks return ``None`` and write nothing.
+
+Only a few small Python objects cross processes (the token, the directory, per-rank status), so the
+process group uses ``gloo`` whatever the device (``$SPOTDIFF_DIST_BACKEND`` overrides it, e.g.
+``nccl``). ``$SPOTDIFF_DIST_TIMEOUT`` (seconds, default 6 hours) bounds how long ranks wait for each
+other. Multi-node runs need the cache directory on a file system that every node sees.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import logging
+import os
+import shutil
+import tempfile
+import uuid
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from datetime import timedelta
+from pathlib import Path
+from typing import Any
+
+from spotdiff.cache import CACHE_FILE, Cache, Shard, merge_shards
+from spotdiff.engine import Engine, check_capability
+from spotdiff.errors import ConfigError, SpotdiffError
+from spotdiff.runner import EvalConfig, EvalResult, _stream_cases, resolve, run_eval, seed_everything
+from spotdiff.scorers import Scorer, ScorerOptions, load_scorer
+
+log = logging.getLogger(__name__)
+
+DEFAULT_TIMEOUT_S = 6 * 3600
+
+
+class DistributedError(SpotdiffError):
+    """Another rank of a sharded run failed (its message is included)."""
+
+
+@dataclass(frozen=True)
+class DistEnv:
+    """Where this process sits in a launch: ``world_size`` processes, this one ``rank``."""
+
+    world_size: int
+    rank: int
+    local_rank: int
+
+    @property
+    def is_main(self) -> bool:
+        return self.rank == 0
+
+
+def detect(environ: Mapping[str, str] | None = None) -> DistEnv | None:
+    """The launch this process belongs to, from ``WORLD_SIZE``/``RANK``/``LOCAL_RANK``; None when
+    the process runs alone (no launcher, or a world of one)."""
+    env = os.environ if environ is None else environ
+    if "WORLD_SIZE" not in env or "RANK" not in env:
+        return None
+    try:
+        world = int(env["WORLD_SIZE"])
+        rank = int(env["RANK"])
+        local = int(env.get("LOCAL_RANK", rank))
+    except ValueError:
+        raise ConfigError(
+            f"bad distributed launch environment: WORLD_SIZE={env.get('WORLD_SIZE')!r}, "
+            f"RANK={env.get('RANK')!r}, LOCAL_RANK={env.get('LOCAL_RANK')!r} (integers expected)"
+        ) from None
+    if world <= 1:
+        return None
+    if not 0 <= rank < world or local < 0:
+        raise ConfigError(f"bad distributed launch environment: RANK={rank}, LOCAL_RANK={local}, WORLD_SIZE={world}")
+    return DistEnv(world, rank, local)
+
+
+def owner(key: str, world_size: int) -> int:
+    """The rank that computes the item with content key ``key`` (stable across runs and machines)."""
+    return int.from_bytes(hashlib.sha256(key.encode("utf-8")).digest()[:8], "big") % world_size
+
+
+def rank_device(device: str, local_rank: int) -> str:
+    """``cuda:<local rank>`` for ``auto``/``cuda`` when CUDA is available; any other device as given."""
+    name = (device or "auto").strip().lower()
+    if name in ("auto", "cuda"):
+        import torch
+
+        if torch.cuda.is_available():
+            return f"cuda:{local_rank % torch.cuda.device_count()}"
+    return device
+
+
+# -- the process group ------------------------------------------------------------------------------
+
+
+class _Group:
+    """The torch.distributed process group: created here unless the caller already made one."""
+
+    def __init__(self, env: DistEnv) -> None:
+        import torch.distributed as dist
+
+        if not dist.is_available():
+            raise ConfigError("this torch build has no torch.distributed; run spotdiff eval without a launcher")
+        self.dist = dist
+        self.env = env
+        self.created = False
+        if not dist.is_initialized():
+            backend = os.environ.get("SPOTDIFF_DIST_BACKEND", "gloo")
+            timeout = float(os.environ.get("SPOTDIFF_DIST_TIMEOUT", DEFAULT_TIMEOUT_S))
+            if backend == "nccl":
+                import torch
+
+                torch.cuda.set_device(env.local_rank % max(torch.cuda.device_count(), 1))
+            dist.init_process_group(backend=backend, timeout=timedelta(seconds=timeout))
+            self.created = True
+        if dist.get_world_size() != env.world_size or dist.get_rank() != env.rank:
+            raise ConfigError(
+                f"process group (rank {dist.get_rank()} of {dist.get_world_size()}) does not match "
+                f"the environment (RANK={env.rank}, WORLD_SIZE={env.world_size})"
+            )
+
+    def all_gather(self, value: Any) -> list[Any]:
+        out: list[Any] = [None] * self.env.world_size
+        self.dist.all_gather_object(out, value)
+        return out
+
+    def close(self) -> None:
+        if self.created and self.dist.is_initialized():
+            self.dist.destroy_process_group()
+
+
+def _step(group: _Group, fn: Callable[[], Any]) -> list[Any]:
+    """Run ``fn`` on every rank, then exchange results; if any rank failed, fail on every rank.
+
+    The failing rank re-raises its own exception; the others raise :class:`DistributedError`
+    naming the failed ranks and their messages. Returns every rank's result, by rank.
+    """
+    error: BaseException | None = None
+    try:
+        result = ("ok", fn())
+    except Exception as exc:
+        error = exc
+        result = ("error", f"{type(exc).__name__}: {exc}")
+    results = group.all_gather(result)
+    failed = [(r, msg) for r, (status, msg) in enumerate(results) if status == "error"]
+    if error is not None:
+        raise error
+    if failed:
+        details = "; ".join(f"rank {r}: {msg}" for r, msg in failed)
+        raise DistributedError(f"sharded evaluation stopped because another rank failed ({details})")
+    return [value for _, value in results]
+
+
+# -- the sharded run --------------------------------------------------------------------------------
+
+
+def _prepare(config: EvalConfig) -> tuple[str, str, bool]:
+    """Rank 0: the run token, the cache directory (made if needed), whether it is temporary."""
+    temporary = config.cache is None
+    if temporary:
+        base = os.environ.get("SPOTDIFF_DIST_TMPDIR") or None
+        cache_dir = Path(tempfile.mkdtemp(prefix="spotdiff-shards-", dir=base))
+    else:
+        cache_dir = Path(config.cache).expanduser().resolve()
+        cache_dir.mkdir(parents=True, exist_ok=True)
+        added = merge_shards(cache_dir)  # shards of killed runs: their work is reused, not redone
+        if added:
+            log.info("merged %d cached items left in shards by an earlier run", added)
+    Cache(cache_dir, "").close()  # the main cache exists before the ranks read it
+    return uuid.uuid4().hex[:12], str(cache_dir), temporary
+
+
+def _load(config: EvalConfig, device: str) -> Scorer:
+    options = ScorerOptions(device=device, dtype=config.dtype, batch_size=config.batch_size, seed=config.seed)
+    return load_scorer(config.model, options)
+
+
+def _prefill(config: EvalConfig, env: DistEnv, scorer: Scorer, cache_dir: Path, token: str) -> dict:
+    """Compute this rank's share of the unique items into its shard; return its counts."""
+    if not (cache_dir / CACHE_FILE).is_file():
+        raise ConfigError(
+            f"rank {env.rank}: cache directory {cache_dir} (prepared by rank 0) is not visible here; "
+            "pass --cache DIR on a file system that every node shares (or set SPOTDIFF_DIST_TMPDIR with --no-cache)"
+        )
+    bench, protocol = resolve(config)
+    check_capability(scorer, protocol.needs)
+    shard = Shard(cache_dir, scorer.identity_digest(), f"{token}-rank{env.rank}")
+    engine = Engine(scorer, progress=config.progress and env.is_main, cache=shard.cache)
+    world, rank = env.world_size, env.rank
+    try:
+        cases = _stream_cases(bench, config.subset, config.limit)
+        engine.prefill(cases, protocol.needs, owns=lambda key: owner(key, world) == rank)
+        rows = shard.rows()
+    finally:
+        shard.close()
+    stats = {"rank": rank, "shard": str(shard.path), "rows": rows, **engine.stats}
+    done, cached = engine.stats["computed"], engine.stats["cached"]
+    log.info("rank %d/%d: computed %d items, %d already cached", rank, world, done, cached)
+    return stats
+
+
+def run_eval_distributed(config: EvalConfig, env: DistEnv | None = None) -> EvalResult | None:
+    """:func:`spotdiff.runner.run_eval` sharded over the processes of a launch.
+
+    Returns rank 0's result (identical to a single-process run's) on rank 0 and None elsewhere.
+    Without a launch (``env`` None and nothing in the environment) it is plain ``run_eval``.
+    """
+    env = env or detect()
+    if env is None:
+        return run_eval(config)
+    resolve(config)  # unknown benchmark / subset / protocol: fail on every rank before any work
+    seed_everything(config.seed)
+    group = _Group(env)
+    cache_dir: Path | None = None
+    temporary = False
+    try:
+        try:
+            token, cache_str, temporary = _step(group, lambda: _prepare(config) if env.is_main else None)[0]
+            cache_dir = Path(cache_str)
+            device = rank_device(config.device, env.local_rank)
+            holder: dict[str, Scorer] = {}
+
+            def work() -> dict:
+                holder["scorer"] = _load(config, device)
+                return _prefill(config, env, holder["scorer"], cache_dir, token)
+
+            per_rank = _step(group, work)
+        finally:
+            group.close()
+        if not env.is_main:
+            return None
+        for stats in per_rank:
+            if stats["rows"] and not Path(stats["shard"]).exists():
+                log.warning(
+                    "cache shard %s of rank %d is not visible to rank 0 (merged by a concurrent run, or "
+                    "not on a shared file system); rank 0 computes whatever is missing",
+                    stats["shard"],
+                    stats["rank"],
+                )
+        merge_shards(cache_dir)
+        info = {
+            "distributed": {
+                "world_size": env.world_size,
+                "computed": [s["computed"] for s in per_rank],
+                "cached": [s["cached"] for s in per_rank],
+            }
+        }
+        final = dataclasses.replace(config, cache=cache_dir, device=device, extra_info={**config.extra_info, **info})
+        return run_eval(final, scorer=holder["scorer"])
+    finally:
+        if env.is_main and temporary and cache_dir is not None:
+            shutil.rmtree(cache_dir, ignore_errors=True)

@@ -1,0 +1,325 @@
+"""Faults and bad input: SIGKILL and resume, concurrent runs on one cache and run store, and one
+clear error (naming what and where) for each kind of bad input, with the work already done kept.
+"""
+
+from __future__ import annotations
+
+import os
+
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")
+
+import importlib.util
+import json
+import multiprocessing
+import sqlite3
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from spotdiff.benchmarks.sugarcrepe import SUBSETS as SUGARCREPE_SUBSETS
+from spotdiff.cache import CACHE_FILE, Cache
+from spotdiff.cases import Case
+from spotdiff.cli import main
+from spotdiff.errors import ConfigError, DataError
+from spotdiff.protocols import get_protocol
+from spotdiff.runner import EvalConfig, run_eval
+from spotdiff.store import RunStore
+
+ROOT = Path(__file__).resolve().parents[1]
+N_IMAGES = 5
+
+
+# ----------------------------------------------------------------------------------- helpers
+def write_sugarcrepe(root: Path) -> Path:
+    """All seven SugarCrepe files, 3 records each, over 5 PNG images; image 4 first appears last."""
+    import tiny_models as tm
+
+    (root / "images").mkdir(parents=True, exist_ok=True)
+    for k, image in enumerate(tm.tiny_images(N_IMAGES, size=32)):
+        image.save(root / "images" / f"{k}.png")
+    words = ("cat", "dog", "horse", "car", "tree", "table")
+    for s, subset in enumerate(SUGARCREPE_SUBSETS):
+        data = {
+            str(i): {
+                "filename": f"{(s + i) % N_IMAGES}.png",
+                "caption": f"a {words[(s + i) % 6]} on the grass",
+                "negative_caption": f"a {words[(s + 2 * i + 1) % 6]} on the grass",
+            }
+            for i in range(3)
+        }
+        (root / f"{subset}.json").write_text(json.dumps(data, indent=1), encoding="utf-8")
+    return root
+
+
+@pytest.fixture(scope="module")
+def clip(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    import tiny_models as tm
+
+    return tm.make_tiny_clip(tmp_path_factory.mktemp("tiny_clip") / "clip")
+
+
+@pytest.fixture
+def data(tmp_path: Path) -> Path:
+    return write_sugarcrepe(tmp_path / "sugarcrepe")
+
+
+def cli(capsys: pytest.CaptureFixture, *argv: str) -> tuple[int, list[str]]:
+    """Run ``spotdiff`` in-process; return the exit status and the stderr lines."""
+    status = main([str(a) for a in argv])
+    return status, capsys.readouterr().err.strip().splitlines()
+
+
+def one_error(lines: list[str]) -> str:
+    errors = [line for line in lines if "error:" in line]
+    assert len(errors) == 1, lines
+    assert not any("Traceback" in line for line in lines), lines
+    return errors[0]
+
+
+def eval_args(clip: Path, data: Path, tmp_path: Path, *extra: str) -> list[str]:
+    return [
+        "eval", "--model", f"hf-clip:{clip}", "--benchmark", "sugarcrepe", "--data", data, "--device", "cpu",
+        "--batch-size", "2", "--cache", tmp_path / "cache", "--store", tmp_path / "runs.sqlite",
+        "--n-boot", "50", "--quiet", *extra,
+    ]  # fmt: skip
+
+
+def cache_rows(cache_dir: Path) -> int:
+    with sqlite3.connect(cache_dir / CACHE_FILE) as db:
+        return db.execute("SELECT COUNT(*) FROM items").fetchone()[0]
+
+
+# ------------------------------------------------------------------------- SIGKILL and resume
+def _fault_injection():
+    spec = importlib.util.spec_from_file_location("fault_injection", ROOT / "benchmarks" / "fault_injection.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+@pytest.mark.slow
+def test_sigkill_twice_then_resume_equals_a_clean_run(shared_data: Path, tmp_path: Path) -> None:
+    """A real minilm run on a VISLA slice, killed twice mid-encoding (batch size 4: many commits),
+    then resumed: same metrics.json and scores, nothing computed twice, nothing lost."""
+    report = tmp_path / "report.json"
+    status = _fault_injection().main(
+        [
+            "--n", "1", "--kills", "2", "--mode", "progress", "--data", str(shared_data / "visla"),
+            "--limit", "60", "--batch-size", "4", "--n-boot", "100", "--workdir", str(tmp_path / "work"),
+            "--json", str(report),
+        ]
+    )  # fmt: skip
+    summary = json.loads(report.read_text())
+    trial = summary["trials"][0]
+    assert all(k["killed"] for k in trial["kills"]), trial  # both kills landed mid-run
+    assert 0 < trial["items_at_resume"] < summary["unique_items"]
+    assert trial["computed_by_resume"] == summary["unique_items"] - trial["items_at_resume"]
+    assert trial["metrics_equal"] and trial["scores_equal"] and trial["nothing_lost"], trial
+    assert status == 0 and summary["matching"] == 1
+
+
+# ------------------------------------------------------------------------------ concurrency
+def _hammer(args: tuple[str, int]) -> int:
+    directory, worker = args
+    cache = Cache(directory, "model")
+    store = RunStore(Path(directory) / "runs.sqlite")
+    run_id = store.start_run(
+        benchmark="b", subset=None, protocol="p", model="m", model_identity={}, data_path="d",
+        data_digest="x", seed=0, version="0", info={},
+    )  # fmt: skip
+    for batch in range(20):
+        keys = [f"shared-{batch}-{k}" for k in range(5)] + [f"own-{worker}-{batch}-{k}" for k in range(5)]
+        cache.put("text", [(k, np.full(4, len(k), np.float32)) for k in keys])
+        units = [
+            {"unit_id": f"u{batch}-{k}", "case_id": "c", "subset": "s", "scores": [1.0], "outcomes": {"a": 1.0}}
+            for k in range(5)
+        ]
+        store.add_units(run_id, units)
+    store.finish_run(run_id, {"all": {"a": 100.0}}, 100)
+    cache.close()
+    store.close()
+    return worker
+
+
+def test_processes_writing_one_cache_and_store_at_once(tmp_path: Path) -> None:
+    with multiprocessing.get_context("spawn").Pool(4) as pool:
+        assert sorted(pool.map(_hammer, [(str(tmp_path), w) for w in range(4)])) == [0, 1, 2, 3]
+    assert Cache(tmp_path, "model").count() == 20 * 5 + 4 * 20 * 5
+    store = RunStore(tmp_path / "runs.sqlite")
+    runs = store.runs()
+    assert len(runs) == 4 and all(r.status == "done" for r in runs)
+    assert all(len(list(store.units(r.id))) == 100 for r in runs)
+
+
+@pytest.mark.slow
+def test_two_runs_sharing_cache_and_store_both_finish(clip: Path, data: Path, tmp_path: Path) -> None:
+    env = {**os.environ, "HF_HUB_OFFLINE": "1", "OMP_NUM_THREADS": "1"}
+    env["PYTHONPATH"] = os.pathsep.join([str(ROOT / "src"), env.get("PYTHONPATH", "")])
+    commands = [
+        [sys.executable, "-m", "spotdiff", *map(str, eval_args(clip, data, tmp_path, "--out", tmp_path / f"o{k}"))]
+        for k in range(2)
+    ]
+    procs = [
+        subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env, cwd=ROOT)
+        for cmd in commands
+    ]
+    outputs = [p.communicate(timeout=600) for p in procs]
+    assert [p.returncode for p in procs] == [0, 0], outputs
+    m0, m1 = (json.loads((tmp_path / f"o{k}" / "metrics.json").read_text()) for k in range(2))
+    assert m0["run_id"] != m1["run_id"]
+    assert m0["metrics"] == m1["metrics"] and m0["n_cases"] == m1["n_cases"] == 21
+    store = RunStore(tmp_path / "runs.sqlite")
+    runs = store.runs()
+    assert len(runs) == 2 and all(r.status == "done" for r in runs)
+    assert all(len(list(store.units(r.id))) == 21 for r in runs)
+    n_texts = len({t for f in SUGARCREPE_SUBSETS for r in json.loads((data / f"{f}.json").read_text()).values()
+                   for t in (r["caption"], r["negative_caption"])})  # fmt: skip
+    assert cache_rows(tmp_path / "cache") == N_IMAGES + n_texts
+
+
+# ------------------------------------------------------------------------------- bad images
+@pytest.mark.parametrize(
+    ("damage", "message"),
+    [
+        (lambda p: p.write_bytes(b"not an image at all" * 10), "cannot decode image"),
+        (lambda p: p.write_bytes(p.read_bytes()[: len(p.read_bytes()) // 2]), "cannot decode image"),
+        (lambda p: p.unlink(), "cannot read image"),
+    ],
+    ids=["corrupt", "truncated", "missing"],
+)
+def test_bad_image_one_error_naming_it_and_work_kept(
+    clip: Path, data: Path, tmp_path: Path, capsys: pytest.CaptureFixture, damage, message: str
+) -> None:
+    bad = data / "images" / f"{N_IMAGES - 1}.png"
+    good = bad.read_bytes()
+    damage(bad)
+    status, lines = cli(capsys, *eval_args(clip, data, tmp_path, "--out", tmp_path / "out"))
+    assert status == 2
+    error = one_error(lines)
+    assert message in error and str(bad) in error
+    kept = cache_rows(tmp_path / "cache")
+    if message == "cannot decode image":  # the images before it were encoded and committed
+        assert kept == N_IMAGES - 1
+    (run,) = RunStore(tmp_path / "runs.sqlite").runs()
+    assert run.status.startswith("failed: DataError") and str(bad) in run.status
+    assert not (tmp_path / "out" / "scores.jsonl").exists()  # no partial outputs
+    assert not list((tmp_path / "out").glob(".scores*"))
+    bad.write_bytes(good)  # fixed: the re-run computes only what is missing
+    config = EvalConfig(
+        model=f"hf-clip:{clip}", benchmark="sugarcrepe", data=data, device="cpu", batch_size=2,
+        cache=tmp_path / "cache", use_store=False, progress=False, n_boot=0,
+    )  # fmt: skip
+    result = run_eval(config)
+    assert result.engine_stats["cached"] == kept
+    assert result.engine_stats["computed"] == cache_rows(tmp_path / "cache") - kept
+
+
+# -------------------------------------------------------------------------- bad annotations
+_DELETE = object()
+
+
+def _sugarcrepe_file(data: Path) -> Path:
+    return data / f"{SUGARCREPE_SUBSETS[0]}.json"
+
+
+def _set(data: Path, key: str, field: str, value) -> Path:
+    path = _sugarcrepe_file(data)
+    records = json.loads(path.read_text())
+    if value is _DELETE:
+        del records[key][field]
+    else:
+        records[key][field] = value
+    path.write_text(json.dumps(records), encoding="utf-8")
+    return path
+
+
+@pytest.mark.parametrize(
+    ("edit", "expected"),
+    [
+        (lambda d: _sugarcrepe_file(d).write_text(_sugarcrepe_file(d).read_text()[:-40]), "invalid JSON at line"),
+        (lambda d: _set(d, "1", "caption", _DELETE), "record 1, field 'caption': missing field"),
+        (lambda d: _set(d, "2", "caption", 17), "record 2, field 'caption': expected str, got int"),
+        (lambda d: _set(d, "0", "negative_caption", " \t "), "field 'negative_caption': empty or whitespace-only"),
+        (lambda d: _set(d, "0", "caption", ""), "record 0, field 'caption': empty or whitespace-only"),
+        (
+            lambda d: _sugarcrepe_file(d).write_bytes(_sugarcrepe_file(d).read_bytes().replace(b"grass", b"gr\xe4ss")),
+            "not valid UTF-8 at byte",
+        ),
+        (lambda d: _sugarcrepe_file(d).write_text("[1, 2, 3]"), "expected a JSON object keyed by record id"),
+    ],
+    ids=["truncated", "missing-field", "wrong-type", "whitespace-caption", "empty-caption", "non-utf8", "schema"],
+)
+def test_bad_annotation_one_error_naming_file_record_field(
+    clip: Path, data: Path, tmp_path: Path, capsys: pytest.CaptureFixture, edit, expected: str
+) -> None:
+    edit(data)
+    status, lines = cli(capsys, *eval_args(clip, data, tmp_path))
+    assert status == 2
+    error = one_error(lines)
+    assert f"file {_sugarcrepe_file(data)}" in error and expected in error
+
+
+def test_truncated_tsv_names_file_and_line(tmp_path: Path) -> None:
+    from spotdiff.benchmarks.visla import VislaGeneric
+
+    path = tmp_path / "Generic_VISLA.tsv"
+    rows = ["filename\tcaption\tsecond positive\tnegative_caption", "a.jpg\tone\ttwo\tthree", "b.jpg\tfour\tfi"]
+    path.write_text("\r\n".join(rows), encoding="utf-8")
+    with pytest.raises(DataError, match=r"Generic_VISLA.tsv, record data row 2 \(line 3\): expected 4 tab-sep"):
+        list(VislaGeneric(tmp_path).cases())
+    path.write_bytes(path.read_bytes().replace(b"two", b"tw\xff"))
+    with pytest.raises(DataError, match=r"Generic_VISLA.tsv: not valid UTF-8 at byte \d+ \(line 2\)"):
+        list(VislaGeneric(tmp_path).cases())
+    path.write_text("\r\n".join([rows[0], "a.jpg\t   \ttwo\tthree"]), encoding="utf-8")
+    with pytest.raises(DataError, match=r"record data row 1 \(line 2\), field 'caption': empty cell"):
+        list(VislaGeneric(tmp_path).cases())
+
+
+# ------------------------------------------------------------------------- mismatched counts
+def test_mismatched_image_and_text_counts(tmp_path: Path) -> None:
+    with pytest.raises(DataError, match=r"case x: truth has shape \(2, 2\) but the case has 1 images and 2 texts"):
+        Case(id="x", texts=("a", "b"), truth=np.eye(2, dtype=bool), images=(object(),), tags={"subset": "s"})
+    case = Case(id="y", texts=("a", "b", "c"), truth=np.array([[1, 0, 0]], bool), tags={"subset": "s"})
+    with pytest.raises(DataError, match=r"case y: protocol 'valse-pairwise' needs one image x 2 texts"):
+        get_protocol("valse-pairwise").outcomes(case, np.zeros((1, 3)))
+    with pytest.raises(DataError, match=r"case y: expected a image-text score matrix of shape \(1, 3\), got \(1, 2\)"):
+        get_protocol("i2t-top1").outcomes(case, np.zeros((1, 2)))
+    # in a published format: VL-CheckList pairs POS[i] with NEG[i]
+    (tmp_path / "corpus" / "v1" / "Attribute" / "color").mkdir(parents=True)
+    (tmp_path / "corpus" / "v1" / "Attribute" / "color" / "vaw.yaml").write_text(
+        "ANNO_PATH: data/color.json\nIMG_ROOT: vg/\nTYPE: TUPLE_JSON\n", encoding="utf-8"
+    )
+    (tmp_path / "data").mkdir()
+    (tmp_path / "data" / "color.json").write_text(json.dumps([["1.jpg", {"POS": ["a", "b"], "NEG": ["c"]}]]))
+    from spotdiff.benchmarks.vl_checklist import VLCheckList
+
+    with pytest.raises(DataError, match=r"color.json, record #0, field 'NEG': 2 POS texts but 1 NEG texts"):
+        list(VLCheckList(tmp_path).cases())
+
+
+# ------------------------------------------------------------------------------ bad model path
+@pytest.mark.parametrize("family", ["hf-clip", "sentence-transformers", "blip-itm"])
+def test_model_path_that_does_not_exist(
+    family: str, data: Path, tmp_path: Path, capsys: pytest.CaptureFixture
+) -> None:
+    missing = tmp_path / "no" / "model"
+    argv = ["eval", "--model", f"{family}:{missing}", "--benchmark", "sugarcrepe", "--data", data,
+            "--store", tmp_path / "runs.sqlite", "--cache", tmp_path / "cache", "--quiet"]  # fmt: skip
+    status, lines = cli(capsys, *argv)
+    assert status == 2
+    assert f"path {missing} does not exist" in one_error(lines)
+    assert RunStore(tmp_path / "runs.sqlite").runs() == []  # failed before any work was recorded
+    with pytest.raises(ConfigError, match="does not exist"):
+        run_eval(EvalConfig(model=f"{family}:{missing}", benchmark="sugarcrepe", data=data, use_store=False))
+
+
+def test_data_location_that_does_not_exist(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
+    status, lines = cli(
+        capsys, "eval", "--model", "minilm", "--benchmark", "sugarcrepe", "--data", tmp_path / "nowhere", "--no-store"
+    )
+    assert status == 2
+    assert f"data location does not exist: {tmp_path / 'nowhere'}" in one_error(lines)
