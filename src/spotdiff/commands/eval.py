@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import json
 from pathlib import Path
 
 from spotdiff import distributed
@@ -51,6 +52,16 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         metavar="KEY=VALUE",
         help="a loader option (repeatable), e.g. -o all_records=true for VALSE, -o pos_tagger=heuristic for ARO",
     )
+    g = p.add_argument_group("VisualGPTScore debiasing (vgpt: models; VisualGPTScore Sec. 5-6)")
+    g.add_argument(
+        "--debias",
+        choices=["none", "null", "images", "gallery"],
+        help="estimate P(t) from null noise images, real images (--prior-images) or each case's own images, "
+        "and report raw, alpha=1 (PMI), blind and tuned/fixed-alpha results",
+    )
+    g.add_argument("--alpha", default="tune", help="a fixed alpha in [0, 1], or 'tune' (cross-validated; default)")
+    g.add_argument("--null-n", type=int, help="number of null images (default: the paper's per benchmark)")
+    g.add_argument("--prior-images", type=Path, help="folder of real images for --debias images")
     p.add_argument("-q", "--quiet", action="store_true", help="no progress bars")
     p.set_defaults(func=run)
 
@@ -81,6 +92,8 @@ def run(args: argparse.Namespace) -> int:
         progress=not args.quiet,
         options=options,
     )
+    if args.debias:
+        return _run_debiased(args, config)
     env = distributed.detect()
     if env is not None:  # launched by torchrun / accelerate launch: shard the work over the ranks
         result = distributed.run_eval_distributed(config, env)
@@ -97,4 +110,36 @@ def run(args: argparse.Namespace) -> int:
         print(f"run {result.run_id} recorded")
     if args.out:
         print(f"wrote {args.out / 'metrics.json'} and {args.out / 'scores.jsonl'}")
+    return 0
+
+
+def _run_debiased(args: argparse.Namespace, config: EvalConfig) -> int:
+    from spotdiff.cases import FileImage
+    from spotdiff.debias import DebiasConfig
+    from spotdiff.debias_eval import run_debiased_eval
+
+    images: tuple = ()
+    if args.debias == "images":
+        if not args.prior_images or not args.prior_images.is_dir():
+            raise ConfigError("--debias images needs --prior-images DIR (a folder of real images)")
+        suffixes = {".jpg", ".jpeg", ".png", ".webp", ".bmp"}
+        images = tuple(FileImage(p) for p in sorted(args.prior_images.iterdir()) if p.suffix.lower() in suffixes)
+    alpha: float | str = args.alpha if args.alpha == "tune" else float(args.alpha)
+    dconfig = DebiasConfig(prior=args.debias, alpha=alpha, n_null=args.null_n, images=images)
+    results = run_debiased_eval(config, dconfig)
+    any_result = next(iter(results.values()))
+    for name, result in results.items():
+        title = f"{args.benchmark} | {args.model} [{name}] | {result.n_cases} cases"
+        print(format_metrics_table(result.metrics, title=title) + "\n")
+    if args.out:
+        curve = json.loads((args.out / "alpha_curve.json").read_text(encoding="utf-8"))
+        cv = curve.get("cross_validation")
+        if cv:
+            print(
+                f"alpha* over {len(cv.get('alpha_star', []) or [])} half splits: {cv['alpha_star_mean']:.3f} "
+                f"+- {cv['alpha_star_std']:.3f}; test {curve['metric']} {cv['test_score_mean']:.2f} "
+                f"+- {cv['test_score_std']:.2f} (VisualGPTScore Table 4a protocol)"
+            )
+        print(f"wrote {args.out / 'metrics.json'}, scores*.jsonl and {args.out / 'alpha_curve.json'}")
+    print(f"{len(results)} variants recorded; {any_result.n_cases} cases")
     return 0

@@ -1,0 +1,245 @@
+"""``lm:SPEC``: a text-only language prior log P(t) from a Hugging Face language model.
+
+VisualGPTScore Sec. 5 / Table 2(a) ranks the candidate captions of ARO, Crepe and VL-CheckList by
+a pure language model ("blind" baselines: BART, FLAN-T5, OPT), ignoring the image. This scorer
+gives that prior for any causal (``AutoModelForCausalLM``) or encoder-decoder
+(``AutoModelForSeq2SeqLM``) model; it declares the capability ``"text-prior"`` and the engine calls
+:meth:`LanguageModelScorer.text_logprob`.
+
+The score of a text ``t = t_1..t_m`` is the length-normalised log-likelihood of Eq. 2 with
+``w_k = 1/m`` (the GPTScore convention the paper follows), computed in one parallel forward pass:
+
+* causal models: the text is tokenised as a document (``add_special_tokens=True``); when the
+  tokenizer does not start it with a special token, the BOS token (else EOS, as GPT-2 does) is
+  prepended so that the first word is predicted too. Every token after the first is scored,
+  including an end token the tokenizer appends (BERT-style ``[SEP]``).
+* encoder-decoder models: the encoder reads the prompt (empty by default, a content-free input)
+  and the decoder scores the text's tokens, including the tokenizer's end token.
+
+Spec options after ``?`` (URL-encoded) or in ``ScorerOptions.extra``:
+``normalize=mean|sum`` (default ``mean``: Eq. 2's ``1/m``; ``sum``: the full log P(t)) and
+``prompt=...`` (causal: a prefix the text is conditioned on; seq2seq: the encoder input).
+Example: ``lm:facebook/opt-350m``, ``lm:/ckpt/tiny-lm?normalize=sum``.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+from urllib.parse import parse_qsl
+
+import numpy as np
+
+from spotdiff.errors import ConfigError
+from spotdiff.scorers.base import (
+    SCORERS,
+    Scorer,
+    ScorerOptions,
+    hub_snapshot_dir,
+    local_path,
+    model_dir_digests,
+    resolve_device,
+    resolve_dtype,
+)
+
+__all__ = [
+    "LanguageModelScorer",
+    "TokenScores",
+    "gather_token_logprobs",
+    "load_device_dtype",
+    "model_identity_digests",
+    "parse_spec_options",
+]
+
+
+@dataclass(frozen=True)
+class TokenScores:
+    """Per-token log-probabilities of one scored text (VisualGPTScore Eq. 1 terms).
+
+    ``tokens[k]`` is the k-th scored token and ``logprobs[k] = log P(t_k | t_<k, ...)``;
+    :attr:`score` is their mean (Eq. 2 with ``w_k = 1/m``).
+    """
+
+    tokens: tuple[str, ...]
+    logprobs: np.ndarray
+
+    @property
+    def score(self) -> float:
+        return float(self.logprobs.mean()) if self.logprobs.size else float("nan")
+
+    @property
+    def total(self) -> float:
+        return float(self.logprobs.sum())
+
+
+def parse_spec_options(rest: str, options: ScorerOptions, known: Sequence[str]) -> tuple[str, dict[str, str]]:
+    """Split ``name?key=value&...`` into the model name and its options (``options.extra`` first,
+    then the query string, which wins)."""
+    name, _, query = rest.partition("?")
+    opts: dict[str, Any] = {k: v for k, v in options.extra.items() if k in known}
+    for key, value in parse_qsl(query, keep_blank_values=True):
+        if key not in known:
+            raise ConfigError(f"unknown option {key!r} in model spec {rest!r}; known: {', '.join(known)}")
+        opts[key] = value
+    if not name:
+        raise ConfigError(f"model spec {rest!r} names no model (expected a hub id or a local path)")
+    return name, opts
+
+
+def model_identity_digests(name: str, config: Any) -> dict[str, str | None]:
+    """Config and weight digests of a model: its files when local (or cached from the hub), else
+    the config's JSON."""
+    folder = local_path(name) or hub_snapshot_dir(name)
+    cfg, weights = model_dir_digests(folder) if folder is not None else (None, None)
+    if cfg is None:
+        text = config.to_json_string(use_diff=False) if hasattr(config, "to_json_string") else str(config)
+        cfg = hashlib.sha256(text.encode()).hexdigest()
+    return {"config": cfg, "weights": weights}
+
+
+def load_device_dtype(options: ScorerOptions) -> tuple[str, Any]:
+    """The device (``auto`` resolved) and torch dtype for ``options``."""
+    device = resolve_device(options.device)
+    return device, resolve_dtype(options.dtype, device)
+
+
+def gather_token_logprobs(logits, targets, mask):
+    """``log softmax(logits)[b, k, targets[b, k]]`` in float32, 0 where ``mask`` is False.
+
+    ``logits`` [B, K, V] are the predictions for the ``targets`` [B, K] (already aligned, i.e.
+    shifted by the caller); the whole batch is scored in parallel (Sec. 3: Eq. 2 needs one
+    forward pass, no decoding loop).
+    """
+    import torch
+
+    logp = torch.log_softmax(logits.float(), dim=-1)
+    picked = logp.gather(-1, targets.clamp(min=0).unsqueeze(-1)).squeeze(-1)
+    return torch.where(mask, picked, torch.zeros_like(picked))
+
+
+@SCORERS.register("lm")
+class LanguageModelScorer(Scorer):
+    """A text-only log P(t) from a causal or seq2seq Hugging Face LM (VisualGPTScore Table 2a)."""
+
+    capabilities = frozenset({"text-prior"})
+    OPTIONS = ("normalize", "prompt")
+
+    def __init__(self, rest: str, options: ScorerOptions) -> None:
+        super().__init__(f"lm:{rest}", options)
+        import torch
+        from transformers import AutoConfig, AutoModelForCausalLM, AutoModelForSeq2SeqLM, AutoTokenizer
+
+        self.name, opts = parse_spec_options(rest, options, self.OPTIONS)
+        self.normalize = str(opts.get("normalize", "mean"))
+        if self.normalize not in ("mean", "sum"):
+            raise ConfigError(f"normalize must be 'mean' or 'sum', got {self.normalize!r}")
+        self.prompt = str(opts.get("prompt", ""))
+        self.device, self.dtype = load_device_dtype(options)
+        local_path(self.name, "language model")
+        try:
+            self.config = AutoConfig.from_pretrained(self.name)
+            self.tokenizer = AutoTokenizer.from_pretrained(self.name)
+            self.is_seq2seq = bool(getattr(self.config, "is_encoder_decoder", False))
+            cls = AutoModelForSeq2SeqLM if self.is_seq2seq else AutoModelForCausalLM
+            self.model = cls.from_pretrained(self.name, dtype=self.dtype)
+        except (OSError, ValueError, KeyError) as exc:
+            raise ConfigError(f"cannot load language model {self.name!r} for spec {self.spec!r}: {exc}") from exc
+        self.model.to(self.device).eval()
+        torch.manual_seed(options.seed)
+        self.max_length = int(
+            getattr(self.config, "max_position_embeddings", None) or getattr(self.config, "n_positions", None) or 512
+        )
+        self.pad_id = self.tokenizer.pad_token_id
+        if self.pad_id is None:
+            self.pad_id = self.tokenizer.eos_token_id if self.tokenizer.eos_token_id is not None else 0
+
+    # -- identity ------------------------------------------------------------------------------
+    def identity(self) -> dict[str, Any]:
+        return {
+            "spec": self.spec,
+            "class": type(self.model).__name__,
+            **model_identity_digests(self.name, self.config),
+            "normalize": self.normalize,
+            "prompt": self.prompt,
+            "device": self.device,
+            "dtype": str(self.dtype).replace("torch.", ""),
+        }
+
+    # -- tokenisation --------------------------------------------------------------------------
+    def _causal_ids(self, text: str) -> tuple[list[int], int]:
+        """Token ids and the index of the first scored token (causal models)."""
+        tok = self.tokenizer
+        ids = list(tok(text, add_special_tokens=True)["input_ids"])
+        start_ids: list[int] = []
+        if not ids or ids[0] not in set(tok.all_special_ids):
+            bos = tok.bos_token_id if tok.bos_token_id is not None else tok.eos_token_id
+            if bos is not None:
+                start_ids = [bos]
+        prefix = list(tok(self.prompt, add_special_tokens=False)["input_ids"]) if self.prompt else []
+        if prefix and not start_ids:
+            start_ids, ids = [ids[0]], ids[1:]  # keep a leading special token before the prompt
+        seq = start_ids + prefix + ids
+        first = len(start_ids) + len(prefix)
+        if first == 0:
+            first = 1  # nothing to condition the first token on: score from the second
+        return seq[: self.max_length], first
+
+    # -- scoring -------------------------------------------------------------------------------
+    def token_logprobs(self, text: str) -> TokenScores:
+        """Per-token log-probabilities of one text (inspect what drives its prior)."""
+        return self._score([text])[0]
+
+    def text_logprob(self, texts: Sequence[str]) -> np.ndarray:
+        """log P(t) per text: the mean (Eq. 2, default) or the sum of its token log-probabilities."""
+        out = np.empty(len(texts), dtype=np.float64)
+        bs = max(1, int(self.options.batch_size))
+        order = sorted(range(len(texts)), key=lambda k: len(texts[k]))  # similar lengths, less padding
+        for start in range(0, len(order), bs):
+            idx = order[start : start + bs]
+            for k, ts in zip(idx, self._score([texts[k] for k in idx]), strict=True):
+                out[k] = ts.score if self.normalize == "mean" else ts.total
+        return out
+
+    def _score(self, texts: list[str]) -> list[TokenScores]:
+        import torch
+
+        device = self.device
+        tok = self.tokenizer
+        with torch.inference_mode():
+            if self.is_seq2seq:
+                enc = tok([self.prompt] * len(texts), return_tensors="pt", padding=True)
+                labels = [list(tok(t, add_special_tokens=True)["input_ids"])[: self.max_length] for t in texts]
+                width = max(len(x) for x in labels)
+                lab = torch.full((len(texts), width), -100, dtype=torch.long)
+                for b, x in enumerate(labels):
+                    lab[b, : len(x)] = torch.tensor(x)
+                out = self.model(
+                    input_ids=enc["input_ids"].to(device),
+                    attention_mask=enc["attention_mask"].to(device),
+                    labels=lab.to(device),
+                )
+                mask = lab != -100
+                lp = gather_token_logprobs(out.logits, lab.to(device), mask.to(device)).cpu().numpy()
+                return [
+                    TokenScores(tuple(tok.convert_ids_to_tokens(x)), lp[b, : len(x)].astype(np.float64))
+                    for b, x in enumerate(labels)
+                ]
+            seqs = [self._causal_ids(t) for t in texts]
+            width = max(len(s) for s, _ in seqs)
+            ids = torch.full((len(texts), width), self.pad_id, dtype=torch.long)
+            att = torch.zeros((len(texts), width), dtype=torch.long)
+            for b, (s, _) in enumerate(seqs):
+                ids[b, : len(s)] = torch.tensor(s)
+                att[b, : len(s)] = 1
+            logits = self.model(input_ids=ids.to(device), attention_mask=att.to(device)).logits
+            targets = ids[:, 1:].to(device)
+            lp = gather_token_logprobs(logits[:, :-1], targets, att[:, 1:].bool().to(device)).cpu().numpy()
+            return [
+                TokenScores(
+                    tuple(tok.convert_ids_to_tokens(s[first:])),
+                    lp[b, first - 1 : len(s) - 1].astype(np.float64),
+                )
+                for b, (s, first) in enumerate(seqs)
+            ]
