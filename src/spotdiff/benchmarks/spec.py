@@ -32,6 +32,13 @@ so the cases are rebuilt by grouping:
    a true and a false candidate, so a 1 x K case gives I2T only and a K x 1 case T2I only: partial
    data never invents queries that the files do not hold.
 
+**cls.** SPEC Table 2 also reports object classification ("cls"): ``spotdiff synth spec`` writes it as
+``DIR/cls/image2text.json`` in the same format (one image, keys ``"a photo of a {class}."`` for every
+class, label the object's class). The folder is read only when asked for, with subset ``cls``
+(``spotdiff eval --benchmark spec --data DIR --subset cls``) or with DIR the ``cls`` folder itself,
+so ``all`` stays the six subsets. Its records are 1 x K cases (``image2text`` only): the ``spec``
+protocol gives I2T accuracy, i.e. top-1 zero-shot classification over the class names, ties failing.
+
 A query image repeated in ``image2text`` (or a caption repeated in ``text2image``) within one
 group, a label out of range, a duplicate candidate in ``keys`` or an unknown subset folder is a
 DataError.
@@ -59,7 +66,11 @@ _DIMENSION = {
     "relative_spatial": "position",
     "existence": "existence",
     "count": "count",
+    "cls": "object",
 }
+#: folders read only when asked for (subset ``cls`` or DIR = the folder): see the module docstring
+EXTRA_SUBSETS = ("cls",)
+_FOLDERS = SUBSETS + EXTRA_SUBSETS
 I2T_FILE = "image2text.json"
 T2I_FILE = "text2image.json"
 
@@ -114,11 +125,13 @@ def _records(path: Path) -> list[_Record]:
 class Spec(Benchmark):
     name = "spec"
     protocols = ("spec",)
-    subsets = SUBSETS
+    subsets = _FOLDERS
     layout = """\
 DIR/<subset>/{image2text.json,text2image.json} for absolute_size relative_size absolute_spatial
   relative_spatial existence count (DIR may also hold them under data/, or be one subset folder);
   a subset folder may be absent; one with neither file is a DataError
+DIR/cls/image2text.json: object classification (SPEC Table 2 "cls", keys "a photo of a {class}."),
+  read only with --subset cls or DIR = the cls folder; "all" is the six subsets
   image2text.json: [{"query": image path, "keys": [K captions], "label": caption index}]
   text2image.json: [{"query": caption, "keys": [K image paths], "label": image index}]
 images: paths relative to the subset folder
@@ -135,15 +148,21 @@ tags: subset, dimension (size/position/existence/count), k, form (set/i2t/t2i)""
     # ----------------------------------------------------------------------------- files
     def _base(self) -> Path:
         for candidate in (self.root, self.root / "data"):
-            if any((candidate / s).is_dir() for s in SUBSETS):
+            if any((candidate / s).is_dir() for s in _FOLDERS):
                 return candidate
-        if self.root.name in SUBSETS and any((self.root / f).is_file() for f in (I2T_FILE, T2I_FILE)):
+        if self.root.name in _FOLDERS and any((self.root / f).is_file() for f in (I2T_FILE, T2I_FILE)):
             return self.root.parent
         raise DataError(f"no SPEC subset folder ({', '.join(SUBSETS)}) in {self.root}")
 
     def _folders(self, subset: str | None) -> list[tuple[str, Path]]:
         base = self._base()
-        names = (subset,) if subset else SUBSETS
+        one_folder = self.root.name in _FOLDERS and base == self.root.parent
+        if subset:
+            names: tuple[str, ...] = (subset,)
+        elif one_folder:
+            names = (self.root.name,)
+        else:
+            names = SUBSETS  # the cls folder only when asked for
         out = []
         for name in names:
             folder = base / name
@@ -151,7 +170,7 @@ tags: subset, dimension (size/position/existence/count), k, form (set/i2t/t2i)""
                 if subset:
                     raise DataError(f"subset folder missing: {folder}")
                 continue
-            if self.root.name in SUBSETS and base == self.root.parent and name != self.root.name:
+            if one_folder and name != self.root.name:
                 continue  # DIR is one subset folder: read only that one
             if not (folder / I2T_FILE).is_file() and not (folder / T2I_FILE).is_file():
                 raise DataError(f"subset folder has neither {I2T_FILE} nor {T2I_FILE}: {folder}")
@@ -159,12 +178,11 @@ tags: subset, dimension (size/position/existence/count), k, form (set/i2t/t2i)""
         return out
 
     def data_files(self) -> list[Path]:
-        return [
-            folder / f
-            for _, folder in self._folders(None)
-            for f in (I2T_FILE, T2I_FILE)
-            if (folder / f).is_file()
-        ]
+        folders = [folder for _, folder in self._folders(None)]
+        base = self._base()
+        if not (self.root.name in _FOLDERS and base == self.root.parent):
+            folders += [base / name for name in EXTRA_SUBSETS if (base / name).is_dir()]
+        return [folder / f for folder in folders for f in (I2T_FILE, T2I_FILE) if (folder / f).is_file()]
 
     # ----------------------------------------------------------------------------- cases
     def cases(self, subset: str | None = None) -> Iterator[Case]:
