@@ -111,9 +111,9 @@ class CaseSource:
         for rd in runs:
             r = rd.run
             options = (r.info or {}).get("options") or {}
-            key = (r.benchmark, r.data_path, json.dumps(options, sort_keys=True, default=str), r.data_digest)
+            key = (r.benchmark, r.data_path, json.dumps(options, sort_keys=True, default=str), r.data_digest, r.subset)
             if key not in self._loaded:
-                self._loaded[key] = self._load(r.benchmark, r.data_path, options, r.data_digest)
+                self._loaded[key] = self._load(r.benchmark, r.data_path, options, r.data_digest, r.subset)
             found, note = self._loaded[key]
             if note is None:
                 missing = wanted - set(found)
@@ -122,7 +122,11 @@ class CaseSource:
         return {}, notes[0] if notes else "no data location recorded"
 
     @staticmethod
-    def _load(benchmark: str, data_path: str, options: dict, digest: str) -> tuple[dict[str, Case], str | None]:
+    def _load(
+        benchmark: str, data_path: str, options: dict, digest: str, subset: str | None = None
+    ) -> tuple[dict[str, Case], str | None]:
+        """The run's cases (its subset only, when it evaluated one: some subsets, such as SPEC's
+        ``cls``, are read only when asked for)."""
         from spotdiff.benchmarks import get_benchmark
         from spotdiff.errors import SpotdiffError
 
@@ -130,7 +134,7 @@ class CaseSource:
             bench = get_benchmark(benchmark)(data_path, **options)
             if bench.data_digest() != digest:
                 return {}, f"texts and images not shown: the data at {data_path} changed since the run"
-            return {c.id: c for c in bench.cases()}, None
+            return {c.id: c for c in bench.cases(subset)}, None
         except (SpotdiffError, OSError, TypeError, ValueError) as exc:
             return {}, f"texts and images not shown: cannot read {benchmark} data at {data_path} ({exc})"
 
