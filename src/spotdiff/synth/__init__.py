@@ -39,13 +39,22 @@ class SynthEngine:
     def add_arguments(cls, parser: argparse.ArgumentParser) -> None:
         """Engine-specific options (the common ones are added by the ``synth`` command)."""
 
+    def __init__(self, args: argparse.Namespace) -> None:
+        self.args = args
+
     @classmethod
     def from_args(cls, args: argparse.Namespace) -> SynthEngine:
-        raise NotImplementedError
+        """The engine configured by the parsed ``spotdiff synth`` options."""
+        return cls(args)
 
     def write(self, out: Path) -> dict[str, Any]:
         """Write the dataset under ``out``; return a short summary (also saved as ``synth.json``)."""
         raise NotImplementedError
+
+
+def parse_subsets(value: str | None) -> list[str] | None:
+    """``--subsets a,b`` as a list (None: every subset)."""
+    return [v.strip() for v in value.split(",")] if value else None
 
 
 ENGINES: Registry[type[SynthEngine]] = Registry("synthesis engine", "spotdiff.synth")

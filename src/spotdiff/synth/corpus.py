@@ -94,16 +94,9 @@ class CorpusEngine(SynthEngine):
     name = "corpus"
     description = "image-caption training pairs (captions.jsonl) from instances disjoint from the test engines"
 
-    def __init__(self, args: argparse.Namespace) -> None:
-        self.args = args
-
     @classmethod
     def add_arguments(cls, parser: argparse.ArgumentParser) -> None:
         add_pipeline_arguments(parser)
-
-    @classmethod
-    def from_args(cls, args: argparse.Namespace) -> CorpusEngine:
-        return cls(args)
 
     def write(self, out: Path) -> dict:
         a = self.args

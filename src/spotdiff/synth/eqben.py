@@ -42,7 +42,7 @@ from pathlib import Path
 from typing import Any
 
 from spotdiff.errors import ConfigError, SpotdiffError
-from spotdiff.synth import ENGINES, SynthEngine
+from spotdiff.synth import ENGINES, SynthEngine, parse_subsets
 from spotdiff.synth.canvas import Placement, Rendered, placement_at, placement_box
 from spotdiff.synth.geometry import Measured, boxes_overlap, relative_position
 from spotdiff.synth.language import number_word, sentence, with_article
@@ -531,22 +531,15 @@ class EqbenEngine(SynthEngine):
     benchmark = "eqben"
     description = "EqBen-Kubric-style location / counting / attribute+size pairs (EqBen App. B.4, Fig. 14)"
 
-    def __init__(self, args: argparse.Namespace) -> None:
-        self.args = args
-
     @classmethod
     def add_arguments(cls, parser: argparse.ArgumentParser) -> None:
         parser.add_argument("--subsets", help=f"comma-separated subsets (default: all of {', '.join(SUBSETS)})")
         parser.add_argument("--sd-pairs", type=int, help="EQ-SD caption pairs to write (default: --n)")
         add_pipeline_arguments(parser)
 
-    @classmethod
-    def from_args(cls, args: argparse.Namespace) -> EqbenEngine:
-        return cls(args)
-
     def write(self, out: Path) -> dict:
         a = self.args
-        subsets = [s.strip() for s in a.subsets.split(",")] if a.subsets else None
+        subsets = parse_subsets(a.subsets)
         return write_eqben(
             out,
             n=a.n,

@@ -46,7 +46,7 @@ from pathlib import Path
 from typing import Any
 
 from spotdiff.errors import ConfigError, SpotdiffError
-from spotdiff.synth import ENGINES, SynthEngine
+from spotdiff.synth import ENGINES, SynthEngine, parse_subsets
 from spotdiff.synth.canvas import Rendered, placement_at, placement_box
 from spotdiff.synth.geometry import (
     COUNT_RANGE,
@@ -483,22 +483,15 @@ class SpecEngine(SynthEngine):
     benchmark = "spec"
     description = "SPEC's six subsets (size, position, existence, count) from the canvas pipeline (SPEC Sec. 3)"
 
-    def __init__(self, args: argparse.Namespace) -> None:
-        self.args = args
-
     @classmethod
     def add_arguments(cls, parser: argparse.ArgumentParser) -> None:
         parser.add_argument("--subsets", help=f"comma-separated subsets (default: all of {', '.join(SUBSETS)})")
         parser.add_argument("--no-cls", action="store_true", help="skip the cls/ classification images")
         add_pipeline_arguments(parser)
 
-    @classmethod
-    def from_args(cls, args: argparse.Namespace) -> SpecEngine:
-        return cls(args)
-
     def write(self, out: Path) -> dict:
         a = self.args
-        subsets = [s.strip() for s in a.subsets.split(",")] if a.subsets else None
+        subsets = parse_subsets(a.subsets)
         return write_spec(
             out,
             n=a.n,

@@ -541,9 +541,6 @@ class VislaEngine(SynthEngine):
     benchmark = "visla-spatial"
     description = "VISLA-Spatial-style (P1, P2, N) triplets from relation annotations (VISLA Sec. 3.3)"
 
-    def __init__(self, args: argparse.Namespace) -> None:
-        self.args = args
-
     @classmethod
     def add_arguments(cls, parser: argparse.ArgumentParser) -> None:
         parser.add_argument(
@@ -554,10 +551,6 @@ class VislaEngine(SynthEngine):
         )
         parser.add_argument("--negations", action="store_true", help="also rank 'is not ...' negatives")
         add_pipeline_arguments(parser)
-
-    @classmethod
-    def from_args(cls, args: argparse.Namespace) -> VislaEngine:
-        return cls(args)
 
     def write(self, out: Path) -> dict:
         a = self.args
