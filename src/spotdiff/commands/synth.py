@@ -1,4 +1,4 @@
-"""``spotdiff synth``: write minimal-change datasets in published formats (DESIGN.md, issue "synth").
+"""``spotdiff synth``: write minimal-change datasets (SPEC, EqBen, VISLA formats; training corpora).
 
 ::
 
