@@ -1,8 +1,8 @@
 """Time VisualGPTScore alpha tuning: 1,001 alphas x 10 random half splits on 10,000 cases.
 
 Sec. 6 / Table 4a protocol (grid step 0.001, tune on a random half, test on the other, 10 times),
-as :func:`spotdiff.debias.cross_validate_alpha` runs it, plus building the per-case alpha curve of
-an image-to-text top-1 benchmark (:func:`spotdiff.debias.i2t_alpha_curve`). Prints wall-clock and
+as :func:`spotdiff.diagnose.debias.cross_validate_alpha` runs it, plus building the per-case alpha curve of
+an image-to-text top-1 benchmark (:func:`spotdiff.diagnose.debias.i2t_alpha_curve`). Prints wall-clock and
 CPU time (best of ``--repeat``) and the machine's load, since a busy machine slows both.
 
     python benchmarks/alpha_tuning_speed.py [--cases 10000] [--negatives 1] [--splits 10]
@@ -16,7 +16,7 @@ import time
 
 import numpy as np
 
-from spotdiff.debias import alpha_grid, cross_validate_alpha, i2t_alpha_curve
+from spotdiff.diagnose.debias import alpha_grid, cross_validate_alpha, i2t_alpha_curve
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -30,12 +30,11 @@ from pathlib import Path
 import numpy as np
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT / "tests"))
 
 from spotdiff.cases import ArrayImage, Case  # noqa: E402
-from spotdiff.engine import Engine  # noqa: E402
+from spotdiff.diagnose.engine import Engine  # noqa: E402
 from spotdiff.scorers import ScorerOptions, load_scorer  # noqa: E402
-from tiny_models import make_tiny_image_processor, make_tiny_sentence_transformer, make_tiny_tokenizer  # noqa: E402
+from spotdiff.testing.tiny_models import make_tiny_image_processor, make_tiny_sentence_transformer, make_tiny_tokenizer  # noqa: E402
 
 WORDS = (
     "a the red blue green small large cat dog cup bowl left right above below two three four on of"
@@ -164,7 +163,7 @@ def warm_vs_cold(model: str, n_cases: int, tmp: Path) -> None:
 _MEMORY_CHILD = """
 import resource, sys
 from pathlib import Path
-from spotdiff.runner import EvalConfig, run_eval
+from spotdiff.diagnose.runner import EvalConfig, run_eval
 config = EvalConfig(model=sys.argv[1], benchmark="visla-generic", data=Path(sys.argv[2]), protocol="t2t",
                     use_store=True, store=Path(sys.argv[3]), out=Path(sys.argv[4]), progress=False, n_boot=200,
                     batch_size=256)

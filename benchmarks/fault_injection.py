@@ -191,7 +191,7 @@ def _scores_equal(a: Path, b: Path, atol: float) -> bool:
 def _computed(trial_dir: Path) -> int:
     """Items the resumed run computed (all ranks of a sharded run), from the run store."""
     sys.path.insert(0, str(ROOT / "src"))
-    from spotdiff.store import RunStore
+    from spotdiff.diagnose.store import RunStore
 
     run_id = json.loads((trial_dir / "out" / "metrics.json").read_text(encoding="utf-8"))["run_id"]
     store = RunStore(trial_dir / "runs.sqlite")

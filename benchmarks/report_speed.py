@@ -1,6 +1,6 @@
 """Report rendering speed: ``spotdiff report`` over 50 models x 10 benchmarks (500 runs), goal < 30 s.
 
-Synthetic runs are written straight into a fresh run store (:func:`spotdiff.report.synthetic.fill_store`):
+Synthetic runs are written straight into a fresh run store (:func:`spotdiff.testing.synthetic_runs.fill_store`):
 10 benchmarks in their own case shapes and protocols (Winoground and EqBen 2 x 2 group score, VISLA
 T2T and I2T triplets, SugarCrepe and Crepe top-1 with alpha curves, VALSE match probabilities, SPEC
 K x K, ARO VG-Relation macro accuracy, COCO gallery retrieval), 50 models each, ``--cases`` cases per
@@ -19,18 +19,16 @@ from __future__ import annotations
 
 import argparse
 import os
-import sys
 import tempfile
 import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT / "tests"))
 
-from fixtures_formats import write_aro_vg_relation, write_eqben, write_winoground  # noqa: E402
+from spotdiff.diagnose.store import RunStore  # noqa: E402
 from spotdiff.report.build import build_report, write_report  # noqa: E402
-from spotdiff.report.synthetic import SPECS, fill_store  # noqa: E402
-from spotdiff.store import RunStore  # noqa: E402
+from spotdiff.testing.formats import write_aro_vg_relation, write_eqben, write_winoground  # noqa: E402
+from spotdiff.testing.synthetic_runs import SPECS, fill_store  # noqa: E402
 
 BUDGET_S = 30.0
 

@@ -18,8 +18,7 @@ import pytest
 from PIL import Image
 
 from spotdiff.cases import ArrayImage, Case, NoiseImage
-from spotdiff.commands.bias import diagnose_bias
-from spotdiff.debias import (
+from spotdiff.diagnose.debias import (
     NULL_DEFAULTS,
     NULL_N_BY_BENCHMARK,
     DebiasConfig,
@@ -35,7 +34,8 @@ from spotdiff.debias import (
     pmi,
     tune_alpha,
 )
-from spotdiff.engine import Engine
+from spotdiff.diagnose.debias.blind import diagnose_bias
+from spotdiff.diagnose.engine import Engine
 from spotdiff.errors import ConfigError
 from spotdiff.protocols import evaluate, get_protocol
 from spotdiff.scorers import PairScorer, Scorer, ScorerOptions
@@ -367,7 +367,7 @@ def test_blind_prior_scores_zero_on_a_balanced_benchmark_and_high_on_implausible
 
 def test_bias_command_writes_report(tmp_path, shared_data, capsys):
     from spotdiff.cli import main
-    from tiny_vgpt import make_tiny_causal_lm
+    from spotdiff.testing.tiny_vgpt import make_tiny_causal_lm
 
     lm = make_tiny_causal_lm(tmp_path / "lm")
     out = tmp_path / "out"
@@ -398,7 +398,7 @@ def test_language_bias_of_real_benchmarks(benchmark, shared_data, tmp_path, caps
     import torch
 
     from spotdiff.cli import main
-    from tiny_vgpt import caption_corpus, train_caption_lm
+    from spotdiff.testing.tiny_vgpt import caption_corpus, train_caption_lm
 
     corpus = caption_corpus(shared_data, benchmark)
     lm = train_caption_lm(

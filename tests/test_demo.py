@@ -18,19 +18,11 @@ from pathlib import Path
 
 import pytest
 
-from spotdiff.demo import (
-    PROFILES,
-    DemoConfig,
-    Stage,
-    _remove,
-    _without_workers,
-    build_tokenizer,
-    plan,
-    write_aro_set,
-    write_commands,
-    write_spec_pairs,
-)
+from spotdiff.demo import PROFILES, DemoConfig, plan
 from spotdiff.errors import ConfigError
+from spotdiff.optimize.tokenizer import build_tokenizer
+from spotdiff.plans.runner import Runner, Stage, _remove, _without_workers, write_commands
+from spotdiff.synth.derived import write_aro_set, write_spec_pairs
 
 FINDINGS = (
     "base_cls_far_above_count_and_position",
@@ -176,9 +168,8 @@ def test_without_workers_and_remove(tmp_path: Path) -> None:
 
 
 def test_write_commands(tmp_path: Path) -> None:
-    config = DemoConfig(out=tmp_path, quick=True)
     stages = [Stage("one", "first", [["synth", "spec", "--out", "data/x y"]], ["data/x y"])]
-    path = write_commands(config, stages, tmp_path / "demo_commands.sh")
+    path = write_commands(stages, tmp_path / "demo_commands.sh", title="the demo's commands")
     text = path.read_text()
     assert "spotdiff synth spec --out 'data/x y'" in text and 'cd "$(dirname "$0")"' in text
     assert os.access(path, os.X_OK)
@@ -186,9 +177,9 @@ def test_write_commands(tmp_path: Path) -> None:
 
 def test_step_helpers_round_trip_through_loaders(tmp_path: Path) -> None:
     from spotdiff.benchmarks import get_benchmark
+    from spotdiff.optimize.data import read_captions
     from spotdiff.synth.corpus import write_corpus
     from spotdiff.synth.spec import write_spec
-    from spotdiff.training.data import read_captions
 
     spec = tmp_path / "spec"
     write_spec(spec, n=1, size=64, subsets=["count", "existence"])
@@ -223,21 +214,19 @@ def test_step_helpers_round_trip_through_loaders(tmp_path: Path) -> None:
 
 def test_runner_runs_skips_and_stops_on_failure(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
     """Commands run in forked workers; a finished stage is skipped next time; a failure stops the run."""
-    from spotdiff.demo import Runner
     from spotdiff.errors import SpotdiffError
 
-    config = DemoConfig(out=tmp_path, workers=2)
     ok = Stage("list", "list benchmarks", [["benchmarks"]], [], collect=lambda out: {"n": 1})
     ok2 = Stage("list2", "list models", [["models"]], [], deps=("list",))
-    records = Runner(config, [ok, ok2], echo=print).run()
+    records = Runner(tmp_path, [ok, ok2], workers=2, echo=print).run()
     assert records["list"]["result"] == {"n": 1} and "list2" in records
     assert "spec" in (tmp_path / "logs" / "list.log").read_text()  # the command's output went to its log
-    runner = Runner(config, [ok, ok2], echo=print)
+    runner = Runner(tmp_path, [ok, ok2], workers=2, echo=print)
     runner.run()
     assert runner.skipped == ["list", "list2"]
     bad = Stage("bad", "a failing command", [["eval", "--no-such-flag"]], [], deps=("list",))
     after = Stage("after", "never starts", [["models"]], [], deps=("bad",))
     with pytest.raises(SpotdiffError, match="stage bad failed"):
-        Runner(config, [ok, bad, after], echo=print).run()
+        Runner(tmp_path, [ok, bad, after], workers=2, echo=print).run()
     assert not (tmp_path / "stages" / "bad.json").exists() and not (tmp_path / "stages" / "after.json").exists()
     assert "FAILED" in capsys.readouterr().out

@@ -21,15 +21,15 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from spotdiff import distributed
-from spotdiff.cache import CACHE_FILE, SHARD_DIR, Cache, Shard, merge_shards, shard_files
 from spotdiff.cases import ArrayImage, Case
 from spotdiff.cli import main
-from spotdiff.distributed import DistEnv, DistributedError, detect, owner, rank_device
-from spotdiff.engine import Engine
+from spotdiff.diagnose import distributed
+from spotdiff.diagnose.cache import CACHE_FILE, SHARD_DIR, Cache, Shard, merge_shards, shard_files
+from spotdiff.diagnose.distributed import DistEnv, DistributedError, detect, owner, rank_device
+from spotdiff.diagnose.engine import Engine
+from spotdiff.diagnose.store import RunStore
 from spotdiff.errors import ConfigError, DataError
 from spotdiff.scorers import EmbeddingScorer, PairScorer, ScorerOptions
-from spotdiff.store import RunStore
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -297,7 +297,7 @@ def test_torchrun_two_processes_equal_one_process(shared_data: Path, tmp_path: P
 
 
 def _write_sugarcrepe(root: Path, n_images: int = 5) -> Path:
-    import tiny_models as tm
+    import spotdiff.testing.tiny_models as tm
     from spotdiff.benchmarks.sugarcrepe import SUBSETS
 
     (root / "images").mkdir(parents=True)
@@ -320,7 +320,7 @@ def _write_sugarcrepe(root: Path, n_images: int = 5) -> Path:
 @pytest.mark.slow
 def test_torchrun_images_without_cache(tmp_path: Path) -> None:
     """Image-text sharding with a tiny CLIP and ``--no-cache`` (a temporary shared cache)."""
-    import tiny_models as tm
+    import spotdiff.testing.tiny_models as tm
 
     clip = tm.make_tiny_clip(tmp_path / "clip")
     data = _write_sugarcrepe(tmp_path / "sugarcrepe")

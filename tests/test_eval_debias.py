@@ -12,10 +12,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from fixtures_formats import write_aro_vg_relation, write_winoground
 from spotdiff.cli import main
-from spotdiff.store import RunStore
-from tiny_vgpt import make_tiny_blip_captioner
+from spotdiff.diagnose.store import RunStore
+from spotdiff.testing.formats import write_aro_vg_relation, write_winoground
+from spotdiff.testing.tiny_vgpt import make_tiny_blip_captioner
 
 
 @pytest.fixture(scope="module")

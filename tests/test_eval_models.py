@@ -13,13 +13,13 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from fixtures_formats import write_aro_vg_relation, write_karpathy, write_spec, write_winoground
 from spotdiff.benchmarks import get_benchmark
 from spotdiff.cli import main
-from spotdiff.engine import Engine
+from spotdiff.diagnose.engine import Engine
+from spotdiff.diagnose.store import RunStore
 from spotdiff.scorers import ScorerOptions, load_scorer
-from spotdiff.store import RunStore
-from tiny_models import (
+from spotdiff.testing.formats import write_aro_vg_relation, write_karpathy, write_spec, write_winoground
+from spotdiff.testing.tiny_models import (
     make_tiny_blip_retrieval,
     make_tiny_clip,
     make_tiny_open_clip,

@@ -21,13 +21,13 @@ import numpy as np
 import pytest
 
 from spotdiff.benchmarks.sugarcrepe import SUBSETS as SUGARCREPE_SUBSETS
-from spotdiff.cache import CACHE_FILE, Cache
 from spotdiff.cases import Case
 from spotdiff.cli import main
+from spotdiff.diagnose.cache import CACHE_FILE, Cache
+from spotdiff.diagnose.runner import EvalConfig, run_eval
+from spotdiff.diagnose.store import RunStore
 from spotdiff.errors import ConfigError, DataError
 from spotdiff.protocols import get_protocol
-from spotdiff.runner import EvalConfig, run_eval
-from spotdiff.store import RunStore
 
 ROOT = Path(__file__).resolve().parents[1]
 N_IMAGES = 5
@@ -36,7 +36,7 @@ N_IMAGES = 5
 # ----------------------------------------------------------------------------------- helpers
 def write_sugarcrepe(root: Path) -> Path:
     """All seven SugarCrepe files, 3 records each, over 5 PNG images; image 4 first appears last."""
-    import tiny_models as tm
+    import spotdiff.testing.tiny_models as tm
 
     (root / "images").mkdir(parents=True, exist_ok=True)
     for k, image in enumerate(tm.tiny_images(N_IMAGES, size=32)):
@@ -57,7 +57,7 @@ def write_sugarcrepe(root: Path) -> Path:
 
 @pytest.fixture(scope="module")
 def clip(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    import tiny_models as tm
+    import spotdiff.testing.tiny_models as tm
 
     return tm.make_tiny_clip(tmp_path_factory.mktemp("tiny_clip") / "clip")
 

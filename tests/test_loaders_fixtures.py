@@ -13,20 +13,6 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from fixtures_formats import (
-    ARO_FIXTURE_ATTRIBUTES,
-    ARO_FIXTURE_RELATIONS,
-    EQBEN_SUBSETS,
-    SPEC_K,
-    write_aro_vg_attribution,
-    write_aro_vg_relation,
-    write_crepe,
-    write_eqben,
-    write_eqben_full,
-    write_karpathy,
-    write_spec,
-    write_winoground,
-)
 from spotdiff.benchmarks import BENCHMARKS, get_benchmark
 from spotdiff.benchmarks.aro import (
     HEURISTIC_TAGGER,
@@ -41,6 +27,20 @@ from spotdiff.benchmarks.crepe import SKIP_EMPTY
 from spotdiff.benchmarks.retrieval import pre_caption
 from spotdiff.cases import FileImage, NpyImage
 from spotdiff.errors import ConfigError, DataError
+from spotdiff.testing.formats import (
+    ARO_FIXTURE_ATTRIBUTES,
+    ARO_FIXTURE_RELATIONS,
+    EQBEN_SUBSETS,
+    SPEC_K,
+    write_aro_vg_attribution,
+    write_aro_vg_relation,
+    write_crepe,
+    write_eqben,
+    write_eqben_full,
+    write_karpathy,
+    write_spec,
+    write_winoground,
+)
 
 NAMES = (
     "eqben",

@@ -1,4 +1,4 @@
-"""Losses of spotdiff.losses on hand-worked 2 x 2 and 3 x 3 examples, gradients, equivariant zeros."""
+"""Losses of spotdiff.optimize.losses on hand-worked 2 x 2 and 3 x 3 examples, gradients, equivariant zeros."""
 
 from __future__ import annotations
 
@@ -8,20 +8,19 @@ import numpy as np
 import pytest
 import torch
 
-from spotdiff.losses import (
+from spotdiff.optimize.losses import (
     clip_contrastive_loss,
     close_pair_mask,
     eqsim_loss,
     eqsim_v1,
     eqsim_v2,
-    equivariance_deviations,
-    equivariance_score,
     normalize_scores,
     spec_hn_i2t,
     spec_hn_loss,
     spec_hn_t2i,
     spec_loss,
 )
+from spotdiff.protocols.equivariance import equivariance_deviations, equivariance_score
 
 S2 = [[0.5, 0.1], [0.3, 0.2]]
 S3 = [[1.0, 0.2, 0.1], [0.5, 0.8, 0.3], [0.0, 0.4, 0.6]]

@@ -392,7 +392,7 @@ def test_retrieval_gallery_round_trip(records, bench: str) -> None:
 # ------------------------------------------------------------------------ damaged files (fuzz)
 def _valid_dataset(bench: str, root: Path) -> list[Path]:
     """A small valid dataset for ``bench`` in ``root``; returns its annotation files."""
-    import fixtures_formats as ff
+    import spotdiff.testing.formats as ff
 
     if bench.startswith("visla"):
         loader = get_benchmark(bench)

@@ -3,7 +3,7 @@ provenance, CSV/LaTeX export, and the HTML page checked in a real headless Chrom
 
 Runs come from two tiny random CLIP models evaluated with ``run_eval`` on Winoground and ARO
 VG-Relation fixture files (real images; ARO with bounding-box crops), plus synthetic runs written
-straight into the store (:mod:`spotdiff.report.synthetic`). The browser test skips when Chromium,
+straight into the store (:mod:`spotdiff.testing.synthetic_runs`). The browser test skips when Chromium,
 chromedriver or selenium is missing, and fails instead when ``SPOTDIFF_REQUIRE_BROWSER=1``.
 """
 
@@ -21,10 +21,11 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from fixtures_formats import write_aro_vg_relation, write_winoground
 from spotdiff import __version__
 from spotdiff.cases import Case
 from spotdiff.cli import main
+from spotdiff.diagnose.runner import EvalConfig, run_eval
+from spotdiff.diagnose.store import RunStore
 from spotdiff.protocols import UnitTable, evaluate_table, get_protocol, paired_comparison
 from spotdiff.report.build import build_report, write_report
 from spotdiff.report.collect import (
@@ -35,13 +36,13 @@ from spotdiff.report.collect import (
     short_model,
 )
 from spotdiff.report.compare import compare_runs, format_comparison
+from spotdiff.report.equivariance import equivariance_scores_from_matrices
 from spotdiff.report.export import latex_escape, table_latex
 from spotdiff.report.gallery import score_entries
-from spotdiff.report.plots import alpha_curves, equivariance_score_numpy
-from spotdiff.report.synthetic import fill_store
-from spotdiff.runner import EvalConfig, run_eval
-from spotdiff.store import RunStore
-from tiny_models import make_tiny_clip
+from spotdiff.report.plots import alpha_curves
+from spotdiff.testing.formats import write_aro_vg_relation, write_winoground
+from spotdiff.testing.synthetic_runs import fill_store
+from spotdiff.testing.tiny_models import make_tiny_clip
 
 CHROMIUM = "/usr/bin/chromium"
 CHROMEDRIVER = "/usr/bin/chromedriver"
@@ -269,10 +270,14 @@ def test_plots_present(rendered: dict) -> None:
 
 
 def test_equivariance_matches_losses() -> None:
-    from spotdiff.losses import equivariance_score
+    """The report's NumPy scores equal the torch computation the training diagnostics use."""
+    import torch
+
+    from spotdiff.protocols.equivariance import equivariance_score
 
     m = np.random.default_rng(0).normal(size=(50, 2, 2))
-    np.testing.assert_allclose(equivariance_score_numpy(m), equivariance_score(m), rtol=1e-12)
+    torch_scores = equivariance_score(torch.tensor(m)).numpy()
+    np.testing.assert_allclose(equivariance_scores_from_matrices(m), torch_scores, rtol=1e-12)
 
 
 def test_alpha_curve_both_formats(tmp_path: Path) -> None:
@@ -550,7 +555,7 @@ def test_cases_are_independent_of_store_unit_order(tmp_path: Path) -> None:
 
 
 def test_case_type_roundtrip_for_synthetic() -> None:
-    from spotdiff.report.synthetic import make_cases
+    from spotdiff.testing.synthetic_runs import make_cases
 
     for bench in ("winoground", "visla-generic", "spec", "valse", "coco-retrieval"):
         cases = make_cases(bench, 6)

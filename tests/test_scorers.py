@@ -21,7 +21,7 @@ import numpy as np
 import pytest
 import torch
 
-import tiny_models as tm
+import spotdiff.testing.tiny_models as tm
 from spotdiff.errors import ConfigError
 from spotdiff.scorers import ALIASES, SCORERS, EmbeddingScorer, PairScorer, ScorerOptions, load_scorer
 from spotdiff.scorers.base import resolve_device, resolve_dtype

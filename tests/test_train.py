@@ -21,9 +21,9 @@ from PIL import Image
 
 from spotdiff.benchmarks import get_benchmark
 from spotdiff.errors import ConfigError
-from spotdiff.train import TrainConfig, train
-from spotdiff.training.data import build_batch, prepare_case, read_captions
-from tiny_models import make_tiny_clip, make_tiny_siglip, make_tiny_tokenizer
+from spotdiff.optimize.data import build_batch, prepare_case, read_captions
+from spotdiff.optimize.loop import TrainConfig, train
+from spotdiff.testing.tiny_models import make_tiny_clip, make_tiny_siglip, make_tiny_tokenizer
 
 COLORS = {"red": (220, 30, 30), "green": (30, 200, 30), "blue": (30, 30, 220), "yellow": (230, 220, 20)}
 SIDES = ("left", "right")
@@ -216,7 +216,7 @@ def test_finetune_a_saved_checkpoint_and_siglip(tmp_path, data):
 
 def test_finetune_open_clip(tmp_path, data):
     from spotdiff.scorers.base import load_scorer
-    from tiny_models import make_tiny_open_clip
+    from spotdiff.testing.tiny_models import make_tiny_open_clip
 
     _, pairs, cases = data
     config_json, ckpt = make_tiny_open_clip(tmp_path / "oc")

@@ -14,12 +14,12 @@ import pytest
 import torch
 
 from spotdiff.cases import Case, PILImage
-from spotdiff.debias import DebiasConfig, debias, debias_variants, log_prior_from_scores, null_images
-from spotdiff.engine import Engine
+from spotdiff.diagnose.debias import DebiasConfig, debias, debias_variants, log_prior_from_scores, null_images
+from spotdiff.diagnose.engine import Engine
 from spotdiff.errors import ConfigError
 from spotdiff.scorers import ScorerOptions, load_scorer
-from tiny_models import make_tiny_blip_retrieval, tiny_images
-from tiny_vgpt import make_tiny_blip2, make_tiny_blip_captioner, make_tiny_causal_lm
+from spotdiff.testing.tiny_models import make_tiny_blip_retrieval, tiny_images
+from spotdiff.testing.tiny_vgpt import make_tiny_blip2, make_tiny_blip_captioner, make_tiny_causal_lm
 
 TEXTS = ["a cat on a table", "two dogs", "red car", "the sky is blue", "a man riding a horse"]
 

@@ -13,9 +13,9 @@ from pathlib import Path
 import pytest
 
 from spotdiff.cli import main
+from spotdiff.diagnose.runner import EvalConfig, run_eval
+from spotdiff.diagnose.store import RunStore
 from spotdiff.errors import ConfigError
-from spotdiff.runner import EvalConfig, run_eval
-from spotdiff.store import RunStore
 
 pytestmark = pytest.mark.slow
 

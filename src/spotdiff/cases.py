@@ -9,6 +9,7 @@ score matrix into metrics; see ``spotdiff.protocols``.
 from __future__ import annotations
 
 import hashlib
+from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path
@@ -33,23 +34,25 @@ def file_digest(path: str | Path, chunk: int = 1 << 20) -> str:
     return h.hexdigest()
 
 
-class ImageRef:
+class ImageRef(ABC):
     """A lazy reference to an image. ``load()`` decodes it; ``key`` identifies its content.
 
     Two references with the same content (same file bytes and crop, same array) have the same key,
     so the engine encodes each distinct image once whatever its position in the data.
     """
 
+    @abstractmethod
     def load(self) -> Image.Image:
-        raise NotImplementedError
+        """The decoded RGB image."""
 
     @property
+    @abstractmethod
     def key(self) -> str:
-        raise NotImplementedError
+        """A content key: equal for equal content, whatever the location."""
 
+    @abstractmethod
     def describe(self) -> str:
         """A short human-readable location, used in error messages and reports."""
-        raise NotImplementedError
 
     def _decode_error(self, exc: Exception) -> DataError:
         return DataError(f"cannot decode image {self.describe()}: {exc}")

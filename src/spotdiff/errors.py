@@ -37,3 +37,7 @@ class DataError(SpotdiffError, ValueError):
 
 class ConfigError(SpotdiffError, ValueError):
     """A command-line option, model spec or protocol choice cannot be served."""
+
+
+class DistributedError(SpotdiffError):
+    """Another rank of a sharded run failed (its message is included)."""

@@ -40,6 +40,7 @@ from __future__ import annotations
 
 import logging
 import re
+from abc import abstractmethod
 from collections.abc import Callable, Iterator
 from functools import cache
 from pathlib import Path
@@ -84,8 +85,9 @@ class _VisualGenome(Benchmark):
         value = self.options.get("images")
         return Path(str(value)).expanduser() if value else ann.parent / "images"
 
+    @abstractmethod
     def _grouping(self, record: object, *, file: Path, record_id: int) -> dict[str, str]:
-        raise NotImplementedError
+        """Implemented by each subclass."""
 
     def cases(self, subset: str | None = None) -> Iterator[Case]:
         self.check_subset(subset)

@@ -8,6 +8,7 @@ objects with the subset as a tag; records dropped by a documented rule are count
 from __future__ import annotations
 
 import hashlib
+from abc import ABC, abstractmethod
 from collections import Counter
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -40,7 +41,7 @@ class LoadReport:
         return text
 
 
-class Benchmark:
+class Benchmark(ABC):
     """Base class of every loader.
 
     Class attributes a subclass sets:
@@ -64,13 +65,13 @@ class Benchmark:
         self.options = options
         self.report = LoadReport()
 
+    @abstractmethod
     def cases(self, subset: str | None = None) -> Iterator[Case]:
         """Yield the validated cases, all subsets or only ``subset``."""
-        raise NotImplementedError
 
+    @abstractmethod
     def data_files(self) -> list[Path]:
         """The annotation files this benchmark reads (their digest identifies the data)."""
-        raise NotImplementedError
 
     def load(self, subset: str | None = None, limit: int | None = None) -> list[Case]:
         """Read the cases into a list, checking that ids are unique."""

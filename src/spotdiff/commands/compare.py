@@ -5,9 +5,9 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
+from spotdiff.diagnose.store import RunStore
 from spotdiff.report.compare import compare_runs, format_comparison
 from spotdiff.report.export import comparison_csv, comparison_latex
-from spotdiff.store import RunStore
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:

@@ -97,7 +97,7 @@ def run(args: argparse.Namespace) -> int:
 
 
 def run_tokenizer(args: argparse.Namespace) -> int:
-    from spotdiff.demo import build_tokenizer
+    from spotdiff.optimize.tokenizer import build_tokenizer
 
     info = build_tokenizer(args.captions, args.step_out)
     print(
@@ -108,7 +108,7 @@ def run_tokenizer(args: argparse.Namespace) -> int:
 
 
 def run_spec_pairs(args: argparse.Namespace) -> int:
-    from spotdiff.demo import write_spec_pairs
+    from spotdiff.synth.derived import write_spec_pairs
 
     info = write_spec_pairs(args.data, args.step_out)
     print(f"wrote {info['pairs']} pairs to {args.step_out / 'captions.jsonl'}")
@@ -116,7 +116,7 @@ def run_spec_pairs(args: argparse.Namespace) -> int:
 
 
 def run_cls_prompts(args: argparse.Namespace) -> int:
-    from spotdiff.demo import write_cls_attribute_prompts
+    from spotdiff.synth.derived import write_cls_attribute_prompts
 
     info = write_cls_attribute_prompts(args.data, args.step_out)
     print(f"wrote {info['images']} cls images x {info['classes']} colour/texture prompts to {args.step_out / 'cls'}")
@@ -125,7 +125,7 @@ def run_cls_prompts(args: argparse.Namespace) -> int:
 
 
 def run_aro_set(args: argparse.Namespace) -> int:
-    from spotdiff.demo import write_aro_set
+    from spotdiff.synth.derived import write_aro_set
 
     info = write_aro_set(args.corpus, args.step_out)
     print(f"wrote {info['images']} images and {args.step_out / 'coco_karpathy_test.json'}")
@@ -134,7 +134,7 @@ def run_aro_set(args: argparse.Namespace) -> int:
 
 
 def run_train_captioner(args: argparse.Namespace) -> int:
-    from spotdiff.demo import train_captioner
+    from spotdiff.optimize.captioner import train_captioner
 
     if args.steps < 1:
         raise ConfigError("--steps must be at least 1")
@@ -156,7 +156,8 @@ def run_train_captioner(args: argparse.Namespace) -> int:
 
 
 def run_findings(args: argparse.Namespace) -> int:
-    from spotdiff.demo import compute_findings, summary_text, write_findings
+    from spotdiff.demo.findings import compute_findings, write_findings
+    from spotdiff.demo.summary import summary_text
 
     root = args.dir.resolve()
     findings = compute_findings(root)

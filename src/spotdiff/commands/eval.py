@@ -6,11 +6,11 @@ import argparse
 import json
 from pathlib import Path
 
-from spotdiff import distributed
-from spotdiff.cache import default_cache_dir
+from spotdiff.diagnose import distributed
+from spotdiff.diagnose.cache import default_cache_dir
+from spotdiff.diagnose.runner import EvalConfig, run_eval
 from spotdiff.errors import ConfigError
 from spotdiff.report.table import format_metrics_table
-from spotdiff.runner import EvalConfig, run_eval
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -115,8 +115,8 @@ def run(args: argparse.Namespace) -> int:
 
 def _run_debiased(args: argparse.Namespace, config: EvalConfig) -> int:
     from spotdiff.cases import FileImage
-    from spotdiff.debias import DebiasConfig
-    from spotdiff.debias_eval import run_debiased_eval
+    from spotdiff.diagnose.debias import DebiasConfig
+    from spotdiff.diagnose.debias.evaluate import run_debiased_eval
 
     images: tuple = ()
     if args.debias == "images":

@@ -6,8 +6,8 @@ import argparse
 import time
 from pathlib import Path
 
+from spotdiff.diagnose.store import RunStore
 from spotdiff.report.build import build_report, write_report
-from spotdiff.store import RunStore
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:

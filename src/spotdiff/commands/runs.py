@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 import json
 
-from spotdiff.store import RunStore
+from spotdiff.diagnose.store import RunStore
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:

@@ -10,7 +10,7 @@ Examples::
     accelerate launch --num_processes 2 --cpu -m spotdiff train ...     # or: torchrun -m spotdiff
 
 The finished model lands in ``--out`` (``spotdiff eval --model hf-clip:OUT``), checkpoints in
-``OUT/checkpoint-NNNNNNN``; see :mod:`spotdiff.train` for the losses and the batch composition.
+``OUT/checkpoint-NNNNNNN``; see :mod:`spotdiff.optimize.loop` for the losses and the batch composition.
 """
 
 from __future__ import annotations
@@ -118,8 +118,8 @@ def _load_cases(specs: list[str], limit: int | None) -> list:
 
 
 def run(args: argparse.Namespace) -> int:
-    from spotdiff.train import TrainConfig, train
-    from spotdiff.training.data import read_captions
+    from spotdiff.optimize.data import read_captions
+    from spotdiff.optimize.loop import TrainConfig, train
 
     config = TrainConfig(
         out=args.out,

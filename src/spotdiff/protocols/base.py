@@ -15,6 +15,7 @@ arrays, one value per resample.
 
 from __future__ import annotations
 
+from abc import ABC, abstractmethod
 from typing import Any, ClassVar
 
 import numpy as np
@@ -30,7 +31,7 @@ from spotdiff.registry import Registry
 NEEDS = ("image-text", "text-text", "match-prob", "text-prior")
 
 
-class Protocol:
+class Protocol(ABC):
     """Base class of every protocol; subclasses register with ``@PROTOCOLS.register(name)``.
 
     Class attributes:
@@ -49,9 +50,9 @@ class Protocol:
     description: ClassVar[str] = ""
 
     # ----------------------------------------------------------------------------- per case
+    @abstractmethod
     def outcomes(self, case: Case, scores: np.ndarray) -> list[dict[str, float]]:
         """Per-unit metric values for one case (one dict per unit)."""
-        raise NotImplementedError
 
     def unit_ids(self, case: Case, n_units: int) -> list[str]:
         """Names of a case's units; the case id when there is one unit."""

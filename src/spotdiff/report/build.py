@@ -18,24 +18,23 @@ import logging
 import time
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from spotdiff import __version__
+from spotdiff.diagnose.store import RunStore
 from spotdiff.report import export
 from spotdiff.report.collect import (
     ALPHA,
     N_PERM,
-    ResultTable,
-    RunData,
     build_tables,
     load_run_data,
     select_runs,
-    slugify,
 )
-from spotdiff.report.gallery import CaseSource, Gallery, build_gallery
+from spotdiff.report.gallery import CaseSource, build_gallery
+from spotdiff.report.html import render_html
+from spotdiff.report.markdown import render_markdown
+from spotdiff.report.model import BenchmarkSection, Report, TableSection
 from spotdiff.report.plots import (
     Plot,
     alpha_curve_figure,
@@ -44,46 +43,8 @@ from spotdiff.report.plots import (
     render_many,
     subset_bars,
 )
-from spotdiff.store import RunStore
 
 log = logging.getLogger(__name__)
-
-
-@dataclass
-class TableSection:
-    table: ResultTable
-    plots: list[Plot] = field(default_factory=list)
-    gallery: Gallery | None = None
-    gallery_note: str = ""
-
-
-@dataclass
-class BenchmarkSection:
-    benchmark: str
-    tables: list[TableSection] = field(default_factory=list)
-    plots: list[Plot] = field(default_factory=list)
-
-    @property
-    def slug(self) -> str:
-        return slugify(self.benchmark)
-
-
-@dataclass
-class Report:
-    title: str
-    created: str
-    store_path: str
-    sections: list[BenchmarkSection]
-    runs: list[RunData]
-    alpha: float = ALPHA
-    n_perm: int = N_PERM
-    version: str = __version__
-    timings: dict[str, float] = field(default_factory=dict)  # wall-clock seconds per stage
-    cpu_timings: dict[str, float] = field(default_factory=dict)  # CPU seconds of this process per stage
-
-    @property
-    def tables(self) -> list[ResultTable]:
-        return [ts.table for s in self.sections for ts in s.tables]
 
 
 class _Clock:
@@ -227,9 +188,6 @@ def _lexical_plot(sec: BenchmarkSection, source: CaseSource | None) -> tuple[Any
 
 def write_report(report: Report, out: str | Path, *, formats: Sequence[str] = ("html", "md")) -> dict[str, Path]:
     """Write the report's files under ``out``; returns name -> path of the main files."""
-    from spotdiff.report.html import render_html
-    from spotdiff.report.markdown import render_markdown
-
     out = Path(out)
     figures, tables_dir = out / "figures", out / "tables"
     figures.mkdir(parents=True, exist_ok=True)

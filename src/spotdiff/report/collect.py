@@ -19,7 +19,6 @@ from __future__ import annotations
 import json
 import math
 import re
-import sqlite3
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -27,6 +26,7 @@ from typing import Any
 import numpy as np
 from scipy.stats import binomtest
 
+from spotdiff.diagnose.store import Run, RunStore
 from spotdiff.errors import ConfigError, DataError, SpotdiffError
 from spotdiff.protocols import (
     Evaluation,
@@ -37,7 +37,6 @@ from spotdiff.protocols import (
     get_protocol,
     paired_comparison,
 )
-from spotdiff.store import Run, RunStore
 
 #: Significance level of the best-cell test.
 ALPHA = 0.05
@@ -252,29 +251,21 @@ def load_run_data(store: RunStore, runs: Sequence[Run]) -> list[RunData]:
             value = memo[raw] = json.loads(raw)
         return value
 
-    db = sqlite3.connect(f"file:{store.path}?mode=ro", uri=True, timeout=60.0)
-    try:
-        out = []
-        for r in runs:
-            rows = db.execute(
-                "SELECT unit_id, case_id, subset, scores, outcomes, tags FROM units WHERE run_id=? ORDER BY unit_id",
-                [r.id],
-            )
-            units = [
-                {
-                    "unit_id": uid,
-                    "case_id": cid,
-                    "subset": sub,
-                    "scores_json": sc,
-                    "outcomes": decode(oc),
-                    "tags": decode(tg),
-                }
-                for uid, cid, sub, sc, oc, tg in rows
-            ]
-            out.append(RunData(r, units))
-        return out
-    finally:
-        db.close()
+    out = []
+    for r in runs:
+        units = [
+            {
+                "unit_id": uid,
+                "case_id": cid,
+                "subset": sub,
+                "scores_json": sc,
+                "outcomes": decode(oc),
+                "tags": decode(tg),
+            }
+            for uid, cid, sub, sc, oc, tg in store.unit_rows(r.id)
+        ]
+        out.append(RunData(r, units))
+    return out
 
 
 def unit_scores(unit: dict) -> Any:

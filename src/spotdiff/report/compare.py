@@ -14,10 +14,10 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
+from spotdiff.diagnose.store import Run, RunStore
 from spotdiff.errors import ConfigError, DataError
 from spotdiff.protocols import PairedComparison, get_protocol, paired_comparison
 from spotdiff.report.collect import evaluation_from_units, short_model
-from spotdiff.store import Run, RunStore
 
 
 @dataclass

@@ -2,7 +2,8 @@
 
 EqBen plots, for each model, the density of the EqSim-v2 deviation over all cases of a subset, with
 the model's group score in the legend; a tighter curve near 0 means a more equivariant similarity.
-The scores come from :func:`spotdiff.losses.equivariance_score` on the cases' 2 x 2 score matrices.
+The scores come from :func:`spotdiff.protocols.equivariance.equivariance_score` on the cases' 2 x 2
+score matrices.
 
 The function builds a :class:`matplotlib.figure.Figure` directly (no pyplot, no global backend), so
 it is safe in servers, tests and the HTML report, which embeds :func:`figure_to_png_bytes`.
@@ -17,6 +18,8 @@ from typing import Any
 
 import numpy as np
 
+from spotdiff.protocols.equivariance import equivariance_score
+
 __all__ = [
     "equivariance_scores_from_matrices",
     "figure_to_png_bytes",
@@ -27,8 +30,6 @@ __all__ = [
 
 def equivariance_scores_from_matrices(matrices: Sequence[Any] | np.ndarray, *, normalize: str = "none") -> np.ndarray:
     """Scores of 2 x 2 case matrices (a list of 2 x 2 arrays or a ``[N, 2, 2]`` array)."""
-    from spotdiff.losses import equivariance_score
-
     arr = np.asarray(matrices, dtype=np.float64)
     if arr.size == 0:
         return np.zeros(0)
@@ -61,7 +62,7 @@ def plot_equivariance(
     """One density curve per model of its per-case equivariance scores (EqBen Fig. 6).
 
     Args:
-        scores: model name -> per-case scores (see :func:`spotdiff.losses.equivariance_score`).
+        scores: model name -> per-case scores (see :func:`spotdiff.protocols.equivariance.equivariance_score`).
         group_scores: optional model name -> group score (%) shown in the legend, as in Fig. 6.
         path: when given, the figure is saved there (format from the suffix, e.g. ``.png``, ``.svg``).
         log_x: plot against ``log10`` of the score (useful when models differ by orders of magnitude).

@@ -15,10 +15,10 @@ from typing import Any
 
 from markupsafe import Markup, escape
 
-from spotdiff.report.build import Report
 from spotdiff.report.collect import Cell
 from spotdiff.report.export import identity_text
 from spotdiff.report.gallery import GalleryCase
+from spotdiff.report.model import Report
 
 
 @lru_cache(maxsize=1)

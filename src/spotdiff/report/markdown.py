@@ -12,8 +12,8 @@ import re
 from pathlib import Path
 from typing import Any
 
-from spotdiff.report.build import Report
 from spotdiff.report.export import identity_text
+from spotdiff.report.model import Report
 
 #: Gallery cases per table in the Markdown report.
 MD_GALLERY = 8

@@ -14,7 +14,6 @@ import logging
 import math
 import multiprocessing
 import os
-import sys
 import warnings
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -23,7 +22,7 @@ from typing import Any
 import numpy as np
 
 from spotdiff.report.collect import ResultTable, unit_scores
-from spotdiff.report.equivariance import figure_to_png_bytes, plot_equivariance
+from spotdiff.report.equivariance import equivariance_scores_from_matrices, figure_to_png_bytes, plot_equivariance
 
 log = logging.getLogger(__name__)
 
@@ -221,28 +220,6 @@ def subset_bars(table: ResultTable, metrics: Sequence[str] | None = None) -> Any
     return fig
 
 
-def equivariance_score_numpy(matrices: np.ndarray) -> np.ndarray:
-    """EqBen's per-case equivariance score of ``[N, 2, 2]`` score matrices, in NumPy.
-
-    The same formula as :func:`spotdiff.losses.equivariance_score` (``d_i2t^2 + d_t2i^2`` with
-    ``d_i2t = (s11 - s12) - (s22 - s21)`` and ``d_t2i = (s11 - s21) - (s22 - s12)``), which is used
-    instead whenever torch is already imported; importing :mod:`spotdiff.losses` loads torch, which
-    alone would take several seconds of a report's time. Tests check that both agree.
-    """
-    s = np.asarray(matrices, dtype=np.float64).reshape(-1, 2, 2)
-    d_i2t = (s[:, 0, 0] - s[:, 0, 1]) - (s[:, 1, 1] - s[:, 1, 0])
-    d_t2i = (s[:, 0, 0] - s[:, 1, 0]) - (s[:, 1, 1] - s[:, 0, 1])
-    return d_i2t**2 + d_t2i**2
-
-
-def _equivariance(matrices: np.ndarray) -> np.ndarray:
-    if "torch" in sys.modules:
-        from spotdiff.report.equivariance import equivariance_scores_from_matrices
-
-        return equivariance_scores_from_matrices(matrices)
-    return equivariance_score_numpy(matrices)
-
-
 def equivariance_scores(table: ResultTable) -> dict[str, np.ndarray]:
     """Row label -> per-case equivariance scores of the stored 2 x 2 matrices (a case once per row)."""
     out: dict[str, np.ndarray] = {}
@@ -261,7 +238,7 @@ def equivariance_scores(table: ResultTable) -> dict[str, np.ndarray]:
                 if a.shape == (2, 2):
                     mats.append(a)
         if mats:
-            out[row.label] = _equivariance(np.stack(mats))
+            out[row.label] = equivariance_scores_from_matrices(np.stack(mats))
     return out
 
 
@@ -312,7 +289,7 @@ def alpha_curves(table: ResultTable) -> dict[str, dict[str, Any]]:
     """Row label -> ``{"alpha": [...], "curves": {metric: [...]}, "tuned": alpha or None}``.
 
     Reads ``run.info["alpha_curve"]`` in either form: ``{"alpha": [...], "<metric>": [...]}`` or
-    :meth:`spotdiff.debias.DebiasResult.curve_data` (``{"alphas": [...], "curves": {...}, "alpha": a}``).
+    :meth:`spotdiff.diagnose.debias.DebiasResult.curve_data` (``{"alphas": [...], "curves": {...}, "alpha": a}``).
     """
     out: dict[str, dict[str, Any]] = {}
     for row in table.rows:

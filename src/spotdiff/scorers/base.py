@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+from abc import ABC, abstractmethod
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -42,7 +43,7 @@ class ScorerOptions:
     extra: dict[str, Any] = field(default_factory=dict)
 
 
-class Scorer:
+class Scorer(ABC):
     """Base of every scorer. ``capabilities`` says which protocol needs it can serve."""
 
     capabilities: ClassVar[frozenset[str]] = frozenset()
@@ -51,9 +52,9 @@ class Scorer:
         self.spec = spec
         self.options = options
 
+    @abstractmethod
     def identity(self) -> dict[str, Any]:
         """Who this model is: spec, class, config and weight digests (recorded with every run)."""
-        raise NotImplementedError
 
     def identity_digest(self) -> str:
         """A stable digest of :meth:`identity`, used to key the persistent cache."""
@@ -68,11 +69,13 @@ class Scorer:
 class EmbeddingScorer(Scorer):
     """Embeds images and texts separately; outputs are L2-normalised float32 rows."""
 
+    @abstractmethod
     def encode_images(self, images: Sequence[Image.Image]) -> np.ndarray:
-        raise NotImplementedError
+        """L2-normalised embeddings of decoded images, one row each."""
 
+    @abstractmethod
     def encode_texts(self, texts: Sequence[str]) -> np.ndarray:
-        raise NotImplementedError
+        """L2-normalised embeddings of texts, one row each."""
 
     def similarity(self, a: np.ndarray, b: np.ndarray) -> np.ndarray:
         """Similarity between two sets of embeddings (cosine by default)."""
@@ -82,9 +85,9 @@ class EmbeddingScorer(Scorer):
 class PairScorer(Scorer):
     """Scores (image, text) pairs jointly; the vision side runs once per image."""
 
+    @abstractmethod
     def score_pairs(self, images: Sequence[Image.Image], texts: Sequence[Sequence[str]]) -> list[np.ndarray]:
         """For each image, the scores of its texts (one float array per image)."""
-        raise NotImplementedError
 
 
 SCORERS: Registry[Callable[[str, ScorerOptions], Scorer]] = Registry("scorer family", "spotdiff.scorers")

@@ -12,6 +12,7 @@ L2-normalised, so image-text and text-text similarities are cosines.
 
 from __future__ import annotations
 
+from abc import ABC, abstractmethod
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -78,7 +79,7 @@ def hf_digests(name_or_path: str, directory: Path | None, model: Any) -> tuple[s
     return config_sha, weights_sha or state_dict_digest(model)
 
 
-class TorchScorerMixin:
+class TorchScorerMixin(ABC):
     """Device, dtype, seed and identity bookkeeping shared by the torch-backed scorers."""
 
     family: str = ""
@@ -96,8 +97,9 @@ class TorchScorerMixin:
         torch.manual_seed(options.seed)
         self._identity: dict[str, Any] | None = None
 
+    @abstractmethod
     def _digests(self) -> tuple[str | None, str]:
-        raise NotImplementedError
+        """Implemented by each subclass."""
 
     def identity(self) -> dict[str, Any]:
         if self._identity is None:

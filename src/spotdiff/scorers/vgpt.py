@@ -35,7 +35,7 @@ also serves the ``"text-prior"`` need (Table 2a, column ``P(t|null)``).
 
 Spec options after ``?`` (URL-encoded) or in ``ScorerOptions.extra``: ``prompt``,
 ``null_n`` (default 10), ``null_mean`` (1.0), ``null_std`` (0.25), ``null_seed`` (0); see
-:mod:`spotdiff.debias` for the paper's null-image settings.
+:mod:`spotdiff.scorers.null_prior` for the paper's null-image settings.
 Example: ``vgpt:Salesforce/blip-image-captioning-large``, ``vgpt:/ckpt/blip?prompt=a%20picture%20of%20``.
 """
 
@@ -73,7 +73,7 @@ class VisualGPTScorer(PairScorer):
         import torch
         from transformers import AutoConfig, AutoProcessor
 
-        from spotdiff.debias import NULL_DEFAULTS
+        from spotdiff.scorers.null_prior import NULL_DEFAULTS
 
         self.name, opts = parse_spec_options(rest, options, self.OPTIONS)
         self.prompt = str(opts.get("prompt", ""))
@@ -178,7 +178,7 @@ class VisualGPTScorer(PairScorer):
 
         ``log (1/n) sum_k VisualGPTScore(t, null_k)``, with the scorer's ``null_*`` settings.
         """
-        from spotdiff.debias import log_prior_from_scores, null_images
+        from spotdiff.scorers.null_prior import log_prior_from_scores, null_images
 
         key = (self.null["n"], self.null["mean"], self.null["std"], self.null["seed"], self.image_size)
         if key not in self._null_cache:

@@ -21,13 +21,14 @@ whatever the number of worker processes.
 from __future__ import annotations
 
 import argparse
+from abc import ABC, abstractmethod
 from pathlib import Path
 from typing import Any, ClassVar
 
 from spotdiff.registry import Registry
 
 
-class SynthEngine:
+class SynthEngine(ABC):
     """Base class of synthesis engines: options from the command line, ``write(out)`` a dataset."""
 
     name: ClassVar[str] = ""
@@ -35,7 +36,7 @@ class SynthEngine:
     #: the loader (``spotdiff eval --benchmark NAME``) that reads what this engine writes
     benchmark: ClassVar[str | None] = None
 
-    @classmethod
+    @classmethod  # noqa: B027 - an optional hook: no engine-specific options by default
     def add_arguments(cls, parser: argparse.ArgumentParser) -> None:
         """Engine-specific options (the common ones are added by the ``synth`` command)."""
 
@@ -47,9 +48,9 @@ class SynthEngine:
         """The engine configured by the parsed ``spotdiff synth`` options."""
         return cls(args)
 
+    @abstractmethod
     def write(self, out: Path) -> dict[str, Any]:
         """Write the dataset under ``out``; return a short summary (also saved as ``synth.json``)."""
-        raise NotImplementedError
 
 
 def parse_subsets(value: str | None) -> list[str] | None:

@@ -22,6 +22,7 @@ space (``split``), so a model trained on a corpus never sees a test instance.
 from __future__ import annotations
 
 import math
+from abc import ABC, abstractmethod
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from functools import lru_cache
@@ -970,13 +971,14 @@ class AlphaIsolator:
         return tight_crop(image)
 
 
-class ObjectSource:
+class ObjectSource(ABC):
     """Stage 1 (SPEC Sec. 3.2.1): a library of object categories and instances."""
 
     name = "base"
 
+    @abstractmethod
     def categories(self) -> list[str]:
-        raise NotImplementedError
+        """Implemented by each subclass."""
 
     def plural(self, category: str) -> str:
         return pluralize(category)
@@ -987,6 +989,7 @@ class ObjectSource:
     def textures(self, category: str) -> tuple[str, ...]:
         return ("plain",)
 
+    @abstractmethod
     def sample(
         self,
         rng: np.random.Generator,
@@ -997,11 +1000,11 @@ class ObjectSource:
         colour: str | None = None,
         texture: str | None = None,
     ) -> ObjectInstance:
-        raise NotImplementedError
+        """Implemented by each subclass."""
 
+    @abstractmethod
     def generate(self, instance: ObjectInstance) -> Image.Image:
         """The raw image of one instance (RGBA for sources with alpha, RGB photos otherwise)."""
-        raise NotImplementedError
 
 
 def _instance_seed(rng: np.random.Generator, split: str) -> int:

@@ -12,7 +12,6 @@ and a busy timeout let several runs write to one store at the same time.
 from __future__ import annotations
 
 import json
-import math
 import os
 import sqlite3
 import uuid
@@ -21,6 +20,9 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
+
+from spotdiff.errors import ConfigError
+from spotdiff.jsonio import dumps, to_jsonable
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS runs (
@@ -69,23 +71,6 @@ def default_store_path() -> Path:
     return Path(env) if env else Path.home() / ".local" / "share" / "spotdiff" / "runs.sqlite"
 
 
-def _clean(value: Any) -> Any:
-    """JSON-safe copy: NaN becomes null, numpy scalars become Python numbers."""
-    if isinstance(value, dict):
-        return {str(k): _clean(v) for k, v in value.items()}
-    if isinstance(value, (list, tuple)):
-        return [_clean(v) for v in value]
-    if hasattr(value, "tolist"):
-        return _clean(value.tolist())
-    if isinstance(value, float) and not math.isfinite(value):
-        return None
-    return value
-
-
-def dumps(value: Any) -> str:
-    return json.dumps(_clean(value), sort_keys=True, allow_nan=False, default=str)
-
-
 @dataclass
 class Run:
     """One row of the ``runs`` table, with JSON fields decoded."""
@@ -108,7 +93,10 @@ class Run:
 
 
 class RunStore:
-    """Open (creating if needed) the run store at ``path``."""
+    """Open (creating if needed) the run store at ``path``; a context manager that closes it.
+
+    Every SQL statement spotdiff runs against a run store is a method of this class.
+    """
 
     def __init__(self, path: str | Path | None = None) -> None:
         self.path = Path(path) if path is not None else default_store_path()
@@ -199,7 +187,7 @@ class RunStore:
                 if metric.endswith("_ci95"):
                     continue
                 lo, hi = values.get(f"{metric}_ci95", (None, None))
-                rows.append((run_id, subset, metric, *_clean([value, lo, hi])))
+                rows.append((run_id, subset, metric, *to_jsonable([value, lo, hi])))
         statements: list[tuple[str, Any]] = [
             ("DELETE FROM metrics WHERE run_id=?", [run_id]),
             (
@@ -255,8 +243,6 @@ class RunStore:
         """A run by id or unique id prefix."""
         rows = self._db.execute("SELECT * FROM runs WHERE id LIKE ?", [run_id + "%"]).fetchall()
         if len(rows) != 1:
-            from spotdiff.errors import ConfigError
-
             raise ConfigError(
                 f"no run {run_id!r} in {self.path}" if not rows else f"run id prefix {run_id!r} is ambiguous"
             )
@@ -264,12 +250,7 @@ class RunStore:
 
     def units(self, run_id: str) -> Iterator[dict]:
         """The run's per-unit records, in unit id order."""
-        rows = self._db.execute(
-            "SELECT unit_id, case_id, subset, scores, outcomes, tags FROM units WHERE run_id=? "
-            "ORDER BY unit_id",
-            [run_id],
-        )
-        for unit_id, case_id, subset, scores, outcomes, tags in rows:
+        for unit_id, case_id, subset, scores, outcomes, tags in self.unit_rows(run_id):
             yield {
                 "unit_id": unit_id,
                 "case_id": case_id,
@@ -279,5 +260,28 @@ class RunStore:
                 "tags": json.loads(tags),
             }
 
+    def unit_rows(self, run_id: str) -> Iterator[tuple[str, str, str, str, str, str]]:
+        """The run's raw unit rows ``(unit_id, case_id, subset, scores, outcomes, tags)`` with the JSON
+        fields still as text, in unit id order (for readers that decode lazily, like the report)."""
+        yield from self._db.execute(
+            "SELECT unit_id, case_id, subset, scores, outcomes, tags FROM units WHERE run_id=? ORDER BY unit_id",
+            [run_id],
+        )
+
+    def finished(self, run_ids: Iterable[str]) -> bool:
+        """True when every run in ``run_ids`` exists and is done."""
+        ids = sorted(set(run_ids))
+        if not ids:
+            return True
+        marks = ",".join("?" * len(ids))
+        (n,) = self._db.execute(f"SELECT COUNT(*) FROM runs WHERE status='done' AND id IN ({marks})", ids).fetchone()
+        return int(n) == len(ids)
+
     def close(self) -> None:
         self._db.close()
+
+    def __enter__(self) -> RunStore:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()

@@ -18,7 +18,7 @@ import string
 from collections.abc import Sequence
 from pathlib import Path
 
-from tiny_models import IMAGE_SIZE, make_tiny_image_processor, make_tiny_tokenizer
+from spotdiff.testing.tiny_models import IMAGE_SIZE, make_tiny_image_processor, make_tiny_tokenizer
 
 __all__ = ["make_tiny_blip2", "make_tiny_blip_captioner", "make_tiny_causal_lm", "train_caption_lm"]
 

@@ -1,7 +1,7 @@
-"""Fine-tune (or train from a config) a dual encoder with the losses of :mod:`spotdiff.losses`.
+"""Fine-tune (or train from a config) a dual encoder with the losses of :mod:`spotdiff.optimize.losses`.
 
 One step takes a *global batch*: ``batch_size`` ordinary image-caption pairs and
-``cases_per_step`` whole candidate sets (see :mod:`spotdiff.training.data`); which ones is a pure
+``cases_per_step`` whole candidate sets (see :mod:`spotdiff.optimize.data`); which ones is a pure
 function of ``(seed, step)``. The loss (``--loss``):
 
 * ``clip``: CLIP's symmetric InfoNCE over all matched pairs of the step (caption pairs and the
@@ -19,7 +19,7 @@ function of ``(seed, step)``. The loss (``--loss``):
 Optimisation: AdamW (betas 0.9/0.98, eps 1e-6 as in CLIP; no weight decay on biases, norms and the
 temperature), linear warm-up then cosine decay (``transformers.get_cosine_schedule_with_warmup``),
 gradient-norm clipping. Checkpoints every ``save_every`` steps and at the end (see
-:mod:`spotdiff.training.checkpoint`); the finished model is also saved at the top of ``out`` so
+:mod:`spotdiff.optimize.checkpoint`); the finished model is also saved at the top of ``out`` so
 ``spotdiff eval --model hf-clip:OUT`` loads it.
 
 Resumption (``--resume``) restores the weights, AdamW and scheduler states, the step and each rank's
@@ -43,20 +43,17 @@ import dataclasses
 import json
 import logging
 import math
-import random
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import numpy as np
 import torch
 
 from spotdiff.cases import Case
 from spotdiff.errors import ConfigError
-from spotdiff.losses import clip_contrastive_loss, eqsim_loss, spec_hn_loss
-from spotdiff.training.checkpoint import (
+from spotdiff.optimize.checkpoint import (
     checkpoint_dir,
     latest_checkpoint,
     list_checkpoints,
@@ -66,8 +63,10 @@ from spotdiff.training.checkpoint import (
     save_checkpoint,
     saved_options,
 )
-from spotdiff.training.data import Batch, EpochSampler, Pair, PixelCache, build_batch, prepare_cases
-from spotdiff.training.models import DualEncoder, build_clip_from_config, load_dual_encoder
+from spotdiff.optimize.data import Batch, EpochSampler, Pair, PixelCache, build_batch, prepare_cases
+from spotdiff.optimize.losses import clip_contrastive_loss, eqsim_loss, spec_hn_loss
+from spotdiff.optimize.models import DualEncoder, build_clip_from_config, load_dual_encoder
+from spotdiff.seeding import seed_everything
 
 log = logging.getLogger(__name__)
 
@@ -166,7 +165,7 @@ def compute_loss(
             trivial = group[:, None] != group[None, :]  # other cases' anchors; the diagonal is added
             hn_text = sim[ci[:, None], batch.hn_text.to(sim.device)]
             hn_image = sim[batch.hn_image.to(sim.device), ct[:, None]]
-        # SPEC Eq. 9 (spotdiff.losses.spec_loss), with the two terms kept apart for the log
+        # SPEC Eq. 9 (spotdiff.optimize.losses.spec_loss), with the two terms kept apart for the log
         zero = sim.new_zeros(())
         clip_term = clip_contrastive_loss(clip_sim, scale) if clip_sim is not None else zero
         hn_term = zero
@@ -258,18 +257,13 @@ def encode_batch(
 # -------------------------------------------------------------------------------------------- train
 
 
-def _param_groups(model: torch.nn.Module, weight_decay: float) -> list[dict[str, Any]]:
+def param_groups(model: torch.nn.Module, weight_decay: float) -> list[dict[str, Any]]:
+    """AdamW parameter groups: weight decay on matrices, none on biases, norms and scalars (as CLIP)."""
     decay, no_decay = [], []
     for _, p in model.named_parameters():
         if p.requires_grad:
             (decay if p.ndim >= 2 else no_decay).append(p)
     return [{"params": decay, "weight_decay": weight_decay}, {"params": no_decay, "weight_decay": 0.0}]
-
-
-def _seed_everything(seed: int) -> None:
-    random.seed(seed)
-    np.random.seed(seed % (2**32))
-    torch.manual_seed(seed)
 
 
 def _resume_dir(config: TrainConfig) -> Path | None:
@@ -305,7 +299,7 @@ def train(config: TrainConfig, pairs: Sequence[Pair] = (), cases: Sequence[Case]
     out = Path(config.out)
     if is_main:
         out.mkdir(parents=True, exist_ok=True)
-    _seed_everything(config.seed)
+    seed_everything(config.seed)
 
     resume_from = _resume_dir(config)
     if resume_from is None and list_checkpoints(out):
@@ -325,7 +319,7 @@ def train(config: TrainConfig, pairs: Sequence[Pair] = (), cases: Sequence[Case]
         core = build_clip_from_config(config.from_config, tokenizer=config.tokenizer, seed=config.seed)
     else:
         core = load_dual_encoder(config.model or "")
-    optimizer = torch.optim.AdamW(_param_groups(core, config.weight_decay), lr=config.lr, betas=(0.9, 0.98), eps=1e-6)
+    optimizer = torch.optim.AdamW(param_groups(core, config.weight_decay), lr=config.lr, betas=(0.9, 0.98), eps=1e-6)
     scheduler = get_cosine_schedule_with_warmup(optimizer, config.warmup, config.steps)
     step = 0
     if resume_from is not None:

@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import json
 import logging
+from abc import ABC, abstractmethod
 from pathlib import Path
 from typing import Any
 
@@ -88,32 +89,33 @@ def _unit(x: torch.Tensor) -> torch.Tensor:
     return x / x.norm(dim=-1, keepdim=True).clamp_min(1e-12)
 
 
-class DualEncoder(nn.Module):
+class DualEncoder(nn.Module, ABC):
     """The interface the training loop uses; subclasses wrap one backend."""
 
     #: the spec prefix ``spotdiff eval --model`` takes for a saved checkpoint
     eval_family: str = "hf-clip"
 
+    @abstractmethod
     def forward(
         self, pixel_values: torch.Tensor, input_ids: torch.Tensor, attention_mask: torch.Tensor | None
     ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-        raise NotImplementedError
+        """Implemented by each subclass."""
 
+    @abstractmethod
     def preprocess_images(self, images: list[Any]) -> torch.Tensor:
         """PIL images -> ``pixel_values`` ``[N, 3, H, W]``."""
-        raise NotImplementedError
 
+    @abstractmethod
     def tokenize(self, texts: list[str]) -> dict[str, torch.Tensor]:
         """Texts -> ``input_ids`` and ``attention_mask``, padded to the longest (or the max length)."""
-        raise NotImplementedError
 
+    @abstractmethod
     def save(self, directory: Path) -> None:
         """Write weights, config and preprocessing so an ordinary scorer loads the folder."""
-        raise NotImplementedError
 
+    @abstractmethod
     def load_weights(self, directory: Path) -> None:
         """Load the weights :meth:`save` wrote (resumption)."""
-        raise NotImplementedError
 
     def eval_spec(self, directory: Path) -> str:
         return f"{self.eval_family}:{directory}"

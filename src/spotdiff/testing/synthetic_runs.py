@@ -3,7 +3,7 @@
 Each benchmark's cases are either read through its real loader (``data={"winoground": DIR}``) or made
 up in the benchmark's case shape; each model gets score matrices with a model-specific skill
 (``noise + skill x truth``), the benchmark's protocol turns them into outcomes and metrics with
-bootstrap intervals, and the run is recorded exactly as :func:`spotdiff.runner.run_eval` records one.
+bootstrap intervals, and the run is recorded exactly as :func:`spotdiff.diagnose.runner.run_eval` records one.
 Nothing here is a measurement of any real model.
 """
 
@@ -19,9 +19,9 @@ import numpy as np
 
 from spotdiff import __version__
 from spotdiff.cases import Case, NoiseImage
+from spotdiff.diagnose.runner import MAX_SAVED_SCORES
+from spotdiff.diagnose.store import RunStore
 from spotdiff.protocols import UnitTable, evaluate_table, get_protocol
-from spotdiff.runner import MAX_SAVED_SCORES
-from spotdiff.store import RunStore
 
 #: benchmark -> (protocol, subsets) of the made-up cases.
 SPECS: dict[str, tuple[str, tuple[str, ...]]] = {

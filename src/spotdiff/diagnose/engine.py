@@ -18,8 +18,8 @@ from pathlib import Path
 import numpy as np
 from tqdm.auto import tqdm
 
-from spotdiff.cache import Cache
 from spotdiff.cases import Case, ImageRef
+from spotdiff.diagnose.cache import Cache
 from spotdiff.errors import ConfigError, DataError
 from spotdiff.scorers.base import EmbeddingScorer, PairScorer, Scorer
 
@@ -46,7 +46,8 @@ def check_capability(scorer: Scorer, need: str) -> None:
 
 
 class Engine:
-    """Scores cases with one scorer, reusing every computation it can.
+    """Scores cases with one scorer, reusing every computation it can; a context manager that
+    closes its cache.
 
     Args:
         scorer: the model.
@@ -54,7 +55,7 @@ class Engine:
         progress: show progress bars (items per second) on long work.
         load_workers: threads that decode images while the model runs.
         cache: an already open :class:`Cache` to use instead of ``cache_dir`` (a shard of a
-            sharded run, see :mod:`spotdiff.distributed`); the engine closes it.
+            sharded run, see :mod:`spotdiff.diagnose.distributed`); the engine closes it.
     """
 
     def __init__(
@@ -283,3 +284,9 @@ class Engine:
     def close(self) -> None:
         if self.cache is not None:
             self.cache.close()
+
+    def __enter__(self) -> Engine:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()

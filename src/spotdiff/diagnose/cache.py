@@ -8,7 +8,7 @@ another benchmark sharing images or texts, recomputes nothing.
 Sharded (multi-process) evaluation writes one *shard* file per process under ``<dir>/shards/``
 (rollback-journal mode, one writer each, so they also work on network file systems); the shard
 reads the main file as a fallback, and :meth:`Cache.merge_from` folds a finished shard into the
-main file (see :mod:`spotdiff.distributed`).
+main file (see :mod:`spotdiff.diagnose.distributed`).
 """
 
 from __future__ import annotations
@@ -38,7 +38,8 @@ log = logging.getLogger(__name__)
 
 
 class Cache:
-    """Embeddings and pair scores of one model, stored under ``directory/cache.sqlite``."""
+    """Embeddings and pair scores of one model, stored under ``directory/cache.sqlite``; a context
+    manager that closes the file."""
 
     def __init__(
         self,
@@ -147,6 +148,12 @@ class Cache:
         self._fallbacks = []
         self._db.close()
 
+    def __enter__(self) -> Cache:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
 
 def _connect(path: Path, journal: str | None) -> sqlite3.Connection:
     """A connection with a 60 s busy timeout; ``journal`` None leaves the file's mode alone."""
@@ -202,6 +209,12 @@ class Shard:
         finally:
             self._lock.release()
 
+    def __enter__(self) -> Shard:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
 
 def shard_files(directory: str | Path) -> list[Path]:
     """The shard files of a cache directory, in name order."""
@@ -221,9 +234,8 @@ def merge_shards(directory: str | Path) -> int:
     shards = shard_files(directory)
     if not shards:
         return 0
-    main = Cache(directory, "")
     added = 0
-    try:
+    with Cache(directory, "") as main:
         for shard in shards:
             lock = FileLock(str(shard) + ".lock")
             try:
@@ -248,8 +260,6 @@ def merge_shards(directory: str | Path) -> int:
                 lock.release()
                 Path(str(shard) + ".lock").unlink(missing_ok=True)
         main.checkpoint()
-    finally:
-        main.close()
     return added
 
 

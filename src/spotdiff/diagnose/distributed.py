@@ -14,7 +14,7 @@ A launcher starts one process per rank and sets ``WORLD_SIZE``, ``RANK`` and ``L
    ``<cache>/shards/<token>-rank<r>.sqlite``, reading the main cache for what is already there;
 4. the ranks exchange their status (a failing rank makes every rank fail with a message naming it);
 5. rank 0 merges the shards into the main cache and runs the ordinary single-process path
-   (:func:`spotdiff.runner.run_eval`), which finds every item cached, so the outputs are those of
+   (:func:`spotdiff.diagnose.runner.run_eval`), which finds every item cached, so the outputs are those of
    a single-process run; the other ranks return ``None`` and write nothing.
 
 Only a few small Python objects cross processes (the token, the directory, per-rank status), so the
@@ -38,19 +38,16 @@ from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
-from spotdiff.cache import CACHE_FILE, Cache, Shard, merge_shards
-from spotdiff.engine import Engine, check_capability
-from spotdiff.errors import ConfigError, SpotdiffError
-from spotdiff.runner import EvalConfig, EvalResult, _stream_cases, resolve, run_eval, seed_everything
+from spotdiff.diagnose.cache import CACHE_FILE, Cache, Shard, merge_shards
+from spotdiff.diagnose.engine import Engine, check_capability
+from spotdiff.diagnose.runner import EvalConfig, EvalResult, resolve, run_eval, stream_cases
+from spotdiff.errors import ConfigError, DistributedError
 from spotdiff.scorers import Scorer, ScorerOptions, load_scorer
+from spotdiff.seeding import seed_everything
 
 log = logging.getLogger(__name__)
 
 DEFAULT_TIMEOUT_S = 6 * 3600
-
-
-class DistributedError(SpotdiffError):
-    """Another rank of a sharded run failed (its message is included)."""
 
 
 @dataclass(frozen=True)
@@ -198,15 +195,12 @@ def _prefill(config: EvalConfig, env: DistEnv, scorer: Scorer, cache_dir: Path, 
         )
     bench, protocol = resolve(config)
     check_capability(scorer, protocol.needs)
-    shard = Shard(cache_dir, scorer.identity_digest(), f"{token}-rank{env.rank}")
-    engine = Engine(scorer, progress=config.progress and env.is_main, cache=shard.cache)
     world, rank = env.world_size, env.rank
-    try:
-        cases = _stream_cases(bench, config.subset, config.limit)
+    with Shard(cache_dir, scorer.identity_digest(), f"{token}-rank{env.rank}") as shard:
+        engine = Engine(scorer, progress=config.progress and env.is_main, cache=shard.cache)
+        cases = stream_cases(bench, config.subset, config.limit)
         engine.prefill(cases, protocol.needs, owns=lambda key: owner(key, world) == rank)
         rows = shard.rows()
-    finally:
-        shard.close()
     stats = {"rank": rank, "shard": str(shard.path), "rows": rows, **engine.stats}
     done, cached = engine.stats["computed"], engine.stats["cached"]
     log.info("rank %d/%d: computed %d items, %d already cached", rank, world, done, cached)
@@ -214,7 +208,7 @@ def _prefill(config: EvalConfig, env: DistEnv, scorer: Scorer, cache_dir: Path, 
 
 
 def run_eval_distributed(config: EvalConfig, env: DistEnv | None = None) -> EvalResult | None:
-    """:func:`spotdiff.runner.run_eval` sharded over the processes of a launch.
+    """:func:`spotdiff.diagnose.runner.run_eval` sharded over the processes of a launch.
 
     Returns rank 0's result (identical to a single-process run's) on rank 0 and None elsewhere.
     Without a launch (``env`` None and nothing in the environment) it is plain ``run_eval``.

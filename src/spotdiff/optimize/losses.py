@@ -15,16 +15,15 @@ The losses:
   hard-negative-aware contrastive loss (SPEC paper, Sec. 5.1, Eq. 6-9).
 * :func:`eqsim_v1`, :func:`eqsim_v2`, :func:`eqsim_loss`: EqSim (EqBen paper, Sec. 3, Eq. 5-6 and
   App. C), with margin ``alpha``, weight ``beta``, and the v1 / v2 / hybrid variants.
-* :func:`equivariance_deviations`, :func:`equivariance_score`: the per-case EqSim-v2 deviation used
-  as a diagnostic (EqBen Sec. 5.4, Fig. 6), vectorised over ``[..., 2, 2]`` score matrices; it takes
-  numpy arrays or torch tensors. :mod:`spotdiff.report.equivariance` plots its distribution.
+
+The per-case equivariance score (EqBen Sec. 5.4, Fig. 6) is a diagnostic metric:
+:mod:`spotdiff.protocols.equivariance` (numpy arrays or torch tensors alike).
 """
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Literal
 
-import numpy as np
 import torch
 import torch.nn.functional as F
 
@@ -39,8 +38,6 @@ __all__ = [
     "eqsim_pair_scores",
     "eqsim_v1",
     "eqsim_v2",
-    "equivariance_deviations",
-    "equivariance_score",
     "normalize_scores",
     "spec_hn_i2t",
     "spec_hn_loss",
@@ -376,55 +373,3 @@ def eqsim_loss(
     else:
         raise ValueError(f"unknown EqSim variant {variant!r}; use 'v1', 'v2' or 'hybrid'")
     return beta * loss
-
-
-# --------------------------------------------------------------------------------------------------
-# Equivariance score, EqBen Sec. 5.4 and Fig. 6
-
-
-def _normalize_2x2(scores: Any, kind: str) -> Any:
-    if kind == "none" or kind == "raw":
-        return scores
-    if isinstance(scores, torch.Tensor):
-        if kind == "softmax":
-            return torch.softmax(scores, dim=-1)
-        if kind == "sigmoid":
-            return torch.sigmoid(scores)
-    else:
-        if kind == "softmax":
-            e = np.exp(scores - scores.max(axis=-1, keepdims=True))
-            return e / e.sum(axis=-1, keepdims=True)
-        if kind == "sigmoid":
-            return 1.0 / (1.0 + np.exp(-scores))
-    raise ValueError(f"unknown normalisation {kind!r}; use 'none', 'softmax' or 'sigmoid'")
-
-
-def equivariance_deviations(scores: Any, *, normalize: str = "none") -> Any:
-    """The two signed EqSim-v2 deviations of each case, shape ``[..., 2]``.
-
-    ``scores[..., a, b]`` is image ``a`` against text ``b`` of a 2 x 2 case with diagonal truth
-    (``[..., 2, 2]``, numpy or torch). Returns ``(d_i2t, d_t2i)`` with
-    ``d_i2t = (s11 - s12) - (s22 - s21)`` and ``d_t2i = (s11 - s21) - (s22 - s12)``; both are 0
-    for an exactly equivariant case. ``normalize`` ("none", "softmax" over each image's texts, or
-    "sigmoid") is applied first.
-    """
-    is_torch = isinstance(scores, torch.Tensor)
-    s = scores if is_torch else np.asarray(scores, dtype=np.float64)
-    if s.shape[-2:] != (2, 2):
-        raise ValueError(f"equivariance scores need [..., 2, 2] score matrices, got {tuple(s.shape)}")
-    s = _normalize_2x2(s, normalize)
-    s11, s12, s21, s22 = s[..., 0, 0], s[..., 0, 1], s[..., 1, 0], s[..., 1, 1]
-    d_i2t = (s11 - s12) - (s22 - s21)
-    d_t2i = (s11 - s21) - (s22 - s12)
-    return torch.stack([d_i2t, d_t2i], dim=-1) if is_torch else np.stack([d_i2t, d_t2i], axis=-1)
-
-
-def equivariance_score(scores: Any, *, normalize: str = "none") -> Any:
-    """Per-case equivariance score: the EqSim-v2 deviation ``d_i2t^2 + d_t2i^2`` (EqBen Fig. 6).
-
-    This is :func:`eqsim_v2` with ``alpha = 0`` evaluated on one case (each mean is over a single
-    pair), so 0 means exactly equivariant and smaller is better. Vectorised over the leading
-    dimensions of ``[..., 2, 2]`` score matrices (numpy in, numpy out; torch in, torch out).
-    """
-    d = equivariance_deviations(scores, normalize=normalize)
-    return (d**2).sum(-1) if isinstance(d, torch.Tensor) else (d**2).sum(axis=-1)

@@ -1,0 +1,99 @@
+"""``spotdiff eval --debias``: a VisualGPTScore run reported raw, with alpha = 1, and alpha-tuned.
+
+VisualGPTScore (Sec. 5-6): log P(t|i) = log P(t) + PMI(t, i); the language prior P(t) is
+estimated from null (Gaussian-noise) images, real images or the gallery, and the family
+``log VGS - alpha * log P(t)`` is evaluated for the raw score (alpha = 0), PMI (alpha = 1), the
+text-only prior ("blind", Table 2a) and a tuned or fixed alpha (Table 4a cross-validation).
+Each variant is recorded as its own run (``MODEL [variant]``) by the one
+:class:`~spotdiff.diagnose.runner.RunRecorder`, so reports and ``spotdiff compare`` treat them like
+models; the tuned run carries the alpha curve in its info.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from dataclasses import replace
+
+from spotdiff.diagnose.debias.variants import DebiasConfig, config_dict, debias_variants
+from spotdiff.diagnose.engine import Engine, check_capability
+from spotdiff.diagnose.runner import EvalConfig, EvalResult, RunRecorder, resolve, stream_cases, write_metrics_json
+from spotdiff.diagnose.store import RunStore
+from spotdiff.errors import ConfigError, DataError
+from spotdiff.jsonio import round_values, write_json
+from spotdiff.scorers import ScorerOptions, load_scorer
+from spotdiff.seeding import seed_everything
+
+
+def variant_scores_name(variant: str) -> str:
+    """``scores.jsonl`` for the raw variant, ``scores.<variant without '='>.jsonl`` for the others."""
+    return "scores.jsonl" if variant == "raw" else f"scores.{variant.replace('=', '')}.jsonl"
+
+
+def run_debiased_eval(config: EvalConfig, debias: DebiasConfig) -> dict[str, EvalResult]:
+    """Evaluate every debiasing variant of a generative model; returns variant -> result."""
+    bench, protocol = resolve(config)
+    if protocol.needs != "image-text":
+        raise ConfigError(f"--debias needs an image-text protocol; {protocol.name!r} needs {protocol.needs!r}")
+    seed_everything(config.seed)
+    options = ScorerOptions(device=config.device, dtype=config.dtype, batch_size=config.batch_size, seed=config.seed)
+    scorer = load_scorer(config.model, options)
+    check_capability(scorer, protocol.needs)
+    identity = scorer.identity()
+    with Engine(scorer, config.cache, progress=config.progress) as engine:
+        cases = list(stream_cases(bench, config.subset, config.limit))
+        bench.report.cases = len(cases)
+        if not cases:
+            raise DataError(f"no cases to evaluate ({bench.report.summary()})", file=config.data)
+        debias = replace(debias, benchmark=debias.benchmark or config.benchmark, seed=config.seed)
+        result = debias_variants(engine, cases, protocol, debias)
+    data_digest = bench.data_digest()
+    curve = result.curve_data()
+    load_report = bench.report.as_dict()
+    results: dict[str, EvalResult] = {}
+    with RunStore(config.store) if config.use_store else contextlib.nullcontext() as store:
+        for name, matrices in result.variants.items():
+            info = {
+                "debias": {
+                    "variant": name,
+                    "config": config_dict(debias),
+                    "alpha": result.alpha,
+                    "prior": result.prior_info,
+                }
+            }
+            if name not in ("raw", "blind"):
+                info["alpha_curve"] = curve
+            recorder = RunRecorder(
+                config,
+                protocol,
+                identity,
+                data_digest,
+                store=store,
+                model=f"{config.model} [{name}]",
+                scores_name=variant_scores_name(name),
+                write_metrics=False,
+                info=info,
+            )
+            with recorder:
+                for case, matrix in zip(cases, matrices, strict=True):
+                    recorder.add_case(case, matrix)
+                results[name] = recorder.finish(load_report, engine.stats)
+    if config.out is not None:
+        _write_outputs(config, protocol.name, results, curve, data_digest)
+    return results
+
+
+def _write_outputs(
+    config: EvalConfig, protocol: str, results: dict[str, EvalResult], curve: dict, data_digest: str
+) -> None:
+    """metrics.json (raw metrics + a ``debias`` block) and alpha_curve.json."""
+    block = {
+        "variants": {name: round_values(r.metrics) for name, r in results.items()},
+        "run_ids": {name: r.run_id for name, r in results.items()},
+        "alpha": curve.get("alpha"),
+        "metric": curve.get("metric"),
+        "prior": curve.get("prior"),
+        "cross_validation": curve.get("cross_validation"),
+        "alpha_star_all": curve.get("alpha_star_all"),
+    }
+    write_metrics_json(config, protocol, results["raw"], data_digest, extra={"debias": block})
+    write_json(config.out / "alpha_curve.json", curve, indent=1)

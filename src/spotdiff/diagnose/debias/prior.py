@@ -1,0 +1,40 @@
+"""VisualGPTScore's PMI and alpha-debiasing of a generative score (Sec. 4-5, Eq. 3-12).
+
+VisualGPTScore (Lin et al.) factorises the generative score (Sec. 4, Eq. 3-5)::
+
+    VisualGPTScore(t, i) = P(t|i) = P(t) * pmi(t, i),     pmi(t, i) = P(t|i) / P(t)
+
+and, since the marginal P(t) of the training captions need not match the test set's (Sec. 5,
+Eq. 7-12), interpolates between the raw score (alpha = 0, optimal when P_test(t) = P_train(t),
+Eq. 10) and PMI (alpha = 1, optimal when P_test(t) is uniform as in Winoground/EqBen, Eq. 11)::
+
+    log VisualGPTScore_alpha(t, i) = log VisualGPTScore(t, i) - alpha * log P(t),  alpha in [0, 1]   (Eq. 12)
+
+(the PMI^k family with k = 1/alpha, Eq. 13-15). Everything here works on log scores, the pair
+score ``vgpt:`` returns (Eq. 2, length-normalised). P(t) comes from null images or real images
+(:mod:`spotdiff.scorers.null_prior`, Eq. 6) or from a retrieval case's own gallery (App. 8, Table 6).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from spotdiff.errors import ConfigError
+from spotdiff.scorers.null_prior import log_prior_from_scores
+
+
+def gallery_log_prior(matrix: np.ndarray) -> np.ndarray:
+    """P(t) from a case's own images (App. 8, Table 6): Eq. 6 over the gallery's rows."""
+    return log_prior_from_scores(matrix)
+
+
+def debias(log_vgs: np.ndarray, log_prior: np.ndarray, alpha: float) -> np.ndarray:
+    """``log VisualGPTScore - alpha * log P(t)`` (Eq. 12); ``log_prior`` broadcasts over rows."""
+    if not 0.0 <= float(alpha) <= 1.0:
+        raise ConfigError(f"alpha must lie in [0, 1] (Eq. 12), got {alpha}")
+    return np.asarray(log_vgs, dtype=np.float64) - float(alpha) * np.asarray(log_prior, dtype=np.float64)
+
+
+def pmi(log_vgs: np.ndarray, log_prior: np.ndarray) -> np.ndarray:
+    """``log pmi(t, i) = log P(t|i) - log P(t)`` (Eq. 5): the alpha = 1 member (Eq. 11)."""
+    return debias(log_vgs, log_prior, 1.0)

@@ -1,0 +1,316 @@
+"""One evaluation run: benchmark -> cases -> engine -> protocol -> metrics -> store and files.
+
+Cases stream through the engine chunk by chunk; each case's score matrix is turned into per-unit
+outcomes at once and written to ``scores.jsonl`` and the run store, so only the small outcome
+arrays stay in memory. Metrics and their bootstrap confidence intervals are computed at the end.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import os
+from collections import deque
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+from spotdiff import __version__
+from spotdiff.benchmarks import Benchmark, get_benchmark
+from spotdiff.cases import Case
+from spotdiff.diagnose.cache import merge_shards
+from spotdiff.diagnose.engine import Engine, check_capability
+from spotdiff.diagnose.store import RunStore
+from spotdiff.errors import ConfigError, DataError
+from spotdiff.jsonio import dumps, round_values, write_json
+from spotdiff.protocols import Protocol, get_protocol
+from spotdiff.protocols.stats import UnitTable, evaluate_units
+from spotdiff.scorers import Scorer, ScorerOptions, load_scorer
+from spotdiff.seeding import seed_everything
+
+log = logging.getLogger(__name__)
+
+#: Score matrices larger than this are not written to scores.jsonl (gallery retrieval); their
+#: per-query outcomes still are.
+MAX_SAVED_SCORES = 4096
+
+
+@dataclass
+class EvalConfig:
+    """Everything that defines a run (recorded with it)."""
+
+    model: str
+    benchmark: str
+    data: Path
+    subset: str | None = None
+    protocol: str | None = None
+    out: Path | None = None
+    batch_size: int = 32
+    device: str = "auto"
+    dtype: str = "auto"
+    limit: int | None = None
+    cache: Path | None = None
+    seed: int = 0
+    store: Path | None = None
+    use_store: bool = True
+    n_boot: int = 1000
+    progress: bool = True
+    options: dict = field(default_factory=dict)
+    #: Recorded in the run store's ``info`` with the run (a sharded run records its shards here).
+    extra_info: dict = field(default_factory=dict)
+
+
+@dataclass
+class EvalResult:
+    run_id: str | None
+    metrics: dict
+    n_cases: int
+    units: UnitTable
+    load_report: dict
+    engine_stats: dict
+    model_identity: dict
+
+
+def resolve(config: EvalConfig) -> tuple[Benchmark, Protocol]:
+    """Check the benchmark, subset and protocol before any model is loaded."""
+    bench_cls = get_benchmark(config.benchmark)
+    name = config.protocol or bench_cls.protocols[0]
+    short = [p for p in bench_cls.protocols if p.endswith("-" + name)]
+    if name not in bench_cls.protocols and len(short) == 1:
+        name = short[0]  # a short name such as "t2t" for "visla-t2t"
+    if name not in bench_cls.protocols:
+        raise ConfigError(
+            f"benchmark {config.benchmark!r} does not support protocol {name!r}; "
+            f"supported: {', '.join(bench_cls.protocols)}"
+        )
+    bench = bench_cls(config.data, **config.options)
+    bench.check_subset(config.subset)
+    return bench, get_protocol(name)
+
+
+def stream_cases(bench: Benchmark, subset: str | None, limit: int | None) -> Iterator[Case]:
+    seen: set[str] = set()
+    for n, case in enumerate(bench.cases(subset)):
+        if limit is not None and n >= limit:
+            return
+        if case.id in seen:
+            raise DataError("duplicate case id", file=bench.root, record=case.id)
+        seen.add(case.id)
+        yield case
+
+
+class RunRecorder:
+    """Records one evaluation run: the store's run row and unit records, ``scores.jsonl``, ``metrics.json``.
+
+    The one code path that records a run (``spotdiff eval``, each ``--debias`` variant, sharded
+    runs through rank 0). Use as a context manager around feeding it cases::
+
+        with RunRecorder(config, protocol, identity, data_digest, store=store) as rec:
+            for case, matrix in ...:
+                rec.add_case(case, matrix)
+            result = rec.finish(load_report, engine_stats)
+
+    ``scores.jsonl`` is written beside the output as a temporary file and renamed by :meth:`finish`,
+    so it always holds a complete run; an exception inside the block marks the run failed in the
+    store and removes the temporary file (what the engine cached is kept).
+
+    Args:
+        config: the run's configuration (``out`` None: no files).
+        protocol: the protocol turning matrices into per-unit outcomes.
+        identity: the scorer identity recorded with the run.
+        data_digest: the benchmark data's digest.
+        store: an open run store, or None not to record in one.
+        model: the model label recorded (default ``config.model``; debias variants add ``[variant]``).
+        scores_name: the per-case file under ``config.out``.
+        write_metrics: write ``metrics.json`` on :meth:`finish`.
+        info: extra run info recorded at the start and kept at the end.
+    """
+
+    def __init__(
+        self,
+        config: EvalConfig,
+        protocol: Protocol,
+        identity: dict,
+        data_digest: str,
+        *,
+        store: RunStore | None,
+        model: str | None = None,
+        scores_name: str = "scores.jsonl",
+        write_metrics: bool = True,
+        info: dict | None = None,
+    ) -> None:
+        self.config = config
+        self.protocol = protocol
+        self.identity = identity
+        self.data_digest = data_digest
+        self.store = store
+        self.model = model or config.model
+        self.scores_name = scores_name
+        self.write_metrics = write_metrics
+        self.info = {
+            "batch_size": config.batch_size,
+            "limit": config.limit,
+            "options": config.options,
+            **(info or {}),
+            **config.extra_info,
+        }
+        self.table = UnitTable()
+        self.n_cases = 0
+        self.run_id: str | None = None
+        self._pending: list[dict] = []
+        self._scores = None
+        self._scores_tmp: Path | None = None
+
+    def __enter__(self) -> RunRecorder:
+        config = self.config
+        if self.store is not None:
+            self.run_id = self.store.start_run(
+                benchmark=config.benchmark,
+                subset=config.subset,
+                protocol=self.protocol.name,
+                model=self.model,
+                model_identity=self.identity,
+                data_path=str(Path(config.data).resolve()),
+                data_digest=self.data_digest,
+                seed=config.seed,
+                version=__version__,
+                info=self.info,
+            )
+        if config.out is not None:
+            config.out.mkdir(parents=True, exist_ok=True)
+            self._scores_tmp = config.out / f".{self.scores_name}.{os.getpid()}.tmp"
+            self._scores = open(self._scores_tmp, "w", encoding="utf-8")
+        return self
+
+    def add_case(self, case: Case, matrix: np.ndarray) -> None:
+        """Turn one case's score matrix into per-unit outcomes and record them."""
+        self.n_cases += 1
+        outcomes = self.protocol.outcomes(case, matrix)
+        unit_ids = self.protocol.unit_ids(case, len(outcomes))
+        saved = matrix if matrix.size <= MAX_SAVED_SCORES else None
+        for uid, values in zip(unit_ids, outcomes, strict=True):
+            self.table.add(uid, case.id, case.tags, values)
+            self._pending.append(
+                {
+                    "unit_id": uid,
+                    "case_id": case.id,
+                    "subset": case.subset,
+                    "scores": saved,
+                    "outcomes": values,
+                    "tags": case.tags,
+                }
+            )
+        if self._scores is not None:
+            self._scores.write(_case_line(case, matrix, unit_ids, outcomes) + "\n")
+        if len(self._pending) >= 1024:
+            self._flush()
+
+    def _flush(self) -> None:
+        if self.store is not None and self._pending:
+            self.store.add_units(self.run_id, self._pending)
+        self._pending = []
+
+    def finish(self, load_report: dict, engine_stats: dict) -> EvalResult:
+        """Aggregate with bootstrap intervals, finish the run in the store, and write the files."""
+        self._flush()
+        if self.n_cases == 0:
+            raise DataError("no cases to evaluate", file=self.config.data)
+        metrics = evaluate_units(self.protocol, self.table, n_boot=self.config.n_boot, seed=self.config.seed)
+        self.info.update({"load_report": load_report, "engine": dict(engine_stats), "n_boot": self.config.n_boot})
+        if self.store is not None:
+            self.store.finish_run(self.run_id, metrics, self.n_cases, info=self.info)
+        result = EvalResult(
+            self.run_id, metrics, self.n_cases, self.table, load_report, dict(engine_stats), self.identity
+        )
+        if self._scores is not None:
+            self._scores.close()
+            self._scores_tmp.replace(self.config.out / self.scores_name)
+            self._scores = None
+            if self.write_metrics:
+                write_metrics_json(self.config, self.protocol.name, result, self.data_digest)
+        return result
+
+    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: object) -> None:
+        if self._scores is not None:
+            self._scores.close()
+            self._scores_tmp.unlink(missing_ok=True)
+        if exc is not None and self.store is not None and self.run_id is not None:
+            self.store.fail_run(self.run_id, f"{type(exc).__name__}: {exc}")
+
+
+def run_eval(config: EvalConfig, scorer: Scorer | None = None) -> EvalResult:
+    """Evaluate ``config.model`` on ``config.benchmark``; write outputs; return the metrics."""
+    bench, protocol = resolve(config)
+    seed_everything(config.seed)
+    if scorer is None:
+        options = ScorerOptions(
+            device=config.device, dtype=config.dtype, batch_size=config.batch_size, seed=config.seed
+        )
+        scorer = load_scorer(config.model, options)
+    check_capability(scorer, protocol.needs)
+    identity = scorer.identity()
+    if config.cache is not None:
+        merge_shards(config.cache)  # work left in shards by a killed sharded run is not lost
+    data_digest = bench.data_digest()
+    with (
+        Engine(scorer, config.cache, progress=config.progress) as engine,
+        RunStore(config.store) if config.use_store else contextlib.nullcontext() as store,
+        RunRecorder(config, protocol, identity, data_digest, store=store) as recorder,
+    ):
+        cases = stream_cases(bench, config.subset, config.limit)
+        for case, matrix in _zip_cases(cases, engine, protocol.needs):
+            recorder.add_case(case, matrix)
+        bench.report.cases = recorder.n_cases
+        if recorder.n_cases == 0:
+            raise DataError(f"no cases to evaluate ({bench.report.summary()})", file=config.data)
+        return recorder.finish(bench.report.as_dict(), engine.stats)
+
+
+def _zip_cases(cases: Iterator[Case], engine: Engine, need: str) -> Iterator[tuple[Case, np.ndarray]]:
+    """Pair each case with its matrix while the engine consumes the same stream in chunks."""
+    buffer: deque[Case] = deque()
+
+    def tee() -> Iterator[Case]:
+        for c in cases:
+            buffer.append(c)
+            yield c
+
+    for matrix in engine.case_matrices(tee(), need):
+        yield buffer.popleft(), matrix
+
+
+def _case_line(case: Case, matrix: np.ndarray, unit_ids: list[str], outcomes: list[dict]) -> str:
+    line: dict = {"id": case.id, "subset": case.subset, "tags": case.tags}
+    if matrix.size <= MAX_SAVED_SCORES:
+        line["scores"] = matrix
+    else:
+        line["scores_shape"] = list(matrix.shape)
+    if len(outcomes) == 1:
+        line["correct"] = outcomes[0]
+    else:
+        line["units"] = [{"unit": u, **o} for u, o in zip(unit_ids, outcomes, strict=True)]
+    return dumps(line)
+
+
+def write_metrics_json(
+    config: EvalConfig, protocol: str, result: EvalResult, data_digest: str, extra: dict | None = None
+) -> Path:
+    """``metrics.json`` in the DESIGN.md format, plus provenance fields and ``extra`` blocks."""
+    payload = {
+        "benchmark": config.benchmark,
+        "model": config.model,
+        "protocol": protocol,
+        "n_cases": result.n_cases,
+        "metrics": round_values(result.metrics),
+        "subset": config.subset,
+        "seed": config.seed,
+        "run_id": result.run_id,
+        "data": {"path": str(Path(config.data).resolve()), "digest": data_digest},
+        "model_identity": result.model_identity,
+        "load_report": result.load_report,
+        "version": __version__,
+        **(extra or {}),
+    }
+    return write_json(config.out / "metrics.json", payload)

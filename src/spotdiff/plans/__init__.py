@@ -1,0 +1,5 @@
+"""Plans: studies as stages of ordinary ``spotdiff`` commands, resumable by fingerprint (see :mod:`.runner`)."""
+
+from spotdiff.plans.runner import Runner, Stage, preload, threads_per_worker, write_commands
+
+__all__ = ["Runner", "Stage", "preload", "threads_per_worker", "write_commands"]

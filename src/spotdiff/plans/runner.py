@@ -1,0 +1,406 @@
+"""Plans: a study as stages of ordinary ``spotdiff`` commands, run in dependency order, resumable.
+
+A :class:`Stage` is one or more commands with the outputs they write and the stages they depend
+on; :class:`Runner` runs a plan's stages ``workers`` at a time in forked processes, skipping every
+stage whose fingerprint (commands, parameters, spotdiff version, the fingerprints of its
+dependencies) and outputs are unchanged; :func:`write_commands` writes the plan as a shell script
+of the equivalent commands. ``spotdiff demo`` is such a plan (:mod:`spotdiff.demo.plan`).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import json
+import os
+import shlex
+import shutil
+import signal
+import sqlite3
+import sys
+import time
+import traceback
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from spotdiff import __version__
+from spotdiff.diagnose.store import RunStore
+from spotdiff.errors import ConfigError, SpotdiffError
+from spotdiff.jsonio import dumps, write_json
+
+
+@dataclass
+class Stage:
+    """One step of a plan: ``spotdiff`` commands (argv after ``spotdiff``) run in order.
+
+    ``outputs`` (paths relative to the plan's folder) are removed before the stage runs and must all
+    exist for it to be skipped; ``deps`` name the stages that must finish first; ``params`` are
+    anything else the outputs depend on; ``collect(out)`` reads what the commands wrote into the
+    stage's record (``stages/NAME.json``).
+    """
+
+    name: str
+    title: str
+    commands: list[list[str]]
+    outputs: list[str]
+    deps: tuple[str, ...] = ()
+    params: dict[str, Any] = field(default_factory=dict)
+    collect: Callable[[Path], dict] | None = None
+
+    def fingerprint(self, dep_prints: dict[str, str]) -> str:
+        """A digest of the commands (``--workers`` aside), params, spotdiff version and the
+        fingerprints of the stages it depends on: equal fingerprints mean equal outputs."""
+        payload = {
+            "version": __version__,
+            "commands": [_without_workers(c) for c in self.commands],
+            "params": self.params,
+            "deps": {d: dep_prints[d] for d in self.deps},
+        }
+        return hashlib.sha256(dumps(payload).encode()).hexdigest()[:16]
+
+
+def _without_workers(argv: list[str]) -> list[str]:
+    """A command without ``--workers N`` (outputs never depend on it)."""
+    out, skip = [], False
+    for a in argv:
+        if skip:
+            skip = False
+            continue
+        if a == "--workers":
+            skip = True
+            continue
+        out.append(a)
+    return out
+
+
+def threads_per_worker(workers: int) -> int:
+    """Torch threads of each of ``workers`` processes sharing this machine's cores."""
+    return max(1, (os.cpu_count() or 1) // max(1, workers))
+
+
+def preload() -> None:
+    """Import what ``spotdiff`` commands use once, before forking, so no worker pays for it again."""
+    import torch  # noqa: F401
+    import transformers  # noqa: F401
+
+    import spotdiff.diagnose.runner
+    import spotdiff.optimize.loop
+    from spotdiff.benchmarks import BENCHMARKS
+    from spotdiff.scorers.base import SCORERS
+
+    BENCHMARKS.names()
+    SCORERS.names()
+    with contextlib.suppress(ImportError):  # the report is only needed at the end
+        import spotdiff.report.build  # noqa: F401
+
+
+def _child(argv: list[str], cwd: Path, log: Path, threads: int) -> None:  # pragma: no cover - forked
+    code = 1
+    try:
+        os.chdir(cwd)
+        fd = os.open(log, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+        os.dup2(fd, 1)
+        os.dup2(fd, 2)
+        os.close(fd)
+        # fresh streams on the redirected descriptors (the parent's may be wrappers, e.g. under pytest)
+        sys.stdout = open(1, "w", encoding="utf-8", errors="replace", buffering=1, closefd=False)  # noqa: SIM115
+        sys.stderr = open(2, "w", encoding="utf-8", errors="replace", buffering=1, closefd=False)  # noqa: SIM115
+        import logging
+
+        logging.root.handlers.clear()  # cli.main configures logging afresh, onto the log
+        signal.signal(signal.SIGINT, signal.default_int_handler)
+        import torch
+
+        torch.set_num_threads(threads)
+        print(f"$ spotdiff {shlex.join(argv)}", flush=True)
+        from spotdiff.cli import main
+
+        code = main(argv)
+    except SystemExit as exc:
+        code = exc.code if isinstance(exc.code, int) else 1
+    except BaseException:
+        traceback.print_exc()
+        code = 1
+    finally:
+        try:
+            sys.stdout.flush()
+            sys.stderr.flush()
+        finally:
+            os._exit(int(code or 0))
+
+
+@dataclass
+class _Job:
+    stage: Stage
+    index: int  # command index within the stage
+    pid: int
+    started: float
+    popen: Any = None
+
+
+class Runner:
+    """Runs the stages of a plan in ``out``, ``workers`` commands at a time, skipping those up to date.
+
+    Each command runs in a forked worker process (a subprocess where fork is unavailable) with
+    ``cpu_count // workers`` torch threads, its output going to ``out/logs/NAME.log``. A stage is up
+    to date when its record holds the same fingerprint, its outputs exist and the runs its record
+    names are finished in the run store ``out/store``.
+    """
+
+    def __init__(
+        self,
+        out: Path,
+        stages: Sequence[Stage],
+        *,
+        workers: int = 2,
+        store: str = "runs.sqlite",
+        echo: Callable[[str], None] = print,
+    ) -> None:
+        if workers < 1:
+            raise ConfigError("--workers must be at least 1")
+        self.out = Path(out).resolve()
+        self.workers = workers
+        self.store = self.out / store
+        self.stages = {st.name: st for st in stages}
+        self.order = [st.name for st in stages]
+        self.echo = echo
+        self.t0 = time.perf_counter()
+        self.threads = threads_per_worker(workers)
+        self.prints: dict[str, str] = {}
+        self.records: dict[str, dict] = {}
+        self.stage_cpu: dict[str, float] = {}
+        self.stage_wall: dict[str, float] = {}
+        self.stage_start: dict[str, float] = {}
+        self.skipped: list[str] = []
+        self.use_fork = hasattr(os, "fork") and sys.platform.startswith("linux")
+
+    # -- bookkeeping -----------------------------------------------------------------------------
+    def stamp(self) -> str:
+        t = time.perf_counter() - self.t0
+        return f"[{int(t // 60):2d}:{int(t % 60):02d}]"
+
+    def say(self, name: str, text: str) -> None:
+        self.echo(f"{self.stamp()} {name:20s} {text}")
+
+    def record_path(self, name: str) -> Path:
+        return self.out / "stages" / f"{name}.json"
+
+    def up_to_date(self, stage: Stage) -> dict | None:
+        path = self.record_path(stage.name)
+        if not path.is_file():
+            return None
+        try:
+            record = json.loads(path.read_text(encoding="utf-8"))
+        except ValueError:
+            return None
+        if record.get("fingerprint") != self.prints[stage.name]:
+            return None
+        if not all((self.out / o).exists() for o in stage.outputs):
+            return None
+        if not _runs_exist(self.store, _run_ids(record.get("result"))):
+            return None
+        return record
+
+    # -- running -----------------------------------------------------------------------------------
+    def _spawn(self, stage: Stage, index: int) -> _Job:
+        argv = stage.commands[index]
+        log = self.out / "logs" / f"{stage.name}.log"
+        log.parent.mkdir(parents=True, exist_ok=True)
+        self.say(stage.name, f"$ spotdiff {shlex.join(argv)}")
+        sys.stdout.flush()
+        sys.stderr.flush()
+        if self.use_fork:
+            pid = os.fork()
+            if pid == 0:  # pragma: no cover - the child
+                _child(argv, self.out, log, self.threads)
+            return _Job(stage, index, pid, time.perf_counter())
+        import subprocess
+
+        env = dict(os.environ, OMP_NUM_THREADS=str(self.threads), HF_HUB_OFFLINE="1")
+        with open(log, "a", encoding="utf-8") as f:
+            popen = subprocess.Popen(
+                [sys.executable, "-m", "spotdiff", *argv], cwd=self.out, stdout=f, stderr=subprocess.STDOUT, env=env
+            )
+        return _Job(stage, index, popen.pid, time.perf_counter(), popen)
+
+    def _poll(self, job: _Job) -> tuple[int, float] | None:
+        """``(exit code, cpu seconds)`` when the job has finished, else None."""
+        if job.popen is not None:
+            code = job.popen.poll()
+            return None if code is None else (code, float("nan"))
+        pid, status, usage = os.wait4(job.pid, os.WNOHANG)
+        if pid == 0:
+            return None
+        return os.waitstatus_to_exitcode(status), usage.ru_utime + usage.ru_stime
+
+    def _finish(self, stage: Stage) -> None:
+        result = stage.collect(self.out) if stage.collect else {}
+        wall = time.perf_counter() - self.stage_start[stage.name]
+        self.stage_wall[stage.name] = wall
+        record = {
+            "name": stage.name,
+            "title": stage.title,
+            "fingerprint": self.prints[stage.name],
+            "commands": stage.commands,
+            "wall_s": round(wall, 2),
+            "cpu_s": round(self.stage_cpu.get(stage.name, 0.0), 2),
+            "finished": time.strftime("%Y-%m-%dT%H:%M:%S"),
+            "result": result,
+        }
+        path = self.record_path(stage.name)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        write_json(path, record, indent=1)
+        self.records[stage.name] = record
+        cpu = self.stage_cpu.get(stage.name, float("nan"))
+        self.say(stage.name, f"done in {wall:.1f} s (cpu {cpu:.1f} s)")
+
+    def _kill(self, jobs: Iterable[_Job]) -> None:
+        for job in jobs:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(job.pid, signal.SIGTERM)
+        for job in jobs:
+            try:
+                if job.popen is not None:
+                    job.popen.wait(timeout=30)
+                else:
+                    os.waitpid(job.pid, 0)
+            except (ChildProcessError, OSError):
+                pass
+
+    def run(self) -> dict[str, dict]:
+        """Run every stage that is not up to date; return the stage records."""
+        for name in self.order:
+            st = self.stages[name]
+            self.prints[name] = st.fingerprint(self.prints)
+        done: set[str] = set()
+        pending = list(self.order)
+        running: list[_Job] = []
+        failed: str | None = None
+        total = len(self.order)
+        try:
+            while pending or running:
+                # start what is ready, in plan order
+                for name in list(pending):
+                    if failed or len(running) >= self.workers:
+                        break
+                    st = self.stages[name]
+                    if not all(d in done for d in st.deps):
+                        continue
+                    pending.remove(name)
+                    record = self.up_to_date(st)
+                    if record is not None:
+                        self.records[name] = record
+                        self.skipped.append(name)
+                        done.add(name)
+                        self.say(name, f"up to date, skipped ({self.order.index(name) + 1}/{total})")
+                        continue
+                    for o in st.outputs:
+                        _remove(self.out, self.out / o)
+                    self.record_path(name).unlink(missing_ok=True)
+                    self.stage_start[name] = time.perf_counter()
+                    self.stage_cpu[name] = 0.0
+                    self.say(name, f"{st.title} ({self.order.index(name) + 1}/{total})")
+                    running.append(self._spawn(st, 0))
+                if failed and not running:
+                    break
+                if not running:
+                    if pending and not failed:
+                        raise SpotdiffError(f"demo stages cannot start (missing dependencies): {pending}")
+                    continue
+                time.sleep(0.1)
+                for job in list(running):
+                    status = self._poll(job)
+                    if status is None:
+                        continue
+                    code, cpu = status
+                    running.remove(job)
+                    st = job.stage
+                    self.stage_cpu[st.name] += cpu
+                    if code != 0:
+                        failed = failed or st.name
+                        log = self.out / "logs" / f"{st.name}.log"
+                        self.say(st.name, f"FAILED (exit {code}); last lines of {log}:")
+                        self.echo(_tail(log, 25))
+                        continue
+                    if job.index + 1 < len(st.commands):
+                        running.append(self._spawn(st, job.index + 1))
+                    else:
+                        self._finish(st)
+                        done.add(st.name)
+        except BaseException:
+            self._kill(running)
+            raise
+        if failed:
+            raise SpotdiffError(f"stage {failed} failed; see {self.out / 'logs' / (failed + '.log')}")
+        return self.records
+
+
+def _tail(path: Path, n: int) -> str:
+    try:
+        lines = path.read_text(encoding="utf-8", errors="replace").splitlines()
+    except OSError:
+        return ""
+    return "\n".join("    " + ln for ln in lines[-n:])
+
+
+def _remove(root: Path, path: Path) -> None:
+    """Delete a stage output, refusing anything outside the demo folder."""
+    root, target = root.resolve(), path.resolve()
+    if root not in target.parents:
+        raise ConfigError(f"refusing to delete {target}: not inside {root}")
+    if target.is_dir() and not target.is_symlink():
+        shutil.rmtree(target)
+    elif target.exists() or target.is_symlink():
+        target.unlink()
+
+
+def _run_ids(result: Any) -> list[str]:
+    """Every ``run_id`` in a stage result."""
+    ids: list[str] = []
+    if isinstance(result, dict):
+        for k, v in result.items():
+            if k == "run_id" and isinstance(v, str):
+                ids.append(v)
+            else:
+                ids += _run_ids(v)
+    elif isinstance(result, list):
+        for v in result:
+            ids += _run_ids(v)
+    return ids
+
+
+def _runs_exist(store: Path, ids: list[str]) -> bool:
+    """Every run a stage recorded is finished in the plan's run store."""
+    if not ids:
+        return True
+    if not store.is_file():
+        return False
+    try:
+        with RunStore(store) as rs:
+            return rs.finished(ids)
+    except sqlite3.Error:
+        return False
+
+
+def write_commands(stages: Sequence[Stage], path: Path, *, title: str, epilogue: Sequence[str] = ()) -> Path:
+    """The plan as an executable shell script of its commands, in an order that respects dependencies."""
+    lines = [
+        "#!/usr/bin/env bash",
+        f"# {title}",
+        "# Paths are relative to this folder. Stages without a dependency between them may run at the",
+        "# same time (the runner runs --workers of them at once, each with cpu_count/workers torch threads).",
+        "set -euo pipefail",
+        'cd "$(dirname "$0")"',
+        "export HF_HUB_OFFLINE=1",
+        "",
+    ]
+    for st in stages:
+        lines.append(f"# {st.name}: {st.title}")
+        lines += [f"spotdiff {shlex.join(c)}" for c in st.commands]
+        lines.append("")
+    lines += [*epilogue]
+    path.write_text("\n".join(lines), encoding="utf-8")
+    path.chmod(0o755)
+    return path

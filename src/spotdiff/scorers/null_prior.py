@@ -1,0 +1,68 @@
+"""VisualGPTScore's null images and Monte Carlo language prior (Sec. 4, Eq. 6; App. 8).
+
+P(t) is estimated by Monte Carlo over images (Eq. 6), ``P(t) ~ 1/n sum_k VisualGPTScore(t, i_k)``;
+with content-free Gaussian-noise "null" images (Sec. 4; App. 8 "Details of gaussian noise
+samples") the estimate needs no data. Paper defaults: mean 1.0, std 0.25, a fixed seed, n = 100 for
+Winoground, 30 for EqBen and 10 for the other benchmarks (:data:`NULL_DEFAULTS`,
+:data:`NULL_N_BY_BENCHMARK`; Table 2a used 3 images of mean 0.4). The paper does not say in which
+units the mean and std are; here they are pixel intensities in [0, 1] (clipped), see
+:func:`null_images`.
+
+The ``vgpt:`` scorer uses these for its ``text-prior`` capability; :mod:`spotdiff.diagnose.debias`
+for the alpha-debiasing of Sec. 5-6.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import numpy as np
+from scipy.special import logsumexp
+
+from spotdiff.cases import NoiseImage
+from spotdiff.errors import ConfigError
+
+#: Null-image defaults of App. 8 ("Unless otherwise specified ... mean of 1.0 and a standard
+#: deviation of 0.25 ... 10 images for the rest of the benchmarks ... fix the sampling seed").
+NULL_DEFAULTS: dict[str, Any] = {"n": 10, "mean": 1.0, "std": 0.25, "seed": 0}
+
+#: App. 8: "By default, we use 100 images for Winoground, 30 images for EqBen".
+NULL_N_BY_BENCHMARK: dict[str, int] = {"winoground": 100, "eqben": 30}
+
+
+def null_images(
+    n: int = NULL_DEFAULTS["n"],
+    *,
+    seed: int = NULL_DEFAULTS["seed"],
+    mean: float = NULL_DEFAULTS["mean"],
+    std: float = NULL_DEFAULTS["std"],
+    size: tuple[int, int] | None = None,
+) -> list[NoiseImage]:
+    """``n`` Gaussian-noise "null" images (Sec. 4, App. 8), deterministic for ``seed``.
+
+    Image ``k`` gets its own seed from ``numpy.random.SeedSequence(seed).spawn``, so the first
+    images are the same whatever ``n``. Pixels are ``N(mean, std)`` in [0, 1] intensity units,
+    clipped and quantised by :class:`spotdiff.cases.NoiseImage`. ``size`` (width, height) should be
+    the model's input size (``VisualGPTScorer.image_size``) so that resizing does not smooth the
+    noise; None keeps NoiseImage's default.
+    """
+    if n < 1:
+        raise ConfigError(f"the number of null images must be at least 1, got {n}")
+    if std < 0:
+        raise ConfigError(f"null-image std must be >= 0, got {std}")
+    seeds = [int(s.generate_state(1)[0]) for s in np.random.SeedSequence(seed).spawn(n)]
+    extra = {"size": tuple(size)} if size is not None else {}
+    return [NoiseImage(seed=s, mean=float(mean), std=float(std), **extra) for s in seeds]
+
+
+def log_prior_from_scores(log_scores: np.ndarray) -> np.ndarray:
+    """Monte Carlo ``log P(t) = log (1/n) sum_k VisualGPTScore(t, i_k)`` (Eq. 6).
+
+    ``log_scores`` is ``[n_images, n_texts]`` of log VisualGPTScores; returns ``[n_texts]``.
+    The average is over the scores themselves (not their logs), as Eq. 6 writes it.
+    """
+    s = np.asarray(log_scores, dtype=np.float64)
+    if s.ndim != 2 or s.shape[0] == 0:
+        raise ValueError(f"expected a non-empty [n_images, n_texts] matrix, got shape {s.shape}")
+    return logsumexp(s, axis=0) - math.log(s.shape[0])
