@@ -48,7 +48,7 @@ from pathlib import Path
 import numpy as np
 
 from spotdiff.benchmarks._io import field, find_file, frozen_truth, option_choice, option_int, read_json
-from spotdiff.benchmarks.base import BENCHMARKS, Benchmark, LoadReport
+from spotdiff.benchmarks.base import BENCHMARKS, Benchmark, BenchmarkMetadata, LoadReport
 from spotdiff.benchmarks.retrieval import SPLITS, _KarpathyBenchmark, pre_caption, read_karpathy
 from spotdiff.cases import Case, FileImage
 from spotdiff.errors import ConfigError, DataError
@@ -68,6 +68,21 @@ def _number(record: object, name: str, *, file: Path, record_id: object) -> floa
     if not np.isfinite(value):
         raise DataError(f"expected a finite number, got {value!r}", file=file, record=record_id, field=name)
     return float(value)
+
+
+_PAPER = (
+    "Yuksekgonul, Bianchi, Kalluri, Jurafsky, Zou. When and Why Vision-Language Models Behave like Bags-Of-Words, "
+    "and What to Do About It? ICLR 2023"
+)
+_REFERENCE = "https://github.com/mertyg/vision-language-models-are-bows"
+CITATION = """\
+@inproceedings{yuksekgonul2023when,
+  title     = {When and Why Vision-Language Models Behave like Bags-Of-Words, and What to Do About It?},
+  author    = {Yuksekgonul, Mert and Bianchi, Federico and Kalluri, Pratyusha and Jurafsky, Dan and Zou, James},
+  booktitle = {International Conference on Learning Representations (ICLR)},
+  year      = {2023}
+}
+"""
 
 
 class _VisualGenome(Benchmark):
@@ -147,6 +162,14 @@ class AroVGRelation(_VisualGenome):
         "ARO VG-Relation: 23,937 Visual Genome crops with a true and a subject/object-swapped caption; "
         "macro accuracy over relations (Yuksekgonul et al., ARO, ICLR 2023)"
     )
+    metadata = BenchmarkMetadata(
+        paper=_PAPER,
+        reference=_REFERENCE,
+        citation=CITATION,
+        main_score=("aro-macro", "macro_accuracy"),
+        reproduces="ARO Table 1 (VG-Relation); VisualGPTScore Table 2b",
+        license="Visual Genome images: CC BY 4.0",
+    )
 
     def _grouping(self, record: object, *, file: Path, record_id: int) -> dict[str, str]:
         relation = field(record, "relation_name", str, file=file, record_id=record_id)
@@ -168,6 +191,14 @@ class AroVGAttribution(_VisualGenome):
     description = (
         "ARO VG-Attribution: 28,748 Visual Genome crops with a true and an attribute-swapped caption; "
         "macro accuracy over attribute pairs (Yuksekgonul et al., ARO, ICLR 2023)"
+    )
+    metadata = BenchmarkMetadata(
+        paper=_PAPER,
+        reference=_REFERENCE,
+        citation=CITATION,
+        main_score=("aro-macro", "macro_accuracy"),
+        reproduces="ARO Table 1 (VG-Attribution); VisualGPTScore Table 2b",
+        license="Visual Genome images: CC BY 4.0",
     )
 
     def _grouping(self, record: object, *, file: Path, record_id: int) -> dict[str, str]:
@@ -602,6 +633,14 @@ class AroCocoOrder(_Order):
         "ARO COCO-Order: COCO Karpathy test captions against 4 word-order perturbations, I2T top-1 "
         "(Yuksekgonul et al., ARO, ICLR 2023)"
     )
+    metadata = BenchmarkMetadata(
+        paper=_PAPER,
+        reference=_REFERENCE,
+        citation=CITATION,
+        main_score=("i2t-top1", "accuracy"),
+        reproduces="ARO Table 1 (COCO-Order); VisualGPTScore Table 2b",
+        license="COCO annotations CC BY 4.0; images under Flickr terms",
+    )
 
 
 @BENCHMARKS.register("aro-flickr-order")
@@ -612,4 +651,12 @@ class AroFlickrOrder(_Order):
     description = (
         "ARO Flickr30k-Order: Flickr30K test captions against 4 word-order perturbations, I2T top-1 "
         "(Yuksekgonul et al., ARO, ICLR 2023)"
+    )
+    metadata = BenchmarkMetadata(
+        paper=_PAPER,
+        reference=_REFERENCE,
+        citation=CITATION,
+        main_score=("i2t-top1", "accuracy"),
+        reproduces="ARO Table 1 (Flickr30k-Order); VisualGPTScore Table 2b",
+        license="Flickr30K: non-commercial research use (form)",
     )

@@ -41,6 +41,28 @@ class LoadReport:
         return text
 
 
+@dataclass(frozen=True)
+class BenchmarkMetadata:
+    """What a benchmark is and where it comes from: a short declaration over the shared loader logic
+    (as MTEB's task metadata).
+
+    Attributes:
+        paper: authors, title and venue of the paper that introduced it.
+        reference: the official repository or page.
+        citation: BibTeX of ``paper``.
+        main_score: ``(protocol, metric)`` the paper headlines (``spotdiff benchmarks`` shows it).
+        reproduces: the tables of the source papers its numbers correspond to.
+        license: the data's licence or terms, as the official source states them.
+    """
+
+    paper: str
+    reference: str
+    citation: str
+    main_score: tuple[str, str]
+    reproduces: str = ""
+    license: str = ""
+
+
 class Benchmark(ABC):
     """Base class of every loader.
 
@@ -50,6 +72,7 @@ class Benchmark(ABC):
         subsets: the known subset names (``()`` when open-ended).
         layout: the expected data layout, shown by ``spotdiff benchmarks``.
         description: one line on what it is, with its paper.
+        metadata: paper, reference, citation and main score (:class:`BenchmarkMetadata`).
     """
 
     name: ClassVar[str] = ""
@@ -57,6 +80,7 @@ class Benchmark(ABC):
     subsets: ClassVar[tuple[str, ...]] = ()
     layout: ClassVar[str] = ""
     description: ClassVar[str] = ""
+    metadata: ClassVar[BenchmarkMetadata]
 
     def __init__(self, root: str | Path, **options: object) -> None:
         self.root = Path(root)

@@ -42,7 +42,7 @@ from pathlib import Path
 import numpy as np
 
 from spotdiff.benchmarks._io import images_dir, read_csv_rows
-from spotdiff.benchmarks.base import BENCHMARKS, Benchmark, LoadReport
+from spotdiff.benchmarks.base import BENCHMARKS, Benchmark, BenchmarkMetadata, LoadReport
 from spotdiff.cases import Case, FileImage
 from spotdiff.errors import ConfigError, DataError
 
@@ -92,6 +92,16 @@ def _matches(subset: str, wanted: str | None) -> bool:
     return wanted is None or subset == wanted or subset.startswith(wanted.rstrip("/") + "/")
 
 
+CITATION = """\
+@inproceedings{ma2023crepe,
+  title     = {{CREPE}: Can Vision-Language Foundation Models Reason Compositionally?},
+  author    = {Ma, Zixian and Hong, Jerry and Gul, Mustafa Omer and Gandhi, Mona and Gao, Irena and Krishna, Ranjay},
+  booktitle = {IEEE/CVF Conference on Computer Vision and Pattern Recognition (CVPR)},
+  year      = {2023}
+}
+"""
+
+
 @BENCHMARKS.register("crepe")
 class Crepe(Benchmark):
     name = "crepe"
@@ -113,6 +123,17 @@ tags: subset, split, neg_type, complexity (productivity), compounds + train_data
     description = (
         "CREPE: Visual Genome crops with compositional hard negatives (productivity: atom/swap/negate at "
         "complexity 4-12; systematicity), I2T top-1 (Ma et al., CREPE, CVPR 2023)"
+    )
+    metadata = BenchmarkMetadata(
+        paper=(
+            "Ma, Hong, Gul, Gandhi, Gu, Krishna. CREPE: Can Vision-Language Foundation Models Reason "
+            "Compositionally? CVPR 2023"
+        ),
+        reference="https://github.com/RAIVNLab/CREPE",
+        citation=CITATION,
+        main_score=("i2t-top1", "accuracy"),
+        reproduces="CREPE Figs. 3-5; VisualGPTScore Table 2",
+        license="Visual Genome images: CC BY 4.0",
     )
 
     def check_subset(self, subset: str | None) -> None:

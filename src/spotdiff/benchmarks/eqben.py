@@ -41,7 +41,7 @@ from pathlib import Path
 from typing import Any
 
 from spotdiff.benchmarks._io import field, find_file, frozen_truth, read_json
-from spotdiff.benchmarks.base import BENCHMARKS, Benchmark, LoadReport
+from spotdiff.benchmarks.base import BENCHMARKS, Benchmark, BenchmarkMetadata, LoadReport
 from spotdiff.cases import Case, FileImage, ImageRef, NpyImage
 from spotdiff.errors import ConfigError, DataError
 
@@ -115,6 +115,17 @@ def _tags(subset: str, fmt: str) -> dict[str, str]:
     return {"subset": subset, "kind": _KIND[subset], "family": _FAMILY[subset], "format": fmt}
 
 
+CITATION = """\
+@inproceedings{wang2023equivariant,
+  title     = {Equivariant Similarity for Vision-Language Foundation Models},
+  author    = {Wang, Tan and Lin, Kevin and Li, Linjie and Lin, Chung-Ching and Yang, Zhengyuan and
+               Zhang, Hanwang and Liu, Zicheng and Wang, Lijuan},
+  booktitle = {IEEE/CVF International Conference on Computer Vision (ICCV)},
+  year      = {2023}
+}
+"""
+
+
 @BENCHMARKS.register("eqben")
 class EqBen(Benchmark):
     name = "eqben"
@@ -137,6 +148,17 @@ tags: subset, kind (natural/synthetic), family (eqbenkubric for the 3 Kubric spl
     description = (
         "EqBen: image pairs with visual-minimal changes from video and synthetic engines, 2 x 2 "
         "Winoground-style cases (Wang et al., Equivariant Similarity for VL Foundation Models, ICCV 2023)"
+    )
+    metadata = BenchmarkMetadata(
+        paper=(
+            "Wang, Lin, Li, Lin, Yang, Zhang, Liu, Wang. Equivariant Similarity for Vision-Language "
+            "Foundation Models. ICCV 2023"
+        ),
+        reference="https://github.com/Wangt-CN/EqBen",
+        citation=CITATION,
+        main_score=("group", "group"),
+        reproduces="EqBen Table 2 and Fig. 6",
+        license="images from the source video and synthetic engines, under their own terms",
     )
 
     # ----------------------------------------------------------------------------- files

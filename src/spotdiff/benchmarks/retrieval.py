@@ -26,7 +26,7 @@ from pathlib import Path
 import numpy as np
 
 from spotdiff.benchmarks._io import find_file, option_bool, option_choice, option_int, read_json
-from spotdiff.benchmarks.base import BENCHMARKS, Benchmark, LoadReport
+from spotdiff.benchmarks.base import BENCHMARKS, Benchmark, BenchmarkMetadata, LoadReport
 from spotdiff.cases import Case, FileImage
 from spotdiff.errors import ConfigError, DataError
 
@@ -99,6 +99,36 @@ def read_karpathy(path: Path) -> list[tuple[str, list[str]]]:
                 )
         out.append((image, list(captions)))
     return out
+
+
+KARPATHY_CITATION = """\
+@inproceedings{karpathy2015deep,
+  title     = {Deep Visual-Semantic Alignments for Generating Image Descriptions},
+  author    = {Karpathy, Andrej and Fei-Fei, Li},
+  booktitle = {IEEE Conference on Computer Vision and Pattern Recognition (CVPR)},
+  year      = {2015}
+}
+"""
+COCO_CITATION = """\
+@inproceedings{lin2014microsoft,
+  title     = {Microsoft {COCO}: Common Objects in Context},
+  author    = {Lin, Tsung-Yi and Maire, Michael and Belongie, Serge and Hays, James and Perona, Pietro and
+               Ramanan, Deva and Doll{\\'a}r, Piotr and Zitnick, C. Lawrence},
+  booktitle = {European Conference on Computer Vision (ECCV)},
+  year      = {2014}
+}
+"""
+FLICKR_CITATION = """\
+@article{young2014image,
+  title   = {From Image Descriptions to Visual Denotations: New Similarity Metrics for Semantic Inference over
+             Event Descriptions},
+  author  = {Young, Peter and Lai, Alice and Hodosh, Micah and Hockenmaier, Julia},
+  journal = {Transactions of the Association for Computational Linguistics},
+  volume  = {2},
+  pages   = {67--78},
+  year    = {2014}
+}
+"""
 
 
 class _KarpathyBenchmark(Benchmark):
@@ -190,6 +220,17 @@ class CocoRetrieval(_Retrieval):
         "COCO Karpathy 5K test split image-text retrieval, R@1/5/10 both directions "
         "(Karpathy & Fei-Fei 2015; BLIP annotation files, as in ARO and VisualGPTScore)"
     )
+    metadata = BenchmarkMetadata(
+        paper=(
+            "Lin et al. Microsoft COCO: Common Objects in Context. ECCV 2014; Karpathy and Fei-Fei. Deep "
+            "Visual-Semantic Alignments for Generating Image Descriptions. CVPR 2015 (5K test split)"
+        ),
+        reference="https://cocodataset.org",
+        citation=COCO_CITATION + KARPATHY_CITATION,
+        main_score=("retrieval", "rsum"),
+        reproduces="VisualGPTScore Table 4b; ARO Table 6",
+        license="COCO annotations CC BY 4.0; images under Flickr terms",
+    )
 
 
 @BENCHMARKS.register("flickr-retrieval")
@@ -200,4 +241,15 @@ class FlickrRetrieval(_Retrieval):
     description = (
         "Flickr30K 1K test split image-text retrieval, R@1/5/10 both directions "
         "(Young et al. 2014, Karpathy split; BLIP annotation files, as in ARO and VisualGPTScore)"
+    )
+    metadata = BenchmarkMetadata(
+        paper=(
+            "Young, Lai, Hodosh, Hockenmaier. From Image Descriptions to Visual Denotations. TACL 2014; "
+            "Karpathy and Fei-Fei. CVPR 2015 (1K test split)"
+        ),
+        reference="https://shannon.cs.illinois.edu/DenotationGraph/",
+        citation=FLICKR_CITATION + KARPATHY_CITATION,
+        main_score=("retrieval", "rsum"),
+        reproduces="VisualGPTScore Table 4b",
+        license="Flickr30K: non-commercial research use, by request form",
     )

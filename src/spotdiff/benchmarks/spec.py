@@ -54,7 +54,7 @@ from pathlib import Path
 import numpy as np
 
 from spotdiff.benchmarks._io import field, read_json
-from spotdiff.benchmarks.base import BENCHMARKS, Benchmark, LoadReport
+from spotdiff.benchmarks.base import BENCHMARKS, Benchmark, BenchmarkMetadata, LoadReport
 from spotdiff.cases import Case, FileImage
 from spotdiff.errors import DataError
 
@@ -121,6 +121,16 @@ def _records(path: Path) -> list[_Record]:
     return out
 
 
+CITATION = """\
+@inproceedings{peng2024synthesize,
+  title     = {Synthesize, Diagnose, and Optimize: Towards Fine-Grained Vision-Language Understanding},
+  author    = {Peng, Wujian and Xie, Sicheng and You, Zuyao and Lan, Shiyi and Wu, Zuxuan},
+  booktitle = {IEEE/CVF Conference on Computer Vision and Pattern Recognition (CVPR)},
+  year      = {2024}
+}
+"""
+
+
 @BENCHMARKS.register("spec")
 class Spec(Benchmark):
     name = "spec"
@@ -143,6 +153,17 @@ tags: subset, dimension (size/position/existence/count), k, form (set/i2t/t2i)""
     description = (
         "SPEC: K-way synthetic image and caption candidate sets for size, position, existence and count; "
         "I2T and T2I accuracy (Peng et al., Synthesize, Diagnose, and Optimize, CVPR 2024)"
+    )
+    metadata = BenchmarkMetadata(
+        paper=(
+            "Peng, Xie, You, Lan, Wu. Synthesize, Diagnose, and Optimize: Towards Fine-Grained Vision-"
+            "Language Understanding. CVPR 2024"
+        ),
+        reference="https://github.com/wjpoom/SPEC",
+        citation=CITATION,
+        main_score=("spec", "i2t"),
+        reproduces="SPEC Tables 2-4",
+        license="see the repository",
     )
 
     # ----------------------------------------------------------------------------- files

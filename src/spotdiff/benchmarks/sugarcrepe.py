@@ -15,7 +15,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 from spotdiff.benchmarks._io import field, frozen_truth, images_dir, read_json_unique
-from spotdiff.benchmarks.base import BENCHMARKS, LoadReport, SubsetFilesBenchmark
+from spotdiff.benchmarks.base import BENCHMARKS, BenchmarkMetadata, LoadReport, SubsetFilesBenchmark
 from spotdiff.cases import Case, FileImage
 from spotdiff.errors import DataError
 
@@ -23,6 +23,16 @@ _TRUTH = frozen_truth([[True, False]])
 _ROLES = ("positive", "negative")
 
 SUBSETS = ("add_att", "add_obj", "replace_att", "replace_obj", "replace_rel", "swap_att", "swap_obj")
+
+
+CITATION = """\
+@inproceedings{hsieh2023sugarcrepe,
+  title     = {SugarCrepe: Fixing Hackable Benchmarks for Vision-Language Compositionality},
+  author    = {Hsieh, Cheng-Yu and Zhang, Jieyu and Ma, Zixian and Kembhavi, Aniruddha and Krishna, Ranjay},
+  booktitle = {Advances in Neural Information Processing Systems (NeurIPS), Datasets and Benchmarks Track},
+  year      = {2023}
+}
+"""
 
 
 @BENCHMARKS.register("sugarcrepe")
@@ -40,6 +50,17 @@ tags: subset, operation (add/replace/swap), target (att/obj/rel)"""
     description = (
         "SugarCrepe: 7,511 COCO images with a caption and one hard negative in 7 subsets; "
         "I2T top-1 (Hsieh et al., SugarCrepe, NeurIPS 2023)"
+    )
+    metadata = BenchmarkMetadata(
+        paper=(
+            "Hsieh, Zhang, Ma, Kembhavi, Krishna. SugarCrepe: Fixing Hackable Benchmarks for Vision-"
+            "Language Compositionality. NeurIPS 2023 Datasets and Benchmarks"
+        ),
+        reference="https://github.com/RAIVNLab/sugar-crepe",
+        citation=CITATION,
+        main_score=("i2t-top1", "accuracy"),
+        reproduces="SugarCrepe Table 2; VisualGPTScore Table 2",
+        license="MIT (annotations); COCO val2017 images under Flickr terms",
     )
 
     search_dirs = ("", "data", "sugar_crepe")

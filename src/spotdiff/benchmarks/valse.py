@@ -21,7 +21,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 from spotdiff.benchmarks._io import field, frozen_truth, images_dir, option_bool, read_json_unique
-from spotdiff.benchmarks.base import BENCHMARKS, LoadReport, SubsetFilesBenchmark
+from spotdiff.benchmarks.base import BENCHMARKS, BenchmarkMetadata, LoadReport, SubsetFilesBenchmark
 from spotdiff.cases import Case, FileImage
 from spotdiff.errors import DataError
 
@@ -45,6 +45,17 @@ VALID_MIN_CAPTION_VOTES = 2
 SKIP_INVALID = "mturk caption < 2 (VALSE validity rule)"
 
 
+CITATION = """\
+@inproceedings{parcalabescu2022valse,
+  title     = {{VALSE}: A Task-Independent Benchmark for Vision and Language Models Centered on Linguistic Phenomena},
+  author    = {Parcalabescu, Letitia and Cafagna, Michele and Muradjan, Lilitta and Frank, Anette and
+               Calixto, Iacer and Gatt, Albert},
+  booktitle = {Proceedings of the 60th Annual Meeting of the Association for Computational Linguistics (ACL)},
+  year      = {2022}
+}
+"""
+
+
 @BENCHMARKS.register("valse")
 class Valse(SubsetFilesBenchmark):
     name = "valse"
@@ -64,6 +75,17 @@ tags: subset, linguistic_phenomena, dataset"""
     description = (
         "VALSE: 11 foiling tests of linguistic phenomena, 7,702 valid of 8,782 samples; pairwise "
         "accuracy and acc/p_c/p_f/min (Parcalabescu et al., VALSE, ACL 2022; metrics as in EqBen)"
+    )
+    metadata = BenchmarkMetadata(
+        paper=(
+            "Parcalabescu, Cafagna, Muradjan, Frank, Calixto, Gatt. VALSE: A Task-Independent Benchmark "
+            "for Vision and Language Models Centered on Linguistic Phenomena. ACL 2022"
+        ),
+        reference="https://github.com/Heidelberg-NLP/VALSE",
+        citation=CITATION,
+        main_score=("valse-pairwise", "acc_r"),
+        reproduces="VALSE Table 2; EqBen Table 3",
+        license="MIT (annotations); images from the datasets each piece names",
     )
 
     def cases(self, subset: str | None = None) -> Iterator[Case]:

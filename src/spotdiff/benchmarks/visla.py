@@ -31,7 +31,7 @@ from typing import ClassVar
 from rapidfuzz.distance import Levenshtein
 
 from spotdiff.benchmarks._io import frozen_truth, images_dir, read_text
-from spotdiff.benchmarks.base import BENCHMARKS, Benchmark, LoadReport
+from spotdiff.benchmarks.base import BENCHMARKS, Benchmark, BenchmarkMetadata, LoadReport
 from spotdiff.cases import Case, FileImage
 from spotdiff.errors import DataError
 
@@ -50,6 +50,20 @@ def order_positives(p1: str, p2: str, negative: str) -> tuple[str, str, bool, in
     if d2 < d1:
         return p2, p1, True, d2, d1
     return p1, p2, False, d1, d2
+
+
+_PAPER = ("Dumpala, Jaiswal, Sastry, Milios, Oore, Sajjad. VISLA Benchmark: Evaluating Embedding Sensitivity "
+          "to Semantic and Lexical Alterations. arXiv:2404.16365, 2024")
+_REFERENCE = "https://github.com/Sri-Harsha/visla_benchmark"
+CITATION = """\
+@article{dumpala2024visla,
+  title   = {VISLA Benchmark: Evaluating Embedding Sensitivity to Semantic and Lexical Alterations},
+  author  = {Dumpala, Sri Harsha and Jaiswal, Aman and Sastry, Chandramouli and Milios, Evangelos and
+             Oore, Sageev and Sajjad, Hassan},
+  journal = {arXiv preprint arXiv:2404.16365},
+  year    = {2024}
+}
+"""
 
 
 class _VislaBase(Benchmark):
@@ -151,6 +165,14 @@ class VislaGeneric(_VislaBase):
         "VISLA Generic: 973 (P1, P2, N) caption triplets on COCO val2017 images; I2T and T2T "
         "triplet accuracy (Dumpala et al., VISLA Benchmark, 2024)"
     )
+    metadata = BenchmarkMetadata(
+        paper=_PAPER,
+        reference=_REFERENCE,
+        citation=CITATION,
+        main_score=("visla-i2t", "accuracy"),
+        reproduces="VISLA Tables 2-3 (generic)",
+        license="COCO images: Flickr terms; annotations: see the repository",
+    )
 
 
 @BENCHMARKS.register("visla-spatial")
@@ -175,4 +197,12 @@ class VislaSpatial(_VislaBase):
     description = (
         "VISLA Spatial: 640 (P1, P2, N) spatial-relation triplets on COCO images; I2T and T2T "
         "triplet accuracy (Dumpala et al., VISLA Benchmark, 2024)"
+    )
+    metadata = BenchmarkMetadata(
+        paper=_PAPER,
+        reference=_REFERENCE,
+        citation=CITATION,
+        main_score=("visla-i2t", "accuracy"),
+        reproduces="VISLA Tables 2-3 (spatial)",
+        license="Visual Genome images: CC BY 4.0",
     )

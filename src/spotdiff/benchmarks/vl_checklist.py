@@ -45,7 +45,7 @@ from spotdiff.benchmarks._io import (
     read_json,
     read_text,
 )
-from spotdiff.benchmarks.base import BENCHMARKS, Benchmark, LoadReport
+from spotdiff.benchmarks.base import BENCHMARKS, Benchmark, BenchmarkMetadata, LoadReport
 from spotdiff.cases import Case, FileImage
 from spotdiff.errors import ConfigError, DataError
 
@@ -92,6 +92,17 @@ class CorpusEntry:
         return tags
 
 
+CITATION = """\
+@article{zhao2022vlchecklist,
+  title   = {{VL-CheckList}: Evaluating Pre-trained Vision-Language Models with Objects, Attributes and Relations},
+  author  = {Zhao, Tiancheng and Zhang, Tianqi and Zhu, Mingwei and Shen, Haozhan and Lee, Kyusong and
+             Lu, Xiaopeng and Yin, Jianwei},
+  journal = {arXiv preprint arXiv:2207.00221},
+  year    = {2022}
+}
+"""
+
+
 @BENCHMARKS.register("vl-checklist")
 class VLCheckList(Benchmark):
     name = "vl-checklist"
@@ -111,6 +122,17 @@ tags: subset, category, source (vg/vaw/swig/hake), corpus (yaml name), variant (
     description = (
         "VL-CheckList: objects, attributes and relations on VG/VAW/SWiG/HAKE images, positive vs "
         "paired negative phrase; I2T top-1 (Zhao et al., VL-CheckList, arXiv:2207.00221)"
+    )
+    metadata = BenchmarkMetadata(
+        paper=(
+            "Zhao, Zhang, Xu, Zhong, Zhao, Li, Yang, Chen, Shen. VL-CheckList: Evaluating Pre-trained "
+            "Vision-Language Models with Objects, Attributes and Relations. arXiv:2207.00221, 2022"
+        ),
+        reference="https://github.com/om-ai-lab/VL-CheckList",
+        citation=CITATION,
+        main_score=("i2t-top1", "accuracy"),
+        reproduces="VL-CheckList Table 2; VisualGPTScore Table 2",
+        license="images from Visual Genome, SWiG, HAKE, COCO, HICO under their own terms",
     )
 
     def __init__(self, root: str | Path, **options: object) -> None:

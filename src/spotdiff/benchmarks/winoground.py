@@ -21,12 +21,23 @@ from collections.abc import Iterator
 from pathlib import Path
 
 from spotdiff.benchmarks._io import field, find_file, frozen_truth, read_jsonl
-from spotdiff.benchmarks.base import BENCHMARKS, Benchmark, LoadReport
+from spotdiff.benchmarks.base import BENCHMARKS, Benchmark, BenchmarkMetadata, LoadReport
 from spotdiff.cases import Case, FileImage
 from spotdiff.errors import DataError
 
 SUBSETS = ("Object", "Relation", "Both")
 _TRUTH = frozen_truth([[True, False], [False, True]])
+
+
+CITATION = """\
+@inproceedings{thrush2022winoground,
+  title     = {Winoground: Probing Vision and Language Models for Visio-Linguistic Compositionality},
+  author    = {Thrush, Tristan and Jiang, Ryan and Bartolo, Max and Singh, Amanpreet and Williams, Adina and
+               Kiela, Douwe and Ross, Candace},
+  booktitle = {IEEE/CVF Conference on Computer Vision and Pattern Recognition (CVPR)},
+  year      = {2022}
+}
+"""
 
 
 @BENCHMARKS.register("winoground")
@@ -46,6 +57,17 @@ subset = collapsed_tag; tags: tag, secondary_tag, collapsed_tag, num_main_preds
     description = (
         "Winoground: 400 expert-curated pairs of images and captions with the same words reordered "
         "(Thrush et al., Winoground, CVPR 2022)"
+    )
+    metadata = BenchmarkMetadata(
+        paper=(
+            "Thrush, Jiang, Bartolo, Singh, Williams, Kiela, Ross. Winoground: Probing Vision and "
+            "Language Models for Visio-Linguistic Compositionality. CVPR 2022"
+        ),
+        reference="https://huggingface.co/datasets/facebook/winoground",
+        citation=CITATION,
+        main_score=("group", "group"),
+        reproduces="Winoground Table 3; EqBen Table 3; VisualGPTScore Table 2",
+        license="gated: Meta's licence must be accepted on the hub",
     )
 
     def _file(self) -> Path:

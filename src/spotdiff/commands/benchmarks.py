@@ -1,4 +1,4 @@
-"""``spotdiff benchmarks``: the registered benchmarks, their protocols and data layouts."""
+"""``spotdiff benchmarks``: the registered benchmarks, their papers, protocols and data layouts."""
 
 from __future__ import annotations
 
@@ -11,6 +11,7 @@ from spotdiff.benchmarks import BENCHMARKS
 def register(subparsers: argparse._SubParsersAction) -> None:
     p = subparsers.add_parser("benchmarks", help="list benchmarks, their protocols and data layout")
     p.add_argument("name", nargs="?", help="show one benchmark only")
+    p.add_argument("--citation", action="store_true", help="print the BibTeX of each benchmark's paper")
     p.set_defaults(func=run)
 
 
@@ -20,11 +21,17 @@ def run(args: argparse.Namespace) -> int:
         print(f"{name}")
         if bench.description:
             print(textwrap.indent(textwrap.fill(bench.description, 96), "    "))
+        meta = bench.metadata
+        print(textwrap.indent(textwrap.fill(f"paper: {meta.paper}", 96), "    "))
+        print(f"    reference: {meta.reference}")
+        print(f"    main score: {meta.main_score[1]} ({meta.main_score[0]}); reproduces {meta.reproduces or '-'}")
         print(f"    protocols: {', '.join(bench.protocols)} (default {bench.protocols[0]})")
         if bench.subsets:
             print(textwrap.indent(textwrap.fill("subsets: " + ", ".join(bench.subsets), 96), "    "))
         if bench.layout:
             print("    data layout:")
             print(textwrap.indent(textwrap.dedent(bench.layout).strip(), "      "))
+        if args.citation:
+            print(textwrap.indent(meta.citation.strip(), "    "))
         print()
     return 0
