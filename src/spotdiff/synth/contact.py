@@ -16,7 +16,7 @@ from pathlib import Path
 from PIL import Image, ImageDraw
 
 from spotdiff.errors import DataError
-from spotdiff.synth.objects import _font
+from spotdiff.synth.objects import font
 
 BG = (255, 255, 255)
 INK = (20, 20, 20)
@@ -29,8 +29,8 @@ class _Sheet:
 
     def __init__(self, thumb: int) -> None:
         self.thumb = thumb
-        self.font = _font(max(9, thumb // 11))
-        self.head = _font(max(11, thumb // 8))
+        self.font = font(max(9, thumb // 11))
+        self.head = font(max(11, thumb // 8))
         self.rows: list[tuple[str, list[tuple[Path | None, str]]]] = []
 
     def add(self, title: str, cells: list[tuple[Path | None, str]]) -> None:

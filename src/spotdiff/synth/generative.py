@@ -31,7 +31,7 @@ import numpy as np
 from PIL import Image
 
 from spotdiff.errors import ConfigError, DataError
-from spotdiff.synth.objects import ObjectInstance, ObjectSource, _instance_seed, tight_crop
+from spotdiff.synth.objects import ObjectInstance, ObjectSource, instance_seed, tight_crop
 
 EXTRA = "generate"
 
@@ -178,7 +178,7 @@ class TextToImageSource(ObjectSource):
         if category is None:
             options = [c for c in self.classes if c not in exclude]
             category = options[int(rng.integers(len(options)))]
-        return ObjectInstance(category, None, "plain", _instance_seed(rng, split), source="text-to-image")
+        return ObjectInstance(category, None, "plain", instance_seed(rng, split), source="text-to-image")
 
     def generate(self, instance: ObjectInstance) -> Image.Image:
         out = self.pipeline(
