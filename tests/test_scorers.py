@@ -88,7 +88,7 @@ def test_families_and_alias_registered():
 def test_alias_resolves_in_a_fresh_process():
     """load_scorer discovers the family modules (and so their aliases) before resolving a spec."""
     code = (
-        "from spotdiff.scorers.base import SCORERS, resolve_spec; SCORERS.names(); "
+        "from spotdiff.scorers import SCORERS, resolve_spec; SCORERS.names(); "
         "print(resolve_spec('minilm'))"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)

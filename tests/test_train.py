@@ -155,7 +155,7 @@ def test_checkpoint_reloads_as_a_model(uninterrupted, data):
     ckpt = out / "checkpoint-0000006"
     assert (ckpt / "COMPLETE").is_file() and CLIPModel.from_pretrained(ckpt) is not None
     # the same path a user's model takes in `spotdiff eval`
-    from spotdiff.scorers.base import load_scorer
+    from spotdiff.scorers import load_scorer
 
     scorer = load_scorer(result.eval_spec)
     _, _, cases = data
@@ -215,7 +215,7 @@ def test_finetune_a_saved_checkpoint_and_siglip(tmp_path, data):
 
 
 def test_finetune_open_clip(tmp_path, data):
-    from spotdiff.scorers.base import load_scorer
+    from spotdiff.scorers import load_scorer
     from spotdiff.testing.tiny_models import make_tiny_open_clip
 
     _, pairs, cases = data

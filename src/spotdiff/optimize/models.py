@@ -35,6 +35,7 @@ import torch
 from torch import nn
 
 from spotdiff.errors import ConfigError
+from spotdiff.scorers.factory import hf_name, parse_open_clip_spec
 
 log = logging.getLogger(__name__)
 
@@ -280,13 +281,10 @@ def build_clip_from_config(spec: str, *, tokenizer: str | Path | None = None, se
 
 def load_dual_encoder(spec: str) -> DualEncoder:
     """A dual encoder from a model spec: ``[hf-clip:|hf-siglip:|hf-dual:]NAME_OR_DIR`` or ``open-clip:...``."""
-    if spec.startswith("open-clip:"):
-        return _load_open_clip(spec[len("open-clip:") :])
-    name = spec
-    for prefix in ("hf-clip:", "hf-siglip:", "hf-dual:", "hf:"):
-        if spec.startswith(prefix):
-            name = spec[len(prefix) :]
-            break
+    family, _, rest = spec.partition(":")
+    if family == "open-clip":
+        return _load_open_clip(rest)
+    name = hf_name(spec)
     from transformers import AutoImageProcessor, AutoModel, AutoTokenizer
 
     try:
@@ -303,12 +301,11 @@ def _load_open_clip(rest: str) -> OpenClipDualEncoder:
         import open_clip
     except ImportError as exc:  # pragma: no cover - a declared dependency
         raise ConfigError("open-clip models need the open_clip_torch package") from exc
-    if rest.startswith("local-dir:"):
-        name, pretrained = rest, None
-        cfg = json.loads((Path(rest[len("local-dir:") :]) / "open_clip_config.json").read_text(encoding="utf-8"))
+    name, pretrained = parse_open_clip_spec(rest)
+    if name.startswith("local-dir:"):
+        cfg = json.loads((Path(name[len("local-dir:") :]) / "open_clip_config.json").read_text(encoding="utf-8"))
         model_cfg = cfg["model_cfg"]
     else:
-        name, _, pretrained = rest.partition("@")
         if name.endswith(".json"):  # a custom architecture: register the config under its file stem
             open_clip.add_model_config(Path(name))
             name = Path(name).stem

@@ -28,6 +28,7 @@ from scipy.stats import binomtest
 
 from spotdiff.cases import Case
 from spotdiff.errors import ConfigError, DataError
+from spotdiff.jsonio import round_values
 from spotdiff.protocols.base import Protocol, get_protocol
 
 #: Upper bound on the elements of one chunk of the resampling index matrix.
@@ -37,15 +38,6 @@ CHUNK_ELEMENTS = 4_000_000
 def ci_key(metric: str, ci: float) -> str:
     """``accuracy_ci95`` for ``ci=0.95``."""
     return f"{metric}_ci{round(ci * 100):d}"
-
-
-def _round(x: Any, digits: int = 2) -> Any:
-    if isinstance(x, (list, tuple)):
-        return [_round(v, digits) for v in x]
-    if x is None:
-        return None
-    x = float(x)
-    return None if math.isnan(x) else round(x, digits)
 
 
 @dataclass
@@ -86,7 +78,7 @@ class Evaluation:
 
     def metrics_json(self, digits: int = 2) -> dict[str, dict[str, Any]]:
         """The ``metrics`` block of ``metrics.json``: rounded to ``digits``, NaN as ``None``."""
-        return {scope: {k: _round(v, digits) for k, v in m.items()} for scope, m in self.metrics.items()}
+        return round_values(self.metrics, digits)
 
     def records(self) -> list[dict[str, Any]]:
         """One dict per unit: ``unit``, ``case``, ``subset`` and each unit metric (NaN as ``None``)."""

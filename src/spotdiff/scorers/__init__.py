@@ -1,16 +1,14 @@
-"""Scorers: one module per model family, registered by spec prefix."""
+"""Scorers: one module per model family, registered by spec prefix; :mod:`.factory` parses specs."""
 
 from spotdiff.scorers.base import (
-    ALIASES,
     CAPABILITIES,
     SCORERS,
     EmbeddingScorer,
     PairScorer,
     Scorer,
     ScorerOptions,
-    load_scorer,
-    resolve_spec,
 )
+from spotdiff.scorers.factory import ALIASES, load_scorer, resolve_spec
 
 __all__ = [
     "ALIASES",

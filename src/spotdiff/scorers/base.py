@@ -8,8 +8,8 @@ Two shapes of model share it (DESIGN.md, "Scorers"):
   image and batches that image's texts against it.
 
 A scorer family registers a factory under its spec prefix (``hf-clip``, ``blip-itm``, ...) with
-``@SCORERS.register(prefix)``; ``load_scorer("prefix:rest")`` builds it. Aliases map short names
-(``minilm``) to full specs.
+``@SCORERS.register(prefix)``; :func:`spotdiff.scorers.factory.load_scorer` parses a spec string
+and builds it.
 """
 
 from __future__ import annotations
@@ -91,30 +91,6 @@ class PairScorer(Scorer):
 
 
 SCORERS: Registry[Callable[[str, ScorerOptions], Scorer]] = Registry("scorer family", "spotdiff.scorers")
-
-#: Short names for common specs.
-ALIASES: dict[str, str] = {}
-
-
-def resolve_spec(spec: str) -> tuple[str, str]:
-    """Split a spec string into (family prefix, rest), expanding aliases."""
-    spec = ALIASES.get(spec, spec)
-    if ":" not in spec:
-        raise ConfigError(
-            f"model spec {spec!r} has no family prefix; expected 'family:name-or-path' "
-            f"(see `spotdiff models`)"
-        )
-    family, rest = spec.split(":", 1)
-    return family, rest
-
-
-def load_scorer(spec: str, options: ScorerOptions | None = None) -> Scorer:
-    """Build the scorer a spec string names (``hf-clip:/path``, ``minilm``, ...)."""
-    SCORERS.names()  # discover families (and their aliases)
-    family, rest = resolve_spec(spec)
-    factory = SCORERS.get(family)
-    return factory(rest, options or ScorerOptions())
-
 
 def digest_files(paths: Sequence[Path]) -> str:
     """SHA-256 over files' names and bytes (weights or config), in a stable order."""

@@ -28,7 +28,6 @@ import hashlib
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
-from urllib.parse import parse_qsl
 
 import numpy as np
 
@@ -43,6 +42,7 @@ from spotdiff.scorers.base import (
     resolve_device,
     resolve_dtype,
 )
+from spotdiff.scorers.factory import parse_spec_options
 
 __all__ = [
     "LanguageModelScorer",
@@ -50,7 +50,6 @@ __all__ = [
     "gather_token_logprobs",
     "load_device_dtype",
     "model_identity_digests",
-    "parse_spec_options",
 ]
 
 
@@ -72,20 +71,6 @@ class TokenScores:
     @property
     def total(self) -> float:
         return float(self.logprobs.sum())
-
-
-def parse_spec_options(rest: str, options: ScorerOptions, known: Sequence[str]) -> tuple[str, dict[str, str]]:
-    """Split ``name?key=value&...`` into the model name and its options (``options.extra`` first,
-    then the query string, which wins)."""
-    name, _, query = rest.partition("?")
-    opts: dict[str, Any] = {k: v for k, v in options.extra.items() if k in known}
-    for key, value in parse_qsl(query, keep_blank_values=True):
-        if key not in known:
-            raise ConfigError(f"unknown option {key!r} in model spec {rest!r}; known: {', '.join(known)}")
-        opts[key] = value
-    if not name:
-        raise ConfigError(f"model spec {rest!r} names no model (expected a hub id or a local path)")
-    return name, opts
 
 
 def model_identity_digests(name: str, config: Any) -> dict[str, str | None]:

