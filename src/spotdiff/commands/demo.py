@@ -89,10 +89,11 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    from spotdiff.commands import main
     from spotdiff.demo import DemoConfig, run_demo
 
     workers = args.workers if args.workers is not None else _default_workers()
-    run_demo(DemoConfig(out=args.out, quick=args.quick, seed=args.seed, workers=workers))
+    run_demo(DemoConfig(out=args.out, quick=args.quick, seed=args.seed, workers=workers), run_command=main)
     return 0
 
 

@@ -76,8 +76,11 @@ __all__ = [
 ]
 
 
-def run_demo(config: DemoConfig, *, echo: Callable[[str], None] = print) -> dict:
-    """Run (or resume) the whole demo; return the findings."""
+def run_demo(
+    config: DemoConfig, *, run_command: Callable[[list[str]], int], echo: Callable[[str], None] = print
+) -> dict:
+    """Run (or resume) the whole demo, each command through ``run_command`` (``spotdiff.commands.main``);
+    return the findings."""
     if config.workers < 1:
         raise ConfigError("--workers must be at least 1")
     out = config.out.resolve()
@@ -103,7 +106,7 @@ def run_demo(config: DemoConfig, *, echo: Callable[[str], None] = print) -> dict
     preload()
     from transformers import BlipForConditionalGeneration, CLIPModel  # noqa: F401  (the demo's models, once)
 
-    runner = Runner(out, stages, workers=config.workers, echo=echo)
+    runner = Runner(out, stages, run_command=run_command, workers=config.workers, echo=echo)
     runner.run()
     echo(f"{runner.stamp()} {'findings':20s} findings.json and summary.md")
     findings = compute_findings(out)

@@ -297,7 +297,7 @@ def _case_line(case: Case, matrix: np.ndarray, unit_ids: list[str], outcomes: li
 def write_metrics_json(
     config: EvalConfig, protocol: str, result: EvalResult, data_digest: str, extra: dict | None = None
 ) -> Path:
-    """``metrics.json`` in the DESIGN.md format, plus provenance fields and ``extra`` blocks."""
+    """``metrics.json`` in the format of docs/outputs.md, plus provenance fields and ``extra`` blocks."""
     payload = {
         "benchmark": config.benchmark,
         "model": config.model,

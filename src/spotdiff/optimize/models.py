@@ -51,7 +51,7 @@ PRESETS: dict[str, dict[str, Any]] = {
         "projection_dim": 64,
         "max_text_length": 32,
     },
-    # the "small CLIP" of DESIGN.md: 64 px images, ViT patch 16, 2-layer towers of width 128
+    # the "small CLIP" of docs/architecture.md: 64 px images, ViT patch 16, 2-layer towers of width 128
     "small": {
         "width": 128,
         "layers": 2,

@@ -96,7 +96,9 @@ def preload() -> None:
         import spotdiff.report.build  # noqa: F401
 
 
-def _child(argv: list[str], cwd: Path, log: Path, threads: int) -> None:  # pragma: no cover - forked
+def _child(
+    argv: list[str], cwd: Path, log: Path, threads: int, run_command: Callable[[list[str]], int]
+) -> None:  # pragma: no cover - forked
     code = 1
     try:
         os.chdir(cwd)
@@ -115,9 +117,7 @@ def _child(argv: list[str], cwd: Path, log: Path, threads: int) -> None:  # prag
 
         torch.set_num_threads(threads)
         print(f"$ spotdiff {shlex.join(argv)}", flush=True)
-        from spotdiff.cli import main
-
-        code = main(argv)
+        code = run_command(argv)
     except SystemExit as exc:
         code = exc.code if isinstance(exc.code, int) else 1
     except BaseException:
@@ -143,7 +143,8 @@ class _Job:
 class Runner:
     """Runs the stages of a plan in ``out``, ``workers`` commands at a time, skipping those up to date.
 
-    Each command runs in a forked worker process (a subprocess where fork is unavailable) with
+    ``run_command`` executes one command's argv (``spotdiff.commands.main``). Each command runs in a
+    forked worker process (a ``python -m spotdiff`` subprocess where fork is unavailable) with
     ``cpu_count // workers`` torch threads, its output going to ``out/logs/NAME.log``. A stage is up
     to date when its record holds the same fingerprint, its outputs exist and the runs its record
     names are finished in the run store ``out/store``.
@@ -154,6 +155,7 @@ class Runner:
         out: Path,
         stages: Sequence[Stage],
         *,
+        run_command: Callable[[list[str]], int],
         workers: int = 2,
         store: str = "runs.sqlite",
         echo: Callable[[str], None] = print,
@@ -162,6 +164,7 @@ class Runner:
             raise ConfigError("--workers must be at least 1")
         self.out = Path(out).resolve()
         self.workers = workers
+        self.run_command = run_command
         self.store = self.out / store
         self.stages = {st.name: st for st in stages}
         self.order = [st.name for st in stages]
@@ -214,7 +217,7 @@ class Runner:
         if self.use_fork:
             pid = os.fork()
             if pid == 0:  # pragma: no cover - the child
-                _child(argv, self.out, log, self.threads)
+                _child(argv, self.out, log, self.threads, self.run_command)
             return _Job(stage, index, pid, time.perf_counter())
         import subprocess
 

@@ -41,7 +41,19 @@ def _permutation(case: Case) -> np.ndarray:
 
 @PROTOCOLS.register("group")
 class GroupScore(Protocol):
-    """Winoground/EqBen text, image and group scores, strict ``>`` (EqBen Sec. 4)."""
+    """Winoground/EqBen text, image and group scores, strict ``>`` (EqBen Sec. 4).
+
+    >>> import numpy as np
+    >>> from spotdiff.cases import ArrayImage, Case
+    >>> images = (ArrayImage(np.zeros((2, 2, 3), np.uint8)), ArrayImage(np.ones((2, 2, 3), np.uint8)))
+    >>> case = Case("c", ("a mug in some grass", "some grass in a mug"), np.eye(2), images, {"subset": "s"})
+    >>> GroupScore().outcomes(case, np.array([[0.9, 0.2], [0.4, 0.7]]))
+    [{'text': 1.0, 'image': 1.0, 'group': 1.0}]
+    >>> GroupScore().outcomes(case, np.array([[0.9, 0.2], [0.8, 0.7]]))  # image 1 prefers text 0
+    [{'text': 0.0, 'image': 1.0, 'group': 0.0}]
+    >>> GroupScore().outcomes(case, np.full((2, 2), 0.5))  # a 2 x 2 tie scores 0
+    [{'text': 0.0, 'image': 0.0, 'group': 0.0}]
+    """
 
     name = "group"
     needs = "image-text"

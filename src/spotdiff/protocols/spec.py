@@ -36,7 +36,19 @@ def _queries(truth: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
 
 @PROTOCOLS.register("spec")
 class SpecAccuracy(Protocol):
-    """SPEC I2T/T2I accuracy (Eq. 4-5), strict: the true candidate must beat every other one."""
+    """SPEC I2T/T2I accuracy (Eq. 4-5), strict: the true candidate must beat every other one.
+
+    A K x K case gives K image queries (``i2t``) and K text queries (``t2i``), one unit each:
+
+    >>> import numpy as np
+    >>> from spotdiff.cases import ArrayImage, Case
+    >>> images = tuple(ArrayImage(np.full((2, 2, 3), k, np.uint8)) for k in range(2))
+    >>> case = Case("c", ("one apple", "two apples"), np.eye(2), images, {"subset": "count"})
+    >>> SpecAccuracy().outcomes(case, np.array([[0.9, 0.2], [0.8, 0.7]]))  # image 1 prefers text 0
+    [{'i2t': 1.0, 't2i': nan}, {'i2t': 0.0, 't2i': nan}, {'i2t': nan, 't2i': 1.0}, {'i2t': nan, 't2i': 1.0}]
+    >>> SpecAccuracy().outcomes(case, np.full((2, 2), 0.5))[0]  # a tie fails
+    {'i2t': 0.0, 't2i': nan}
+    """
 
     name = "spec"
     needs = "image-text"

@@ -78,7 +78,17 @@ def top1_correct(case: Case, scores: np.ndarray, protocol: str, what: str) -> fl
 
 @PROTOCOLS.register("i2t-top1")
 class ImageToTextTop1(Protocol):
-    """I2T R@1 with one positive among M captions; strict (VisualGPTScore Sec. 4)."""
+    """I2T R@1 with one positive among M captions; strict (VisualGPTScore Sec. 4).
+
+    >>> import numpy as np
+    >>> from spotdiff.cases import ArrayImage, Case
+    >>> case = Case("c", ("the horse eats the grass", "the grass eats the horse"), np.array([[True, False]]),
+    ...             (ArrayImage(np.zeros((2, 2, 3), np.uint8)),), {"subset": "s"})
+    >>> ImageToTextTop1().outcomes(case, np.array([[0.31, 0.30]]))
+    [{'accuracy': 1.0}]
+    >>> ImageToTextTop1().outcomes(case, np.array([[0.3, 0.3]]))  # a tie fails
+    [{'accuracy': 0.0}]
+    """
 
     name = "i2t-top1"
     needs = "image-text"

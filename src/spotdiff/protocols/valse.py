@@ -48,7 +48,17 @@ def _caption_foil(case: Case, protocol: str) -> tuple[int, int]:
 
 @PROTOCOLS.register("valse-pairwise")
 class ValsePairwise(Protocol):
-    """VALSE pairwise ranking accuracy ``acc_r``: s(caption) > s(foil), strict."""
+    """VALSE pairwise ranking accuracy ``acc_r``: s(caption) > s(foil), strict.
+
+    >>> import numpy as np
+    >>> from spotdiff.cases import ArrayImage, Case
+    >>> case = Case("c", ("There are two dogs.", "There are three dogs."), np.array([[True, False]]),
+    ...             (ArrayImage(np.zeros((2, 2, 3), np.uint8)),), {"subset": "counting-hard"})
+    >>> ValsePairwise().outcomes(case, np.array([0.6, 0.4]))
+    [{'acc_r': 1.0}]
+    >>> ValsePairwise().outcomes(case, np.array([0.5, 0.5]))  # a tie fails
+    [{'acc_r': 0.0}]
+    """
 
     name = "valse-pairwise"
     needs = "image-text"

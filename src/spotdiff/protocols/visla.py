@@ -70,7 +70,19 @@ def _outcome(p1_n: bool, p2_n: bool) -> dict[str, float]:
 
 @PROTOCOLS.register("visla-t2t")
 class VislaT2T(Protocol):
-    """VISLA text-to-text triplet accuracy, P1-N and P2-N (VISLA Sec. 4, App. B, Table 3)."""
+    """VISLA text-to-text triplet accuracy, P1-N and P2-N (VISLA Sec. 4, App. B, Table 3).
+
+    ``scores`` is the 3 x 3 text-text similarity of (P1, P2, N): query P1 must rank P2 above N,
+    query P2 must rank P1 above N.
+
+    >>> import numpy as np
+    >>> from spotdiff.cases import Case
+    >>> case = Case("c", ("a cat left of a dog", "a dog right of a cat", "a cat right of a dog"),
+    ...             np.array([[True, True, False]]), tags={"subset": "spatial"})
+    >>> s = np.array([[1.0, 0.8, 0.9], [0.8, 1.0, 0.7], [0.9, 0.7, 1.0]])
+    >>> VislaT2T().outcomes(case, s)  # P1 finds N closer than P2
+    [{'accuracy': 0.0, 'p1_n': 1.0, 'p2_n': 0.0}]
+    """
 
     name = "visla-t2t"
     needs = "text-text"

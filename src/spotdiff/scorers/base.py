@@ -1,6 +1,6 @@
 """The scorer interface: a model, named by a spec string, that scores images and texts.
 
-Two shapes of model share it (DESIGN.md, "Scorers"):
+Two shapes of model share it (docs/architecture.md, "Scorers"):
 
 * :class:`EmbeddingScorer` embeds each unique image and text once; similarities are dot products
   of L2-normalised embeddings, so text-text similarity comes for free.

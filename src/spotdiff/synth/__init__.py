@@ -1,4 +1,4 @@
-"""Minimal-change data engines that write published benchmark formats (DESIGN.md, "synth/").
+"""Minimal-change data engines that write published benchmark formats (docs/architecture.md, "Synthesize").
 
 Engines (each a module registering itself in :data:`ENGINES`):
 
