@@ -177,7 +177,8 @@ def _prepare(config: EvalConfig) -> tuple[str, str, bool]:
         added = merge_shards(cache_dir)  # shards of killed runs: their work is reused, not redone
         if added:
             log.info("merged %d cached items left in shards by an earlier run", added)
-    Cache(cache_dir, "").close()  # the main cache exists before the ranks read it
+    with Cache(cache_dir, ""):  # the main cache exists before the ranks read it
+        pass
     return uuid.uuid4().hex[:12], str(cache_dir), temporary
 
 
