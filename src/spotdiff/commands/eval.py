@@ -28,7 +28,24 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--subset", help="evaluate one subset only")
     p.add_argument("--protocol", help="protocol (default: the benchmark's first)")
     p.add_argument("--out", type=Path, help="write metrics.json and scores.jsonl here")
-    p.add_argument("--batch-size", type=int, default=32)
+    p.add_argument(
+        "--batch-size",
+        type=_batch_size,
+        default=32,
+        help="items per model batch (default 32), or 'auto': on CUDA the largest that fits, found once per "
+        "model and device and remembered in the cache directory (on a CPU: the default)",
+    )
+    p.add_argument(
+        "--workers",
+        type=_workers,
+        default=None,
+        help="processes decoding and preprocessing images ahead of the model (default: every core; 0: none)",
+    )
+    p.add_argument(
+        "--gpu-decode",
+        action="store_true",
+        help="decode JPEG images on the model's CUDA device (nvJPEG) and preprocess them there",
+    )
     p.add_argument("--device", default="auto", help="cpu, cuda, cuda:N, mps or auto (default)")
     p.add_argument("--dtype", default="auto", help="auto (float16 on GPU), float32, float16, bfloat16")
     p.add_argument("--limit", type=int, help="evaluate the first N cases only")
@@ -66,6 +83,28 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.set_defaults(func=run)
 
 
+def _batch_size(value: str) -> int | str:
+    if value == "auto":
+        return value
+    try:
+        n = int(value)
+    except ValueError:
+        n = 0
+    if n < 1:
+        raise argparse.ArgumentTypeError(f"expected a positive integer or 'auto', got {value!r}")
+    return n
+
+
+def _workers(value: str) -> int:
+    try:
+        n = int(value)
+    except ValueError:
+        n = -1
+    if n < 0:
+        raise argparse.ArgumentTypeError(f"expected 0 or a positive integer, got {value!r}")
+    return n
+
+
 def run(args: argparse.Namespace) -> int:
     options: dict[str, object] = {"images": args.images} if args.images else {}
     for item in args.option:
@@ -90,6 +129,8 @@ def run(args: argparse.Namespace) -> int:
         use_store=not args.no_store,
         n_boot=args.n_boot,
         progress=not args.quiet,
+        workers=args.workers,
+        gpu_decode=args.gpu_decode,
         options=options,
     )
     if args.debias:

@@ -20,12 +20,14 @@ import numpy as np
 from spotdiff import __version__
 from spotdiff.benchmarks import Benchmark, get_benchmark
 from spotdiff.cases import Case
-from spotdiff.diagnose.cache import merge_shards
+from spotdiff.diagnose.autobatch import DEFAULT_BATCH_SIZE, resolve_batch_size
+from spotdiff.diagnose.cache import Cache, merge_shards
 from spotdiff.diagnose.engine import Engine, check_capability
 from spotdiff.diagnose.store import RunStore
 from spotdiff.errors import ConfigError, DataError
 from spotdiff.jsonio import dumps, round_values, write_json
 from spotdiff.protocols import Protocol, get_protocol
+from spotdiff.protocols.columns import IdSet
 from spotdiff.protocols.stats import UnitTable, evaluate_units
 from spotdiff.scorers import Scorer, ScorerOptions, load_scorer
 from spotdiff.seeding import seed_everything
@@ -47,7 +49,8 @@ class EvalConfig:
     subset: str | None = None
     protocol: str | None = None
     out: Path | None = None
-    batch_size: int = 32
+    #: Items per model batch, or ``"auto"``: the largest that fits on the GPU (:mod:`.autobatch`).
+    batch_size: int | str = DEFAULT_BATCH_SIZE
     device: str = "auto"
     dtype: str = "auto"
     limit: int | None = None
@@ -57,6 +60,10 @@ class EvalConfig:
     use_store: bool = True
     n_boot: int = 1000
     progress: bool = True
+    #: Processes decoding and preprocessing images ahead of the model (None: every core; 0: none).
+    workers: int | None = None
+    #: Decode JPEG files on the model's CUDA device instead of in the workers.
+    gpu_decode: bool = False
     options: dict = field(default_factory=dict)
     #: Recorded in the run store's ``info`` with the run (a sharded run records its shards here).
     extra_info: dict = field(default_factory=dict)
@@ -91,13 +98,13 @@ def resolve(config: EvalConfig) -> tuple[Benchmark, Protocol]:
 
 
 def stream_cases(bench: Benchmark, subset: str | None, limit: int | None) -> Iterator[Case]:
-    seen: set[str] = set()
+    """The benchmark's cases (the first ``limit``); a repeated case id is an error where it appears."""
+    seen = IdSet()  # 16 bytes a case: memory stays flat over millions of cases
     for n, case in enumerate(bench.cases(subset)):
         if limit is not None and n >= limit:
             return
-        if case.id in seen:
+        if not seen.add(case.id):
             raise DataError("duplicate case id", file=bench.root, record=case.id)
-        seen.add(case.id)
         yield case
 
 
@@ -240,24 +247,59 @@ class RunRecorder:
             self.store.fail_run(self.run_id, f"{type(exc).__name__}: {exc}")
 
 
+def load_eval_scorer(config: EvalConfig, device: str | None = None) -> Scorer:
+    """The model of ``config`` (on ``device``, default ``config.device``), its batch size resolved
+    when ``config.batch_size`` is ``"auto"`` (:func:`~spotdiff.diagnose.autobatch.resolve_batch_size`)."""
+    auto = config.batch_size == "auto"
+    if not auto and (not isinstance(config.batch_size, int) or config.batch_size < 1):
+        raise ConfigError(f"--batch-size must be a positive integer or 'auto', got {config.batch_size!r}")
+    options = ScorerOptions(
+        device=device or config.device,
+        dtype=config.dtype,
+        batch_size=DEFAULT_BATCH_SIZE if auto else int(config.batch_size),
+        seed=config.seed,
+    )
+    scorer = load_scorer(config.model, options)
+    if auto:
+        scorer.options.batch_size = resolve_batch_size(scorer, config.cache)
+    return scorer
+
+
+def make_engine(
+    config: EvalConfig, scorer: Scorer, *, cache: Cache | None = None, progress: bool | None = None
+) -> Engine:
+    """The engine of a run: ``config``'s cache (or an open shard ``cache``), workers and decoding."""
+    decode_device = None
+    if config.gpu_decode:
+        decode_device = str(getattr(scorer, "device", ""))
+        if not decode_device.startswith("cuda"):
+            raise ConfigError(f"--gpu-decode needs the model on a CUDA device; it runs on {decode_device or 'cpu'}")
+    return Engine(
+        scorer,
+        None if cache is not None else config.cache,
+        progress=config.progress if progress is None else progress,
+        workers=config.workers,
+        decode_device=decode_device,
+        cache=cache,
+    )
+
+
 def run_eval(config: EvalConfig, scorer: Scorer | None = None) -> EvalResult:
     """Evaluate ``config.model`` on ``config.benchmark``; write outputs; return the metrics."""
     bench, protocol = resolve(config)
     seed_everything(config.seed)
     if scorer is None:
-        options = ScorerOptions(
-            device=config.device, dtype=config.dtype, batch_size=config.batch_size, seed=config.seed
-        )
-        scorer = load_scorer(config.model, options)
+        scorer = load_eval_scorer(config)
     check_capability(scorer, protocol.needs)
     identity = scorer.identity()
     if config.cache is not None:
         merge_shards(config.cache)  # work left in shards by a killed sharded run is not lost
     data_digest = bench.data_digest()
+    info = {"batch_size": scorer.options.batch_size, "batch_size_auto": config.batch_size == "auto"}
     with (
-        Engine(scorer, config.cache, progress=config.progress) as engine,
+        make_engine(config, scorer) as engine,
         RunStore(config.store) if config.use_store else contextlib.nullcontext() as store,
-        RunRecorder(config, protocol, identity, data_digest, store=store) as recorder,
+        RunRecorder(config, protocol, identity, data_digest, store=store, info=info) as recorder,
     ):
         cases = stream_cases(bench, config.subset, config.limit)
         for case, matrix in _zip_cases(cases, engine, protocol.needs):

@@ -194,10 +194,14 @@ class ImagePreprocessor(ABC):
     def __call__(self, images: Sequence[Image.Image]) -> Prepared:
         """The pixels of decoded images, on the CPU."""
 
-    def from_uint8(self, images: Sequence[Any], device: str) -> Prepared | None:
-        """The same pixels computed on ``device`` from decoded ``uint8`` ``[3, H, W]`` tensors (GPU
-        JPEG decoding), or None when this preprocessing is not made of tensor operations."""
-        return None
+    def on_tensors(self) -> bool:
+        """Whether :meth:`from_uint8` can run: the preprocessing is made of tensor operations."""
+        return False
+
+    def from_uint8(self, images: Sequence[Any], device: str) -> Prepared:
+        """The same pixels computed on ``device`` from decoded ``uint8`` ``[3, H, W]`` tensors there
+        (GPU JPEG decoding); only when :meth:`on_tensors`."""
+        raise NotImplementedError(f"{type(self).__name__} does not run on tensors")
 
 
 def staged(

@@ -96,11 +96,12 @@ class HFImagePreprocessor(ImagePreprocessor):
         pixels = self.processor(images=[rgb(im) for im in images], return_tensors="pt")["pixel_values"]
         return Prepared(pixels, len(images))
 
-    def from_uint8(self, images: Sequence[Any], device: str) -> Prepared | None:
+    def on_tensors(self) -> bool:
         from transformers.image_processing_backends import TorchvisionBackend
 
-        if not isinstance(self.processor, TorchvisionBackend):
-            return None
+        return isinstance(self.processor, TorchvisionBackend)
+
+    def from_uint8(self, images: Sequence[Any], device: str) -> Prepared:
         pixels = self.processor(images=list(images), device=device, return_tensors="pt")["pixel_values"]
         return Prepared(pixels, len(images))
 

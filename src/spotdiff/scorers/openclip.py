@@ -180,26 +180,37 @@ class OpenClipImagePreprocessor(ImagePreprocessor):
 
         return Prepared(torch.stack([self.transform(rgb(im)) for im in images]), len(images))
 
-    def from_uint8(self, images: Sequence[Any], device: str) -> Prepared | None:
+    def _steps(self) -> list | None:
+        """The transform's steps when each is a resize, centre crop, to-tensor, normalise or RGB no-op."""
+        from torchvision import transforms as T
+
+        steps = list(getattr(self.transform, "transforms", None) or [])
+        known = (T.Resize, T.CenterCrop, T.ToTensor, T.Normalize)  # open_clip's MaybeToTensor is a ToTensor
+        for step in steps:
+            name = getattr(step, "__name__", type(step).__name__)
+            if not isinstance(step, known) and name not in self._NO_OPS:
+                return None
+        return steps or None
+
+    def on_tensors(self) -> bool:
+        return self._steps() is not None
+
+    def from_uint8(self, images: Sequence[Any], device: str) -> Prepared:
         import torch
         from torchvision import transforms as T
         from torchvision.transforms import functional as F
 
-        steps = getattr(self.transform, "transforms", None)
-        if steps is None:
-            return None
+        steps = self._steps() or []
         out = []
         for image in images:
             x = image.to(device)
             for step in steps:
                 if isinstance(step, T.Resize | T.CenterCrop):
                     x = step(x)
-                elif isinstance(step, T.ToTensor):  # open_clip's MaybeToTensor is a ToTensor
+                elif isinstance(step, T.ToTensor):
                     x = x.float() / 255.0
                 elif isinstance(step, T.Normalize):
                     x = F.normalize(x, step.mean, step.std)
-                elif type(step).__name__ not in self._NO_OPS and getattr(step, "__name__", "") not in self._NO_OPS:
-                    return None
             out.append(x)
         return Prepared(torch.stack(out), len(images))
 
