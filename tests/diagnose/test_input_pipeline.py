@@ -106,7 +106,7 @@ def test_batches_reach_the_model_in_order(models, image_cases, monkeypatch) -> N
         original = scorer.encode_images
 
         def spy(pixels, calls=calls, original=original):
-            calls.append(pixels.data.sum(dim=(1, 2, 3)).tolist())
+            calls.append(pixels.to("cpu").sum(dim=(1, 2, 3)).tolist())
             return original(pixels)
 
         monkeypatch.setattr(scorer, "encode_images", spy)
@@ -242,10 +242,11 @@ def test_engine_decodes_jpegs_on_the_decode_device(models, tmp_path: Path) -> No
     paths = _jpegs(tmp_path, 6)
     refs = [FileImage(p) for p in paths] + [FileImage(paths[0], bbox=(3, 4, 50, 40))]  # a crop: CPU path
     scorer = load_scorer(models["hf-clip"], ScorerOptions(device="cpu", batch_size=4))
-    with Engine(scorer, progress=False, workers=2) as engine:
+    with Engine(scorer, tmp_path / "cache", progress=False, workers=2) as engine:
         plain = engine.embed_images(refs)
-    with Engine(scorer, progress=False, workers=2, decode_device="cpu") as engine:
+    with Engine(scorer, tmp_path / "cache", progress=False, workers=2, decode_device="cpu") as engine:
         decoded = engine.embed_images(refs)
+        assert engine.stats == {"computed": len(refs), "cached": 0}  # rows of the two paths kept apart
     cosines = np.sum(plain * decoded, axis=1)
     assert np.all(cosines > 0.999)
     assert np.array_equal(plain[-1], decoded[-1])  # the crop took the same path as before

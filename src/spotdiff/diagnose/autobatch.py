@@ -26,8 +26,8 @@ log = logging.getLogger(__name__)
 
 #: The batch size when none is given, and what ``auto`` means off CUDA.
 DEFAULT_BATCH_SIZE = 32
-#: The search stops here: larger batches gain nothing on throughput and cost pinned host memory
-#: (workers x prefetch batches in flight).
+#: The search stops here: larger batches gain little throughput and cost pinned host memory (the
+#: input pipeline keeps about four batches in flight).
 MAX_AUTO_BATCH = 1024
 #: The file under the cache directory that remembers each model's batch size on each device.
 REMEMBERED = "batch_sizes.json"

@@ -39,7 +39,7 @@ from pathlib import Path
 from typing import Any
 
 from spotdiff.diagnose.cache import CACHE_FILE, Cache, Shard, merge_shards
-from spotdiff.diagnose.engine import check_capability
+from spotdiff.diagnose.engine import cache_digest, check_capability
 from spotdiff.diagnose.runner import (
     EvalConfig,
     EvalResult,
@@ -200,7 +200,7 @@ def _prefill(config: EvalConfig, env: DistEnv, scorer: Scorer, cache_dir: Path, 
     bench, protocol = resolve(config)
     check_capability(scorer, protocol.needs)
     world, rank = env.world_size, env.rank
-    with Shard(cache_dir, scorer.identity_digest(), f"{token}-rank{env.rank}") as shard:
+    with Shard(cache_dir, cache_digest(scorer, config.gpu_decode), f"{token}-rank{env.rank}") as shard:
         engine = make_engine(config, scorer, cache=shard.cache, progress=config.progress and env.is_main)
         cases = stream_cases(bench, config.subset, config.limit)
         engine.prefill(cases, protocol.needs, owns=lambda key: owner(key, world) == rank)

@@ -27,8 +27,13 @@ from spotdiff.diagnose.pipeline import InputPipeline
 from spotdiff.errors import ConfigError, DataError
 from spotdiff.scorers.base import EmbeddingScorer, PairScorer, Scorer
 
-#: Cases assembled per chunk; bounds memory on long runs.
+#: Cases assembled per chunk (at least); bounds memory on long runs.
 CHUNK_CASES = 2048
+#: A chunk with images grows until it gives the input pipeline this many batches of images, so that
+#: starting the workers and waiting for the first batch are paid once per many batches ...
+PIPELINE_BATCHES = 32
+#: ... up to this many cases.
+MAX_CHUNK_CASES = 65536
 
 
 def text_key(text: str) -> str:
@@ -38,6 +43,13 @@ def text_key(text: str) -> str:
 
 def pair_key(image: ImageRef, text: str) -> str:
     return f"{image.key}|{text_key(text)}"
+
+
+def cache_digest(scorer: Scorer, gpu_decode: bool = False) -> str:
+    """The model key of the cache: the scorer's identity digest, and whether images are decoded on
+    the GPU (those pixels differ from the CPU decoder's by rounding, so their rows are kept apart)."""
+    digest = scorer.identity_digest()
+    return hashlib.sha256(f"{digest}|gpu-decode".encode()).hexdigest() if gpu_decode else digest
 
 
 def check_capability(scorer: Scorer, need: str) -> None:
@@ -63,7 +75,8 @@ class Engine:
         decode_device: decode JPEG files on this device (``"cuda"``: GPU decoding), or None to decode
             them in the workers; needs a scorer whose image preprocessing is made of tensor operations.
         cache: an already open :class:`Cache` to use instead of ``cache_dir`` (a shard of a
-            sharded run, see :mod:`spotdiff.diagnose.distributed`); the engine closes it.
+            sharded run, see :mod:`spotdiff.diagnose.distributed`, opened under
+            :func:`cache_digest`); the engine closes it.
     """
 
     def __init__(
@@ -82,7 +95,7 @@ class Engine:
             self._scratch = tempfile.TemporaryDirectory(prefix="spotdiff-engine-")
             cache = Cache(self._scratch.name, "scratch")
         elif cache is None:
-            cache = Cache(cache_dir, scorer.identity_digest())
+            cache = Cache(cache_dir, cache_digest(scorer, decode_device is not None))
         self.cache = cache
         self.progress = progress
         if decode_device is not None:
@@ -222,16 +235,24 @@ class Engine:
         return np.array([[scores[pair_key(ref, t)] for t in texts] for ref in images], dtype=np.float64)
 
     # -- cases -----------------------------------------------------------------------------------
+    def _chunks(self, cases: Iterable[Case]) -> Iterator[list[Case]]:
+        """``cases`` in chunks: :data:`CHUNK_CASES` cases, more when their images make fewer than
+        :data:`PIPELINE_BATCHES` batches (at most :data:`MAX_CHUNK_CASES` cases)."""
+        chunk: list[Case] = []
+        images, target = 0, PIPELINE_BATCHES * self._batch_size()
+        for case in cases:
+            chunk.append(case)
+            images += len(case.images)
+            if len(chunk) >= CHUNK_CASES and (images == 0 or images >= target or len(chunk) >= MAX_CHUNK_CASES):
+                yield chunk
+                chunk, images = [], 0
+        if chunk:
+            yield chunk
+
     def case_matrices(self, cases: Iterable[Case], need: str) -> Iterator[np.ndarray]:
         """Yield each case's score matrix for a protocol ``need``, streaming chunk by chunk."""
         check_capability(self.scorer, need)
-        chunk: list[Case] = []
-        for case in cases:
-            chunk.append(case)
-            if len(chunk) >= CHUNK_CASES:
-                yield from self._chunk(chunk, need)
-                chunk = []
-        if chunk:
+        for chunk in self._chunks(cases):
             yield from self._chunk(chunk, need)
 
     def prefill(self, cases: Iterable[Case], need: str, owns: Callable[[str], bool] | None = None) -> None:
@@ -242,13 +263,7 @@ class Engine:
         side once per image). A sharded run gives each process the keys that hash to it.
         """
         check_capability(self.scorer, need)
-        chunk: list[Case] = []
-        for case in cases:
-            chunk.append(case)
-            if len(chunk) >= CHUNK_CASES:
-                self._prefill_chunk(chunk, need, owns)
-                chunk = []
-        if chunk:
+        for chunk in self._chunks(cases):
             self._prefill_chunk(chunk, need, owns)
 
     def _prefill_chunk(self, cases: list[Case], need: str, owns: Callable[[str], bool] | None) -> None:

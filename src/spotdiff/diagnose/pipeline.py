@@ -5,25 +5,29 @@ CLIP_benchmark and clip-retrieval feed CLIP models from a ``torch.utils.data.Dat
 worker processes decode the images and apply the model's own preprocessing (clip-retrieval also
 pins memory and keeps two batches per worker in flight). spotdiff does the same, batch by batch:
 
-* images: a DataLoader over the engine's batches (one item is one model batch, ``batch_size=None``)
-  with ``workers`` processes (default: every core this process may use), at most ``prefetch``
-  batches in flight per worker, and pinned memory when the model runs on CUDA. A worker decodes
-  its batch and runs the scorer's image preprocessor (:meth:`spotdiff.scorers.Scorer.image_preprocessor`)
+* images: a DataLoader (``batch_size=None``) with ``workers`` processes (default: every core this
+  process may use) over pieces of the engine's batches: each batch is cut into one piece per
+  worker, so all workers decode each batch together and the first one is ready after one piece's
+  worth of decoding, whatever the number of workers; the pieces (in page-locked memory when the
+  model runs on CUDA) are copied to the device and concatenated there, in order. At most
+  ``prefetch`` pieces per worker, so about ``prefetch`` batches, are in flight. A worker decodes
+  its piece and runs the scorer's image preprocessor (:meth:`spotdiff.scorers.Scorer.image_preprocessor`)
   when it has one, so the calling process only copies pixels to the device (without blocking) and
   runs the forward pass. With ``decode_device`` set (``spotdiff eval --gpu-decode``), workers read
-  the JPEG bytes and the calling process decodes them on that device
-  (``torchvision.io.decode_jpeg``, nvJPEG on CUDA) and preprocesses them as tensor operations there.
+  the JPEG bytes and the calling process decodes them on that device (``torchvision.io.decode_jpeg``,
+  nvJPEG on CUDA) and preprocesses them as tensor operations there.
 * texts: one thread tokenises the next batches (the fast tokenizers run in Rust, without the GIL)
   while the model encodes the current one, at most ``prefetch + 1`` batches ahead.
 
-Batches come out in the order they went in, and each is computed by the same code whatever the
-number of workers, so no score depends on it. A batch whose loading fails in a worker is loaded
+Batches come out in the order they went in, and each image is computed by the same code whatever
+the number of workers, so no score depends on it. A piece whose loading fails in a worker is loaded
 again in the calling process, so the error raised there is the original one (a DataError naming
 the image), after every earlier batch has been handed over.
 """
 
 from __future__ import annotations
 
+import contextlib
 import os
 from collections import deque
 from collections.abc import Callable, Iterator, Sequence
@@ -35,8 +39,10 @@ from spotdiff.cases import FileImage, ImageRef
 from spotdiff.errors import ConfigError
 from spotdiff.scorers.base import ImagePreprocessor, Prepared
 
-#: Batches in flight per worker (DataLoader ``prefetch_factor``), and texts batches tokenised ahead.
-PREFETCH = 2
+#: Pieces in flight per worker (DataLoader ``prefetch_factor``; about as many whole batches), and
+#: text batches tokenised ahead. Four rather than DataLoader's default two: slack that absorbs the
+#: jitter of a shared machine when decoding and the model take about as long.
+PREFETCH = 4
 
 _JPEG_MAGIC = b"\xff\xd8\xff"
 
@@ -56,18 +62,18 @@ def default_workers() -> int:
 
 
 class _Failed:
-    """What a worker returns for a batch that raised; the calling process loads it again."""
+    """What a worker returns for a piece that raised; the calling process loads it again."""
 
 
 @dataclass(frozen=True)
 class _Jpegs:
-    """A batch of JPEG files as 1-D ``uint8`` tensors, to be decoded on the device."""
+    """A piece's JPEG files as 1-D ``uint8`` tensors, to be decoded on the device."""
 
     data: list
 
 
 def _jpeg_bytes(refs: Sequence[ImageRef]) -> list | None:
-    """The bytes of every image of the batch, or None unless all are whole JPEG files."""
+    """The bytes of every image of a piece, or None unless all are whole JPEG files."""
     import torch
 
     out = []
@@ -88,11 +94,40 @@ def _as_is(item: Any) -> Any:
     return item
 
 
+def _split(batches: Sequence[Sequence[int]], workers: int) -> tuple[list[Sequence[int]], list[int]]:
+    """Each batch cut into ``min(workers, len(batch))`` consecutive pieces of near-equal size; the
+    pieces in order, and how many each batch has."""
+    pieces: list[Sequence[int]] = []
+    counts = []
+    for batch in batches:
+        k = max(1, min(workers, len(batch)))
+        bounds = [round(j * len(batch) / k) for j in range(k + 1)]
+        pieces += [batch[bounds[j] : bounds[j + 1]] for j in range(k)]
+        counts.append(k)
+    return pieces, counts
+
+
+@contextlib.contextmanager
+def _one_torch_thread(active: bool) -> Iterator[None]:
+    """Preprocess on one torch thread, as each DataLoader worker does (a thread pool over small image
+    operations only contends with the other processes)."""
+    import torch
+
+    threads = torch.get_num_threads()
+    if active and threads > 1:
+        torch.set_num_threads(1)
+    try:
+        yield
+    finally:
+        if torch.get_num_threads() != threads:
+            torch.set_num_threads(threads)
+
+
 def _image_batches_class() -> type:
     from torch.utils.data import Dataset
 
     class ImageBatches(Dataset):
-        """Item ``i``: batch ``i``'s images, decoded and preprocessed (or its JPEG bytes)."""
+        """Item ``i``: piece ``i``'s images, decoded and preprocessed (or its JPEG bytes)."""
 
         def __init__(
             self,
@@ -131,7 +166,8 @@ class InputPipeline:
         workers: image worker processes; 0 loads in the calling process; None: :func:`default_workers`.
         device: where the model runs (memory is pinned for CUDA).
         decode_device: decode JPEG files there (GPU decoding), or None to decode in the workers.
-        prefetch: batches in flight per worker, and text batches tokenised ahead.
+        prefetch: pieces in flight per worker (about as many whole batches), and text batches
+            tokenised ahead.
     """
 
     def __init__(
@@ -155,13 +191,19 @@ class InputPipeline:
         self, refs: Sequence[ImageRef], batches: Sequence[Sequence[int]], prepare: ImagePreprocessor | None
     ) -> Iterator[Any]:
         """Each batch of ``refs`` (index lists), in order: ``prepare``'s :class:`Prepared` pixels, or
-        the decoded images when ``prepare`` is None."""
+        the decoded images when ``prepare`` is None.
+
+        Each batch is split into one piece per worker, so every worker works on the first batch and
+        the model waits for one piece's worth of decoding before it starts, whatever the number of
+        workers; the pieces are joined again in order.
+        """
         import torch
         from torch.utils.data import DataLoader
 
         jpeg = self.decode_device is not None and prepare is not None and prepare.on_tensors()
-        dataset = _image_batches_class()(refs, batches, prepare, jpeg)
-        workers = min(self.workers, len(batches)) if len(batches) > 1 else 0
+        pieces, counts = _split(batches, self.workers)
+        dataset = _image_batches_class()(refs, pieces, prepare, jpeg)
+        workers = min(self.workers, len(pieces)) if len(pieces) > 1 else 0
         loader = DataLoader(
             dataset,
             batch_size=None,
@@ -173,16 +215,27 @@ class InputPipeline:
             generator=torch.Generator(),  # worker seeds drawn here, not from the global generator
         )
         stream = iter(loader)
+        start = 0
         try:
-            for i in range(len(batches)):
-                item = next(stream)
-                if isinstance(item, _Failed):
-                    item = dataset.load(i)  # raises the worker's error here, with its own message
-                if isinstance(item, _Jpegs):
-                    item = self._decode(item, prepare) or dataset.load(i, jpeg=False)
-                yield item
+            for k in counts:
+                with _one_torch_thread(workers == 0):  # as in a worker: no oversubscribed thread pool
+                    parts = [self._piece(dataset, start + j, next(stream), prepare) for j in range(k)]
+                start += k
+                if k == 1:
+                    yield parts[0]
+                elif isinstance(parts[0], Prepared):
+                    yield Prepared.join(parts)  # concatenated where the model runs
+                else:
+                    yield [image for part in parts for image in part]
         finally:
             del stream  # stops the workers when the consumer stops early
+
+    def _piece(self, dataset: Any, i: int, item: Any, prepare: ImagePreprocessor | None) -> Any:
+        if isinstance(item, _Failed):
+            item = dataset.load(i)  # raises the worker's error here, with its own message
+        if isinstance(item, _Jpegs):
+            item = self._decode(item, prepare) or dataset.load(i, jpeg=False)
+        return item
 
     def _decode(self, jpegs: _Jpegs, prepare: ImagePreprocessor) -> Prepared | None:
         """The batch decoded and preprocessed on ``decode_device``; None when the decoder refuses a

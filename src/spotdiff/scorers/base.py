@@ -142,7 +142,8 @@ class PairScorer(Scorer):
 @dataclass(frozen=True)
 class Prepared:
     """A batch through a scorer's CPU stage: the pixel tensor ``[n, C, H, W]``, or a dict of token
-    tensors with ``n`` rows, that the forward pass takes as it is.
+    tensors with ``n`` rows, that the forward pass takes as it is; or the pieces of such a batch in
+    order (a list, see :meth:`join`), concatenated only where the model runs.
 
     The engine's DataLoader pins it (:meth:`pin_memory`) on CUDA, and :meth:`to` copies it to the
     device without blocking, so the copy overlaps the previous batch's forward pass.
@@ -154,40 +155,52 @@ class Prepared:
     def __len__(self) -> int:
         return self.n
 
+    @staticmethod
+    def join(parts: Sequence[Prepared]) -> Prepared:
+        """The batch made of ``parts`` in order (pieces preprocessed by different workers), without
+        copying: :meth:`to` concatenates them on the device."""
+        pieces = [piece for part in parts for piece in (part.data if isinstance(part.data, list) else [part.data])]
+        return Prepared(pieces, sum(part.n for part in parts))
+
     def _map(self, fn: Callable[[Any], Any]) -> Prepared:
-        if isinstance(self.data, dict):
-            return Prepared({k: fn(v) for k, v in self.data.items()}, self.n)
-        return Prepared(fn(self.data), self.n)
+        def one(data: Any) -> Any:
+            return {k: fn(v) for k, v in data.items()} if isinstance(data, dict) else fn(data)
+
+        return Prepared([one(d) for d in self.data] if isinstance(self.data, list) else one(self.data), self.n)
 
     def pin_memory(self) -> Prepared:
         """The batch in page-locked host memory (called by the DataLoader's pinning thread)."""
         return self._map(lambda t: t.pin_memory())
 
     def to(self, device: str, dtype: Any = None) -> Any:
-        """The tensors on ``device`` (a non-blocking copy; floating pixels then cast to ``dtype`` there)."""
+        """The tensors on ``device`` (non-blocking copies, pieces then concatenated there; floating
+        pixels cast to ``dtype`` there)."""
+        import torch
 
         def move(t: Any) -> Any:
             t = t.to(device, non_blocking=True)
             return t.to(dtype) if dtype is not None and t.is_floating_point() else t
 
-        return self._map(move).data
+        data = self._map(move).data
+        if not isinstance(data, list):
+            return data
+        if len(data) == 1:
+            return data[0]
+        if isinstance(data[0], dict):
+            return {k: torch.cat([d[k] for d in data]) for k in data[0]}
+        return torch.cat(data)
 
     def tile(self, n: int) -> Prepared:
         """A batch of ``n`` copies of this one-row batch (the worst case probed by ``--batch-size auto``)."""
         return self._map(lambda t: t.expand(n, *t.shape[1:]).contiguous())
-
-    def select(self, rows: Sequence[int]) -> Prepared:
-        """The batch of the given rows, in that order."""
-        import torch
-
-        index = torch.as_tensor(list(rows), dtype=torch.long)
-        return self._map(lambda t: t.index_select(0, index.to(t.device)))
 
 
 class ImagePreprocessor(ABC):
     """A scorer's CPU stage for images: decoded images -> :class:`Prepared` pixels, with no model.
 
     It must be picklable and touch no accelerator: the engine runs it in DataLoader worker processes.
+    Each image's pixels must depend on that image alone (no padding to the batch's largest image):
+    the engine preprocesses a batch in pieces, one per worker, and concatenates them.
     """
 
     @abstractmethod

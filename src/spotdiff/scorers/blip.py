@@ -70,9 +70,11 @@ class _BlipBase(TorchScorerMixin):
         tokens = self.text_preprocessor()(texts).to(self.device)
         return tokens["input_ids"], tokens["attention_mask"]
 
-    def _image_states(self, pixels: Prepared) -> Any:
-        """The vision encoder's last hidden states for a batch of prepared images."""
-        return self.model.vision_model(pixel_values=pixels.to(self.device, self.dtype)).last_hidden_state
+    def _image_states(self, pixels: Any) -> Any:
+        """The vision encoder's last hidden states for a batch of pixels (prepared, or a tensor on the device)."""
+        if isinstance(pixels, Prepared):
+            pixels = pixels.to(self.device, self.dtype)
+        return self.model.vision_model(pixel_values=pixels).last_hidden_state
 
 
 class BlipITCScorer(_BlipBase, EmbeddingScorer):
@@ -130,7 +132,7 @@ class BlipITMScorer(_BlipBase, PairScorer):
         results: list[np.ndarray] = [np.zeros(0, dtype=np.float32) for _ in range(len(images))]
         if not any(len(t) for t in texts):
             return results
-        pixels = self._pixels(images)
+        pixels = self._pixels(images).to(self.device, self.dtype)
         # Vision once per image, a batch of images at a time; then all (image, text) pairs of those
         # images in text batches, each pair attending to its image's cached states.
         for start in range(0, len(images), self.batch_size):
@@ -138,7 +140,7 @@ class BlipITMScorer(_BlipBase, PairScorer):
             if not idx:
                 continue
             with torch.inference_mode():
-                states = self._image_states(pixels.select(idx))
+                states = self._image_states(pixels[torch.tensor(idx, device=pixels.device)])
                 pairs = [(row, t) for row, i in enumerate(idx) for t in texts[i]]
                 probs = []
                 for chunk in batches(pairs, self.batch_size):
