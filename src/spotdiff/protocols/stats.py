@@ -385,27 +385,31 @@ def evaluate(
 def evaluate_units(
     protocol: Protocol | str, table: UnitTable, *, n_boot: int = 1000, seed: int = 0, ci: float = 0.95
 ) -> dict[str, dict[str, Any]]:
-    """The ``metrics`` block (full precision) of :func:`evaluate_table`."""
-    return evaluate_table(protocol, table, n_boot=n_boot, seed=seed, ci=ci).metrics
+    """The ``metrics`` block (full precision) of :func:`evaluate_table`, without building the
+    :class:`Evaluation` (whose id arrays cost a Python string per unit)."""
+    protocol = _checked(protocol, ci)
+    values, groups = table.arrays(protocol)
+    return _aggregate(protocol, values, groups, n_boot=n_boot, seed=seed, ci=ci)[0]
 
 
-def evaluate_table(
-    protocol: Protocol | str,
-    table: UnitTable,
-    *,
-    n_boot: int = 1000,
-    seed: int = 0,
-    ci: float = 0.95,
-    n_cases: int | None = None,
-) -> Evaluation:
-    """Aggregate a :class:`UnitTable` overall and per subset, with percentile bootstrap intervals."""
-    if isinstance(protocol, str):
-        protocol = get_protocol(protocol)
+def _checked(protocol: Protocol | str, ci: float) -> Protocol:
     if not 0.0 < ci < 1.0:
         raise ConfigError(f"ci must be in (0, 1), got {ci}")
-    values, groups = table.arrays(protocol)
+    return get_protocol(protocol) if isinstance(protocol, str) else protocol
+
+
+def _aggregate(
+    protocol: Protocol,
+    values: dict[str, np.ndarray],
+    groups: dict[str, np.ndarray],
+    *,
+    n_boot: int,
+    seed: int,
+    ci: float,
+) -> tuple[dict[str, dict[str, Any]], dict[str, dict[str, np.ndarray]]]:
+    """``(metrics, boot)`` overall and per subset (see :class:`Evaluation`)."""
     subsets = groups["subset"]
-    n = len(table)
+    n = len(subsets)
     metrics: dict[str, dict[str, Any]] = {}
     boot: dict[str, dict[str, np.ndarray]] = {}
     scopes = [("all", np.ones(n, dtype=bool))]
@@ -414,7 +418,10 @@ def evaluate_table(
         if scope != "all" and mask.all():  # a single subset: the same units as "all"
             metrics[scope], boot[scope] = dict(metrics["all"]), boot["all"]
             continue
-        v, g = ({m: a[mask] for m, a in values.items()}, {t: a[mask] for t, a in groups.items()})
+        if mask.all():
+            v, g = values, groups
+        else:
+            v, g = ({m: a[mask] for m, a in values.items()}, {t: a[mask] for t, a in groups.items()})
         empty = {m: float("nan") for m in protocol.metrics}
         point = protocol.aggregate(v, g) if mask.any() else empty
         entry: dict[str, Any] = {}
@@ -427,11 +434,27 @@ def evaluate_table(
             if n_boot > 0:
                 entry[ci_key(m, ci)] = _percentile_ci(samples.get(m, np.array([])), ci)
         metrics[scope] = entry
+    return metrics, boot
+
+
+def evaluate_table(
+    protocol: Protocol | str,
+    table: UnitTable,
+    *,
+    n_boot: int = 1000,
+    seed: int = 0,
+    ci: float = 0.95,
+    n_cases: int | None = None,
+) -> Evaluation:
+    """Aggregate a :class:`UnitTable` overall and per subset, with percentile bootstrap intervals."""
+    protocol = _checked(protocol, ci)
+    values, groups = table.arrays(protocol)
+    metrics, boot = _aggregate(protocol, values, groups, n_boot=n_boot, seed=seed, ci=ci)
     return Evaluation(
         protocol=protocol,
         unit_ids=table.unit_ids,
         case_ids=groups["case"],
-        subsets=subsets,
+        subsets=groups["subset"],
         values=values,
         groups=groups,
         metrics=metrics,
