@@ -28,7 +28,8 @@ Per case (one unit), for a reading:
   skipped: it is a failure in every score above).
 
 The generation reading's metrics carry a ``gen_`` prefix, and its ``unparsed`` is the share of
-generated answers that :func:`~spotdiff.scorers.chat.parse_choice` could not read. Metrics are
+generated answers that :func:`~spotdiff.scorers.chat.parse_choice` could not read; they are left out
+of the report when no generation was asked for. Metrics are
 percentages, overall and per subset, with case-level bootstrap intervals like every protocol.
 """
 
@@ -65,6 +66,15 @@ def _reading(choices: np.ndarray, truth: np.ndarray, k: int, image_questions: bo
         group_swap=float(both[1]),
     )
     return out
+
+
+def _asked(values: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+    """The unit values without the generation reading's metrics when no case had one."""
+    return {
+        m: v
+        for m, v in values.items()
+        if not ((m.startswith("gen_") or m == "unparsed") and np.isnan(np.asarray(v, dtype=float)).all())
+    }
 
 
 @PROTOCOLS.register("choice")
@@ -116,6 +126,14 @@ class AnswerChoice(Protocol):
             gen["unparsed"] = gen.pop("no_answer")
             out.update({m if m == "unparsed" else f"gen_{m}": v for m, v in gen.items()})
         return [out]
+
+    def aggregate(self, values: dict[str, np.ndarray], groups: dict[str, np.ndarray]) -> dict[str, float]:
+        return super().aggregate(_asked(values), groups)
+
+    def aggregate_resamples(
+        self, values: dict[str, np.ndarray], groups: dict[str, np.ndarray], idx: np.ndarray
+    ) -> dict[str, np.ndarray]:
+        return super().aggregate_resamples(_asked(values), groups, idx)
 
 
 @PROTOCOLS.register("choice-text")

@@ -21,6 +21,7 @@ __all__ = [
     "CREPE_COMPLEXITIES",
     "EQBEN_SUBSETS",
     "SPEC_K",
+    "SUGARCREPE_SUBSETS",
     "write_aro_vg_attribution",
     "write_aro_vg_relation",
     "write_crepe",
@@ -203,14 +204,16 @@ def write_winoground(root: Path, n: int = 4, seed: int = 0) -> Path:
     return root
 
 
-def write_sugarcrepe(
-    root: Path, n: int = 3, seed: int = 0, subsets: tuple[str, ...] = ("replace_att", "swap_obj")
-) -> Path:
-    """SugarCrepe ``<subset>.json`` files (``{"<id>": {"filename", "caption", "negative_caption"}}``)
-    with ``n`` records each, and their images in ``images/`` (COCO-style file names). Returns ``root``."""
+SUGARCREPE_SUBSETS = ("add_att", "add_obj", "replace_att", "replace_obj", "replace_rel", "swap_att", "swap_obj")
+
+
+def write_sugarcrepe(root: Path, n: int = 1, seed: int = 0) -> Path:
+    """SugarCrepe's seven ``<subset>.json`` files (``{"<id>": {"filename", "caption",
+    "negative_caption"}}``) with ``n`` records each, and their images in ``images/`` (COCO-style file
+    names). Returns ``root``."""
     root = Path(root)
     rng = np.random.default_rng(seed)
-    for s, subset in enumerate(subsets):
+    for s, subset in enumerate(SUGARCREPE_SUBSETS):
         records = {}
         for i in range(n):
             name = f"0000000{s}{i:05d}.jpg"
