@@ -30,6 +30,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--subset", help="one subset only")
     p.add_argument("--protocol", help="protocol (default: the benchmark's first image-text protocol)")
     p.add_argument("--limit", type=int, help="the first N cases only")
+    p.add_argument(
+        "--sample", type=int, help="a uniform random sample of N cases (seeded by --seed; after --limit)"
+    )
     p.add_argument("--out", type=Path, help="write bias.json and scores.jsonl here")
     p.add_argument("--batch-size", type=int, default=32)
     p.add_argument("--device", default="auto", help="cpu, cuda, cuda:N, mps or auto (default)")
@@ -53,6 +56,7 @@ def run(args: argparse.Namespace) -> int:
         subset=args.subset,
         protocol=args.protocol,
         limit=args.limit,
+        sample=args.sample,
         images=args.images,
         batch_size=args.batch_size,
         device=args.device,
