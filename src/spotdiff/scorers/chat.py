@@ -33,6 +33,7 @@ counts as a failure; :class:`NanCounter` counts them and warns once per call wit
 from __future__ import annotations
 
 import copy
+import inspect
 import re
 import warnings
 from collections.abc import Sequence
@@ -232,7 +233,9 @@ class ChatVLM:
         """``log P(target_k | prompt, target_<k, images)`` for each request (float64 arrays).
 
         With ``reuse`` the requests of each image tuple share one forward pass over their common
-        prefix (see the module docstring); otherwise each request is one full sequence, batched.
+        prefix (see the module docstring); prefixes of equal length are run together, ``batch_size``
+        image tuples at a time, and their requests' remaining tokens ``batch_size`` at a time.
+        Otherwise each request is one full sequence, batched.
         """
         import torch
 
@@ -244,13 +247,17 @@ class ChatVLM:
             groups.setdefault(r.images, []).append(k)
         whole: list[int] = []
         with torch.inference_mode():
+            plans: dict[tuple, list[_Prefix]] = {}
             for imgs, members in groups.items():
-                got = self._with_prefix([images[i] for i in imgs], [requests[k] for k in members]) if reuse else None
-                if got is None:
+                plan = self._plan_prefix([images[i] for i in imgs], members, requests) if reuse else None
+                if plan is None:
                     whole.extend(members)
-                    continue
-                for k, lp in zip(members, got, strict=True):
-                    out[k] = lp
+                else:
+                    plans.setdefault(plan.shape_key, []).append(plan)
+            for same_shape in plans.values():
+                for start in range(0, len(same_shape), self.batch_size):
+                    for k, lp in self._with_prefixes(same_shape[start : start + self.batch_size], requests):
+                        out[k] = lp
             by_count: dict[int, list[int]] = {}
             for k in whole:
                 by_count.setdefault(len(requests[k].images), []).append(k)
@@ -309,35 +316,51 @@ class ChatVLM:
             out.append(logp[b, pos, tgt].double().cpu().numpy())
         return out
 
-    def _with_prefix(self, images: list[Image.Image], reqs: list[Request]) -> list[np.ndarray] | None:
-        """The requests of one image tuple against one cached prefix; None when it cannot be split."""
-        import torch
-
-        texts = [self._text_ids(r.prompt) for r in reqs]
+    def _plan_prefix(
+        self, images: list[Image.Image], members: list[int], requests: Sequence[Request]
+    ) -> _Prefix | None:
+        """The shared prefix of one image tuple's requests, processed; None when it cannot be split."""
+        texts = [self._text_ids(requests[k].prompt) for k in members]
         k = _common_prefix_length(texts)
         if k == 0 or any(t in self.image_token_ids for ids in texts for t in ids[k:]):
             return None  # an image after the point where the prompts differ
-        enc = self.process([reqs[0].prompt], [images])
+        enc = self.process([requests[members[0]].prompt], [images])
         if "token_type_ids" in enc:
             return None  # prefix-LM: the prompt attends bidirectionally, a cached prefix would differ
         full = enc["input_ids"].shape[1]
         cut = full - (len(texts[0]) - k)
         if cut <= 0 or enc["input_ids"][0, cut:].tolist() != texts[0][k:]:
             return None  # the processor's expansion does not keep the prompt's tail token for token
-        prefix = {key: v[:, :cut] if self._token_aligned(v, 1, full) else v for key, v in enc.items()}
-        first = self.model(**prefix, use_cache=True)
+        inputs = {key: v[:, :cut] if self._token_aligned(v, 1, full) else v for key, v in enc.items()}
+        conts = [ids[k:] + list(requests[m].target) for ids, m in zip(texts, members, strict=True)]
+        offsets = [len(ids) - k for ids in texts]  # prompt tokens after the prefix
+        return _Prefix(inputs, cut, members, conts, offsets)
+
+    def _with_prefixes(self, plans: list[_Prefix], requests: Sequence[Request]) -> list[tuple[int, np.ndarray]]:
+        """Prefixes of equal shape in one forward pass (KV cache kept), then every request's
+        remaining prompt and answer tokens against its own prefix's cache, ``batch_size`` rows at a time."""
+        import torch
+
+        inputs = {key: torch.cat([p.inputs[key] for p in plans]) for key in plans[0].inputs}
+        keep = {"logits_to_keep": 1} if "logits_to_keep" in inspect.signature(self.model.forward).parameters else {}
+        first = self.model(**inputs, use_cache=True, **keep)
         cache = first.past_key_values
-        last = torch.log_softmax(first.logits[0, -1].float(), dim=-1)
+        last = torch.log_softmax(first.logits[:, -1].float(), dim=-1)  # [n_prefixes, V]
         deltas = getattr(self.core, "rope_deltas", None) if hasattr(self.core, "get_rope_index") else None
-        out = [np.empty(len(r.target), dtype=np.float64) for r in reqs]
-        conts = [ids[k:] + list(r.target) for ids, r in zip(texts, reqs, strict=True)]
-        for n, (ids, r) in enumerate(zip(texts, reqs, strict=True)):
-            if len(ids) == k:  # the first answer token follows the prefix directly
-                out[n][0] = float(last[r.target[0]])
-        todo = sorted((n for n in range(len(reqs)) if len(conts[n]) > 1), key=lambda n: len(conts[n]))
-        for start in range(0, len(todo), self.batch_size):
-            batch = todo[start : start + self.batch_size]
-            feeds = [conts[n][:-1] for n in batch]
+        cut = plans[0].cut
+        out: dict[int, np.ndarray] = {}
+        rows: list[tuple[int, int, list[int], int]] = []  # (prefix, request, continuation, offset)
+        for g, plan in enumerate(plans):
+            for m, cont, offset in zip(plan.members, plan.conts, plan.offsets, strict=True):
+                out[m] = np.empty(len(requests[m].target), dtype=np.float64)
+                if offset == 0:  # the first answer token follows the prefix directly
+                    out[m][0] = float(last[g, requests[m].target[0]])
+                if len(cont) > 1:
+                    rows.append((g, m, cont, offset))
+        rows.sort(key=lambda row: len(row[2]))
+        for start in range(0, len(rows), self.batch_size):
+            batch = rows[start : start + self.batch_size]
+            feeds = [cont[:-1] for _, _, cont, _ in batch]
             width = max(len(f) for f in feeds)
             ids = torch.full((len(batch), width), self.pad_id, dtype=torch.long, device=self.device)
             att = torch.zeros((len(batch), cut + width), dtype=torch.long, device=self.device)
@@ -345,22 +368,22 @@ class ChatVLM:
             for b, f in enumerate(feeds):
                 ids[b, : len(f)] = torch.tensor(f, device=self.device)
                 att[b, cut : cut + len(f)] = 1
+            which = torch.tensor([g for g, _, _, _ in batch], device=self.device)
             past = copy.deepcopy(cache)
-            past.batch_repeat_interleave(len(batch))
+            past.batch_select_indices(which)  # each row continues its own image's prefix
             kwargs: dict[str, Any] = {}
             if deltas is not None:  # M-RoPE: text positions continue at cut + delta on every axis
-                pos = torch.arange(cut, cut + width, device=self.device) + deltas.reshape(-1)[0].to(self.device)
-                kwargs["position_ids"] = pos.view(1, 1, -1).expand(3, len(batch), -1)
+                pos = torch.arange(cut, cut + width, device=self.device)[None, :] + deltas.reshape(-1)[which][:, None]
+                kwargs["position_ids"] = pos[None].expand(3, -1, -1)
             logits = self.model(
                 input_ids=ids, attention_mask=att, past_key_values=past, use_cache=True, **kwargs
             ).logits
             logp = torch.log_softmax(logits.float(), dim=-1)
-            for b, n in enumerate(batch):
-                offset = len(texts[n]) - k  # prompt tokens after the prefix
-                for j, t in enumerate(reqs[n].target):
+            for b, (_, m, _, offset) in enumerate(batch):
+                for j, t in enumerate(requests[m].target):
                     if offset + j >= 1:
-                        out[n][j] = float(logp[b, offset + j - 1, t])
-        return out
+                        out[m][j] = float(logp[b, offset + j - 1, t])
+        return list(out.items())
 
     def generate(self, images: Sequence[Image.Image], prompt: str, max_new_tokens: int) -> str:
         """Greedy decoding (no sampling) after ``prompt``; the new text, special tokens dropped."""
@@ -376,6 +399,23 @@ class ChatVLM:
     @property
     def model_type(self) -> str:
         return str(getattr(self.config, "model_type", ""))
+
+
+@dataclass
+class _Prefix:
+    """One image tuple's shared prompt prefix, processed (``inputs`` cut to ``cut`` tokens), and its
+    requests' continuations (remaining prompt tokens, then the answer)."""
+
+    inputs: dict[str, Any]
+    cut: int
+    members: list[int]
+    conts: list[list[int]]
+    offsets: list[int]
+
+    @property
+    def shape_key(self) -> tuple:
+        """Prefixes with equal keys can run in one batch (same length, same tensor shapes)."""
+        return tuple((k, tuple(v.shape)) for k, v in sorted(self.inputs.items()) if hasattr(v, "shape"))
 
 
 def _common_prefix_length(seqs: Sequence[Sequence[int]]) -> int:

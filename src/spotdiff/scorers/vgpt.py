@@ -45,7 +45,8 @@ A ``.gguf`` path is passed to transformers as ``gguf_file``; transformers reads 
 text-only language models, so such a file gives a clear error pointing to ``lm:`` for its prior.
 
 Spec options after ``?`` (URL-encoded) or in ``ScorerOptions.extra``: ``prompt``, ``system``
-(chat models), ``null_n`` (default 10), ``null_mean`` (1.0), ``null_std`` (0.25), ``null_seed`` (0); see
+(chat models), ``null_n`` (default 10), ``null_mean`` (1.0), ``null_std`` (0.25), ``null_seed`` (0),
+``null_space`` (``normalized``, the default: the model's normalised input; or ``pixel``); see
 :mod:`spotdiff.scorers.null_prior` for the paper's null-image settings.
 Example: ``vgpt:Salesforce/blip-image-captioning-large``, ``vgpt:/ckpt/blip?prompt=a%20picture%20of%20``.
 """
@@ -82,14 +83,14 @@ class VisualGPTScorer(PairScorer):
     """log VisualGPTScore (Eq. 2) of (image, text) pairs; vision once per unique image."""
 
     capabilities = frozenset({"image-text", "text-prior"})
-    OPTIONS = ("prompt", "system", "null_n", "null_mean", "null_std", "null_seed")
+    OPTIONS = ("prompt", "system", "null_n", "null_mean", "null_std", "null_seed", "null_space")
 
     def __init__(self, rest: str, options: ScorerOptions) -> None:
         super().__init__(f"vgpt:{rest}", options)
         import torch
         from transformers import AutoConfig, AutoProcessor
 
-        from spotdiff.scorers.null_prior import NULL_DEFAULTS
+        from spotdiff.scorers.null_prior import NULL_DEFAULTS, null_normalization
 
         self.name, opts = parse_spec_options(rest, options, self.OPTIONS)
         self.prompt = str(opts.get("prompt", ""))
@@ -100,6 +101,7 @@ class VisualGPTScorer(PairScorer):
                 "mean": float(opts.get("null_mean", NULL_DEFAULTS["mean"])),
                 "std": float(opts.get("null_std", NULL_DEFAULTS["std"])),
                 "seed": int(opts.get("null_seed", NULL_DEFAULTS["seed"])),
+                "space": str(opts.get("null_space", NULL_DEFAULTS["space"])),
             }
         except ValueError as exc:
             raise ConfigError(f"bad null-image option in {self.spec!r}: {exc}") from exc
@@ -118,6 +120,8 @@ class VisualGPTScorer(PairScorer):
         if self.tokenizer is None:
             raise ConfigError(f"{self.name!r}: its processor has no tokenizer")
         self.image_processor = getattr(self.processor, "image_processor", None)
+        # what puts null images in the null_space asked for (None: pixel units); fails before any data
+        self.null_normalization = null_normalization(self.null["space"], self.image_processor)
         self.backend = "blip" if self.config.model_type == "blip" else "generic"
         archs = getattr(self.config, "architectures", None) or []
         if self.backend == "blip" and archs and "BlipForConditionalGeneration" not in archs:
@@ -214,7 +218,7 @@ class VisualGPTScorer(PairScorer):
         """
         from spotdiff.scorers.null_prior import log_prior_from_scores, null_images
 
-        key = (self.null["n"], self.null["mean"], self.null["std"], self.null["seed"], self.image_size)
+        key = (*self.null.values(), self.image_size)
         if key not in self._null_cache:
             refs = null_images(
                 self.null["n"],
@@ -222,6 +226,7 @@ class VisualGPTScorer(PairScorer):
                 mean=self.null["mean"],
                 std=self.null["std"],
                 size=self.image_size,
+                normalization=self.null_normalization,
             )
             self._null_cache = {key: [r.load() for r in refs]}
         imgs = self._null_cache[key]

@@ -149,6 +149,7 @@ class BiasConfig:
     null_n: int | None = None
     null_mean: float | None = None
     null_std: float | None = None
+    null_space: str | None = None
     progress: bool = True
 
 
@@ -181,6 +182,8 @@ def run_bias(config: BiasConfig) -> BiasRun:
             extra["null_mean"] = config.null_mean
         if config.null_std is not None:
             extra["null_std"] = config.null_std
+        if config.null_space is not None:
+            extra["null_space"] = config.null_space
     options = ScorerOptions(
         device=config.device, dtype=config.dtype, batch_size=config.batch_size, seed=config.seed, extra=extra
     )
