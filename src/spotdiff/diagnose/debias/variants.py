@@ -49,7 +49,9 @@ class DebiasConfig:
             with n from :data:`NULL_N_BY_BENCHMARK` when ``benchmark`` names one).
         null_space: ``"normalized"`` (the model's normalised input, the default) or ``"pixel"``
             ([0, 1] intensities): the units of null_mean / null_std (see
-            :mod:`spotdiff.scorers.null_prior` for why normalised is the default).
+            :mod:`spotdiff.scorers.null_prior` for why normalised is the default); None: normalised
+            when the scorer has an image processor with ``image_mean`` / ``image_std``, else pixel
+            (the space used is recorded in ``DebiasResult.prior_info``).
         null_size: null-image (width, height); None: the scorer's input size when it says.
         images: real images for ``prior="images"``.
         step: alpha grid step (0.001); n_splits, val_fraction, seed: the cross-validation.
@@ -156,7 +158,10 @@ def _prior_for_cases(engine: Any, cases: Sequence[Case], matrices: Sequence[np.n
     if method == "null":
         settings = config.null_settings()
         size = config.null_size or getattr(engine.scorer, "image_size", None)
-        norm = null_normalization(settings["space"], getattr(engine.scorer, "image_processor", None))
+        processor = getattr(engine.scorer, "image_processor", None)
+        if config.null_space is None and getattr(processor, "image_mean", None) is None:
+            settings["space"] = "pixel"  # no normalised input space to draw in (recorded in the info)
+        norm = null_normalization(settings["space"], processor)
         refs: Sequence[ImageRef] = null_images(
             settings["n"], seed=settings["seed"], mean=settings["mean"], std=settings["std"], size=size,
             normalization=norm,
