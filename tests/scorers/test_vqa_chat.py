@@ -119,17 +119,24 @@ def test_prefix_reuse_equals_whole_sequences(arch, vlm_dirs, images):
     b = whole.score_pairs(images, texts)
     for x, y in zip(a, b, strict=True):
         np.testing.assert_allclose(np.log(x), np.log(y), atol=1e-4, rtol=0)
-    # with reuse, the vision tower runs once per image however many texts it has
+    # with reuse, the vision tower sees each image once however many texts it has (2 images per batch)
     tower = reuse.chat.core.visual if arch == "qwen2_vl" else (
         reuse.chat.core.vision_model if arch == "idefics3" else reuse.chat.core.vision_tower
     )
-    calls: list[int] = []
-    handle = tower.register_forward_hook(lambda *_: calls.append(1))
+    seen: list[int] = []
+
+    def count(module, args, kwargs):
+        if arch == "qwen2_vl":  # patches of all images concatenated; one grid row per image
+            seen.append(int(kwargs.get("grid_thw", args[1] if len(args) > 1 else None).shape[0]))
+        else:
+            seen.append(int(kwargs.get("pixel_values", args[0] if args else None).shape[0]))
+
+    handle = tower.register_forward_pre_hook(count, with_kwargs=True)
     try:
         reuse.score_pairs(images, texts)
     finally:
         handle.remove()
-    assert len(calls) == len(images)
+    assert seen == [2, 1]
 
 
 def test_vqa_through_the_engine_and_protocols(vlm_dirs, images):
