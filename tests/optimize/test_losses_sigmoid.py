@@ -76,8 +76,10 @@ def test_siglip_hn_2x2_by_hand_and_reduces_to_siglip():
     hn_text_mask = torch.tensor([[True, False], [False, False]])
     hn_image = t([[0.7], [0.9]])
     # logits l = 2 * s - 1
-    a0 = nls(0.0) + nls(-(-0.8)) + nls(-(-0.2)) + nls(-0.4)  # positive 0.5; T1 0.1; hn text 0.4; hn image 0.7
-    a1 = nls(-0.6) + nls(-(-0.4)) + nls(-0.8)  # positive 0.2; T0 0.3; hn image 0.9
+    # anchor 0: positive 0.5 (logit 0); T1 0.1 (-0.8); hn text 0.4 (-0.2); hn image 0.7 (0.4)
+    a0 = nls(0.0) + nls(0.8) + nls(0.2) + nls(-0.4)
+    # anchor 1: positive 0.2 (-0.6); T0 0.3 (-0.4); hn image 0.9 (0.8)
+    a1 = nls(-0.6) + nls(0.4) + nls(-0.8)
     got = siglip_hn_loss(
         sim, hn_text, hn_image, hn_text_mask=hn_text_mask, logit_scale=2.0, logit_bias=-1.0, reduction="none"
     )
