@@ -60,6 +60,9 @@ class EvalConfig:
     options: dict = field(default_factory=dict)
     #: Recorded in the run store's ``info`` with the run (a sharded run records its shards here).
     extra_info: dict = field(default_factory=dict)
+    #: The training run and optimizer step of an evaluation made during training (``spotdiff train --eval``).
+    training: str | None = None
+    step: int | None = None
 
 
 @dataclass
@@ -177,6 +180,8 @@ class RunRecorder:
                 seed=config.seed,
                 version=__version__,
                 info=self.info,
+                training=config.training,
+                step=config.step,
             )
         if config.out is not None:
             config.out.mkdir(parents=True, exist_ok=True)
