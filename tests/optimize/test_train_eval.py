@@ -189,3 +189,18 @@ def test_wandb_when_installed_and_asked_for(tmp_path, data, monkeypatch):  # noq
     train(cfg, pairs, cases)
     runs = list((tmp_path / "w" / "wandb").glob("offline-run-*"))
     assert len(runs) == 1 and any(runs[0].glob("*.wandb"))
+
+
+def test_report_draws_the_retention_curves_and_keeps_them_out_of_the_tables(evaluated, tmp_path):
+    from spotdiff.report.build import build_report, write_report
+
+    _, store, _ = evaluated
+    with RunStore(store) as rs:
+        report = build_report(rs, jobs=1, load_cases=False)
+    (sec,) = [s for s in report.sections if s.benchmark == "retention during training"]
+    assert len(sec.plots) == 1 and not sec.tables and not report.tables
+    assert len(report.runs) == 6  # every point is in the provenance table
+    assert "zeroshot-classification top1: " in sec.plots[0].caption and "at step 4" in sec.plots[0].caption
+    written = write_report(report, tmp_path / "report")
+    assert f"figures/{sec.plots[0].key}.png" in written["md"].read_text()
+    assert (tmp_path / "report" / "figures" / f"{sec.plots[0].key}.png").stat().st_size > 2000
