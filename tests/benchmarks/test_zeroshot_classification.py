@@ -173,3 +173,35 @@ def test_accuracy_equals_a_direct_computation_with_the_same_templates(tmp_path):
     lo, hi = got["top1_ci95"]
     assert lo <= got["top1"] <= hi
     assert result.n_cases == 18 and len(result.units) == 18
+
+
+def test_cli_cache_and_prefill_serve_the_prompt_ensembles(tmp_path, capsys):
+    from spotdiff.cli import main
+    from spotdiff.diagnose.engine import Engine
+    from spotdiff.scorers import ScorerOptions, load_scorer
+
+    model = make_tiny_clip(tmp_path / "clip", seed=1)
+    data = write_zeroshot_cifar(tmp_path / "c10", n=6)
+    args = ["eval", "--model", f"hf-clip:{model}", "--benchmark", "zeroshot-classification", "--data", str(data),
+            "--cache", str(tmp_path / "cache"), "--no-store", "--n-boot", "20", "--device", "cpu", "-q",
+            "--out", str(tmp_path / "out")]  # fmt: skip
+    assert main(args) == 0
+    assert "top1" in capsys.readouterr().out
+    metrics = json.loads((tmp_path / "out" / "metrics.json").read_text())
+    assert metrics["protocol"] == "zeroshot" and metrics["n_cases"] == 6
+    lines = (tmp_path / "out" / "scores.jsonl").read_text().splitlines()
+    first = json.loads(lines[0])
+    assert len(first["scores"][0]) == 10 and first["correct"]["rank"] >= 0
+    # prefill (what each rank of a sharded run does) encodes every filled prompt once; the matrices
+    # then come from the cache alone
+    _, cases = load(data)
+    scorer = load_scorer(f"hf-clip:{model}", ScorerOptions(device="cpu"))
+    with Engine(scorer, tmp_path / "cache2", progress=False) as engine:
+        engine.prefill(cases, "image-text")
+        assert engine.stats["computed"] == 6 + 10 * 18  # images + class names x CIFAR templates
+    with Engine(scorer, tmp_path / "cache2", progress=False) as engine:
+        mats = list(engine.case_matrices(cases, "image-text"))
+        assert engine.stats["computed"] == 0
+    reference = [np.array(json.loads(line)["scores"]) for line in lines]
+    for got, want in zip(mats, reference, strict=True):
+        np.testing.assert_allclose(got, want, atol=1e-6)

@@ -7,7 +7,8 @@ SPEC set. Instances come from the ``test`` half of the seed space (even seeds), 
 training corpus (:mod:`spotdiff.synth.corpus`).
 
 Output, in the image-folder layout of the ``zeroshot-classification`` benchmark:
-``DIR/<class>/<index>.png`` (class folders named with ``_`` for spaces), ``DIR/classnames.txt`` (the
+``DIR/<class>/<index>.png`` (one folder per class, named with ``_`` for spaces; a class without images
+when ``n`` is below the number of classes keeps an empty folder), ``DIR/classnames.txt`` (the
 class names in sorted folder order), ``DIR/zeroshot_classification_templates.txt`` (a small prompt
 ensemble, :data:`TEMPLATES`) and ``DIR/metadata.jsonl`` (each image's class and object instance).
 """
@@ -79,6 +80,8 @@ def write_zeroshot(
         return {"image": rel, "label": category, "object": inst.as_dict(), "scene": scene}
 
     records = parallel_map(one, list(range(n)), workers)
+    for category in classes:  # every class is a candidate, even one without images (n < classes)
+        (out / folder_name(category)).mkdir(parents=True, exist_ok=True)
     (out / "classnames.txt").write_text("".join(c + "\n" for c in classes), encoding="utf-8")
     (out / "zeroshot_classification_templates.txt").write_text("".join(t + "\n" for t in TEMPLATES), encoding="utf-8")
     write_jsonl(out / "metadata.jsonl", records)
