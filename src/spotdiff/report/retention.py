@@ -15,6 +15,7 @@ from typing import Any
 
 from spotdiff.diagnose.store import Run, RunStore
 from spotdiff.optimize.retention import drawn, retention_curves, retention_figure
+from spotdiff.report.collect import short_model
 
 TITLE = "retention during training"
 
@@ -67,6 +68,6 @@ def retention_figures(runs_by_training: dict[str, list[Run]]) -> list[tuple[Any,
             f"Training run {ident} ({model}): each evaluated metric against the optimizer step, 95% bootstrap "
             "intervals as bands; every point is a run in the store. " + "; ".join(changes) + "."
         )
-        fig = retention_figure(curves, title=f"training {ident}")
-        items.append((fig, f"retention-{ident}", f"retention {ident}", caption))
+        title = f"{short_model(model)} (training {ident})"
+        items.append((retention_figure(curves, title=title), f"retention-{ident}", f"retention: {title}", caption))
     return items
