@@ -184,6 +184,23 @@ class NoiseImage(ImageRef):
         return f"noise(seed={self.seed}, mean={self.mean}, std={self.std})"
 
 
+def as_image_ref(image: ImageRef | Image.Image | np.ndarray | str | Path) -> ImageRef:
+    """An image reference for what a user holds: a path, a PIL image, an HxWx3 array, or a reference.
+
+    >>> as_image_ref(np.zeros((4, 4, 3), np.uint8)).load().size
+    (4, 4)
+    """
+    if isinstance(image, ImageRef):
+        return image
+    if isinstance(image, (str, Path)):
+        return FileImage(Path(image))
+    if isinstance(image, Image.Image):
+        return PILImage(image)
+    if isinstance(image, np.ndarray):
+        return ArrayImage(image)
+    raise DataError(f"not an image: {type(image).__name__} (expected a path, a PIL image or an HxWx3 array)")
+
+
 def array_to_image(array: Any, *, bgr: bool, where: str) -> Image.Image:
     """Convert an HxW or HxWx3 array (uint8, or float in [0, 1]) to an RGB PIL image."""
     a = np.asarray(array)

@@ -153,7 +153,9 @@ class SubsetFilesBenchmark(Benchmark):
         return [p for p in (self._data_dir() / f"{s}.json" for s in self.subsets) if p.is_file()]
 
 
-BENCHMARKS: Registry[type[Benchmark]] = Registry("benchmark", "spotdiff.benchmarks")
+BENCHMARKS: Registry[type[Benchmark]] = Registry(
+    "benchmark", "spotdiff.benchmarks", entry_points="spotdiff.benchmarks"
+)
 
 
 def get_benchmark(name: str) -> type[Benchmark]:

@@ -6,16 +6,25 @@ import argparse
 import textwrap
 
 from spotdiff.benchmarks import BENCHMARKS
+from spotdiff.benchmarks.suites import SUITES
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
     p = subparsers.add_parser("benchmarks", help="list benchmarks, their protocols and data layout")
     p.add_argument("name", nargs="?", help="show one benchmark only")
     p.add_argument("--citation", action="store_true", help="print the BibTeX of each benchmark's paper")
+    p.add_argument("--suites", action="store_true", help="list the named suites (spotdiff eval --suite NAME)")
     p.set_defaults(func=run)
 
 
 def run(args: argparse.Namespace) -> int:
+    if args.suites:
+        for name, (description, members) in sorted(SUITES.items()):
+            print(name)
+            print(textwrap.indent(textwrap.fill(description, 96), "    "))
+            print(textwrap.indent(textwrap.fill("benchmarks: " + ", ".join(members), 96), "    "))
+            print()
+        return 0
     items = [(args.name, BENCHMARKS.get(args.name))] if args.name else BENCHMARKS.items()
     for name, bench in items:
         print(f"{name}")
