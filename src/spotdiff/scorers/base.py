@@ -73,6 +73,8 @@ class Scorer(ABC):
         Nothing is cached or deduplicated here; :class:`spotdiff.diagnose.engine.Engine` does that
         for benchmarks.
         """
+        if "image-text" not in self.capabilities:
+            raise ConfigError(f"model {self.spec!r} does not score images against texts")
         return self.score_matrix([as_image_ref(x).load() for x in images], list(texts))
 
     def score_matrix(self, images: Sequence[Image.Image], texts: Sequence[str]) -> np.ndarray:
