@@ -9,6 +9,7 @@ from spotdiff.cases import (
     ImageRef,
     NoiseImage,
     NpyImage,
+    ParquetImage,
     PILImage,
 )
 from spotdiff.errors import ConfigError, DataError, SpotdiffError
@@ -28,6 +29,7 @@ __all__ = [
     "NoiseImage",
     "NpyImage",
     "PILImage",
+    "ParquetImage",
     "SpotdiffError",
     "__version__",
 ]
