@@ -6,6 +6,8 @@ import argparse
 import json
 from pathlib import Path
 
+from spotdiff.benchmarks import canonical_benchmark
+from spotdiff.data import resolve_data
 from spotdiff.diagnose import distributed
 from spotdiff.diagnose.cache import default_cache_dir
 from spotdiff.diagnose.runner import EvalConfig, run_eval
@@ -24,7 +26,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     )
     p.add_argument("--model", required=True, help="model spec, e.g. hf-clip:PATH, minilm (see `spotdiff models`)")
     p.add_argument("--benchmark", required=True, help="benchmark name (see `spotdiff benchmarks`)")
-    p.add_argument("--data", required=True, type=Path, help="the benchmark's data directory")
+    p.add_argument("--data", type=Path, help="the benchmark's data directory (default: the `spotdiff data` copy)")
     p.add_argument("--subset", help="evaluate one subset only")
     p.add_argument("--protocol", help="protocol (default: the benchmark's first)")
     p.add_argument("--out", type=Path, help="write metrics.json and scores.jsonl here")
@@ -73,11 +75,12 @@ def run(args: argparse.Namespace) -> int:
         if not sep or not key:
             raise ConfigError(f"--option expects KEY=VALUE, got {item!r}")
         options[key.strip()] = value
+    benchmark, alias_subset = canonical_benchmark(args.benchmark)
     config = EvalConfig(
         model=args.model,
-        benchmark=args.benchmark,
-        data=args.data,
-        subset=args.subset,
+        benchmark=benchmark,
+        data=resolve_data(benchmark, args.data),
+        subset=args.subset or alias_subset,
         protocol=args.protocol,
         out=args.out,
         batch_size=args.batch_size,
@@ -101,7 +104,7 @@ def run(args: argparse.Namespace) -> int:
             return 0  # a worker rank: rank 0 writes and prints the results
     else:
         result = run_eval(config)
-    title = f"{args.benchmark} | {args.model} | {result.n_cases} cases"
+    title = f"{config.benchmark} | {args.model} | {result.n_cases} cases"
     print(format_metrics_table(result.metrics, title=title))
     skipped = result.load_report.get("skipped") or {}
     for rule, n in skipped.items():
@@ -129,7 +132,7 @@ def _run_debiased(args: argparse.Namespace, config: EvalConfig) -> int:
     results = run_debiased_eval(config, dconfig)
     any_result = next(iter(results.values()))
     for name, result in results.items():
-        title = f"{args.benchmark} | {args.model} [{name}] | {result.n_cases} cases"
+        title = f"{config.benchmark} | {args.model} [{name}] | {result.n_cases} cases"
         print(format_metrics_table(result.metrics, title=title) + "\n")
     if args.out:
         curve = json.loads((args.out / "alpha_curve.json").read_text(encoding="utf-8"))

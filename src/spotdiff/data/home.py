@@ -210,7 +210,7 @@ def resolve_data(benchmark: str, data: str | Path | None = None, *, root: str | 
     state = benchmark_state(decl, root)
     if state.status == "absent":
         raise ConfigError(
-            f"no --data given and benchmark {decl.name!r} is not in the data home (looked in {state.folder}: "
+            f"no data folder given for benchmark {decl.name!r} and none fetched (looked in {state.folder}: "
             f"{'; '.join(f'{p.name} {p.status}' for p in state.parts.values())}). Fetch it with "
             f"`spotdiff data fetch {decl.name}` (data home: $SPOTDIFF_DATA or --root), or pass --data DIR."
         )
@@ -229,7 +229,8 @@ def data_provenance(path: str | Path) -> dict | None:
     """Where the data at ``path`` came from, from the data-home manifest of ``path`` or its parent.
 
     Returns ``{"benchmark", "manifest", "parts": {part: {"source", "status", "fetched_at", "verified_at",
-    "files"}}}``, or None for a folder that was not fetched into a data home. Recorded with every run.
+    "revision", "files" (sha256 by path), "trees" (digest by folder), "collections"}}}``, or None for a
+    folder that was not fetched into a data home. Recorded with every run.
     """
     path = Path(path).expanduser()
     for folder in (path, path.parent):
@@ -245,7 +246,9 @@ def data_provenance(path: str | Path) -> dict | None:
                         "status": record.get("status"),
                         "fetched_at": record.get("fetched_at"),
                         "verified_at": record.get("verified_at"),
+                        "revision": record.get("revision"),
                         "files": {k: v.get("sha256") for k, v in record.get("files", {}).items()},
+                        "trees": {k: v.get("digest") for k, v in record.get("trees", {}).items()},
                         "collections": record.get("collections"),
                     }
                     for name, record in manifest.parts.items()
