@@ -31,7 +31,6 @@ from spotdiff.errors import SourceError
 
 log = logging.getLogger(__name__)
 
-CHUNK = 1 << 20
 RETRIES = 3
 TIMEOUT = httpx2.Timeout(60.0, connect=20.0)
 USER_AGENT = "spotdiff-data (+https://github.com/spotdiff)"
@@ -101,6 +100,16 @@ def _is_html(response: httpx2.Response, remote: RemoteFile) -> bool:
     return ctype.startswith("text/html") and not remote.path.endswith((".html", ".htm"))
 
 
+def _announced_size(response: httpx2.Response, have: int) -> int | None:
+    """The whole file's size as the response announces it (Content-Range total, or Content-Length)."""
+    if response.status_code == 206:
+        total = response.headers.get("Content-Range", "").rpartition("/")[2]
+        return int(total) if total.isdigit() else None
+    length = response.headers.get("Content-Length", "")
+    encoded = response.headers.get("Content-Encoding", "identity") not in ("", "identity")
+    return int(length) if length.isdigit() and not encoded else None
+
+
 def _transfer(client: httpx2.Client, remote: RemoteFile, part: Path, progress: Progress) -> None:
     """One GET into ``part``, resuming from its current size; raises httpx2 errors mid-stream."""
     have = part.stat().st_size if part.exists() else 0
@@ -125,6 +134,13 @@ def _transfer(client: httpx2.Client, remote: RemoteFile, part: Path, progress: P
                 f"{remote.url} returned a web page instead of the file (a download quota, a login or a "
                 "confirmation page); " + manual_route(remote, part.with_suffix(""))
             )
+        announced = _announced_size(response, have)
+        if remote.size is not None and announced is not None and announced != remote.size:
+            part.unlink(missing_ok=True)
+            raise SourceError(
+                f"{remote.url}: the server has a file of {announced:,} bytes, the declaration {remote.size:,}: the "
+                "source changed or the URL serves something else; nothing was installed"
+            )
         mode = "ab"
         if response.status_code == 206:
             start = response.headers.get("Content-Range", "bytes -").split()[-1].split("-")[0]
@@ -137,7 +153,7 @@ def _transfer(client: httpx2.Client, remote: RemoteFile, part: Path, progress: P
                 progress.update(-have)
             mode = "wb"
         with open(part, mode) as f:
-            for chunk in response.iter_bytes(CHUNK):
+            for chunk in response.iter_bytes():  # as received: an interrupted body keeps what arrived
                 f.write(chunk)
                 progress.update(len(chunk))
 

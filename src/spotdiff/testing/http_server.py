@@ -26,7 +26,7 @@ _RANGE = re.compile(r"bytes=(\d+)-(\d*)$")
 
 @dataclass(frozen=True)
 class Request:
-    """One request as the server saw it."""
+    """One request as the server saw it (header names in lower case)."""
 
     method: str
     path: str
@@ -89,7 +89,8 @@ class LoopbackServer:
 
             def _dispatch(self) -> None:
                 with server._lock:
-                    server.requests.append(Request(self.command, self.path, dict(self.headers.items())))
+                    headers = {k.lower(): v for k, v in self.headers.items()}
+                    server.requests.append(Request(self.command, self.path, headers))
                 server.handle(self)
 
             do_GET = do_HEAD = do_POST = _dispatch
@@ -111,7 +112,7 @@ class LoopbackServer:
             return [r for r in self.requests if urlsplit(r.path).path == path]
 
     def __enter__(self) -> LoopbackServer:
-        self._thread = threading.Thread(target=self._httpd.serve_forever, daemon=True)
+        self._thread = threading.Thread(target=self._httpd.serve_forever, kwargs={"poll_interval": 0.02}, daemon=True)
         self._thread.start()
         return self
 
@@ -127,20 +128,20 @@ class FileServer(LoopbackServer):
 
     def __init__(self) -> None:
         super().__init__()
-        self._files: dict[str, bytes | Path] = {}
+        self._files: dict[str, tuple[bytes | Path, str]] = {}
         self._drops: dict[str, list[int]] = {}
 
-    def add(self, path: str, content: bytes | str | Path) -> str:
+    def add(self, path: str, content: bytes | str | Path, content_type: str = "application/octet-stream") -> str:
         """Serve ``content`` (bytes, or a file read at request time) at ``path``; return its URL here."""
         if isinstance(content, str):
             content = content.encode()
-        self._files["/" + path.lstrip("/")] = content
+        self._files["/" + path.lstrip("/")] = (content, content_type)
         return self.url + "/" + path.lstrip("/")
 
-    def add_url(self, url: str, content: bytes | str | Path) -> str:
+    def add_url(self, url: str, content: bytes | str | Path, content_type: str = "application/octet-stream") -> str:
         """Serve ``content`` where ``SPOTDIFF_URL_MIRROR`` maps ``url`` (``https://H/P`` -> ``/H/P``)."""
         parts = urlsplit(url)
-        return self.add(f"{parts.netloc}{parts.path}", content)
+        return self.add(f"{parts.netloc}{parts.path}", content, content_type)
 
     def drop_after(self, path: str, n_bytes: int, times: int = 1) -> None:
         """The next ``times`` GETs of ``path`` close the connection after ``n_bytes`` body bytes."""
@@ -148,8 +149,8 @@ class FileServer(LoopbackServer):
 
     def handle(self, handler: BaseHTTPRequestHandler) -> None:
         path = unquote(urlsplit(handler.path).path)
-        content = self._files.get(path)
-        if content is None:
+        entry = self._files.get(path)
+        if entry is None:
             body = b"not found"
             handler.send_response(404)
             handler.send_header("Content-Length", str(len(body)))
@@ -157,7 +158,8 @@ class FileServer(LoopbackServer):
             if handler.command != "HEAD":
                 handler.wfile.write(body)
             return
+        content, content_type = entry
         data = content.read_bytes() if isinstance(content, Path) else content
         drops = self._drops.get(path)
         drop = drops.pop(0) if drops and handler.command == "GET" else None
-        send_bytes(handler, data, drop_after=drop)
+        send_bytes(handler, data, content_type=content_type, drop_after=drop)
