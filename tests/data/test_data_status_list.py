@@ -134,3 +134,19 @@ def test_fetch_ignores_parts_that_do_not_match_the_role(home):
     assert [p.name for p in select_parts(decl, role="images")] == ["images"]
     assert [p.name for p in select_parts(decl, parts=["mieb"], role="annotations")] == ["mieb"]  # parquet: both
     assert not (home / "aro-coco-order" / STAGING).exists()
+
+
+def test_report_finds_the_fetched_copy_when_the_recorded_folder_is_gone(files, home, shared_data, tmp_path):
+    from spotdiff.benchmarks import get_benchmark
+    from spotdiff.report.gallery import CaseSource
+
+    _serve_sugarcrepe_annotations(files, shared_data)
+    fetch_benchmark("sugarcrepe", role="annotations", progress=False)
+    digest = get_benchmark("sugarcrepe")(home / "sugarcrepe").data_digest()
+    gone = str(tmp_path / "moved-away")
+    cases, note = CaseSource._load("sugarcrepe", gone, {}, digest, "swap_obj")
+    assert note is None and len(cases) == 245
+    other, note = CaseSource._load("sugarcrepe", gone, {}, "0" * 64, "swap_obj")
+    assert other == {} and "changed since the run" in note
+    _, note = CaseSource._load("vl-checklist", gone, {}, digest)  # not fetched either: says where it looked
+    assert f"looked in {home / 'vl-checklist'}" in note

@@ -19,7 +19,12 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "--data is omitted.",
     )
     common = argparse.ArgumentParser(add_help=False)
-    common.add_argument("--root", type=Path, help="data home (default $SPOTDIFF_DATA or ~/.cache/spotdiff/data)")
+    common.add_argument(
+        "--root",
+        type=Path,
+        help="data home (default $SPOTDIFF_DATA or ~/.cache/spotdiff/data; eval and the other commands look in "
+        "$SPOTDIFF_DATA, so set it to the same folder)",
+    )
     sub = p.add_subparsers(dest="data_command", metavar="ACTION", required=True)
 
     ls = sub.add_parser(
