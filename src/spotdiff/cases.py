@@ -167,7 +167,7 @@ def parquet_image_bytes(path: str | Path, row: int, column: str) -> bytes:
         opened = _PARQUET_FILES.get(key_path)
         if opened is None:
             try:
-                pf = pq.ParquetFile(key_path)
+                pf = pq.ParquetFile(key_path, pre_buffer=False, buffer_size=1 << 20)
             except (OSError, ValueError) as exc:
                 raise DataError(f"cannot read parquet file: {exc}", file=path) from exc
             starts = [0]

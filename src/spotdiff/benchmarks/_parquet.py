@@ -1,7 +1,8 @@
 """Reading hub parquet layouts row by row, with image cells turned into lazy :class:`ParquetImage` s.
 
-Rows are streamed in small batches (``pyarrow.parquet.ParquetFile.iter_batches``): each image cell's
-bytes are hashed as they pass and dropped, so a loader holds one batch of images at a time, never the
+Rows are streamed in small batches (``pyarrow.parquet.ParquetFile.iter_batches``, without pyarrow's
+pre-buffering, which reads ahead and keeps the column chunks it has read): each image cell's bytes are
+hashed as they pass and dropped, so a loader holds about one row group of images at a time, never the
 column. Missing columns and empty cells are DataErrors naming the file, the row and the column.
 """
 
@@ -45,7 +46,8 @@ def iter_rows(
     images = tuple(image_columns)
     for path in files:
         try:
-            pf = pq.ParquetFile(path)
+            # no pre-buffering: pyarrow would otherwise keep reading ahead and hold the file's columns
+            pf = pq.ParquetFile(path, pre_buffer=False, buffer_size=1 << 20)
         except (OSError, ValueError) as exc:
             raise DataError(f"cannot read parquet file: {exc}", file=path) from exc
         names = set(pf.schema_arrow.names)
