@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 import textwrap
 
-from spotdiff.benchmarks import BENCHMARKS
+from spotdiff.benchmarks import ALIASES, BENCHMARKS, canonical_benchmark
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -16,9 +16,11 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    items = [(args.name, BENCHMARKS.get(args.name))] if args.name else BENCHMARKS.items()
-    for name, bench in items:
-        print(f"{name}")
+    names = [canonical_benchmark(args.name)[0]] if args.name else BENCHMARKS.names()
+    for name in names:
+        bench = BENCHMARKS.get(name)
+        aliases = [a for a, n in ALIASES.items() if n == name]
+        print(f"{name}" + (f"  (also: {', '.join(aliases)})" if aliases else ""))
         if bench.description:
             print(textwrap.indent(textwrap.fill(bench.description, 96), "    "))
         meta = bench.metadata
