@@ -20,7 +20,9 @@ def run(args: argparse.Namespace) -> int:
     for name in names:
         bench = BENCHMARKS.get(name)
         aliases = [a for a, n in ALIASES.items() if n == name]
-        print(f"{name}" + (f"  (also: {', '.join(aliases)})" if aliases else ""))
+        print(name)
+        if aliases:
+            print(f"    also named: {', '.join(aliases)}")
         if bench.description:
             print(textwrap.indent(textwrap.fill(bench.description, 96), "    "))
         meta = bench.metadata
