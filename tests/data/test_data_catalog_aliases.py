@@ -13,7 +13,7 @@ from spotdiff.cli import main
 from spotdiff.data import CATALOG, COLLECTIONS, benchmark_sources
 from spotdiff.data.sources import HubSource, ImagesSource, UrlSource, file_digests
 from spotdiff.errors import ConfigError
-from tiny_models import make_tiny_clip, tiny_images
+from spotdiff.testing.tiny_models import make_tiny_clip, tiny_images
 
 
 def test_every_registered_benchmark_has_sources_and_back():

@@ -12,9 +12,9 @@ import pytest
 
 from spotdiff.cli import main
 from spotdiff.data import benchmark_sources
-from spotdiff.store import RunStore
+from spotdiff.diagnose.store import RunStore
 from spotdiff.testing.hub_repos import mteb_order_repo, mteb_vg_repo, spec_repo, winoground_repo
-from tiny_models import make_tiny_clip
+from spotdiff.testing.tiny_models import make_tiny_clip
 
 
 @pytest.fixture(scope="module")
@@ -57,11 +57,8 @@ def test_visla_fetched_from_its_repository_then_evaluated_without_data(files, ho
     assert part["source"]["files"][0]["url"] == remote.url
     assert part["files"]["Generic_VISLA.tsv"] == remote.checksum.value
     assert reference["data"]["source"] is None  # a folder not fetched records no source
-    store = RunStore(tmp_path / "runs.sqlite")
-    try:
+    with RunStore(tmp_path / "runs.sqlite") as store:
         run = store.get(metrics["run_id"])
-    finally:
-        store.close()
     assert run.info["data_source"]["parts"]["annotations"]["revision"] == source.revision
 
 
