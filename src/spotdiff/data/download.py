@@ -47,15 +47,18 @@ def workers() -> int:
     return max(1, int(os.environ.get("SPOTDIFF_DOWNLOAD_WORKERS", "4")))
 
 
-def mirror_url(url: str) -> str:
-    """``url`` rewritten for ``$SPOTDIFF_URL_MIRROR`` (unchanged when it is not set).
+def mirror_url(url: str, mirror: str | None = None) -> str:
+    """``url`` rewritten for the mirror ``http://HOST:PORT`` (default ``$SPOTDIFF_URL_MIRROR``; unchanged
+    when there is none): ``https://H/P`` and ``http://H/P`` become ``http://HOST:PORT/H/P``.
 
-    >>> import os; os.environ["SPOTDIFF_URL_MIRROR"] = "http://127.0.0.1:8000"
-    >>> mirror_url("https://raw.githubusercontent.com/a/b/c.json?x=1")
+    >>> mirror_url("https://raw.githubusercontent.com/a/b/c.json?x=1", "http://127.0.0.1:8000")
     'http://127.0.0.1:8000/raw.githubusercontent.com/a/b/c.json?x=1'
-    >>> del os.environ["SPOTDIFF_URL_MIRROR"]
+    >>> mirror_url("https://example.org/f.zip", "")
+    'https://example.org/f.zip'
     """
-    mirror = os.environ.get("SPOTDIFF_URL_MIRROR", "").strip().rstrip("/")
+    if mirror is None:
+        mirror = os.environ.get("SPOTDIFF_URL_MIRROR", "")
+    mirror = mirror.strip().rstrip("/")
     if not mirror:
         return url
     parts = urlsplit(url)
