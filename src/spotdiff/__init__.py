@@ -13,6 +13,7 @@ from spotdiff.cases import (
     ImageRef,
     NoiseImage,
     NpyImage,
+    ParquetImage,
     PILImage,
 )
 from spotdiff.errors import ConfigError, DataError, SpotdiffError
@@ -29,6 +30,7 @@ __all__ = [
     "NoiseImage",
     "NpyImage",
     "PILImage",
+    "ParquetImage",
     "Result",
     "SpotdiffError",
     "__version__",

@@ -29,6 +29,7 @@ from typing import Any
 from spotdiff.benchmarks import Benchmark, LoadReport, get_benchmark
 from spotdiff.benchmarks.base import BenchmarkMetadata
 from spotdiff.cases import Case
+from spotdiff.data import resolve_data
 from spotdiff.diagnose.cache import default_cache_dir
 from spotdiff.diagnose.runner import EvalConfig, EvalResult, run_eval
 from spotdiff.errors import ConfigError, SpotdiffError
@@ -102,11 +103,8 @@ class LoadedBenchmark(Sequence[Case]):
 
 
 def _data_root(benchmark: str, data: str | Path | None) -> Path:
-    if data is None:
-        raise ConfigError(
-            f"give the data folder of {benchmark!r} (data=...); `spotdiff benchmarks {benchmark}` shows its layout"
-        )
-    return Path(data)
+    """``data``, or the benchmark's copy in the data home (``spotdiff data fetch``)."""
+    return resolve_data(get_benchmark(benchmark).name, data)
 
 
 def load_benchmark(
@@ -116,7 +114,7 @@ def load_benchmark(
 
     Args:
         name: the benchmark name.
-        data: its data folder.
+        data: its data folder (default: its ``spotdiff data fetch`` copy in the data home).
         subset: one subset only; limit: the first ``limit`` cases only.
         options: loader options (the ``-o KEY=VALUE`` of ``spotdiff eval``, e.g. ``images=PATH``).
     """
@@ -169,7 +167,7 @@ def evaluate(model: str | Scorer, benchmark: str, data: str | Path | None = None
     Args:
         model: a model spec, or a scorer from :func:`load_model` (not reloaded).
         benchmark: a benchmark name.
-        data: its data folder.
+        data: its data folder (default: its ``spotdiff data fetch`` copy in the data home).
         config: any ``spotdiff eval`` setting by its :class:`~spotdiff.diagnose.runner.EvalConfig`
             name: ``subset``, ``protocol`` (default: the benchmark's first protocol the model
             serves), ``out``, ``batch_size``, ``device``, ``dtype``, ``limit``, ``cache`` (default
@@ -277,7 +275,7 @@ def evaluate_grid(
 
     Args:
         models: model specs or loaded scorers; benchmarks: benchmark names.
-        data: benchmark name -> its data folder.
+        data: benchmark name -> its data folder (a missing one: the data home's copy).
         out: when given, cell outputs go to ``out/<model>/<benchmark>/``.
         config: settings for every cell, as for :func:`evaluate`.
     """

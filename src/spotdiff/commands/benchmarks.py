@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 import textwrap
 
-from spotdiff.benchmarks import BENCHMARKS
+from spotdiff.benchmarks import ALIASES, BENCHMARKS, canonical_benchmark
 from spotdiff.benchmarks.suites import SUITES
 
 
@@ -25,9 +25,13 @@ def run(args: argparse.Namespace) -> int:
             print(textwrap.indent(textwrap.fill("benchmarks: " + ", ".join(members), 96), "    "))
             print()
         return 0
-    items = [(args.name, BENCHMARKS.get(args.name))] if args.name else BENCHMARKS.items()
-    for name, bench in items:
-        print(f"{name}")
+    names = [canonical_benchmark(args.name)[0]] if args.name else BENCHMARKS.names()
+    for name in names:
+        bench = BENCHMARKS.get(name)
+        aliases = [a for a, n in ALIASES.items() if n == name]
+        print(name)
+        if aliases:
+            print(f"    also named: {', '.join(aliases)}")
         if bench.description:
             print(textwrap.indent(textwrap.fill(bench.description, 96), "    "))
         meta = bench.metadata

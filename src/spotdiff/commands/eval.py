@@ -13,8 +13,9 @@ import json
 from pathlib import Path
 
 from spotdiff.api import evaluate_grid
-from spotdiff.benchmarks import get_benchmark
+from spotdiff.benchmarks import canonical_benchmark, get_benchmark
 from spotdiff.benchmarks.suites import suite_benchmarks
+from spotdiff.data import resolve_data
 from spotdiff.diagnose import distributed
 from spotdiff.diagnose.cache import default_cache_dir
 from spotdiff.diagnose.runner import EvalConfig, run_eval
@@ -52,7 +53,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "--data",
         action="append",
         default=[],
-        help="the benchmark's data directory; with several benchmarks NAME=DIR, repeated",
+        help="the benchmark's data directory (default: its `spotdiff data fetch` copy); with several "
+        "benchmarks NAME=DIR, repeated",
     )
     p.add_argument("--report", type=Path, help="also render a report (HTML + Markdown) of the runs into this folder")
     p.add_argument("--subset", help="evaluate one subset only")
@@ -109,13 +111,16 @@ def _models(args: argparse.Namespace) -> list[str]:
     return list(dict.fromkeys(models))
 
 
-def _benchmarks(args: argparse.Namespace) -> list[str]:
+def _benchmarks(args: argparse.Namespace) -> list[tuple[str, str | None]]:
+    """``(spotdiff name, subset an alias names)`` of every benchmark asked for, in order."""
     names = list(args.benchmark)
     for suite in args.suite:
         names += suite_benchmarks(suite)
     if not names:
         raise ConfigError("give a benchmark: --benchmark NAME (repeatable) or --suite NAME")
-    return list(dict.fromkeys(get_benchmark(n).name for n in names))
+    for name in names:
+        get_benchmark(name)  # an unknown name fails here, listing the known ones
+    return list(dict.fromkeys(canonical_benchmark(n) for n in names))
 
 
 def _data(args: argparse.Namespace, benchmarks: list[str]) -> dict[str, Path]:
@@ -137,17 +142,15 @@ def _data(args: argparse.Namespace, benchmarks: list[str]) -> dict[str, Path]:
 
 def run(args: argparse.Namespace) -> int:
     models, benchmarks = _models(args), _benchmarks(args)
-    data = _data(args, benchmarks)
+    data = _data(args, [name for name, _ in benchmarks])
     if len(models) * len(benchmarks) > 1:
         return _run_grid(args, models, benchmarks, data)
-    args.model, args.benchmark, args.data = models[0], benchmarks[0], data.get(benchmarks[0])
-    if args.data is None:
-        raise ConfigError(f"give the data directory of {benchmarks[0]!r} with --data DIR")
+    (benchmark, alias_subset), model = benchmarks[0], models[0]
     config = EvalConfig(
-        model=args.model,
-        benchmark=args.benchmark,
-        data=args.data,
-        subset=args.subset,
+        model=model,
+        benchmark=benchmark,
+        data=resolve_data(benchmark, data.get(benchmark)),
+        subset=args.subset or alias_subset,
         protocol=args.protocol,
         out=args.out,
         batch_size=args.batch_size,
@@ -171,7 +174,7 @@ def run(args: argparse.Namespace) -> int:
             return 0  # a worker rank: rank 0 writes and prints the results
     else:
         result = run_eval(config)
-    title = f"{args.benchmark} | {args.model} | {result.n_cases} cases"
+    title = f"{config.benchmark} | {config.model} | {result.n_cases} cases"
     print(format_metrics_table(result.metrics, title=title))
     skipped = result.load_report.get("skipped") or {}
     for rule, n in skipped.items():
@@ -183,14 +186,20 @@ def run(args: argparse.Namespace) -> int:
     return 0
 
 
-def _run_grid(args: argparse.Namespace, models: list[str], benchmarks: list[str], data: dict[str, Path]) -> int:
+def _run_grid(
+    args: argparse.Namespace, models: list[str], benchmarks: list[tuple[str, str | None]], data: dict[str, Path]
+) -> int:
+    with_subset = [b for b, subset in benchmarks if subset]
+    if with_subset:
+        raise ConfigError(f"a grid takes one --subset for all benchmarks; name {with_subset} without a subset")
+    names = [b for b, _ in benchmarks]
     if args.debias:
         raise ConfigError("--debias evaluates one vgpt: model on one benchmark; give one --model and one --benchmark")
     if distributed.detect() is not None:
         raise ConfigError("a grid runs in one process; launch one model and one benchmark per torchrun")
     grid = evaluate_grid(
         models,
-        benchmarks,
+        names,
         data,
         out=args.out,
         subset=args.subset,
@@ -208,7 +217,7 @@ def _run_grid(args: argparse.Namespace, models: list[str], benchmarks: list[str]
         options=_loader_options(args),
     )
     header, rows = grid.table()
-    print(format_table(header, rows, title=f"{len(models)} models x {len(benchmarks)} benchmarks"))
+    print(format_table(header, rows, title=f"{len(models)} models x {len(names)} benchmarks"))
     for cell in grid.failed:
         print(f"n/a: {cell.model} on {cell.benchmark}: {cell.error}")
     if args.report and grid.run_ids:
@@ -245,7 +254,7 @@ def _run_debiased(args: argparse.Namespace, config: EvalConfig) -> int:
     results = run_debiased_eval(config, dconfig)
     any_result = next(iter(results.values()))
     for name, result in results.items():
-        title = f"{args.benchmark} | {args.model} [{name}] | {result.n_cases} cases"
+        title = f"{config.benchmark} | {config.model} [{name}] | {result.n_cases} cases"
         print(format_metrics_table(result.metrics, title=title) + "\n")
     if args.out:
         curve = json.loads((args.out / "alpha_curve.json").read_text(encoding="utf-8"))

@@ -19,6 +19,7 @@ import numpy as np
 
 from spotdiff.benchmarks import Benchmark, get_benchmark
 from spotdiff.cases import Case
+from spotdiff.data import data_provenance
 from spotdiff.diagnose.cache import merge_shards
 from spotdiff.diagnose.engine import Engine, check_capability
 from spotdiff.diagnose.store import RunStore
@@ -180,6 +181,7 @@ class RunRecorder:
             "batch_size": config.batch_size,
             "limit": config.limit,
             "options": config.options,
+            "data_source": data_provenance(config.data),  # the fetched source and revision; None if hand-made
             **(info or {}),
             **config.extra_info,
         }
@@ -341,7 +343,11 @@ def write_metrics_json(
         "subset": config.subset,
         "seed": config.seed,
         "run_id": result.run_id,
-        "data": {"path": str(Path(config.data).resolve()), "digest": data_digest},
+        "data": {
+            "path": str(Path(config.data).resolve()),
+            "digest": data_digest,
+            "source": data_provenance(config.data),  # the fetched source and revision; None if hand-made
+        },
         "model_identity": result.model_identity,
         "load_report": result.load_report,
         "version": __version__,
