@@ -117,7 +117,7 @@ def fetch_benchmark(
 
 
 def _base_record(source: Source) -> dict:
-    from spotdiff import __version__
+    from spotdiff.version import __version__
 
     return {
         "kind": source.kind,
