@@ -11,7 +11,6 @@ import json
 from pathlib import Path
 from typing import Any
 
-from spotdiff import __version__
 from spotdiff.demo.profiles import (
     CLIP_MODELS,
     CLS_MARGIN,
@@ -29,6 +28,7 @@ from spotdiff.jsonio import write_json
 from spotdiff.protocols.stats import Evaluation, paired_comparison
 from spotdiff.report.collect import evaluation_from_units
 from spotdiff.synth.spec import SUBSETS as SPEC_SUBSETS
+from spotdiff.version import __version__
 
 
 def _cmp_dict(cmp: Any) -> dict:
