@@ -381,8 +381,9 @@ class ZeroShotClassification(Benchmark):
             src = self.dataset.classnames_source
             if not (self.samples.source / "classnames.txt").is_file() and not (self.root / "classnames.txt").is_file():
                 raise ConfigError(
-                    f"{self.dataset.name}: give the class names with -o classnames=FILE; the official list is "
-                    f"{src.url} (key {src.key!r}, sha256 {src.sha256})"
+                    f"{self.dataset.name}: give the class names with -o classnames=FILE; `spotdiff data fetch "
+                    f"zeroshot-classification` downloads the official list, {src.url} (key {src.key!r}, sha256 "
+                    f"{src.sha256})"
                 )
             names = self.samples.classnames or []
         else:
