@@ -205,3 +205,33 @@ def test_cli_cache_and_prefill_serve_the_prompt_ensembles(tmp_path, capsys):
     reference = [np.array(json.loads(line)["scores"]) for line in lines]
     for got, want in zip(mats, reference, strict=True):
         np.testing.assert_allclose(got, want, atol=1e-6)
+
+
+def test_hub_parquet_with_classlabel_names(tmp_path):
+    import io
+
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+    from PIL import Image
+
+    rng = np.random.default_rng(0)
+    rows = []
+    for k in range(5):
+        buf = io.BytesIO()
+        Image.fromarray(rng.integers(0, 255, (8, 8, 3), dtype=np.uint8)).save(buf, format="PNG")
+        rows.append({"img": {"bytes": buf.getvalue(), "path": None}, "label": k % 3})
+    features = {"img": {"_type": "Image"}, "label": {"names": ["cat", "dog", "bird"], "_type": "ClassLabel"}}
+    table = pa.Table.from_pylist(rows).replace_schema_metadata(
+        {"huggingface": json.dumps({"info": {"features": features}})}
+    )
+    (tmp_path / "hub" / "data").mkdir(parents=True)
+    pq.write_table(table, tmp_path / "hub" / "data" / "test-00000-of-00001.parquet", row_group_size=2)
+    bench, cases = load(tmp_path / "hub")
+    assert bench.format == "parquet" and len(cases) == 5
+    assert cases[0].texts == ("cat", "dog", "bird")
+    assert [c.tags["label"] for c in cases[:4]] == ["cat", "dog", "bird", "cat"]
+    assert cases[4].images[0].load().size == (8, 8)
+    pq.write_table(pa.Table.from_pylist([{"x": 1, "label": 0}]), tmp_path / "hub" / "data" / "test-0.parquet")
+    (tmp_path / "hub" / "data" / "test-00000-of-00001.parquet").unlink()
+    with pytest.raises(DataError, match="no image / img"):
+        load(tmp_path / "hub")

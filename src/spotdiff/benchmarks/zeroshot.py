@@ -16,6 +16,11 @@ Formats (option ``format=``; by default the first found under DIR):
   (``cifar-10-batches-py/test_batch`` + ``batches.meta``, ``cifar-100-python/test`` + ``meta``); the
   dataset is recognised from the folder. Like torchvision, this unpickles the files: read only
   trusted copies.
+* ``parquet``: a Hugging Face hub dataset in parquet (``DIR/data/<split>-*.parquet`` or
+  ``DIR/<split>/*.parquet``), an image column (``image``/``img``, or ``image_column=``) and an integer
+  label column (``label``/``fine_label``, or ``label_column=``); the class names are the label's
+  ``ClassLabel`` names that the ``datasets`` library stores in the files' ``huggingface`` metadata.
+  Images are read lazily from their row groups (:class:`spotdiff.cases.ParquetImage`).
 * ``folder``: an image folder with one sub-folder per class (torchvision's ``ImageFolder``: classes
   in sorted folder order; ImageNet val as torchvision's ``ImageNet`` lays it out, ``DIR/val/<wnid>/``).
   Files without an image extension are skipped and counted.
@@ -54,7 +59,10 @@ from spotdiff.benchmarks.zeroshot_data import DATASETS, IMAGENET_CLASSNAMES, IMA
 from spotdiff.cases import ArrayImage, Case, FileImage, ImageRef
 from spotdiff.errors import ConfigError, DataError
 
-FORMATS = ("wds", "cifar", "folder")
+FORMATS = ("wds", "cifar", "parquet", "folder")
+PARQUET_PATTERNS = ("data/{split}-*.parquet", "{split}/*.parquet", "{split}-*.parquet")
+IMAGE_COLUMNS = ("image", "img", "jpg", "png", "webp")
+LABEL_COLUMNS = ("label", "fine_label", "labels", "cls")
 #: torchvision's ``IMG_EXTENSIONS`` (the folder format) and the webdataset image extensions.
 IMAGE_EXTENSIONS = (".jpg", ".jpeg", ".png", ".ppm", ".bmp", ".pgm", ".tif", ".tiff", ".webp")
 WDS_IMAGE_EXTENSIONS = ("webp", "png", "jpg", "jpeg")
@@ -170,10 +178,11 @@ class ZeroShotClassification(Benchmark):
         "ELEVATER / VTAB sets as built-in datasets (-o dataset=NAME), or any image folder"
     )
     layout = (
-        "DIR in one of three formats (option format=wds|cifar|folder; by default the first found):\n"
+        "DIR in one of four formats (option format=wds|cifar|parquet|folder; by default the first found):\n"
         "  wds:    DIR/<split>/nshards.txt, DIR/<split>/0.tar ... (<key>.webp|png|jpg + <key>.cls),\n"
         "          DIR/classnames.txt, DIR/zeroshot_classification_templates.txt (hub: clip-benchmark/wds_<name>)\n"
         "  cifar:  DIR/cifar-10-batches-py/{test_batch,batches.meta} or DIR/cifar-100-python/{test,meta}\n"
+        "  parquet: DIR/data/<split>-*.parquet (hub datasets: image/img + label columns, ClassLabel names)\n"
         "  folder: DIR/<class>/<image> (torchvision ImageFolder, sorted classes); ImageNet val: DIR/val/<wnid>/\n"
         "options: dataset=NAME, a built-in dataset: " + ", ".join(DATASETS) + "\n"
         "  classnames=FILE: a JSON list, a CLIP_benchmark JSON object or one name a line; ImageNet's 1,000\n"
@@ -244,6 +253,8 @@ class ZeroShotClassification(Benchmark):
             return "wds"
         if any((self.root / folder).is_dir() for folder in CIFAR_FOLDERS.values()):
             return "cifar"
+        if any(any(self.root.glob(p.format(split=self.split))) for p in PARQUET_PATTERNS):
+            return "parquet"
         if self.root.is_dir():
             return "folder"
         raise DataError(f"no zero-shot classification data (wds, cifar or an image folder) in {self.root}")
@@ -251,7 +262,8 @@ class ZeroShotClassification(Benchmark):
     # ------------------------------------------------------------------------------- reading
     @cached_property
     def samples(self) -> _Samples:
-        return {"wds": self._read_wds, "cifar": self._read_cifar, "folder": self._read_folder}[self.format]()
+        readers = {"wds": self._read_wds, "cifar": self._read_cifar, "parquet": self._read_parquet}
+        return readers.get(self.format, self._read_folder)()
 
     def _read_wds(self) -> _Samples:
         base = self.root / self.split
@@ -340,6 +352,42 @@ class ZeroShotClassification(Benchmark):
         if meta and (not isinstance(stored, list) or not all(isinstance(n, str) for n in stored)):
             raise DataError("expected a list of class names", file=meta_file, field=names_key)
         return _Samples(ids, images, labels, stored, None, files + ([meta_file] if meta else []), folder)
+
+    def _read_parquet(self) -> _Samples:
+        import json
+
+        import pyarrow.parquet as pq
+
+        from spotdiff.benchmarks._parquet import find_parquet, iter_rows
+
+        patterns = [p.format(split=self.split) for p in PARQUET_PATTERNS]
+        files = find_parquet(self.root, patterns, what=f"{self.split} split")
+        try:
+            schema = pq.read_schema(files[0])
+        except (OSError, ValueError) as exc:
+            raise DataError(f"cannot read parquet file: {exc}", file=files[0]) from exc
+
+        def column(option: str, candidates: tuple[str, ...]) -> str:
+            name = self.options.get(option) or next((c for c in candidates if c in schema.names), None)
+            if name is None:
+                raise DataError(f"no {' / '.join(candidates)} column (columns: {', '.join(schema.names)}); "
+                                f"name it with -o {option}=NAME", file=files[0])  # fmt: skip
+            return str(name)
+
+        image, label = column("image_column", IMAGE_COLUMNS), column("label_column", LABEL_COLUMNS)
+        try:
+            features = json.loads((schema.metadata or {}).get(b"huggingface", b"{}"))["info"]["features"]
+            names = features[label]["names"]
+        except (KeyError, TypeError, ValueError):
+            names = None
+        ids, images, labels = [], [], []
+        for path, row, values in iter_rows(files, [label], [image]):
+            if not isinstance(values[label], int):
+                raise DataError(f"label is not an integer: {values[label]!r:.20}", file=path, record=row, field=label)
+            ids.append(f"{self.split}/{path.stem}/{row}")
+            images.append(values[image])
+            labels.append(values[label])
+        return _Samples(ids, images, labels, names, None, files, files[0].parent)
 
     def _read_folder(self) -> _Samples:
         base = self.root / self.split if (self.root / self.split).is_dir() else self.root
