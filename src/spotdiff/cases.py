@@ -332,6 +332,10 @@ class Case:
             row still says which texts are positives.
         tags: grouping labels; ``tags["subset"]`` is always set.
         roles: optional names of the texts' roles (for example ``("p1", "p2", "n")`` in VISLA).
+        prompts: optional prompt templates containing ``{c}``. When given, each text is a *label*
+            (a class name) and a model represents it by CLIP's prompt ensemble: the mean of the
+            L2-normalised embeddings of every template with ``{c}`` replaced by the label,
+            normalised again (Radford et al. 2021, Sec. 3.1.4; zero-shot classification).
     """
 
     id: str
@@ -340,6 +344,7 @@ class Case:
     images: tuple[ImageRef, ...] = ()
     tags: dict[str, str] = field(default_factory=dict)
     roles: tuple[str, ...] = ()
+    prompts: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
         truth = np.asarray(self.truth, dtype=bool)
@@ -356,6 +361,9 @@ class Case:
         for t, text in enumerate(self.texts):
             if not isinstance(text, str) or not text.strip():
                 raise DataError(f"case {self.id}: text {t} is empty or not a string: {text!r}")
+        for k, template in enumerate(self.prompts):
+            if not isinstance(template, str) or "{c}" not in template:
+                raise DataError(f"case {self.id}: prompt template {k} has no '{{c}}': {template!r}")
         if "subset" not in self.tags:
             raise DataError(f"case {self.id}: tags must include 'subset'")
         object.__setattr__(self, "truth", truth)
