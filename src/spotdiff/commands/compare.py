@@ -32,8 +32,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    store = RunStore(args.store)
-    try:
+    with RunStore(args.store) as store:
         cmp = compare_runs(
             store,
             args.run_a,
@@ -44,8 +43,6 @@ def run(args: argparse.Namespace) -> int:
             n_perm=args.n_perm,
             seed=args.seed,
         )
-    finally:
-        store.close()
     print(format_comparison(cmp))
     if args.csv:
         args.csv.write_text(comparison_csv(cmp.results), encoding="utf-8")

@@ -45,8 +45,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 def run(args: argparse.Namespace) -> int:
     t0 = time.perf_counter()
-    store = RunStore(args.store)
-    try:
+    with RunStore(args.store) as store:
         report = build_report(
             store,
             args.run_ids or None,
@@ -59,8 +58,6 @@ def run(args: argparse.Namespace) -> int:
             alpha=args.alpha,
             jobs=args.jobs,
         )
-    finally:
-        store.close()
     formats = ("html", "md") if args.format == "both" else (args.format,)
     written = write_report(report, args.out, formats=formats)
     n_tables = len(report.tables)

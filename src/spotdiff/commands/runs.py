@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 import argparse
-import json
 
 from spotdiff.diagnose.store import RunStore
+from spotdiff.jsonio import dumps
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -17,12 +17,12 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    store = RunStore(args.store)
-    if args.run_id:
-        r = store.get(args.run_id)
-        print(json.dumps(r.__dict__, indent=2, sort_keys=True, default=str))
-        return 0
-    rows = store.runs(benchmark=args.benchmark)
+    with RunStore(args.store) as store:
+        if args.run_id:
+            r = store.get(args.run_id)
+            print(dumps(r.__dict__, indent=2))
+            return 0
+        rows = store.runs(benchmark=args.benchmark)
     if not rows:
         print(f"no runs in {store.path}")
         return 0

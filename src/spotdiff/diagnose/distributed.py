@@ -177,7 +177,8 @@ def _prepare(config: EvalConfig) -> tuple[str, str, bool]:
         added = merge_shards(cache_dir)  # shards of killed runs: their work is reused, not redone
         if added:
             log.info("merged %d cached items left in shards by an earlier run", added)
-    Cache(cache_dir, "").close()  # the main cache exists before the ranks read it
+    with Cache(cache_dir, ""):  # the main cache exists before the ranks read it
+        pass
     return uuid.uuid4().hex[:12], str(cache_dir), temporary
 
 
@@ -193,7 +194,7 @@ def _prefill(config: EvalConfig, env: DistEnv, scorer: Scorer, cache_dir: Path, 
             f"rank {env.rank}: cache directory {cache_dir} (prepared by rank 0) is not visible here; "
             "pass --cache DIR on a file system that every node shares (or set SPOTDIFF_DIST_TMPDIR with --no-cache)"
         )
-    bench, protocol = resolve(config)
+    bench, protocol = resolve(config, scorer.capabilities)
     check_capability(scorer, protocol.needs)
     world, rank = env.world_size, env.rank
     with Shard(cache_dir, scorer.identity_digest(), f"{token}-rank{env.rank}") as shard:

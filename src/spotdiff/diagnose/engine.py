@@ -6,6 +6,10 @@ them up in the persistent cache, encodes only what is missing in batches, and as
 case's score matrix from those rows. Pair scorers run the vision side once per unique image with
 all of that image's texts batched against it. Cases stream through in chunks, so memory does not
 grow with the number of cases.
+
+A case with ``prompts`` (zero-shot classification) holds labels rather than texts: each label's row
+is CLIP's prompt ensemble (:meth:`Engine.embed_labels`), built once per (templates, labels) and
+shared by every case that holds them.
 """
 
 from __future__ import annotations
@@ -89,6 +93,7 @@ class Engine:
         self.load_workers = load_workers
         self.stats = {"computed": 0, "cached": 0}
         self._memory: dict[tuple[str, str], np.ndarray] = {}
+        self._labels: dict[tuple[tuple[str, ...], tuple[str, ...]], np.ndarray] = {}
 
     # -- storage -------------------------------------------------------------------------------
     def _lookup(self, kind: str, keys: Sequence[str]) -> dict[str, np.ndarray]:
@@ -154,6 +159,34 @@ class Engine:
         keys = [ref.key for ref in unique]
         rows = self._encode("image", keys, unique, scorer.encode_images, "img")
         return np.stack([rows[ref.key] for ref in images]) if images else np.zeros((0, 0), np.float32)
+
+    def embed_labels(self, labels: Sequence[str], prompts: Sequence[str]) -> np.ndarray:
+        """CLIP's prompt ensemble per label (rows aligned with ``labels``; Radford et al. 2021 Sec. 3.1.4).
+
+        Row ``c`` is ``normalize(mean_t normalize(embed(template_t with {c} -> label_c)))``, the
+        zero-shot classifier of CLIP_benchmark / open_clip (``zero_shot_classifier``). The filled
+        prompts go through :meth:`embed_texts` (deduplicated and cached); the matrix is kept for the
+        next cases with the same labels and templates.
+        """
+        key = (tuple(prompts), tuple(labels))
+        matrix = self._labels.get(key)
+        if matrix is None:
+            filled = [template.replace("{c}", label) for label in labels for template in key[0]]
+            emb = self.embed_texts(filled).astype(np.float64).reshape(len(labels), len(key[0]), -1)
+            emb /= np.linalg.norm(emb, axis=-1, keepdims=True).clip(min=1e-12)
+            mean = emb.mean(axis=1)
+            matrix = (mean / np.linalg.norm(mean, axis=-1, keepdims=True).clip(min=1e-12)).astype(np.float32)
+            if len(self._labels) > 16:  # a run holds one or two label sets; stay bounded regardless
+                self._labels.clear()
+            self._labels[key] = matrix
+        return matrix
+
+    @staticmethod
+    def _text_items(case: Case) -> tuple[str, ...]:
+        """What the model encodes for a case's texts: the texts, or every filled prompt of its labels."""
+        if not case.prompts:
+            return case.texts
+        return tuple(template.replace("{c}", label) for label in case.texts for template in case.prompts)
 
     def _embedding_scorer(self) -> EmbeddingScorer:
         if not isinstance(self.scorer, EmbeddingScorer):
@@ -266,7 +299,7 @@ class Engine:
     def _prefill_chunk(self, cases: list[Case], need: str, owns: Callable[[str], bool] | None) -> None:
         keep = owns or (lambda key: True)
         self._check_images(cases, need)
-        texts = [t for t in dict.fromkeys(t for c in cases for t in c.texts) if keep(text_key(t))]
+        texts = [t for t in dict.fromkeys(t for c in cases for t in self._text_items(c)) if keep(text_key(t))]
         if need == "text-text":
             self.embed_texts(texts)
         elif need == "text-prior":
@@ -279,11 +312,15 @@ class Engine:
         else:
             self.pair_scores((r, t) for c in cases for r in c.images if keep(r.key) for t in c.texts)
 
-    @staticmethod
-    def _check_images(cases: list[Case], need: str) -> None:
+    def _check_images(self, cases: list[Case], need: str) -> None:
         for case in cases:
             if need in ("image-text", "match-prob", *CHOICE_NEEDS) and not case.images:
                 raise DataError("protocol needs images but the case has none", record=case.id)
+            if case.prompts and (need != "image-text" or not isinstance(self.scorer, EmbeddingScorer)):
+                raise ConfigError(
+                    f"case {case.id} holds labels with prompt templates (zero-shot classification): that needs an "
+                    f"image-text protocol and an embedding model, not {need!r} with {self.scorer.spec!r}"
+                )
 
     def _chunk(self, cases: list[Case], need: str) -> list[np.ndarray]:
         self._check_images(cases, need)
@@ -307,13 +344,17 @@ class Engine:
             return self.answer_choices(cases, need)
         if isinstance(self.scorer, EmbeddingScorer):
             img = self.embed_images([r for c in cases for r in c.images])
-            txt = self.embed_texts([t for c in cases for t in c.texts])
+            txt = self.embed_texts([t for c in cases if not c.prompts for t in c.texts])
             out, i0, t0 = [], 0, 0
             for c in cases:
-                a, b = img[i0 : i0 + len(c.images)], txt[t0 : t0 + len(c.texts)]
+                a = img[i0 : i0 + len(c.images)]
+                if c.prompts:
+                    b = self.embed_labels(c.texts, c.prompts)
+                else:
+                    b = txt[t0 : t0 + len(c.texts)]
+                    t0 += len(c.texts)
                 out.append(self.scorer.similarity(a, b).astype(np.float64))
                 i0 += len(c.images)
-                t0 += len(c.texts)
             return out
         scores = self.pair_scores((ref, t) for c in cases for ref in c.images for t in c.texts)
         return [

@@ -42,7 +42,8 @@ def train_captioner(
         get_cosine_schedule_with_warmup,
     )
 
-    from spotdiff.optimize.data import read_captions
+    from spotdiff.optimize.data import pad_rows, read_captions
+    from spotdiff.optimize.loop import param_groups
 
     t0, c0 = time.perf_counter(), time.process_time()
     pairs = read_captions(captions)
@@ -74,11 +75,7 @@ def train_captioner(
     texts = [p.text for p in pairs]
     ids = [[tok.bos_token_id, *tok(t, add_special_tokens=False)["input_ids"][: max_len - 2], tok.sep_token_id]
            for t in texts]  # fmt: skip
-    decay = [q for q in model.parameters() if q.ndim >= 2]
-    no_decay = [q for q in model.parameters() if q.ndim < 2]
-    opt = torch.optim.AdamW(
-        [{"params": decay, "weight_decay": 0.05}, {"params": no_decay, "weight_decay": 0.0}], lr=lr, betas=(0.9, 0.98)
-    )
+    opt = torch.optim.AdamW(param_groups(model, 0.05), lr=lr, betas=(0.9, 0.98))
     sched = get_cosine_schedule_with_warmup(opt, max(1, steps // 20), steps)
     rng = np.random.default_rng(seed)
     order: list[int] = []
@@ -92,12 +89,8 @@ def train_captioner(
             if i not in images:
                 images[i] = pairs[i].image.load()
         pv = processor(images=[images[i] for i in batch], return_tensors="pt")["pixel_values"]
-        width_b = max(len(ids[i]) for i in batch)
-        x = torch.full((len(batch), width_b), tok.pad_token_id, dtype=torch.long)
-        att = torch.zeros((len(batch), width_b), dtype=torch.long)
-        for b, i in enumerate(batch):
-            x[b, : len(ids[i])] = torch.tensor(ids[i])
-            att[b, : len(ids[i])] = 1
+        x, mask = pad_rows([ids[i] for i in batch], tok.pad_token_id)
+        att = mask.long()
         enc = model.vision_model(pixel_values=pv).last_hidden_state
         logits = model.text_decoder(
             input_ids=x,

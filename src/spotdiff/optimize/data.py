@@ -166,9 +166,11 @@ class Batch:
         return len(self.cap_img) + len(self.case_img)
 
 
-def _padded(rows: list[list[int]]) -> tuple[torch.Tensor, torch.Tensor]:
+def pad_rows(rows: Sequence[Sequence[int]], pad_value: int = 0) -> tuple[torch.Tensor, torch.Tensor]:
+    """Ragged integer rows as a ``[len(rows), longest]`` long tensor padded with ``pad_value``, and the
+    boolean mask of the real entries."""
     width = max((len(r) for r in rows), default=0)
-    idx = torch.zeros(len(rows), width, dtype=torch.long)
+    idx = torch.full((len(rows), width), pad_value, dtype=torch.long)
     mask = torch.zeros(len(rows), width, dtype=torch.bool)
     for p, row in enumerate(rows):
         if row:
@@ -198,8 +200,8 @@ def build_batch(pairs: Sequence[Pair], cases: Sequence[PreparedCase]) -> Batch:
     b.case_img = torch.tensor(case_img, dtype=torch.long)
     b.case_txt = torch.tensor(case_txt, dtype=torch.long)
     b.case_group = torch.tensor(group, dtype=torch.long)
-    b.hn_text, b.hn_text_mask = _padded(hn_t)
-    b.hn_image, b.hn_image_mask = _padded(hn_i)
+    b.hn_text, b.hn_text_mask = pad_rows(hn_t)
+    b.hn_image, b.hn_image_mask = pad_rows(hn_i)
     return b
 
 

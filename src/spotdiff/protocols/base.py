@@ -174,7 +174,7 @@ def one_row_positive(case: Case, protocol: str) -> tuple[int, np.ndarray]:
     return int(pos[0]), neg
 
 
-PROTOCOLS: Registry[type[Protocol]] = Registry("protocol", "spotdiff.protocols")
+PROTOCOLS: Registry[type[Protocol]] = Registry("protocol", "spotdiff.protocols", entry_points="spotdiff.protocols")
 
 
 def get_protocol(name: str) -> Protocol:

@@ -65,8 +65,10 @@ def option_flag(value: Any, name: str) -> bool:
 
 @SCORERS.register("vqa")
 class VQAScorer(PairScorer):
-    """VQAScore P(answer | image, question(text)) through the model's chat template."""
+    """VQAScore, P(answer) given the image and question(text), through the model's chat template."""
 
+    #: at most; an instance without several-image input drops "choice" (see ``cannot``)
+    capabilities = frozenset({"image-text", "match-prob", "choice-text", "choice"})
     OPTIONS = ("question", "answer", "system", "reuse", "generate", "multi_image")
 
     def __init__(self, rest: str, options: ScorerOptions) -> None:

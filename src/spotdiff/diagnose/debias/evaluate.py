@@ -54,7 +54,7 @@ class DebiasedRuns:
 
 def run_debiased_eval(config: EvalConfig, debias: DebiasConfig) -> DebiasedRuns:
     """Evaluate every debiasing variant of a generative model."""
-    bench, protocol = resolve(config)
+    bench, protocol = resolve(config, frozenset({"image-text"}))
     tune_bench = None
     if debias.tune_split:
         tune_bench = type(bench)(config.data, **{**config.options, "split": debias.tune_split})
