@@ -611,7 +611,9 @@ def _outcome_array(protocol: str, case: Case, scores: np.ndarray) -> np.ndarray:
     return np.array([[o.get(m, np.nan) for m in p.unit_metrics] for o in p.outcomes(case, scores)], dtype=float)
 
 
-PROTOCOL_NAMES = sorted(PROTOCOLS.names())
+#: Protocols on score matrices (the answer-based "choice" protocols take a chat model's answers, not
+#: scores; tests/protocols/test_choice_protocol.py checks them).
+PROTOCOL_NAMES = sorted(p for p in PROTOCOLS.names() if not get_protocol(p).needs.startswith("choice"))
 #: Protocols whose outcomes depend only on the order of scores (not valse-prob's 0.5 threshold).
 RANK_BASED = [p for p in PROTOCOL_NAMES if p != "valse-prob"]
 

@@ -30,6 +30,9 @@ from spotdiff.scorers.base import EmbeddingScorer, PairScorer, Scorer
 #: Cases assembled per chunk; bounds memory on long runs.
 CHUNK_CASES = 2048
 
+#: Needs served per case by a chat scorer's ``answer_choices`` (EqBen Sec. 5.5, protocols.choice).
+CHOICE_NEEDS = ("choice", "choice-text")
+
 
 def text_key(text: str) -> str:
     """Content key of a text (its exact characters)."""
@@ -40,12 +43,23 @@ def pair_key(image: ImageRef, text: str) -> str:
     return f"{image.key}|{text_key(text)}"
 
 
+def case_key(case: Case) -> str:
+    """Content key of a whole case: its images' keys and its texts, in order."""
+    h = hashlib.sha256()
+    for part in [*(ref.key for ref in case.images), "\x00", *case.texts]:
+        h.update(part.encode("utf-8") + b"\x00")
+    return "case:" + h.hexdigest()
+
+
 def check_capability(scorer: Scorer, need: str) -> None:
-    """Fail before any work when the scorer cannot serve what a protocol needs."""
+    """Fail before any work when the scorer cannot serve what a protocol needs (with the scorer's
+    reason when it gives one)."""
     if not scorer.can(need):
         can = ", ".join(sorted(scorer.capabilities)) or "nothing"
+        why = getattr(scorer, "cannot", lambda need: None)(need)
         raise ConfigError(
             f"model {scorer.spec!r} cannot serve a protocol that needs {need!r} (it provides: {can})"
+            + (f": {why}" if why else "")
         )
 
 
@@ -222,6 +236,28 @@ class Engine:
                 bar.update(len(items))
         return found
 
+    def answer_choices(self, cases: Sequence[Case], need: str) -> list[np.ndarray]:
+        """A chat scorer's answers per case (``[n_questions, 2, n_readings]``, protocols.choice),
+        cached by case content."""
+        keys = [case_key(c) for c in cases]
+        found = self._lookup(need, keys)
+        self.stats["cached"] += len(found)
+        todo = [k for k, key in enumerate(keys) if key not in found]
+        with self._bar(len(todo), "asking", "case") as bar:
+            for k in todo:
+                case = cases[k]
+                answers = self.scorer.answer_choices(self._load_images(case.images), case.texts, need)  # type: ignore[attr-defined]
+                item = (keys[k], np.asarray(answers, dtype=np.float32).reshape(-1))
+                self._store(need, [item])
+                found[keys[k]] = item[1]
+                self.stats["computed"] += 1
+                bar.update(1)
+        out = []
+        for case, key in zip(cases, keys, strict=True):
+            rows = len(case.texts) * (2 if need == "choice" else 1)
+            out.append(np.asarray(found[key], dtype=np.float64).reshape(rows, 2, -1))
+        return out
+
     def image_text(self, images: Sequence[ImageRef], texts: Sequence[str]) -> np.ndarray:
         """The ``[len(images), len(texts)]`` score matrix (similarity, or the pair score)."""
         if isinstance(self.scorer, EmbeddingScorer):
@@ -268,6 +304,8 @@ class Engine:
             self.embed_texts(texts)
         elif need == "text-prior":
             self.text_prior(texts)
+        elif need in CHOICE_NEEDS:
+            self.answer_choices([c for c in cases if keep(case_key(c))], need)
         elif isinstance(self.scorer, EmbeddingScorer):
             self.embed_images([r for c in cases for r in c.images if keep(r.key)])
             self.embed_texts(texts)
@@ -276,7 +314,7 @@ class Engine:
 
     def _check_images(self, cases: list[Case], need: str) -> None:
         for case in cases:
-            if need in ("image-text", "match-prob") and not case.images:
+            if need in ("image-text", "match-prob", *CHOICE_NEEDS) and not case.images:
                 raise DataError("protocol needs images but the case has none", record=case.id)
             if case.prompts and (need != "image-text" or not isinstance(self.scorer, EmbeddingScorer)):
                 raise ConfigError(
@@ -302,6 +340,8 @@ class Engine:
                 out.append(prior[start : start + len(c.texts)].reshape(1, -1))
                 start += len(c.texts)
             return out
+        if need in CHOICE_NEEDS:
+            return self.answer_choices(cases, need)
         if isinstance(self.scorer, EmbeddingScorer):
             img = self.embed_images([r for c in cases for r in c.images])
             txt = self.embed_texts([t for c in cases if not c.prompts for t in c.texts])

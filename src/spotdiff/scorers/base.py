@@ -30,7 +30,7 @@ from spotdiff.errors import ConfigError
 from spotdiff.registry import Registry
 
 #: Capabilities a scorer may declare; they match the ``needs`` of protocols.
-CAPABILITIES = ("image-text", "text-text", "match-prob", "text-prior")
+CAPABILITIES = ("image-text", "text-text", "match-prob", "text-prior", "choice", "choice-text")
 
 
 @dataclass

@@ -22,6 +22,7 @@ __all__ = [
     "CREPE_COMPLEXITIES",
     "EQBEN_SUBSETS",
     "SPEC_K",
+    "SUGARCREPE_SUBSETS",
     "ZEROSHOT_CLASSES",
     "write_aro_vg_attribution",
     "write_aro_vg_relation",
@@ -30,6 +31,8 @@ __all__ = [
     "write_eqben_full",
     "write_karpathy",
     "write_spec",
+    "write_sugarcrepe",
+    "write_valse",
     "write_winoground",
     "write_zeroshot_cifar",
     "write_zeroshot_folder",
@@ -203,6 +206,48 @@ def write_winoground(root: Path, n: int = 4, seed: int = 0) -> Path:
         lines.append(json.dumps(record))
     root.mkdir(parents=True, exist_ok=True)
     (root / "examples.jsonl").write_text("\n".join(lines) + "\n", encoding="utf-8")
+    return root
+
+
+SUGARCREPE_SUBSETS = ("add_att", "add_obj", "replace_att", "replace_obj", "replace_rel", "swap_att", "swap_obj")
+
+
+def write_sugarcrepe(root: Path, n: int = 1, seed: int = 0) -> Path:
+    """SugarCrepe's seven ``<subset>.json`` files (``{"<id>": {"filename", "caption",
+    "negative_caption"}}``) with ``n`` records each, and their images in ``images/`` (COCO-style file
+    names). Returns ``root``."""
+    root = Path(root)
+    rng = np.random.default_rng(seed)
+    for s, subset in enumerate(SUGARCREPE_SUBSETS):
+        records = {}
+        for i in range(n):
+            name = f"0000000{s}{i:05d}.jpg"
+            _save_image(root / "images" / name, rng)
+            a, b = rng.choice(_NOUNS, size=2, replace=False)
+            adj, other = rng.choice(_ADJS, size=2, replace=False)
+            negative = f"a {other} {a} next to a {b}" if subset.endswith("att") else f"a {adj} {b} next to a {a}"
+            records[str(i)] = {"filename": name, "caption": f"a {adj} {a} next to a {b} ", "negative_caption": negative}
+        _write_json(root / f"{subset}.json", records)
+    return root
+
+
+def write_valse(root: Path, n: int = 3, seed: int = 0, piece: str = "counting-hard") -> Path:
+    """A VALSE piece ``<piece>.json`` (published schema: ``image_file``, ``caption``, ``foil``, ``mturk``
+    votes, ...) with ``n`` valid samples, and their images in ``images/``. Returns ``root``."""
+    root = Path(root)
+    rng = np.random.default_rng(seed)
+    records = {}
+    for i in range(n):
+        name = f"v7w_{i}.jpg"
+        _save_image(root / "images" / name, rng)
+        noun = rng.choice(_NOUNS)
+        records[f"{piece}_{i}"] = {
+            "dataset": "visual7w", "original_split": "test", "dataset_idx": str(i),
+            "linguistic_phenomena": piece.split("-")[0], "image_file": name,
+            "caption": f"there are {i + 1} {noun}s", "foil": f"there are {i + 5} {noun}s",
+            "classes": str(i + 1), "classes_foil": str(i + 5), "mturk": {"foil": 0, "caption": 3, "other": 0},
+        }  # fmt: skip
+    _write_json(root / f"{piece}.json", records)
     return root
 
 
