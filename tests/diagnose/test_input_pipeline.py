@@ -268,12 +268,14 @@ class FakeGpuScorer(EmbeddingScorer):
         self.device = "cuda:0"
         self.capacity = capacity
         self.probes: list[int] = []
+        self.batch_sizes: list[int] = []
 
     def identity(self) -> dict:
         return {"spec": self.spec, "capacity": self.capacity}
 
     def probe_batch(self, n: int) -> None:
         self.probes.append(n)
+        self.batch_sizes.append(self.options.batch_size)
         if n > self.capacity:
             raise torch.cuda.OutOfMemoryError(f"CUDA out of memory: {n} items")
 
@@ -309,6 +311,7 @@ def test_auto_batch_size_is_searched_once_per_model_and_device(tmp_path: Path) -
     assert other_device.probes  # a different device is searched again
     other_model = FakeGpuScorer(40)
     assert resolve_batch_size(other_model, tmp_path, fingerprint="H100:80GB", say=messages.append) == 40
+    assert other_model.batch_sizes == other_model.probes  # each probe ran with its batch size set
     assert "largest that fits" in messages[0] and "found earlier" in messages[1]
 
 

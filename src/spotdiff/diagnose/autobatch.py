@@ -115,9 +115,14 @@ def resolve_batch_size(
     if isinstance(remembered.get(key), int):
         say(f"--batch-size auto: batch size {remembered[key]} (found earlier for this model and device, {path})")
         return int(remembered[key])
+    def probe(n: int) -> None:  # the scorer batches by its options, so the probe sets them to n
+        scorer.options.batch_size = n
+        scorer.probe_batch(n)
+
     try:
-        n = largest_batch(scorer.probe_batch)
+        n = largest_batch(probe)
     except NotImplementedError:
+        scorer.options.batch_size = DEFAULT_BATCH_SIZE
         say(f"--batch-size auto: {scorer.spec} cannot be probed; using batch size {DEFAULT_BATCH_SIZE}")
         return DEFAULT_BATCH_SIZE
     say(f"--batch-size auto: batch size {n} is the largest that fits (searched up to {MAX_AUTO_BATCH})")

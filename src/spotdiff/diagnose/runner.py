@@ -17,9 +17,9 @@ from pathlib import Path
 
 import numpy as np
 
-from spotdiff import __version__
 from spotdiff.benchmarks import Benchmark, get_benchmark
 from spotdiff.cases import Case
+from spotdiff.data import data_provenance
 from spotdiff.diagnose.autobatch import DEFAULT_BATCH_SIZE, resolve_batch_size
 from spotdiff.diagnose.cache import Cache, merge_shards
 from spotdiff.diagnose.engine import Engine, check_capability
@@ -31,6 +31,7 @@ from spotdiff.protocols.columns import IdSet
 from spotdiff.protocols.stats import UnitTable, evaluate_units
 from spotdiff.scorers import Scorer, ScorerOptions, load_scorer
 from spotdiff.seeding import seed_everything
+from spotdiff.version import __version__
 
 log = logging.getLogger(__name__)
 
@@ -67,6 +68,11 @@ class EvalConfig:
     options: dict = field(default_factory=dict)
     #: Recorded in the run store's ``info`` with the run (a sharded run records its shards here).
     extra_info: dict = field(default_factory=dict)
+    #: Keep every case's score matrix and per-unit outcomes in the result (the Python API's ``.cases``).
+    keep_cases: bool = False
+    #: The training run and optimizer step of an evaluation made during training (``spotdiff train --eval``).
+    training: str | None = None
+    step: int | None = None
 
 
 @dataclass
@@ -78,23 +84,48 @@ class EvalResult:
     load_report: dict
     engine_stats: dict
     model_identity: dict
+    #: Per case ``{"id", "subset", "tags", "scores", "units": [{"unit", <metric>: outcome}]}`` when
+    #: the config asked to keep them.
+    cases: list[dict] | None = None
+    protocol: str = ""
 
 
-def resolve(config: EvalConfig) -> tuple[Benchmark, Protocol]:
-    """Check the benchmark, subset and protocol before any model is loaded."""
-    bench_cls = get_benchmark(config.benchmark)
-    name = config.protocol or bench_cls.protocols[0]
-    short = [p for p in bench_cls.protocols if p.endswith("-" + name)]
-    if name not in bench_cls.protocols and len(short) == 1:
-        name = short[0]  # a short name such as "t2t" for "visla-t2t"
+def resolve_protocol(
+    bench_cls: type[Benchmark], requested: str | None, capabilities: frozenset[str] | None = None
+) -> Protocol:
+    """The protocol a run uses: ``requested`` (short names such as ``t2t`` allowed); else the
+    benchmark's first protocol a scorer with ``capabilities`` can serve (logged), or its first."""
+    if requested is None:
+        name = bench_cls.protocols[0]
+        if capabilities is not None:
+            served = [p for p in bench_cls.protocols if get_protocol(p).needs in capabilities]
+            if served and served[0] != name:
+                log.info(
+                    "--protocol not given: using %s, the first protocol of %s (%s) that the model serves",
+                    served[0],
+                    bench_cls.name,
+                    ", ".join(bench_cls.protocols),
+                )
+            name = served[0] if served else name
+        return get_protocol(name)
+    short = [p for p in bench_cls.protocols if p.endswith("-" + requested)]
+    name = short[0] if requested not in bench_cls.protocols and len(short) == 1 else requested
     if name not in bench_cls.protocols:
         raise ConfigError(
-            f"benchmark {config.benchmark!r} does not support protocol {name!r}; "
+            f"benchmark {bench_cls.name!r} does not support protocol {name!r}; "
             f"supported: {', '.join(bench_cls.protocols)}"
         )
+    return get_protocol(name)
+
+
+def resolve(config: EvalConfig, capabilities: frozenset[str] | None = None) -> tuple[Benchmark, Protocol]:
+    """Check the benchmark, subset and protocol (before any model is loaded when ``capabilities`` is
+    None; see :func:`resolve_protocol`)."""
+    bench_cls = get_benchmark(config.benchmark)
+    protocol = resolve_protocol(bench_cls, config.protocol, capabilities)
     bench = bench_cls(config.data, **config.options)
     bench.check_subset(config.subset)
-    return bench, get_protocol(name)
+    return bench, protocol
 
 
 def stream_cases(bench: Benchmark, subset: str | None, limit: int | None) -> Iterator[Case]:
@@ -160,10 +191,12 @@ class RunRecorder:
             "batch_size": config.batch_size,
             "limit": config.limit,
             "options": config.options,
+            "data_source": data_provenance(config.data),  # the fetched source and revision; None if hand-made
             **(info or {}),
             **config.extra_info,
         }
         self.table = UnitTable()
+        self.cases: list[dict] | None = [] if config.keep_cases else None
         self.n_cases = 0
         self.run_id: str | None = None
         self._pending: list[dict] = []
@@ -184,6 +217,8 @@ class RunRecorder:
                 seed=config.seed,
                 version=__version__,
                 info=self.info,
+                training=config.training,
+                step=config.step,
             )
         if config.out is not None:
             config.out.mkdir(parents=True, exist_ok=True)
@@ -211,6 +246,10 @@ class RunRecorder:
             )
         if self._scores is not None:
             self._scores.write(_case_line(case, matrix, unit_ids, outcomes) + "\n")
+        if self.cases is not None:
+            units = [{"unit": u, **o} for u, o in zip(unit_ids, outcomes, strict=True)]
+            record = {"id": case.id, "subset": case.subset, "tags": case.tags, "scores": saved, "units": units}
+            self.cases.append(record)
         if len(self._pending) >= 1024:
             self._flush()
 
@@ -229,7 +268,8 @@ class RunRecorder:
         if self.store is not None:
             self.store.finish_run(self.run_id, metrics, self.n_cases, info=self.info)
         result = EvalResult(
-            self.run_id, metrics, self.n_cases, self.table, load_report, dict(engine_stats), self.identity
+            self.run_id, metrics, self.n_cases, self.table, load_report, dict(engine_stats), self.identity, self.cases,
+            self.protocol.name,
         )
         if self._scores is not None:
             self._scores.close()
@@ -247,21 +287,25 @@ class RunRecorder:
             self.store.fail_run(self.run_id, f"{type(exc).__name__}: {exc}")
 
 
+def set_batch_size(scorer: Scorer, batch_size: int | str, cache_dir: str | Path | None) -> None:
+    """Give ``scorer`` a batch size: a positive number, or ``"auto"``, resolved (and remembered in
+    ``cache_dir``) by :func:`~spotdiff.diagnose.autobatch.resolve_batch_size`."""
+    if batch_size == "auto":
+        scorer.options.batch_size = resolve_batch_size(scorer, cache_dir)
+    elif isinstance(batch_size, int) and not isinstance(batch_size, bool) and batch_size >= 1:
+        scorer.options.batch_size = batch_size
+    else:
+        raise ConfigError(f"--batch-size must be a positive integer or 'auto', got {batch_size!r}")
+
+
 def load_eval_scorer(config: EvalConfig, device: str | None = None) -> Scorer:
-    """The model of ``config`` (on ``device``, default ``config.device``), its batch size resolved
-    when ``config.batch_size`` is ``"auto"`` (:func:`~spotdiff.diagnose.autobatch.resolve_batch_size`)."""
-    auto = config.batch_size == "auto"
-    if not auto and (not isinstance(config.batch_size, int) or config.batch_size < 1):
-        raise ConfigError(f"--batch-size must be a positive integer or 'auto', got {config.batch_size!r}")
+    """The model of ``config`` (on ``device``, default ``config.device``) with its batch size set
+    (:func:`set_batch_size`)."""
     options = ScorerOptions(
-        device=device or config.device,
-        dtype=config.dtype,
-        batch_size=DEFAULT_BATCH_SIZE if auto else int(config.batch_size),
-        seed=config.seed,
+        device=device or config.device, dtype=config.dtype, batch_size=DEFAULT_BATCH_SIZE, seed=config.seed
     )
     scorer = load_scorer(config.model, options)
-    if auto:
-        scorer.options.batch_size = resolve_batch_size(scorer, config.cache)
+    set_batch_size(scorer, config.batch_size, config.cache)
     return scorer
 
 
@@ -290,6 +334,7 @@ def run_eval(config: EvalConfig, scorer: Scorer | None = None) -> EvalResult:
     seed_everything(config.seed)
     if scorer is None:
         scorer = load_eval_scorer(config)
+    protocol = resolve_protocol(type(bench), config.protocol, scorer.capabilities)
     check_capability(scorer, protocol.needs)
     identity = scorer.identity()
     if config.cache is not None:
@@ -349,7 +394,11 @@ def write_metrics_json(
         "subset": config.subset,
         "seed": config.seed,
         "run_id": result.run_id,
-        "data": {"path": str(Path(config.data).resolve()), "digest": data_digest},
+        "data": {
+            "path": str(Path(config.data).resolve()),
+            "digest": data_digest,
+            "source": data_provenance(config.data),  # the fetched source and revision; None if hand-made
+        },
         "model_identity": result.model_identity,
         "load_report": result.load_report,
         "version": __version__,

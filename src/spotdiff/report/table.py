@@ -30,7 +30,13 @@ def format_metrics_table(metrics: dict, title: str = "") -> str:
                 text += f" [{_fmt(ci[0]).strip()}, {_fmt(ci[1]).strip()}]"
             row.append(text)
         cells.append(row)
-    widths = [max(len(r[i]) for r in cells) for i in range(len(cells[0]))]
+    return format_table(cells[0], cells[1:], title=title)
+
+
+def format_table(header: list[str], rows: list[list[str]], *, title: str = "") -> str:
+    """A text table (first column left-aligned, the others right-aligned) with the note on units."""
+    cells = [header, *rows]
+    widths = [max(len(r[i]) for r in cells) for i in range(len(header))]
     lines = [title] if title else []
     for n, row in enumerate(cells):
         padded = (c.ljust(w) if i == 0 else c.rjust(w) for i, (c, w) in enumerate(zip(row, widths, strict=True)))
