@@ -170,6 +170,20 @@ def test_text_tokenisation_runs_ahead_in_order_and_bounded() -> None:
     assert threads and all(name.startswith("spotdiff-tokenize") for name in threads)
 
 
+def test_worker_dataset_pickles_for_spawned_workers(models, image_cases) -> None:
+    """Where workers are spawned (macOS, Windows) the dataset and the preprocessors travel by pickle."""
+    import pickle
+
+    from spotdiff.diagnose.pipeline import _ImageBatches
+
+    refs = [r for c in image_cases for r in c.images][:4]
+    for model in ("hf-clip", "open-clip"):
+        prepare = load_scorer(models[model], ScorerOptions(device="cpu")).image_preprocessor()
+        dataset = _ImageBatches(refs, [[0, 1], [2, 3]], prepare, False)
+        copy = pickle.loads(pickle.dumps(dataset))
+        assert torch.equal(copy[1].data, dataset[1].data)
+
+
 def test_workers_option_is_checked() -> None:
     assert default_workers() >= 1
     with pytest.raises(ConfigError, match="--workers"):

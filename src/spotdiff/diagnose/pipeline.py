@@ -123,40 +123,33 @@ def _one_torch_thread(active: bool) -> Iterator[None]:
             torch.set_num_threads(threads)
 
 
-def _image_batches_class() -> type:
-    from torch.utils.data import Dataset
+class _ImageBatches:
+    """The DataLoader's map-style dataset: item ``i`` is piece ``i``'s images, decoded and
+    preprocessed (or its JPEG bytes). A plain class at module level, so that it pickles when the
+    workers are spawned rather than forked."""
 
-    class ImageBatches(Dataset):
-        """Item ``i``: piece ``i``'s images, decoded and preprocessed (or its JPEG bytes)."""
+    def __init__(
+        self, refs: Sequence[ImageRef], pieces: Sequence[Sequence[int]], prepare: ImagePreprocessor | None, jpeg: bool
+    ) -> None:
+        self.refs, self.pieces, self.prepare, self.jpeg = refs, pieces, prepare, jpeg
 
-        def __init__(
-            self,
-            refs: Sequence[ImageRef],
-            batches: Sequence[Sequence[int]],
-            prepare: ImagePreprocessor | None,
-            jpeg: bool,
-        ) -> None:
-            self.refs, self.batches, self.prepare, self.jpeg = refs, batches, prepare, jpeg
+    def __len__(self) -> int:
+        return len(self.pieces)
 
-        def __len__(self) -> int:
-            return len(self.batches)
+    def load(self, i: int, *, jpeg: bool = True) -> Any:
+        refs = [self.refs[j] for j in self.pieces[i]]
+        if jpeg and self.jpeg:
+            raw = _jpeg_bytes(refs)
+            if raw is not None:
+                return _Jpegs(raw)
+        images = [ref.load() for ref in refs]
+        return self.prepare(images) if self.prepare is not None else images
 
-        def load(self, i: int, *, jpeg: bool = True) -> Any:
-            refs = [self.refs[j] for j in self.batches[i]]
-            if jpeg and self.jpeg:
-                raw = _jpeg_bytes(refs)
-                if raw is not None:
-                    return _Jpegs(raw)
-            images = [ref.load() for ref in refs]
-            return self.prepare(images) if self.prepare is not None else images
-
-        def __getitem__(self, i: int) -> Any:
-            try:
-                return self.load(i)
-            except Exception:
-                return _Failed()
-
-    return ImageBatches
+    def __getitem__(self, i: int) -> Any:
+        try:
+            return self.load(i)
+        except Exception:
+            return _Failed()
 
 
 class InputPipeline:
@@ -202,7 +195,7 @@ class InputPipeline:
 
         jpeg = self.decode_device is not None and prepare is not None and prepare.on_tensors()
         pieces, counts = _split(batches, self.workers)
-        dataset = _image_batches_class()(refs, pieces, prepare, jpeg)
+        dataset = _ImageBatches(refs, pieces, prepare, jpeg)
         workers = min(self.workers, len(pieces)) if len(pieces) > 1 else 0
         loader = DataLoader(
             dataset,
