@@ -28,6 +28,12 @@ def run(args: argparse.Namespace) -> int:
         print(f"    protocols: {', '.join(bench.protocols)} (default {bench.protocols[0]})")
         if bench.subsets:
             print(textwrap.indent(textwrap.fill("subsets: " + ", ".join(bench.subsets), 96), "    "))
+        for name, subsets in meta.groups:
+            print(textwrap.indent(textwrap.fill(f"group {name} = mean of {', '.join(subsets)}", 96), "    "))
+        if meta.groups_source:
+            print(textwrap.indent(textwrap.fill(f"aggregates: {meta.groups_source}", 96), "    "))
+        if meta.ties:
+            print(textwrap.indent(textwrap.fill(f"ties (--ties): {meta.ties}", 96), "    "))
         if bench.layout:
             print("    data layout:")
             print(textwrap.indent(textwrap.dedent(bench.layout).strip(), "      "))

@@ -6,6 +6,7 @@ import argparse
 import json
 from pathlib import Path
 
+from spotdiff.cases import TIES
 from spotdiff.diagnose import distributed
 from spotdiff.diagnose.cache import default_cache_dir
 from spotdiff.diagnose.runner import EvalConfig, run_eval
@@ -43,6 +44,18 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--store", type=Path, help="run store path (default $SPOTDIFF_STORE or ~/.local/share/spotdiff)")
     p.add_argument("--no-store", action="store_true", help="do not record the run in the run store")
     p.add_argument("--n-boot", type=int, default=1000, help="bootstrap resamples for confidence intervals")
+    p.add_argument(
+        "--ties",
+        choices=TIES,
+        default="strict",
+        help="strict (default): a tie between the true and a false candidate is a failure; argmax: it goes to "
+        "the candidate listed first, as the peers' argmax does (`spotdiff benchmarks` says which peer uses which)",
+    )
+    p.add_argument(
+        "--overwrite",
+        action="store_true",
+        help="replace the files of another run in --out (by default a folder holding another run's results is refused)",
+    )
     p.add_argument("--images", type=Path, help="image folder, when not the benchmark's default location")
     p.add_argument(
         "-o",
@@ -62,7 +75,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     g.add_argument("--alpha", default="tune", help="a fixed alpha in [0, 1], or 'tune' (cross-validated; default)")
     g.add_argument("--null-n", type=int, help="number of null images (default: the paper's per benchmark)")
     g.add_argument("--prior-images", type=Path, help="folder of real images for --debias images")
-    p.add_argument("-q", "--quiet", action="store_true", help="no progress bars")
+    p.add_argument(
+        "-q", "--quiet", action="store_true", help="no progress bars (spotdiff's, transformers' or huggingface_hub's)"
+    )
     p.set_defaults(func=run)
 
 
@@ -90,6 +105,8 @@ def run(args: argparse.Namespace) -> int:
         use_store=not args.no_store,
         n_boot=args.n_boot,
         progress=not args.quiet,
+        ties=args.ties,
+        overwrite=args.overwrite,
         options=options,
     )
     if args.debias:
@@ -102,7 +119,7 @@ def run(args: argparse.Namespace) -> int:
     else:
         result = run_eval(config)
     title = f"{args.benchmark} | {args.model} | {result.n_cases} cases"
-    print(format_metrics_table(result.metrics, title=title))
+    print(format_metrics_table(result.metrics, title=title, ties=args.ties, aggregates=result.aggregates))
     skipped = result.load_report.get("skipped") or {}
     for rule, n in skipped.items():
         print(f"skipped {n} records: {rule}")
@@ -130,7 +147,7 @@ def _run_debiased(args: argparse.Namespace, config: EvalConfig) -> int:
     any_result = next(iter(results.values()))
     for name, result in results.items():
         title = f"{args.benchmark} | {args.model} [{name}] | {result.n_cases} cases"
-        print(format_metrics_table(result.metrics, title=title) + "\n")
+        print(format_metrics_table(result.metrics, title=title, ties=args.ties, aggregates=result.aggregates) + "\n")
     if args.out:
         curve = json.loads((args.out / "alpha_curve.json").read_text(encoding="utf-8"))
         cv = curve.get("cross_validation")

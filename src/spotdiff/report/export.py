@@ -15,7 +15,7 @@ import math
 from collections.abc import Sequence
 from typing import Any
 
-from spotdiff.protocols.stats import PairedComparison
+from spotdiff.protocols import PairedComparison
 from spotdiff.report.collect import ResultTable, RunData
 
 _LATEX_SPECIAL = {
@@ -151,6 +151,7 @@ def tests_csv(tables: Sequence[ResultTable]) -> str:
         "difference",
         "p_value",
         "test",
+        "n_cases",
         "n_units",
     ]
     rows = [
@@ -166,6 +167,7 @@ def tests_csv(tables: Sequence[ResultTable]) -> str:
             _f(d["difference"], 4),
             f"{d['p_value']:.4g}",
             d["test"],
+            d["n_cases"],
             d["n_units"],
         ]
         for t in tables
@@ -252,6 +254,7 @@ def provenance_latex(runs: Sequence[RunData]) -> str:
 COMPARE_FIELDS = (
     "scope",
     "metric",
+    "n_cases",
     "n_units",
     "a",
     "b",
@@ -270,6 +273,7 @@ def comparison_rows(results: Sequence[PairedComparison]) -> list[list[str]]:
         [
             c.scope,
             c.metric,
+            str(c.n_cases),
             str(c.n_units),
             _f(c.a),
             _f(c.b),
