@@ -40,6 +40,12 @@ def pair_key(image: ImageRef, text: str) -> str:
     return f"{image.key}|{text_key(text)}"
 
 
+def _first_positions(keys: Sequence[str]) -> np.ndarray:
+    """For each key, the position of its first occurrence."""
+    first: dict[str, int] = {}
+    return np.array([first.setdefault(k, i) for i, k in enumerate(keys)], dtype=np.int64)
+
+
 def check_capability(scorer: Scorer, need: str) -> None:
     """Fail before any work when the scorer cannot serve what a protocol needs."""
     if not scorer.can(need):
@@ -263,6 +269,18 @@ class Engine:
         else:
             self.pair_scores((r, t) for c in cases for r in c.images if keep(r.key) for t in c.texts)
 
+    def _case_similarity(self, case: Case, a: np.ndarray, b: np.ndarray) -> np.ndarray:
+        """A case's similarity matrix; a text (or image) listed twice gets bitwise the same scores,
+        as a matrix product need not give identical rows the same rounding, and a tie between equal
+        candidates must be exact for ``--ties argmax`` (ARO-Order keeps perturbations equal to the
+        caption)."""
+        rows = _first_positions([r.key for r in case.images])
+        cols = _first_positions(list(case.texts))
+        unique_r, inv_r = np.unique(rows, return_inverse=True)
+        unique_c, inv_c = np.unique(cols, return_inverse=True)
+        sim = self.scorer.similarity(a[unique_r], b[unique_c]).astype(np.float64)  # type: ignore[attr-defined]
+        return sim[np.ix_(inv_r.reshape(-1), inv_c.reshape(-1))]
+
     @staticmethod
     def _check_images(cases: list[Case], need: str) -> None:
         for case in cases:
@@ -293,7 +311,7 @@ class Engine:
             out, i0, t0 = [], 0, 0
             for c in cases:
                 a, b = img[i0 : i0 + len(c.images)], txt[t0 : t0 + len(c.texts)]
-                out.append(self.scorer.similarity(a, b).astype(np.float64))
+                out.append(self._case_similarity(c, a, b))
                 i0 += len(c.images)
                 t0 += len(c.texts)
             return out
