@@ -56,6 +56,7 @@ def table_csv(table: ResultTable) -> str:
     header = [
         "benchmark",
         "protocol",
+        "ties",
         "model",
         "label",
         "subset",
@@ -79,6 +80,7 @@ def table_csv(table: ResultTable) -> str:
                 [
                     table.benchmark,
                     table.protocol,
+                    table.ties,
                     row.model,
                     row.label,
                     col.subset,
@@ -103,6 +105,7 @@ def table_latex(table: ResultTable, *, with_ci: bool = True) -> str:
     lines = [
         f"% {table.benchmark} ({table.protocol}): values in %, 95% bootstrap CI in brackets;",
         "% bold: best in its column and significantly better than every other model (paired test, p < 0.05)",
+        *(f"% {note}" for note in table.notes),
         f"\\begin{{tabular}}{{{spec}}}",
         "\\toprule",
     ]
