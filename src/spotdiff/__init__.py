@@ -1,7 +1,11 @@
-"""spotdiff: does a vision-language or text-embedding model see a minimal change?"""
+"""spotdiff: does a vision-language or text-embedding model see a minimal change?
 
-from importlib.metadata import PackageNotFoundError, version
+The Python API (:mod:`spotdiff.api`): ``load_model(spec)`` returns a scorer callable as
+``scorer(images, texts)``; ``load_benchmark(name, data)`` the cases of a benchmark;
+``evaluate(model, benchmark, data)`` the run ``spotdiff eval`` would record, as a :class:`Result`.
+"""
 
+from spotdiff.api import LoadedBenchmark, Result, evaluate, load_benchmark, load_model
 from spotdiff.cases import (
     ArrayImage,
     Case,
@@ -9,14 +13,11 @@ from spotdiff.cases import (
     ImageRef,
     NoiseImage,
     NpyImage,
+    ParquetImage,
     PILImage,
 )
 from spotdiff.errors import ConfigError, DataError, SpotdiffError
-
-try:
-    __version__ = version("spotdiff")
-except PackageNotFoundError:
-    __version__ = "0.0.0+unknown"
+from spotdiff.version import __version__
 
 __all__ = [
     "ArrayImage",
@@ -25,9 +26,15 @@ __all__ = [
     "DataError",
     "FileImage",
     "ImageRef",
+    "LoadedBenchmark",
     "NoiseImage",
     "NpyImage",
     "PILImage",
+    "ParquetImage",
+    "Result",
     "SpotdiffError",
     "__version__",
+    "evaluate",
+    "load_benchmark",
+    "load_model",
 ]

@@ -11,7 +11,9 @@ both read.
 from __future__ import annotations
 
 import hashlib
+import threading
 from abc import ABC, abstractmethod
+from collections import OrderedDict
 from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path
@@ -87,7 +89,7 @@ class FileImage(ImageRef):
             digest = file_digest(self.path)
         except OSError as exc:
             raise DataError(f"cannot read image {self.describe()}: {exc}") from exc
-        return f"file:{digest}" + (f":crop{tuple(float(v) for v in self.bbox)}" if self.bbox else "")
+        return f"file:{digest}" + _crop_suffix(self.bbox)
 
     def load(self) -> Image.Image:
         try:
@@ -96,13 +98,112 @@ class FileImage(ImageRef):
                 image = im.convert("RGB")
         except (OSError, ValueError, SyntaxError) as exc:
             raise self._decode_error(exc) from exc
-        if self.bbox is not None:
-            x, y, w, h = self.bbox
-            image = image.crop((x, y, x + w, y + h))
-        return image
+        return _crop(image, self.bbox)
 
     def describe(self) -> str:
         return str(self.path) + (f" (crop {self.bbox})" if self.bbox else "")
+
+
+def _crop_suffix(bbox: tuple[float, float, float, float] | None) -> str:
+    return f":crop{tuple(float(v) for v in bbox)}" if bbox else ""
+
+
+def _crop(image: Image.Image, bbox: tuple[float, float, float, float] | None) -> Image.Image:
+    if bbox is None:
+        return image
+    x, y, w, h = bbox
+    return image.crop((x, y, x + w, y + h))
+
+
+@dataclass(frozen=True, eq=False)
+class ParquetImage(ImageRef):
+    """An image stored as encoded bytes in a parquet file, read lazily: row ``row`` of column ``column``.
+
+    The column holds the bytes directly or, as the Hugging Face ``Image`` feature writes it, a struct of
+    ``bytes`` and ``path``. ``sha256`` is the digest of those bytes, computed by the loader while it
+    streams the file; the key is the same as a :class:`FileImage` of the same bytes (and crop), so the
+    engine encodes equal images once whatever holds them. ``load()`` reads only the row group that holds
+    the row; a small per-process cache keeps the last row groups read, so images scored in file order
+    are each read once and the column is never held in memory whole.
+    """
+
+    path: Path
+    row: int
+    column: str
+    sha256: str
+    bbox: tuple[float, float, float, float] | None = None
+
+    @property
+    def key(self) -> str:  # type: ignore[override]
+        return f"file:{self.sha256}" + _crop_suffix(self.bbox)
+
+    def load(self) -> Image.Image:
+        import io
+
+        data = parquet_image_bytes(self.path, self.row, self.column)
+        try:
+            with Image.open(io.BytesIO(data)) as im:
+                im.load()
+                image = im.convert("RGB")
+        except (OSError, ValueError, SyntaxError) as exc:
+            raise self._decode_error(exc) from exc
+        return _crop(image, self.bbox)
+
+    def describe(self) -> str:
+        return f"{self.path} row {self.row} column {self.column!r}" + (f" (crop {self.bbox})" if self.bbox else "")
+
+
+def cell_image_bytes(value: Any, *, where: str) -> bytes:
+    """The encoded image bytes of one parquet cell: raw bytes, or the ``bytes`` of an ``Image`` struct."""
+    if isinstance(value, dict):
+        value = value.get("bytes")
+    if not isinstance(value, (bytes, bytearray)) or not value:
+        raise DataError(f"{where}: no image bytes (got {type(value).__name__})")
+    return bytes(value)
+
+
+_PARQUET_LOCK = threading.Lock()
+_PARQUET_FILES: dict[str, tuple[Any, list[int]]] = {}
+_ROW_GROUPS: OrderedDict[tuple[str, int, str], Any] = OrderedDict()
+_ROW_GROUP_CACHE = 4
+
+
+def parquet_image_bytes(path: str | Path, row: int, column: str) -> bytes:
+    """The image bytes at ``row`` of ``column`` in parquet file ``path``, reading one row group."""
+    import bisect
+
+    import pyarrow.parquet as pq
+
+    key_path = str(path)
+    where = f"{path} row {row} column {column!r}"
+    with _PARQUET_LOCK:
+        opened = _PARQUET_FILES.get(key_path)
+        if opened is None:
+            try:
+                pf = pq.ParquetFile(key_path, pre_buffer=False, buffer_size=1 << 20)
+            except (OSError, ValueError) as exc:
+                raise DataError(f"cannot read parquet file: {exc}", file=path) from exc
+            starts = [0]
+            for i in range(pf.metadata.num_row_groups):
+                starts.append(starts[-1] + pf.metadata.row_group(i).num_rows)
+            opened = _PARQUET_FILES[key_path] = (pf, starts)
+        pf, starts = opened
+        if not 0 <= row < starts[-1]:
+            raise DataError(f"{where}: the file has {starts[-1]} rows")
+        group = bisect.bisect_right(starts, row) - 1
+        cache_key = (key_path, group, column)
+        chunk = _ROW_GROUPS.get(cache_key)
+        if chunk is None:
+            try:
+                chunk = pf.read_row_group(group, columns=[column]).column(0)
+            except (OSError, ValueError, KeyError) as exc:
+                raise DataError(f"{where}: {exc}") from exc
+            _ROW_GROUPS[cache_key] = chunk
+            while len(_ROW_GROUPS) > _ROW_GROUP_CACHE:
+                _ROW_GROUPS.popitem(last=False)
+        else:
+            _ROW_GROUPS.move_to_end(cache_key)
+    return cell_image_bytes(chunk[row - starts[group]].as_py(), where=where)
 
 
 @dataclass(frozen=True, eq=False)
@@ -195,6 +296,23 @@ class NoiseImage(ImageRef):
 
     def describe(self) -> str:
         return f"noise(seed={self.seed}, mean={self.mean}, std={self.std})"
+
+
+def as_image_ref(image: ImageRef | Image.Image | np.ndarray | str | Path) -> ImageRef:
+    """An image reference for what a user holds: a path, a PIL image, an HxWx3 array, or a reference.
+
+    >>> as_image_ref(np.zeros((4, 4, 3), np.uint8)).load().size
+    (4, 4)
+    """
+    if isinstance(image, ImageRef):
+        return image
+    if isinstance(image, (str, Path)):
+        return FileImage(Path(image))
+    if isinstance(image, Image.Image):
+        return PILImage(image)
+    if isinstance(image, np.ndarray):
+        return ArrayImage(image)
+    raise DataError(f"not an image: {type(image).__name__} (expected a path, a PIL image or an HxWx3 array)")
 
 
 def array_to_image(array: Any, *, bgr: bool, where: str) -> Image.Image:

@@ -41,3 +41,10 @@ class ConfigError(SpotdiffError, ValueError):
 
 class DistributedError(SpotdiffError):
     """Another rank of a sharded run failed (its message is included)."""
+
+
+class SourceError(SpotdiffError):
+    """A benchmark source cannot be fetched: offline, gated, unreachable, corrupt, or a manual step.
+
+    The message names the source (hub repository and revision, or URL) and the manual route.
+    """

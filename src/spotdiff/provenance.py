@@ -12,7 +12,8 @@ run store, through :class:`spotdiff.diagnose.runner.RunRecorder`):
   CPU model from ``/proc/cpuinfo`` or :func:`platform.processor` otherwise);
 * ``model_hub`` / ``data_hub``: ``{"repo", "revision"}`` when the model or the data came from the
   Hugging Face hub, read from the hub cache's snapshot folder (``<cache>/models--org--name/snapshots/
-  <commit>``, the layout ``huggingface_hub`` writes), else ``None``.
+  <commit>``, the layout ``huggingface_hub`` writes); for data fetched into a data home
+  (``spotdiff data fetch``) the revisions its manifest records, per part; else ``None``.
 
 Nothing here touches the network: hub revisions come from what is cached.
 """
@@ -142,10 +143,27 @@ def model_source(identity: dict[str, Any]) -> str | None:
     return rest.removeprefix("hf-hub:") or None
 
 
+def fetched_revisions(data_source: dict[str, Any] | None) -> dict[str, dict[str, Any]] | None:
+    """``{part: {"source", "revision"}}`` of the parts of fetched data that record a revision (a data
+    home manifest's provenance, :func:`spotdiff.data.data_provenance`), or None."""
+    parts = (data_source or {}).get("parts") or {}
+    found = {
+        name: {"source": part.get("source"), "revision": part.get("revision")}
+        for name, part in parts.items()
+        if isinstance(part, dict) and part.get("revision")
+    }
+    return found or None
+
+
 def environment(
-    *, device: str | None = None, model_identity: dict[str, Any] | None = None, data_path: str | Path | None = None
+    *,
+    device: str | None = None,
+    model_identity: dict[str, Any] | None = None,
+    data_path: str | Path | None = None,
+    data_source: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
-    """The ``"environment"`` block of a run (module docstring)."""
+    """The ``"environment"`` block of a run (module docstring); ``data_source`` is the fetched
+    data's provenance when the data came from a data home."""
     source = model_source(model_identity or {})
     return {
         "python": sys.version.split()[0],
@@ -154,5 +172,5 @@ def environment(
         "git": git_state(),
         "device": {"type": device, "name": device_name(device)},
         "model_hub": hub_revision(source) if source else None,
-        "data_hub": snapshot_revision(data_path) if data_path is not None else None,
+        "data_hub": (snapshot_revision(data_path) if data_path is not None else None) or fetched_revisions(data_source),
     }

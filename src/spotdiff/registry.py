@@ -1,14 +1,19 @@
 """A tiny name -> class registry, one per extensible family (benchmarks, scorers, protocols, ...).
 
 Modules in a family's package register themselves with a decorator; the package discovers its own
-modules on first use, so adding a benchmark, scorer or engine is adding one file.
+modules on first use, so adding a benchmark, scorer or engine is adding one file. A third-party
+package extends a family without forking through an entry point in the family's group
+(``spotdiff.scorers``, ``spotdiff.benchmarks``, ...): the entry point names a module that registers
+itself with the decorator on import, or an object registered under the entry point's name.
 """
 
 from __future__ import annotations
 
 import importlib
+import importlib.metadata
 import pkgutil
 from collections.abc import Callable
+from types import ModuleType
 from typing import Generic, TypeVar
 
 from spotdiff.errors import ConfigError
@@ -19,9 +24,10 @@ T = TypeVar("T")
 class Registry(Generic[T]):
     """Maps names to registered objects of one family, importing the family's modules lazily."""
 
-    def __init__(self, family: str, package: str) -> None:
+    def __init__(self, family: str, package: str, entry_points: str | None = None) -> None:
         self.family = family
         self.package = package
+        self.entry_points = entry_points
         self._items: dict[str, T] = {}
         self._discovered = False
 
@@ -42,6 +48,17 @@ class Registry(Generic[T]):
         for info in pkgutil.iter_modules(pkg.__path__):
             if not info.name.startswith("_"):
                 importlib.import_module(f"{self.package}.{info.name}")
+        if self.entry_points:
+            for ep in importlib.metadata.entry_points(group=self.entry_points):
+                try:
+                    obj = ep.load()
+                except Exception as exc:
+                    raise ConfigError(
+                        f"cannot load {self.family} plugin {ep.name!r} ({ep.value}, entry point group "
+                        f"{self.entry_points}): {type(exc).__name__}: {exc}"
+                    ) from exc
+                if not isinstance(obj, ModuleType) and ep.name not in self._items:
+                    self._items[ep.name] = obj
 
     def get(self, name: str) -> T:
         self._discover()

@@ -227,16 +227,17 @@ def test_finetune_open_clip(tmp_path, data):
     assert load_scorer(result.eval_spec).encode_texts(["a red square"]).shape == (1, 16)
 
 
-def test_cli_errors_exit_2(tmp_path, data, capsys):
+def test_cli_errors_exit_2(tmp_path, data, capsys, monkeypatch):
     from spotdiff.cli import main
 
+    monkeypatch.setenv("SPOTDIFF_DATA", str(tmp_path / "home"))  # --cases spec: nothing fetched there
     root, _, _ = data
     base = ["train", "--out", str(tmp_path / "o"), "--captions", str(root / "captions.jsonl")]
     assert main([*base, "--from-config", "tiny", "--model", "x"]) == 2
     assert main([*base, "--from-config", "tiny", "--cases", "spec"]) == 2
     assert main([*base, "--from-config", "nonesuch"]) == 2
     err = capsys.readouterr().err
-    assert "exactly one" in err and "NAME=DIR" in err and "preset" in err
+    assert "exactly one" in err and "spotdiff data fetch spec" in err and "preset" in err
 
 
 def test_from_config_json(tmp_path, data):

@@ -21,7 +21,6 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from spotdiff import __version__
 from spotdiff.cases import Case
 from spotdiff.cli import main
 from spotdiff.diagnose.runner import EvalConfig, run_eval
@@ -43,6 +42,7 @@ from spotdiff.report.plots import alpha_curves
 from spotdiff.testing.formats import write_aro_vg_relation, write_winoground
 from spotdiff.testing.synthetic_runs import fill_store
 from spotdiff.testing.tiny_models import make_tiny_clip
+from spotdiff.version import __version__
 
 CHROMIUM = "/usr/bin/chromium"
 CHROMEDRIVER = "/usr/bin/chromedriver"

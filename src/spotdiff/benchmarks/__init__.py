@@ -1,5 +1,12 @@
 """Benchmark loaders, one module per published format, registered by name."""
 
-from spotdiff.benchmarks.base import BENCHMARKS, Benchmark, LoadReport, get_benchmark
+from spotdiff.benchmarks.base import (
+    ALIASES,
+    BENCHMARKS,
+    Benchmark,
+    LoadReport,
+    canonical_benchmark,
+    get_benchmark,
+)
 
-__all__ = ["BENCHMARKS", "Benchmark", "LoadReport", "get_benchmark"]
+__all__ = ["ALIASES", "BENCHMARKS", "Benchmark", "LoadReport", "canonical_benchmark", "get_benchmark"]

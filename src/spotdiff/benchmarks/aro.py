@@ -28,6 +28,19 @@ and accuracy are ARO's; under strict ties (the default) they are dropped and cou
 ``report.skipped`` (a strict protocol would count them as certain failures), and a caption whose four
 perturbations all equal it gives no case.
 
+**MTEB's parquet mirrors (MIEB).** ``spotdiff data fetch NAME --part mieb`` brings MTEB's
+revision-pinned mirrors (``mteb/ARO-Visual-Relation``, ``mteb/ARO-Visual-Attribution``,
+``mteb/ARO-COCO-order``, ``mteb/ARO-Flickr-Order``) into ``DIR/mieb/data/test-*.parquet``. For the
+order benchmarks, option ``perturbations=mieb`` reads their *fixed* perturbations (columns ``images``,
+``correct_caption``, ``hard_text_1`` .. ``hard_text_4``) instead of drawing new ones, so numbers line
+up with MTEB's leaderboard; a hard text identical to the true caption is dropped by the same rule as
+above. For VG-Relation / VG-Attribution the mirrors hold the uncropped images with ``bbox``
+(``{x, y, w, h}``), ``true_caption``, ``false_caption`` and ``relation_name`` (VG-A: ``attributes``,
+not checked on the real file): option ``source=mieb`` reads them (``source=auto``, the default,
+reads the official JSON when it is there and the mirror otherwise); the image is cropped to the box
+as ARO does, or kept whole with ``crop=false``, which is what MTEB scores. Image bytes stay in the
+parquet files as lazy :class:`~spotdiff.cases.ParquetImage` references.
+
 **POS tagging (important).** ARO tags nouns (NN, NNS, NNP, NNPS) and adjectives (JJ, JJR, JJS) with
 spaCy ``en_core_web_sm`` and tokenizes the trigram perturbations with ``nltk.word_tokenize``. Option
 ``pos_tagger`` chooses: ``spacy`` (ARO's exact rule; needs spaCy and ``en_core_web_sm``), ``heuristic``
@@ -50,10 +63,19 @@ from pathlib import Path
 
 import numpy as np
 
-from spotdiff.benchmarks._io import field, find_file, frozen_truth, option_choice, option_int, read_json
+from spotdiff.benchmarks._io import (
+    field,
+    find_file,
+    frozen_truth,
+    option_bool,
+    option_choice,
+    option_int,
+    read_json,
+)
+from spotdiff.benchmarks._parquet import find_parquet, iter_rows
 from spotdiff.benchmarks.base import BENCHMARKS, Benchmark, BenchmarkMetadata, LoadReport
 from spotdiff.benchmarks.retrieval import SPLITS, _KarpathyBenchmark, pre_caption, read_karpathy
-from spotdiff.cases import Case, FileImage
+from spotdiff.cases import Case, FileImage, ImageRef, ParquetImage
 from spotdiff.errors import ConfigError, DataError
 
 log = logging.getLogger(__name__)
@@ -96,6 +118,10 @@ CITATION = """\
 }
 """
 
+#: Where ``spotdiff data fetch NAME --part mieb`` puts MTEB's parquet mirror, and other places to look.
+MIEB_PARQUET = ("mieb/data/test-*.parquet", "data/test-*.parquet", "*.parquet")
+MIEB_SOURCES = ("auto", "official", "mieb")
+
 
 class _VisualGenome(Benchmark):
     protocols = ("aro-macro", "i2t-top1")
@@ -105,8 +131,21 @@ class _VisualGenome(Benchmark):
     def _annotation(self) -> Path:
         return find_file(self.root, (self.annotation,), what=f"ARO {self.annotation}")
 
+    def _mieb(self) -> list[Path] | None:
+        """MTEB's parquet files when option ``source`` (default auto) selects them, else None."""
+        source = option_choice(self.options, "source", MIEB_SOURCES, "auto")
+        if source == "official":
+            return None
+        if source == "auto":
+            try:
+                self._annotation()
+                return None
+            except DataError:
+                pass
+        return find_parquet(self.root, MIEB_PARQUET, what=f"MTEB {self.name} (no {self.annotation} either)")
+
     def data_files(self) -> list[Path]:
-        return [self._annotation()]
+        return self._mieb() or [self._annotation()]
 
     def _images(self, ann: Path) -> Path:
         value = self.options.get("images")
@@ -119,6 +158,10 @@ class _VisualGenome(Benchmark):
     def cases(self, subset: str | None = None) -> Iterator[Case]:
         self.check_subset(subset)
         self.report = LoadReport()
+        files = self._mieb()
+        if files is not None:
+            yield from self._mieb_cases(files)
+            return
         ann = self._annotation()
         data = read_json(ann)
         if not isinstance(data, list):
@@ -151,6 +194,31 @@ class _VisualGenome(Benchmark):
                 roles=_VG_ROLES,
             )
 
+    def _mieb_cases(self, files: list[Path]) -> Iterator[Case]:
+        crop = option_bool(self.options, "crop", True)
+        columns = ("true_caption", "false_caption", "?bbox", "?relation_name", "?attributes")
+        for n, (path, row, record) in enumerate(iter_rows(files, columns, ("image",))):
+            self.report.records += 1
+            where = f"row {row}"
+            true_caption = field(record, "true_caption", str, file=path, record_id=where)
+            false_caption = field(record, "false_caption", str, file=path, record_id=where)
+            image: ParquetImage = record["image"]
+            if crop:
+                box = field(record, "bbox", dict, file=path, record_id=where)
+                bbox = tuple(_number(box, k, file=path, record_id=where) for k in ("x", "y", "w", "h"))
+                if bbox[2] <= 0 or bbox[3] <= 0:
+                    raise DataError(f"box size must be positive, got {bbox}", file=path, record=where, field="bbox")
+                image = ParquetImage(image.path, image.row, image.column, image.sha256, bbox)  # type: ignore[arg-type]
+            tags = {"subset": self.kind, "source": "mieb", **self._grouping(record, file=path, record_id=n)}
+            yield Case(
+                id=str(n),
+                texts=(false_caption, true_caption),
+                truth=_VG_TRUTH,
+                images=(image,),
+                tags=tags,
+                roles=_VG_ROLES,
+            )
+
 
 _VG_LAYOUT = """\
 DIR/{file} (or DIR = the file): [{{"image_path": str, "bbox_x", "bbox_y", "bbox_w", "bbox_h": numbers,
@@ -158,7 +226,10 @@ DIR/{file} (or DIR = the file): [{{"image_path": str, "bbox_x", "bbox_y", "bbox_
 images: <images>/<image_path> cropped to (x, y, x + w, y + h); <images> = option images=PATH,
   default DIR/images (ARO's vgr_vga_images.zip)
 case: 1 image x 2 texts [false_caption, true_caption] (ARO's order), truth on true_caption; id = index
-tags: subset {kind}, {tags} (the aro-macro protocol's grouping)"""
+tags: subset {kind}, {tags} (the aro-macro protocol's grouping)
+MTEB's mirror (spotdiff data fetch NAME --part mieb): DIR/mieb/data/test-*.parquet, columns image, bbox
+  {{x, y, w, h}}, true_caption, false_caption, {extra}; read with option source=mieb (source=auto, the
+  default, reads it when the JSON is absent); crop=false keeps the whole image as MTEB does"""
 
 
 @BENCHMARKS.register("aro-vg-relation")
@@ -547,6 +618,7 @@ class TextShuffler:
 SKIP_IDENTICAL = "order: perturbation identical to the true caption (ARO's argmax scores it for the true one)"
 SKIP_NO_NEGATIVE = "order: every perturbation identical to the true caption"
 _ORDER_ROLES = ("true", *TextShuffler.PERTURBATIONS)
+MIEB_HARD_TEXTS = ("hard_text_1", "hard_text_2", "hard_text_3", "hard_text_4")
 
 
 class _Order(_KarpathyBenchmark):
@@ -569,9 +641,53 @@ class _Order(_KarpathyBenchmark):
             )
         return shuffler
 
+    def _mieb(self) -> list[Path] | None:
+        """MTEB's parquet files with option ``perturbations=mieb``; None for ARO's perturbations."""
+        if option_choice(self.options, "perturbations", ("aro", "mieb"), "aro") == "aro":
+            return None
+        if self._split() != "test":
+            raise ConfigError(f"{self.name}: MTEB's mirror (perturbations=mieb) holds the test split only")
+        return find_parquet(self.root, MIEB_PARQUET, what=f"MTEB {self.name} (fetch it with --part mieb)")
+
+    def data_files(self) -> list[Path]:
+        return self._mieb() or [self._annotation()]
+
+    def _mieb_cases(self, files: list[Path]) -> Iterator[Case]:
+        tags = {"subset": "test", "dataset": self.dataset, "perturbations": "mieb"}
+        columns = ("correct_caption", *MIEB_HARD_TEXTS)
+        truth_cache: dict[int, np.ndarray] = {}
+        n = 0
+        for path, row, record in iter_rows(files, columns, ("images",)):
+            self.report.records += 1
+            where = f"row {row}"
+            true = field(record, "correct_caption", str, file=path, record_id=where)
+            texts, roles = [true], ["true"]
+            for column in MIEB_HARD_TEXTS:
+                text = field(record, column, str, file=path, record_id=where)
+                if text == true:
+                    self.report.skip(SKIP_IDENTICAL)
+                    continue
+                texts.append(text)
+                roles.append(column)
+            if len(texts) == 1:
+                self.report.skip(SKIP_NO_NEGATIVE)
+                n += 1
+                continue
+            truth = truth_cache.get(len(texts))
+            if truth is None:
+                truth = truth_cache[len(texts)] = frozen_truth([[True] + [False] * (len(texts) - 1)])
+            image: ImageRef = record["images"]
+            yield Case(id=f"mieb/{n}", texts=tuple(texts), truth=truth, images=(image,), tags=dict(tags),
+                       roles=tuple(roles))
+            n += 1
+
     def cases(self, subset: str | None = None) -> Iterator[Case]:
         self.check_subset(subset)
         self.report = LoadReport()
+        files = self._mieb()
+        if files is not None:
+            yield from self._mieb_cases(files)
+            return
         split = self._split()
         ann = self._annotation()
         records = read_karpathy(ann)
@@ -637,7 +753,9 @@ case: one per (image, caption): 1 image x 5 texts [true, shuffle_nouns_and_adj,
 options: seed (default 0; rng = default_rng([seed, image index, caption index])),
   pos_tagger auto|spacy|heuristic, tokenizer auto|nltk|regex (ARO = spacy + nltk; the others are
   labelled approximations, recorded in tags pos_tagger / tokenizer)
-tags: subset = the split, dataset, pos_tagger, tokenizer, seed"""
+tags: subset = the split, dataset, pos_tagger, tokenizer, seed
+option perturbations=mieb: MTEB's fixed perturbations from DIR/mieb/data/test-*.parquet (spotdiff data
+  fetch NAME --part mieb), columns images, correct_caption, hard_text_1..4; id mieb/<row>"""
 
 
 @BENCHMARKS.register("aro-coco-order")

@@ -171,9 +171,39 @@ class SubsetFilesBenchmark(Benchmark):
         return [p for p in (self._data_dir() / f"{s}.json" for s in self.subsets) if p.is_file()]
 
 
-BENCHMARKS: Registry[type[Benchmark]] = Registry("benchmark", "spotdiff.benchmarks")
+BENCHMARKS: Registry[type[Benchmark]] = Registry(
+    "benchmark", "spotdiff.benchmarks", entry_points="spotdiff.benchmarks"
+)
+
+
+#: Names peers use for the same benchmarks: MTEB's task names and CLIP_benchmark's dataset names.
+ALIASES: dict[str, str] = {
+    "AROCocoOrder": "aro-coco-order",
+    "AROFlickrOrder": "aro-flickr-order",
+    "AROVisualRelation": "aro-vg-relation",
+    "AROVisualAttribution": "aro-vg-attribution",
+    "SugarCrepe": "sugarcrepe",
+    "Winoground": "winoground",
+    "sugar_crepe": "sugarcrepe",
+}
+
+
+def canonical_benchmark(name: str) -> tuple[str, str | None]:
+    """``(spotdiff name, subset or None)`` for a spotdiff name or a peer's alias.
+
+    CLIP_benchmark names a SugarCrepe subset as ``sugar_crepe/<subset>``, so an alias may carry one.
+
+    >>> canonical_benchmark("AROCocoOrder")
+    ('aro-coco-order', None)
+    >>> canonical_benchmark("sugar_crepe/swap_att")
+    ('sugarcrepe', 'swap_att')
+    """
+    base, sep, subset = name.partition("/")
+    if sep and base in ALIASES:
+        return ALIASES[base], subset or None
+    return ALIASES.get(name, name), None
 
 
 def get_benchmark(name: str) -> type[Benchmark]:
-    """The loader class registered under ``name``."""
-    return BENCHMARKS.get(name)
+    """The loader class registered under ``name`` or one of its :data:`ALIASES`."""
+    return BENCHMARKS.get(canonical_benchmark(name)[0])

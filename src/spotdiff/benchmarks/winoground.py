@@ -10,9 +10,13 @@ line with ``id`` (int), ``image_0`` / ``image_1`` (image ids; the file is ``<id>
 and ``collapsed_tag`` (Object / Relation / Both). The subset is ``collapsed_tag``; any other value is
 a DataError. A repeated ``id`` is a DataError.
 
-The HF parquet conversion (``data/test-00000-of-00001.parquet``) is not read: it needs pyarrow,
-which is not a dependency. The "No-Tag" subset used by VisualGPTScore (171 examples, from Diwan et
-al. 2022) is not part of examples.jsonl and is not derived here.
+The hub's parquet layout (``data/test-*.parquet``, what ``spotdiff data fetch winoground`` brings at
+the revision MTEB pins) has the same fields as columns, with ``image_0`` / ``image_1`` holding the
+encoded images (the ``Image`` feature: a struct of ``bytes`` and ``path``). It is read when no
+examples.jsonl is there, row by row: the images stay in the file as lazy
+:class:`~spotdiff.cases.ParquetImage` references keyed by the digest of their bytes. The same rules
+apply to both layouts. The "No-Tag" subset used by VisualGPTScore (171 examples, from Diwan et al.
+2022) is part of neither and is not derived here.
 """
 
 from __future__ import annotations
@@ -21,11 +25,13 @@ from collections.abc import Iterator
 from pathlib import Path
 
 from spotdiff.benchmarks._io import field, find_file, frozen_truth, read_jsonl
+from spotdiff.benchmarks._parquet import find_parquet, iter_rows
 from spotdiff.benchmarks.base import BENCHMARKS, Benchmark, BenchmarkMetadata, LoadReport
-from spotdiff.cases import Case, FileImage
+from spotdiff.cases import Case, FileImage, ImageRef
 from spotdiff.errors import DataError
 
 SUBSETS = ("Object", "Relation", "Both")
+PARQUET = ("data/test-*.parquet", "data/*.parquet", "*.parquet")
 _TRUTH = frozen_truth([[True, False], [False, True]])
 
 
@@ -53,7 +59,8 @@ DIR/examples.jsonl (or DIR/data/examples.jsonl, or DIR = the file itself), one J
 images: <images>/<image id>.png, <images> = option images=PATH, default <examples.jsonl dir>/images
 case: 2 images x 2 texts [caption_0, caption_1], diagonal truth; id = str(id)
 subset = collapsed_tag; tags: tag, secondary_tag, collapsed_tag, num_main_preds
-(the HF parquet layout is not read: pyarrow is not installed)"""
+or the hub parquet layout: DIR/data/test-*.parquet (or DIR/*.parquet) with the same fields as columns,
+  image_0 / image_1 holding the image bytes (read lazily, keyed by their sha256)"""
     description = (
         "Winoground: 400 expert-curated pairs of images and captions with the same words reordered "
         "(Thrush et al., Winoground, CVPR 2022)"
@@ -78,31 +85,52 @@ subset = collapsed_tag; tags: tag, secondary_tag, collapsed_tag, num_main_preds
             self.root, ("examples.jsonl", "data/examples.jsonl"), what="Winoground examples.jsonl"
         )
 
+    def _parquet(self) -> list[Path] | None:
+        """The hub parquet files, when there is no examples.jsonl."""
+        try:
+            self._file()
+        except DataError:
+            return find_parquet(self.root, PARQUET, what="Winoground (no examples.jsonl either)")
+        return None
+
     def data_files(self) -> list[Path]:
-        return [self._file()]
+        return self._parquet() or [self._file()]
 
     def _images(self, ann: Path) -> Path:
         value = self.options.get("images")
         return Path(str(value)).expanduser() if value else ann.parent / "images"
 
+    def _records(self) -> Iterator[tuple[Path, str, dict, tuple[ImageRef, ImageRef] | None]]:
+        """``(file, record label, record, images or None for the JSONL layout)`` in file order."""
+        files = self._parquet()
+        if files is None:
+            path = self._file()
+            for lineno, record in read_jsonl(path):
+                yield path, f"line {lineno}", record, None
+            return
+        columns = ("id", "caption_0", "caption_1", "tag", "secondary_tag", "num_main_preds", "collapsed_tag")
+        for path, row, record in iter_rows(files, columns, ("image_0", "image_1")):
+            yield path, f"row {row}", record, (record["image_0"], record["image_1"])
+
     def cases(self, subset: str | None = None) -> Iterator[Case]:
         self.check_subset(subset)
         self.report = LoadReport()
-        path = self._file()
-        images = self._images(path)
-        seen: dict[int, int] = {}
-        for lineno, record in read_jsonl(path):
+        seen: dict[int, str] = {}
+        for path, label, record, refs in self._records():
             self.report.records += 1
-            where = f"line {lineno}"
-            ex_id = field(record, "id", int, file=path, record_id=where)
+            ex_id = field(record, "id", int, file=path, record_id=label)
             if ex_id in seen:
                 raise DataError(
-                    f"duplicate id {ex_id} (first on line {seen[ex_id]})", file=path, record=where, field="id"
+                    f"duplicate id {ex_id} (first at {seen[ex_id]})", file=path, record=label, field="id"
                 )
-            seen[ex_id] = lineno
-            where = f"id {ex_id} (line {lineno})"
-            image_0 = field(record, "image_0", str, file=path, record_id=where)
-            image_1 = field(record, "image_1", str, file=path, record_id=where)
+            seen[ex_id] = label
+            where = f"id {ex_id} ({label})"
+            if refs is None:
+                images = self._images(path)
+                refs = tuple(
+                    FileImage(images / f"{field(record, k, str, file=path, record_id=where)}.png")
+                    for k in ("image_0", "image_1")
+                )
             caption_0 = field(record, "caption_0", str, file=path, record_id=where)
             caption_1 = field(record, "caption_1", str, file=path, record_id=where)
             tag = field(record, "tag", str, file=path, record_id=where)
@@ -133,7 +161,7 @@ subset = collapsed_tag; tags: tag, secondary_tag, collapsed_tag, num_main_preds
                 id=str(ex_id),
                 texts=(caption_0, caption_1),
                 truth=_TRUTH,
-                images=(FileImage(images / f"{image_0}.png"), FileImage(images / f"{image_1}.png")),
+                images=refs,
                 tags={
                     "subset": collapsed,
                     "tag": tag,

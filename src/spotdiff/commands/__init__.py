@@ -14,12 +14,33 @@ import pkgutil
 import sys
 from collections.abc import Sequence
 
-from spotdiff import __version__
 from spotdiff.errors import SpotdiffError
+from spotdiff.version import __version__
+
+
+class _StoreOnce(argparse._StoreAction):
+    """The default action of every option: an option that takes one value, given twice, is an error
+    (argparse would silently keep the last); options that collect values say ``action="append"``."""
+
+    def __call__(self, parser, namespace, values, option_string=None):
+        given = namespace.__dict__.setdefault("_given_once", set())
+        if option_string is not None and self.dest in given:
+            parser.error(f"{'/'.join(self.option_strings)} takes one value and was given twice")
+        given.add(self.dest)
+        super().__call__(parser, namespace, values, option_string)
+
+
+class Parser(argparse.ArgumentParser):
+    """``argparse.ArgumentParser`` whose single-value options refuse to be repeated (sub-parsers too)."""
+
+    def __init__(self, *args, **kwargs) -> None:
+        super().__init__(*args, **kwargs)
+        self.register("action", None, _StoreOnce)
+        self.register("action", "store", _StoreOnce)
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+    parser = Parser(
         prog="spotdiff",
         description="Does a vision-language or text-embedding model see a minimal change?",
     )

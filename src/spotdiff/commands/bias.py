@@ -25,7 +25,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "Gaussian-noise images).",
     )
     p.add_argument("--benchmark", required=True, help="benchmark name (see `spotdiff benchmarks`)")
-    p.add_argument("--data", required=True, type=Path, help="the benchmark's data directory")
+    p.add_argument("--data", type=Path, help="the benchmark's data directory (default: the `spotdiff data` copy)")
     p.add_argument("--model", required=True, help="lm:NAME_OR_PATH or vgpt:NAME_OR_PATH")
     p.add_argument("--subset", help="one subset only")
     p.add_argument("--protocol", help="protocol (default: the benchmark's first image-text protocol)")
@@ -46,9 +46,11 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    from spotdiff.data import resolve_data
+
     config = BiasConfig(
         benchmark=args.benchmark,
-        data=args.data,
+        data=resolve_data(args.benchmark, args.data),
         model=args.model,
         subset=args.subset,
         protocol=args.protocol,

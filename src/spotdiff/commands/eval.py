@@ -1,4 +1,10 @@
-"""``spotdiff eval``: evaluate a model on a benchmark with one command."""
+"""``spotdiff eval``: evaluate a model on a benchmark with one command, or every model on every benchmark.
+
+One ``--model`` and one ``--benchmark`` make one run. Repeating them (or ``--models FILE``,
+``--suite NAME``) makes a grid: every model on every benchmark, each cell its own run with a shared
+cache, one table (rows models, columns each benchmark's main metric with its CI), and with
+``--report DIR`` one report of the grid's runs.
+"""
 
 from __future__ import annotations
 
@@ -6,12 +12,18 @@ import argparse
 import json
 from pathlib import Path
 
+from spotdiff.api import evaluate_grid
+from spotdiff.benchmarks import canonical_benchmark, get_benchmark
+from spotdiff.benchmarks.suites import suite_benchmarks
 from spotdiff.cases import TIES
+from spotdiff.data import resolve_data
 from spotdiff.diagnose import distributed
 from spotdiff.diagnose.cache import default_cache_dir
 from spotdiff.diagnose.runner import EvalConfig, run_eval
+from spotdiff.diagnose.store import RunStore
 from spotdiff.errors import ConfigError
-from spotdiff.report.table import format_metrics_table
+from spotdiff.report.build import build_report, write_report
+from spotdiff.report.table import TIE_NOTES, format_metrics_table, format_table
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -20,12 +32,32 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         help="evaluate a model on a benchmark",
         description="Evaluate MODEL on BENCHMARK read from DATA; print metrics with 95%% CIs, "
         "record the run in the run store, and optionally write metrics.json and scores.jsonl. "
+        "Several --model / --benchmark (or --models FILE, --suite NAME) run the grid of every model on "
+        "every benchmark and print one table. "
         "Launched by torchrun or accelerate launch (WORLD_SIZE > 1), the unique images and texts are "
         "sharded over the processes and rank 0 writes the results (docs/scaling.md).",
     )
-    p.add_argument("--model", required=True, help="model spec, e.g. hf-clip:PATH, minilm (see `spotdiff models`)")
-    p.add_argument("--benchmark", required=True, help="benchmark name (see `spotdiff benchmarks`)")
-    p.add_argument("--data", required=True, type=Path, help="the benchmark's data directory")
+    p.add_argument(
+        "--model",
+        action="append",
+        default=[],
+        help="model spec, e.g. hf-clip:PATH, minilm (see `spotdiff models`); repeat for a grid",
+    )
+    p.add_argument("--models", type=Path, help="a file of model specs, one per line (# starts a comment)")
+    p.add_argument(
+        "--benchmark", action="append", default=[], help="benchmark name (see `spotdiff benchmarks`); repeatable"
+    )
+    p.add_argument(
+        "--suite", action="append", default=[], help="a named suite of benchmarks (`spotdiff benchmarks --suites`)"
+    )
+    p.add_argument(
+        "--data",
+        action="append",
+        default=[],
+        help="the benchmark's data directory (default: its `spotdiff data fetch` copy); with several "
+        "benchmarks NAME=DIR, repeated",
+    )
+    p.add_argument("--report", type=Path, help="also render a report (HTML + Markdown) of the runs into this folder")
     p.add_argument("--subset", help="evaluate one subset only")
     p.add_argument("--protocol", help="protocol (default: the benchmark's first)")
     p.add_argument("--out", type=Path, help="write metrics.json and scores.jsonl here")
@@ -81,18 +113,59 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.set_defaults(func=run)
 
 
+def _models(args: argparse.Namespace) -> list[str]:
+    models = list(args.model)
+    if args.models:
+        try:
+            lines = args.models.read_text(encoding="utf-8").splitlines()
+        except OSError as exc:
+            raise ConfigError(f"--models {args.models}: {exc}") from exc
+        models += [ln.split("#", 1)[0].strip() for ln in lines if ln.split("#", 1)[0].strip()]
+    if not models:
+        raise ConfigError("give a model: --model SPEC (repeatable) or --models FILE")
+    return list(dict.fromkeys(models))
+
+
+def _benchmarks(args: argparse.Namespace) -> list[tuple[str, str | None]]:
+    """``(spotdiff name, subset an alias names)`` of every benchmark asked for, in order."""
+    names = list(args.benchmark)
+    for suite in args.suite:
+        names += suite_benchmarks(suite)
+    if not names:
+        raise ConfigError("give a benchmark: --benchmark NAME (repeatable) or --suite NAME")
+    for name in names:
+        get_benchmark(name)  # an unknown name fails here, listing the known ones
+    return list(dict.fromkeys(canonical_benchmark(n) for n in names))
+
+
+def _data(args: argparse.Namespace, benchmarks: list[str]) -> dict[str, Path]:
+    """``--data DIR`` for one benchmark, ``--data NAME=DIR`` (repeated) for several."""
+    out: dict[str, Path] = {}
+    for item in args.data:
+        name, sep, path = item.partition("=")
+        if sep and name in benchmarks:
+            out[name] = Path(path)
+        elif len(benchmarks) == 1:
+            out[benchmarks[0]] = Path(item)
+        else:
+            raise ConfigError(
+                f"--data {item!r}: with several benchmarks, give --data NAME=DIR for each (benchmarks: "
+                f"{', '.join(benchmarks)})"
+            )
+    return out
+
+
 def run(args: argparse.Namespace) -> int:
-    options: dict[str, object] = {"images": args.images} if args.images else {}
-    for item in args.option:
-        key, sep, value = item.partition("=")
-        if not sep or not key:
-            raise ConfigError(f"--option expects KEY=VALUE, got {item!r}")
-        options[key.strip()] = value
+    models, benchmarks = _models(args), _benchmarks(args)
+    data = _data(args, [name for name, _ in benchmarks])
+    if len(models) * len(benchmarks) > 1:
+        return _run_grid(args, models, benchmarks, data)
+    (benchmark, alias_subset), model = benchmarks[0], models[0]
     config = EvalConfig(
-        model=args.model,
-        benchmark=args.benchmark,
-        data=args.data,
-        subset=args.subset,
+        model=model,
+        benchmark=benchmark,
+        data=resolve_data(benchmark, data.get(benchmark)),
+        subset=args.subset or alias_subset,
         protocol=args.protocol,
         out=args.out,
         batch_size=args.batch_size,
@@ -107,7 +180,7 @@ def run(args: argparse.Namespace) -> int:
         progress=not args.quiet,
         ties=args.ties,
         overwrite=args.overwrite,
-        options=options,
+        options=_loader_options(args),
     )
     if args.debias:
         return _run_debiased(args, config)
@@ -118,7 +191,7 @@ def run(args: argparse.Namespace) -> int:
             return 0  # a worker rank: rank 0 writes and prints the results
     else:
         result = run_eval(config)
-    title = f"{args.benchmark} | {args.model} | {result.n_cases} cases"
+    title = f"{config.benchmark} | {config.model} | {result.n_cases} cases"
     print(format_metrics_table(result.metrics, title=title, ties=args.ties, aggregates=result.aggregates))
     skipped = result.load_report.get("skipped") or {}
     for rule, n in skipped.items():
@@ -128,6 +201,61 @@ def run(args: argparse.Namespace) -> int:
     if args.out:
         print(f"wrote {args.out / 'metrics.json'} and {args.out / 'scores.jsonl'}")
     return 0
+
+
+def _run_grid(
+    args: argparse.Namespace, models: list[str], benchmarks: list[tuple[str, str | None]], data: dict[str, Path]
+) -> int:
+    with_subset = [b for b, subset in benchmarks if subset]
+    if with_subset:
+        raise ConfigError(f"a grid takes one --subset for all benchmarks; name {with_subset} without a subset")
+    names = [b for b, _ in benchmarks]
+    if args.debias:
+        raise ConfigError("--debias evaluates one vgpt: model on one benchmark; give one --model and one --benchmark")
+    if distributed.detect() is not None:
+        raise ConfigError("a grid runs in one process; launch one model and one benchmark per torchrun")
+    grid = evaluate_grid(
+        models,
+        names,
+        data,
+        out=args.out,
+        subset=args.subset,
+        protocol=args.protocol,
+        batch_size=args.batch_size,
+        device=args.device,
+        dtype=args.dtype,
+        limit=args.limit,
+        cache=None if args.no_cache else (args.cache or default_cache_dir()),
+        seed=args.seed,
+        store=args.store,
+        use_store=not args.no_store,
+        n_boot=args.n_boot,
+        progress=not args.quiet,
+        ties=args.ties,
+        overwrite=args.overwrite,
+        options=_loader_options(args),
+    )
+    header, rows = grid.table()
+    notes = [TIE_NOTES[args.ties], "each benchmark's main metric on all (pooled over every unit)"]
+    print(format_table(header, rows, title=f"{len(models)} models x {len(names)} benchmarks", notes=notes))
+    for cell in grid.failed:
+        print(f"n/a: {cell.model} on {cell.benchmark}: {cell.error}")
+    if args.report and grid.run_ids:
+        with RunStore(args.store) as store:
+            report = build_report(store, grid.run_ids, title=f"spotdiff grid: {len(models)} models")
+        written = write_report(report, args.report)
+        print(f"wrote {written['html']} and {written['md']}")
+    return 1 if grid.failed else 0
+
+
+def _loader_options(args: argparse.Namespace) -> dict[str, object]:
+    options: dict[str, object] = {"images": args.images} if args.images else {}
+    for item in args.option:
+        key, sep, value = item.partition("=")
+        if not sep or not key:
+            raise ConfigError(f"--option expects KEY=VALUE, got {item!r}")
+        options[key.strip()] = value
+    return options
 
 
 def _run_debiased(args: argparse.Namespace, config: EvalConfig) -> int:
@@ -146,7 +274,7 @@ def _run_debiased(args: argparse.Namespace, config: EvalConfig) -> int:
     results = run_debiased_eval(config, dconfig)
     any_result = next(iter(results.values()))
     for name, result in results.items():
-        title = f"{args.benchmark} | {args.model} [{name}] | {result.n_cases} cases"
+        title = f"{config.benchmark} | {config.model} [{name}] | {result.n_cases} cases"
         print(format_metrics_table(result.metrics, title=title, ties=args.ties, aggregates=result.aggregates) + "\n")
     if args.out:
         curve = json.loads((args.out / "alpha_curve.json").read_text(encoding="utf-8"))

@@ -23,10 +23,10 @@ from pathlib import Path
 import numpy as np
 import PIL
 
-from spotdiff import __version__
 from spotdiff.errors import ConfigError
 from spotdiff.synth import ENGINES
 from spotdiff.synth.output import write_json
+from spotdiff.version import __version__
 
 _DEFAULT_N = {"spec": 10, "eqben": 10, "visla": 20, "corpus": 100}
 _DEFAULT_SIZE = {"corpus": 64}

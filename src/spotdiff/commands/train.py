@@ -58,8 +58,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "--cases",
         action="append",
         default=[],
-        metavar="NAME[:SUBSET]=DIR",
-        help="candidate sets from a benchmark loader, e.g. spec=DIR or spec:count=DIR (repeatable)",
+        metavar="NAME[:SUBSET][=DIR]",
+        help="candidate sets from a benchmark loader, e.g. spec=DIR or spec:count=DIR; without =DIR the fetched "
+        "copy (`spotdiff data`) (repeatable)",
     )
     data.add_argument("--cases-limit", type=int, help="read at most N cases from each --cases source")
     data.add_argument("--batch-size", type=int, default=64, help="caption pairs per step (global, default 64)")
@@ -103,14 +104,15 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 def _load_cases(specs: list[str], limit: int | None) -> list:
     from spotdiff.benchmarks import get_benchmark
+    from spotdiff.data import resolve_data
 
     cases = []
     for spec in specs:
         name, sep, root = spec.partition("=")
-        if not sep or not name or not root:
-            raise ConfigError(f"--cases {spec!r}: expected NAME=DIR or NAME:SUBSET=DIR")
+        if not name or (sep and not root):
+            raise ConfigError(f"--cases {spec!r}: expected NAME[:SUBSET][=DIR]")
         name, _, subset = name.partition(":")
-        loader = get_benchmark(name)(Path(root))
+        loader = get_benchmark(name)(resolve_data(name, root or None))
         loaded = loader.load(subset or None, limit)
         print(f"{name}: {loader.report.summary()}")
         cases.extend(loaded)

@@ -53,7 +53,6 @@ import time
 from collections.abc import Callable
 from dataclasses import asdict
 
-from spotdiff import __version__
 from spotdiff.demo.findings import compute_findings, finding_flags, instance_overlap, write_findings
 from spotdiff.demo.plan import plan
 from spotdiff.demo.profiles import DEFAULT_OUT, PROFILES, DemoConfig, Profile
@@ -61,6 +60,7 @@ from spotdiff.demo.summary import summary_text
 from spotdiff.errors import ConfigError
 from spotdiff.jsonio import write_json
 from spotdiff.plans import Runner, preload, threads_per_worker, write_commands
+from spotdiff.version import __version__
 
 __all__ = [
     "DEFAULT_OUT",

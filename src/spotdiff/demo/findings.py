@@ -15,7 +15,6 @@ import json
 from pathlib import Path
 from typing import Any
 
-from spotdiff import __version__
 from spotdiff.demo.profiles import CLIP_MODELS, CLS_MARGIN, FINETUNES, MODEL_LABELS, PAIRS, SPEC_K, STORE
 from spotdiff.demo.summary import summary_markdown
 from spotdiff.diagnose.store import RunStore
@@ -24,6 +23,7 @@ from spotdiff.jsonio import write_json
 from spotdiff.protocols import Evaluation, PairedComparison, get_protocol, paired_comparison
 from spotdiff.report.collect import evaluation_from_units, run_ties, subset_groups
 from spotdiff.synth.spec import SUBSETS as SPEC_SUBSETS
+from spotdiff.version import __version__
 
 
 def _cmp_dict(cmp: PairedComparison) -> dict:

@@ -196,7 +196,7 @@ def _prefill(config: EvalConfig, env: DistEnv, scorer: Scorer, cache_dir: Path, 
             f"rank {env.rank}: cache directory {cache_dir} (prepared by rank 0) is not visible here; "
             "pass --cache DIR on a file system that every node shares (or set SPOTDIFF_DIST_TMPDIR with --no-cache)"
         )
-    bench, protocol = resolve(config)
+    bench, protocol = resolve(config, scorer.capabilities)
     check_capability(scorer, protocol.needs)
     world, rank = env.world_size, env.rank
     with Shard(cache_dir, scorer.identity_digest(), f"{token}-rank{env.rank}") as shard:

@@ -26,9 +26,9 @@ from pathlib import Path
 
 import numpy as np
 
-from spotdiff import __version__
 from spotdiff.benchmarks import Benchmark, get_benchmark
 from spotdiff.cases import Case
+from spotdiff.data import data_provenance
 from spotdiff.diagnose.cache import merge_shards
 from spotdiff.diagnose.engine import Engine, check_capability
 from spotdiff.diagnose.store import RunStore
@@ -38,6 +38,7 @@ from spotdiff.protocols import Protocol, UnitTable, evaluate_table, get_protocol
 from spotdiff.provenance import environment
 from spotdiff.scorers import Scorer, ScorerOptions, load_scorer, quiet_progress
 from spotdiff.seeding import seed_everything
+from spotdiff.version import __version__
 
 log = logging.getLogger(__name__)
 
@@ -73,6 +74,8 @@ class EvalConfig:
     options: dict = field(default_factory=dict)
     #: Recorded in the run store's ``info`` with the run (a sharded run records its shards here).
     extra_info: dict = field(default_factory=dict)
+    #: Keep every case's score matrix and per-unit outcomes in the result (the Python API's ``.cases``).
+    keep_cases: bool = False
 
 
 @dataclass
@@ -84,26 +87,55 @@ class EvalResult:
     load_report: dict
     engine_stats: dict
     model_identity: dict
+    #: Per case ``{"id", "subset", "tags", "scores", "units": [{"unit", <metric>: outcome}]}`` when
+    #: the config asked to keep them.
+    cases: list[dict] | None = None
+    protocol: str = ""
     aggregates: dict = field(default_factory=dict)
     environment: dict = field(default_factory=dict)
     run_config: dict = field(default_factory=dict)
 
 
-def resolve(config: EvalConfig) -> tuple[Benchmark, Protocol]:
-    """Check the benchmark, subset and protocol before any model is loaded."""
-    bench_cls = get_benchmark(config.benchmark)
-    name = config.protocol or bench_cls.protocols[0]
-    short = [p for p in bench_cls.protocols if p.endswith("-" + name)]
-    if name not in bench_cls.protocols and len(short) == 1:
-        name = short[0]  # a short name such as "t2t" for "visla-t2t"
+def resolve_protocol(
+    bench_cls: type[Benchmark],
+    requested: str | None,
+    capabilities: frozenset[str] | None = None,
+    ties: str = "strict",
+) -> Protocol:
+    """The protocol a run uses, deciding ties by ``ties``: ``requested`` (short names such as ``t2t``
+    allowed); else the benchmark's first protocol a scorer with ``capabilities`` can serve (logged),
+    or its first."""
+    if requested is None:
+        name = bench_cls.protocols[0]
+        if capabilities is not None:
+            served = [p for p in bench_cls.protocols if get_protocol(p).needs in capabilities]
+            if served and served[0] != name:
+                log.info(
+                    "--protocol not given: using %s, the first protocol of %s (%s) that the model serves",
+                    served[0],
+                    bench_cls.name,
+                    ", ".join(bench_cls.protocols),
+                )
+            name = served[0] if served else name
+        return get_protocol(name, ties)
+    short = [p for p in bench_cls.protocols if p.endswith("-" + requested)]
+    name = short[0] if requested not in bench_cls.protocols and len(short) == 1 else requested
     if name not in bench_cls.protocols:
         raise ConfigError(
-            f"benchmark {config.benchmark!r} does not support protocol {name!r}; "
+            f"benchmark {bench_cls.name!r} does not support protocol {name!r}; "
             f"supported: {', '.join(bench_cls.protocols)}"
         )
+    return get_protocol(name, ties)
+
+
+def resolve(config: EvalConfig, capabilities: frozenset[str] | None = None) -> tuple[Benchmark, Protocol]:
+    """Check the benchmark, subset and protocol (before any model is loaded when ``capabilities`` is
+    None; see :func:`resolve_protocol`)."""
+    bench_cls = get_benchmark(config.benchmark)
+    protocol = resolve_protocol(bench_cls, config.protocol, capabilities, config.ties)
     bench = bench_cls(config.data, ties=config.ties, **config.options)
     bench.check_subset(config.subset)
-    return bench, get_protocol(name, config.ties)
+    return bench, protocol
 
 
 def stream_cases(bench: Benchmark, subset: str | None, limit: int | None) -> Iterator[Case]:
@@ -169,13 +201,15 @@ class RunRecorder:
         self.scores_name = scores_name
         self.write_metrics = write_metrics
         self.groups = get_benchmark(config.benchmark).metadata.subset_groups
+        data_source = data_provenance(config.data)  # the fetched source and revision; None if hand-made
         self.environment = environment(
-            device=identity.get("device"), model_identity=identity, data_path=Path(config.data)
+            device=identity.get("device"), model_identity=identity, data_path=Path(config.data), data_source=data_source
         )
         self.info = {
             "batch_size": config.batch_size,
             "limit": config.limit,
             "options": config.options,
+            "data_source": data_source,
             "ties": protocol.ties,
             "environment": self.environment,
             **(info or {}),
@@ -184,6 +218,7 @@ class RunRecorder:
         debias = (info or {}).get("debias") or {}
         self.run_config = run_config(config, protocol, data_digest, debias.get("config"))
         self.table = UnitTable()
+        self.cases: list[dict] | None = [] if config.keep_cases else None
         self.n_cases = 0
         self.run_id: str | None = None
         self._pending: list[dict] = []
@@ -232,6 +267,10 @@ class RunRecorder:
             )
         if self._scores is not None:
             self._scores.write(_case_line(case, matrix, unit_ids, outcomes) + "\n")
+        if self.cases is not None:
+            units = [{"unit": u, **o} for u, o in zip(unit_ids, outcomes, strict=True)]
+            record = {"id": case.id, "subset": case.subset, "tags": case.tags, "scores": saved, "units": units}
+            self.cases.append(record)
         if len(self._pending) >= 1024:
             self._flush()
 
@@ -267,6 +306,8 @@ class RunRecorder:
             load_report,
             dict(engine_stats),
             self.identity,
+            self.cases,
+            self.protocol.name,
             aggregates=aggregates,
             environment=self.environment,
             run_config=self.run_config,
@@ -298,6 +339,7 @@ def run_eval(config: EvalConfig, scorer: Scorer | None = None) -> EvalResult:
             device=config.device, dtype=config.dtype, batch_size=config.batch_size, seed=config.seed
         )
         scorer = load_scorer(config.model, options)
+    protocol = resolve_protocol(type(bench), config.protocol, scorer.capabilities, config.ties)
     check_capability(scorer, protocol.needs)
     identity = scorer.identity()
     if config.cache is not None:
@@ -362,7 +404,11 @@ def write_metrics_json(
         "n_boot": config.n_boot,
         "run_id": result.run_id,
         "run_config": result.run_config,
-        "data": {"path": str(Path(config.data).resolve()), "digest": data_digest},
+        "data": {
+            "path": str(Path(config.data).resolve()),
+            "digest": data_digest,
+            "source": data_provenance(config.data),  # the fetched source and revision; None if hand-made
+        },
         "model_identity": result.model_identity,
         "environment": result.environment,
         "load_report": result.load_report,

@@ -25,10 +25,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from spotdiff import __version__
 from spotdiff.diagnose.store import RunStore
 from spotdiff.errors import ConfigError, SpotdiffError
 from spotdiff.jsonio import dumps, write_json
+from spotdiff.version import __version__
 
 
 @dataclass

@@ -208,7 +208,7 @@ def one_row_positive(case: Case, protocol: str) -> tuple[int, np.ndarray]:
     return int(pos[0]), neg
 
 
-PROTOCOLS: Registry[type[Protocol]] = Registry("protocol", "spotdiff.protocols")
+PROTOCOLS: Registry[type[Protocol]] = Registry("protocol", "spotdiff.protocols", entry_points="spotdiff.protocols")
 
 
 def get_protocol(name: str, ties: str = "strict") -> Protocol:

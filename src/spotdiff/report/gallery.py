@@ -20,6 +20,7 @@ import json
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -128,9 +129,12 @@ class CaseSource:
         """The run's cases (its subset only, when it evaluated one: some subsets, such as SPEC's
         ``cls``, are read only when asked for)."""
         from spotdiff.benchmarks import get_benchmark
+        from spotdiff.data import resolve_data
         from spotdiff.errors import SpotdiffError
 
         try:
+            # a run's folder that is gone: its fetched copy in the data home (the digest check below still applies)
+            data_path = str(resolve_data(benchmark, data_path if Path(data_path).exists() else None))
             bench = get_benchmark(benchmark)(data_path, **options)
             if bench.data_digest() != digest:
                 return {}, f"texts and images not shown: the data at {data_path} changed since the run"

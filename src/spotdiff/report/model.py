@@ -8,10 +8,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from spotdiff import __version__
 from spotdiff.report.collect import ALPHA, N_PERM, ResultTable, RunData, slugify
 from spotdiff.report.gallery import Gallery
 from spotdiff.report.plots import Plot
+from spotdiff.version import __version__
 
 
 @dataclass

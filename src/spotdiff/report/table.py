@@ -53,7 +53,17 @@ def format_metrics_table(
                 text += f" [{_fmt(ci[0]).strip()}, {_fmt(ci[1]).strip()}]"
             row.append(text)
         cells.append(row)
-    widths = [max(len(r[i]) for r in cells) for i in range(len(cells[0]))]
+    notes = [TIE_NOTES.get(ties, f"ties: {ties}"), *aggregate_notes(aggregates)]
+    return format_table(cells[0], cells[1:], title=title, notes=notes)
+
+
+def format_table(
+    header: list[str], rows: list[list[str]], *, title: str = "", notes: list[str] | None = None
+) -> str:
+    """A text table (first column left-aligned, the others right-aligned) with the note on intervals
+    and ``notes`` (the tie rule, what each aggregate is) below it."""
+    cells = [header, *rows]
+    widths = [max(len(r[i]) for r in cells) for i in range(len(header))]
     lines = [title] if title else []
     for n, row in enumerate(cells):
         padded = (c.ljust(w) if i == 0 else c.rjust(w) for i, (c, w) in enumerate(zip(row, widths, strict=True)))
@@ -61,8 +71,7 @@ def format_metrics_table(
         if n == 0:
             lines.append("  ".join("-" * w for w in widths))
     lines.append(
-        "values in %, 95% bootstrap confidence intervals in brackets (a case with several units resampled "
-        f"whole); {TIE_NOTES.get(ties, 'ties: ' + ties)}"
+        "values in %, 95% bootstrap confidence intervals in brackets (a case with several units resampled whole)"
     )
-    lines += aggregate_notes(aggregates)
+    lines += notes or []
     return "\n".join(lines)

@@ -25,6 +25,7 @@ from typing import Any, ClassVar
 import numpy as np
 from PIL import Image
 
+from spotdiff.cases import as_image_ref
 from spotdiff.errors import ConfigError
 from spotdiff.registry import Registry
 
@@ -67,6 +68,22 @@ class Scorer(ABC):
     def can(self, need: str) -> bool:
         return need in self.capabilities
 
+    def __call__(self, images: Sequence[Any], texts: Sequence[str]) -> np.ndarray:
+        """The ``[len(images), len(texts)]`` score matrix of every image against every text.
+
+        ``images`` are paths, PIL images, HxWx3 arrays or :class:`~spotdiff.cases.ImageRef` objects.
+        Nothing is cached or deduplicated here; :class:`spotdiff.diagnose.engine.Engine` does that
+        for benchmarks.
+        """
+        if "image-text" not in self.capabilities:
+            raise ConfigError(f"model {self.spec!r} does not score images against texts")
+        return self.score_matrix([as_image_ref(x).load() for x in images], list(texts))
+
+    def score_matrix(self, images: Sequence[Image.Image], texts: Sequence[str]) -> np.ndarray:
+        """Scores of decoded images (rows) against texts (columns); embedding and pair scorers
+        provide it, a text-only scorer has none."""
+        raise ConfigError(f"model {self.spec!r} does not score images against texts")
+
 
 class EmbeddingScorer(Scorer):
     """Embeds images and texts separately; outputs are L2-normalised float32 rows."""
@@ -83,6 +100,17 @@ class EmbeddingScorer(Scorer):
         """Similarity between two sets of embeddings (cosine by default)."""
         return a @ b.T
 
+    def embed_images(self, images: Sequence[Any]) -> np.ndarray:
+        """L2-normalised embeddings of paths, PIL images, arrays or image references, one row each."""
+        return self.encode_images([as_image_ref(x).load() for x in images])
+
+    def embed_texts(self, texts: Sequence[str]) -> np.ndarray:
+        """L2-normalised embeddings of texts, one row each."""
+        return self.encode_texts(list(texts))
+
+    def score_matrix(self, images: Sequence[Image.Image], texts: Sequence[str]) -> np.ndarray:
+        return self.similarity(self.encode_images(images), self.encode_texts(texts))
+
 
 class PairScorer(Scorer):
     """Scores (image, text) pairs jointly; the vision side runs once per image."""
@@ -96,8 +124,14 @@ class PairScorer(Scorer):
         only scorers declaring ``"itm-logits"``."""
         raise ConfigError(f"model {self.spec!r} does not provide image-text matching logits")
 
+    def score_matrix(self, images: Sequence[Image.Image], texts: Sequence[str]) -> np.ndarray:
+        rows = self.score_pairs(images, [list(texts)] * len(images))
+        return np.array([np.asarray(r, dtype=np.float32).reshape(-1) for r in rows]).reshape(len(images), len(texts))
 
-SCORERS: Registry[Callable[[str, ScorerOptions], Scorer]] = Registry("scorer family", "spotdiff.scorers")
+
+SCORERS: Registry[Callable[[str, ScorerOptions], Scorer]] = Registry(
+    "scorer family", "spotdiff.scorers", entry_points="spotdiff.scorers"
+)
 
 
 def quiet_progress() -> None:
@@ -108,6 +142,7 @@ def quiet_progress() -> None:
 
     hf_logging.disable_progress_bar()
     disable_progress_bars()
+
 
 def digest_files(paths: Sequence[Path]) -> str:
     """SHA-256 over files' names and bytes (weights or config), in a stable order."""

@@ -14,6 +14,7 @@ and :func:`load_scorer` builds the registered family's scorer.
 
 from __future__ import annotations
 
+import inspect
 from collections.abc import Sequence
 from typing import Any
 from urllib.parse import parse_qsl
@@ -49,6 +50,20 @@ def load_scorer(spec: str, options: ScorerOptions | None = None) -> Scorer:
     family, rest = resolve_spec(spec)
     factory = SCORERS.get(family)
     return factory(rest, options or ScorerOptions())
+
+
+def family_capabilities(family: str) -> frozenset[str] | None:
+    """What a scorer family can serve, without loading a model: its class's ``capabilities`` (from
+    the registered class, or the return annotation of the registered factory function)."""
+    factory = SCORERS.get(family)
+    caps = getattr(factory, "capabilities", None)
+    if caps is None:
+        try:
+            returned = inspect.signature(factory, eval_str=True).return_annotation
+        except (NameError, TypeError, ValueError):
+            return None
+        caps = getattr(returned, "capabilities", None)
+    return frozenset(caps) if caps is not None else None
 
 
 def parse_spec_options(rest: str, options: ScorerOptions, known: Sequence[str]) -> tuple[str, dict[str, str]]:

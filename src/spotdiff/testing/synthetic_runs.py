@@ -17,11 +17,11 @@ from typing import Any
 
 import numpy as np
 
-from spotdiff import __version__
 from spotdiff.cases import Case, NoiseImage
 from spotdiff.diagnose.runner import MAX_SAVED_SCORES
 from spotdiff.diagnose.store import RunStore
 from spotdiff.protocols import UnitTable, evaluate_table, get_protocol
+from spotdiff.version import __version__
 
 #: benchmark -> (protocol, subsets) of the made-up cases.
 SPECS: dict[str, tuple[str, tuple[str, ...]]] = {

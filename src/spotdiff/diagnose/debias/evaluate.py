@@ -31,7 +31,7 @@ def variant_scores_name(variant: str) -> str:
 
 def run_debiased_eval(config: EvalConfig, debias: DebiasConfig) -> dict[str, EvalResult]:
     """Evaluate every debiasing variant of a generative model; returns variant -> result."""
-    bench, protocol = resolve(config)
+    bench, protocol = resolve(config, frozenset({"image-text"}))
     if protocol.needs != "image-text":
         raise ConfigError(f"--debias needs an image-text protocol; {protocol.name!r} needs {protocol.needs!r}")
     seed_everything(config.seed)

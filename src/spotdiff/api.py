@@ -1,0 +1,311 @@
+"""The Python API: load a model, load a benchmark, evaluate, from a notebook or a script.
+
+Score a folder of images against captions (any path, PIL image or HxWx3 array)::
+
+    import spotdiff
+    model = spotdiff.load_model("hf-clip:openai/clip-vit-base-patch32")
+    scores = model(sorted(Path("photos").glob("*.jpg")), ["a dog on a sofa", "a sofa on a dog"])
+
+Evaluate on a benchmark, as ``spotdiff eval`` does (the same run in the run store, the same cache,
+metrics with bootstrap confidence intervals)::
+
+    result = spotdiff.evaluate("hf-clip:openai/clip-vit-base-patch32", "winoground", data="path/to/winoground")
+    result.metrics["all"]["group"], result.metrics["all"]["group_ci95"]
+    result.to_pandas()          # one row per unit: case, subset, per-metric outcome, tags
+
+The peers' entry points this follows: t2v_metrics' ``scorer(images, texts)``, MTEB's
+``mteb.evaluate(model, tasks)`` and lm-evaluation-harness's ``simple_evaluate``.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from spotdiff.benchmarks import Benchmark, LoadReport, get_benchmark
+from spotdiff.benchmarks.base import BenchmarkMetadata
+from spotdiff.cases import Case
+from spotdiff.data import resolve_data
+from spotdiff.diagnose.cache import default_cache_dir
+from spotdiff.diagnose.runner import EvalConfig, EvalResult, run_eval
+from spotdiff.errors import ConfigError, SpotdiffError
+from spotdiff.scorers import Scorer, ScorerOptions, load_scorer
+
+__all__ = [
+    "Grid",
+    "GridCell",
+    "LoadedBenchmark",
+    "Result",
+    "evaluate",
+    "evaluate_grid",
+    "load_benchmark",
+    "load_model",
+]
+
+log = logging.getLogger(__name__)
+
+#: ``load_model`` keyword arguments that are :class:`~spotdiff.scorers.ScorerOptions` fields; any
+#: other keyword is a family-specific option (for example ``vgpt``'s ``prompt``).
+_SCORER_FIELDS = ("device", "dtype", "batch_size", "seed")
+_CONFIG_FIELDS = set(EvalConfig.__dataclass_fields__) - {"model", "benchmark", "data", "keep_cases"}
+
+
+def load_model(spec: str, **options: Any) -> Scorer:
+    """The model a spec string names (``hf-clip:NAME_OR_PATH``, ``open-clip:ARCH@TAG``, ``minilm``, ...).
+
+    The scorer is callable: ``model(images, texts)`` returns the ``[n_images, n_texts]`` score matrix
+    (similarity for embedding models, the pair score for BLIP-ITM and VisualGPTScore); embedding
+    models also have ``model.embed_images(images)`` and ``model.embed_texts(texts)``.
+
+    Args:
+        spec: the model spec (``spotdiff models`` lists the families).
+        options: ``device`` (default ``auto``), ``dtype``, ``batch_size``, ``seed``, and any
+            family-specific option.
+    """
+    known = {k: options.pop(k) for k in _SCORER_FIELDS if k in options}
+    known.setdefault("device", "auto")
+    return load_scorer(spec, ScorerOptions(**known, extra=options))
+
+
+@dataclass
+class LoadedBenchmark(Sequence[Case]):
+    """A benchmark's cases in memory, with what the load read and skipped.
+
+    Attributes:
+        name: the registered benchmark name.
+        loader: the :class:`~spotdiff.benchmarks.Benchmark` that read the data.
+        cases: the validated cases.
+        report: records read and records skipped, by rule.
+    """
+
+    name: str
+    loader: Benchmark
+    cases: list[Case]
+    report: LoadReport
+
+    @property
+    def metadata(self) -> BenchmarkMetadata:
+        """Paper, reference, BibTeX and main score of the benchmark."""
+        return self.loader.metadata
+
+    def __getitem__(self, index: Any) -> Any:
+        return self.cases[index]
+
+    def __len__(self) -> int:
+        return len(self.cases)
+
+    def __iter__(self) -> Iterator[Case]:
+        return iter(self.cases)
+
+
+def _data_root(benchmark: str, data: str | Path | None) -> Path:
+    """``data``, or the benchmark's copy in the data home (``spotdiff data fetch``)."""
+    return resolve_data(get_benchmark(benchmark).name, data)
+
+
+def load_benchmark(
+    name: str, data: str | Path | None = None, *, subset: str | None = None, limit: int | None = None, **options: Any
+) -> LoadedBenchmark:
+    """Read a benchmark's cases (``spotdiff benchmarks`` lists the names and their data layouts).
+
+    Args:
+        name: the benchmark name.
+        data: its data folder (default: its ``spotdiff data fetch`` copy in the data home).
+        subset: one subset only; limit: the first ``limit`` cases only.
+        options: loader options (the ``-o KEY=VALUE`` of ``spotdiff eval``, e.g. ``images=PATH``).
+    """
+    bench_cls = get_benchmark(name)
+    loader = bench_cls(_data_root(name, data), **options)
+    loader.check_subset(subset)
+    cases = loader.load(subset, limit)
+    return LoadedBenchmark(bench_cls.name, loader, cases, loader.report)
+
+
+@dataclass
+class Result:
+    """One evaluation: what ``spotdiff eval`` prints, writes and records.
+
+    Attributes:
+        run_id: the run's id in the run store (None with ``use_store=False``).
+        metrics: ``{"all": {metric: value, metric_ci95: [lo, hi]}, "<subset>": {...}}`` in percent.
+        cases: per case ``{"id", "subset", "tags", "scores", "units": [{"unit", <metric>: outcome}]}``.
+        model, benchmark, protocol: what was evaluated; n_cases: how many cases.
+        model_identity: spec, class, config and weight digests; load_report: records read and skipped.
+    """
+
+    run_id: str | None
+    metrics: dict[str, dict[str, Any]]
+    cases: list[dict]
+    model: str
+    benchmark: str
+    protocol: str
+    n_cases: int
+    model_identity: dict
+    load_report: dict
+
+    def to_pandas(self) -> Any:
+        """One row per unit (a case, or one query of a multi-query case): ``case``, ``unit``,
+        ``subset``, each metric's outcome (1.0 correct, 0.0 wrong, NaN undefined) and the case's tags."""
+        import pandas as pd
+
+        rows = []
+        for case in self.cases:
+            for unit in case["units"]:
+                row = {"case": case["id"], "subset": case["subset"], **unit}
+                row.update({k: v for k, v in case["tags"].items() if k not in row})
+                rows.append(row)
+        return pd.DataFrame(rows)
+
+
+def evaluate(model: str | Scorer, benchmark: str, data: str | Path | None = None, **config: Any) -> Result:
+    """Evaluate ``model`` on ``benchmark``: the run ``spotdiff eval`` would make, returned as a :class:`Result`.
+
+    Args:
+        model: a model spec, or a scorer from :func:`load_model` (not reloaded).
+        benchmark: a benchmark name.
+        data: its data folder (default: its ``spotdiff data fetch`` copy in the data home).
+        config: any ``spotdiff eval`` setting by its :class:`~spotdiff.diagnose.runner.EvalConfig`
+            name: ``subset``, ``protocol`` (default: the benchmark's first protocol the model
+            serves), ``out``, ``batch_size``, ``device``, ``dtype``, ``limit``, ``cache`` (default
+            the persistent cache; None for none), ``seed``, ``store``, ``use_store``, ``n_boot``,
+            ``progress``, ``options`` (loader options).
+    """
+    unknown = set(config) - _CONFIG_FIELDS
+    if unknown:
+        raise ConfigError(f"unknown evaluate() settings {sorted(unknown)}; known: {sorted(_CONFIG_FIELDS)}")
+    config.setdefault("cache", default_cache_dir())
+    for key in ("out", "cache", "store"):
+        if config.get(key) is not None:
+            config[key] = Path(config[key])
+    scorer = model if isinstance(model, Scorer) else None
+    spec = scorer.spec if scorer is not None else str(model)
+    cfg = EvalConfig(model=spec, benchmark=benchmark, data=_data_root(benchmark, data), keep_cases=True, **config)
+    if scorer is not None and "batch_size" in config:
+        scorer.options.batch_size = cfg.batch_size
+    out: EvalResult = run_eval(cfg, scorer=scorer)
+    return Result(
+        run_id=out.run_id,
+        metrics=out.metrics,
+        cases=out.cases or [],
+        model=spec,
+        benchmark=benchmark,
+        protocol=out.protocol,
+        n_cases=out.n_cases,
+        model_identity=out.model_identity,
+        load_report=out.load_report,
+    )
+
+
+@dataclass
+class GridCell:
+    """One (model, benchmark) cell of a grid: its result, or why it could not run."""
+
+    model: str
+    benchmark: str
+    result: Result | None = None
+    error: str | None = None
+
+
+@dataclass
+class Grid:
+    """Every model on every benchmark (:func:`evaluate_grid`), one run per cell."""
+
+    models: list[str]
+    benchmarks: list[str]
+    cells: list[GridCell]
+
+    def cell(self, model: str, benchmark: str) -> GridCell:
+        return next(c for c in self.cells if c.model == model and c.benchmark == benchmark)
+
+    @property
+    def run_ids(self) -> list[str]:
+        return [c.result.run_id for c in self.cells if c.result is not None and c.result.run_id]
+
+    @property
+    def failed(self) -> list[GridCell]:
+        return [c for c in self.cells if c.error is not None]
+
+    def table(self) -> tuple[list[str], list[list[str]]]:
+        """Header and rows: one row per model, one column per benchmark with its main metric over
+        ``all`` (the benchmark's declared main score when the protocol used is the one it names, else
+        the protocol's first metric) as ``value [lo, hi]``; a cell that did not run shows ``n/a``."""
+        header = ["model"]
+        metric_of: dict[str, str] = {}
+        for b in self.benchmarks:
+            done = [c.result for c in self.cells if c.benchmark == b and c.result is not None]
+            main_protocol, main_metric = get_benchmark(b).metadata.main_score
+            metric = main_metric
+            if done and done[0].protocol != main_protocol:
+                metric = next(iter(done[0].metrics["all"]))
+            metric_of[b] = metric
+            header.append(f"{b} {metric}")
+        rows = []
+        for m in self.models:
+            row = [m]
+            for b in self.benchmarks:
+                c = self.cell(m, b)
+                if c.result is None:
+                    row.append("n/a")
+                    continue
+                entry = c.result.metrics["all"]
+                value, ci = entry.get(metric_of[b]), entry.get(f"{metric_of[b]}_ci95")
+                text = "-" if value is None else f"{value:.2f}"
+                if ci and ci[0] is not None:
+                    text += f" [{ci[0]:.2f}, {ci[1]:.2f}]"
+                row.append(text)
+            rows.append(row)
+        return header, rows
+
+
+def evaluate_grid(
+    models: Sequence[str | Scorer],
+    benchmarks: Sequence[str],
+    data: dict[str, str | Path],
+    *,
+    out: str | Path | None = None,
+    **config: Any,
+) -> Grid:
+    """Evaluate every model on every benchmark, each cell its own run (shared cache, each model
+    loaded once). A cell that cannot run (the model cannot serve the benchmark's protocols, its data
+    is missing) records its error and the others go on.
+
+    Args:
+        models: model specs or loaded scorers; benchmarks: benchmark names.
+        data: benchmark name -> its data folder (a missing one: the data home's copy).
+        out: when given, cell outputs go to ``out/<model>/<benchmark>/``.
+        config: settings for every cell, as for :func:`evaluate`.
+    """
+    cells: list[GridCell] = []
+    names: list[str] = []
+    for model in models:
+        spec = model.spec if isinstance(model, Scorer) else str(model)
+        names.append(spec)
+        scorer: Scorer | None = model if isinstance(model, Scorer) else None
+        load_error: str | None = None
+        for bench in benchmarks:
+            cell = GridCell(spec, bench, error=load_error)
+            cells.append(cell)
+            if load_error:
+                continue
+            try:
+                if scorer is None:
+                    try:
+                        scorer = load_model(spec, **{k: config[k] for k in _SCORER_FIELDS if k in config})
+                    except SpotdiffError as exc:
+                        load_error = cell.error = f"{type(exc).__name__}: {exc}"
+                        log.warning("%s cannot be loaded: %s", spec, load_error)
+                        continue
+                cell_out = None if out is None else Path(out) / _slug(spec) / bench
+                cell.result = evaluate(scorer, bench, data.get(bench), out=cell_out, **config)
+            except SpotdiffError as exc:
+                cell.error = f"{type(exc).__name__}: {exc}"
+                log.warning("%s on %s did not run: %s", spec, bench, cell.error)
+    return Grid(names, list(benchmarks), cells)
+
+
+def _slug(text: str) -> str:
+    return re.sub(r"[^A-Za-z0-9._-]+", "_", text).strip("_") or "model"

@@ -1,0 +1,70 @@
+"""Reading hub parquet layouts row by row, with image cells turned into lazy :class:`ParquetImage` s.
+
+Rows are streamed in small batches (``pyarrow.parquet.ParquetFile.iter_batches``, without pyarrow's
+pre-buffering, which reads ahead and keeps the column chunks it has read): each image cell's bytes are
+hashed as they pass and dropped, so a loader holds about one row group of images at a time, never the
+column. Missing columns and empty cells are DataErrors naming the file, the row and the column.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Iterable, Iterator
+from pathlib import Path
+from typing import Any
+
+from spotdiff.cases import ParquetImage, cell_image_bytes
+from spotdiff.errors import DataError
+
+BATCH = 32
+
+
+def find_parquet(root: Path, patterns: Iterable[str], *, what: str) -> list[Path]:
+    """The parquet files matching the first of ``patterns`` (globs below ``root``) that matches any; sorted."""
+    patterns = tuple(patterns)
+    if root.is_file() and root.suffix == ".parquet":
+        return [root]
+    for pattern in patterns:
+        files = sorted(p for p in root.glob(pattern) if p.is_file())
+        if files:
+            return files
+    raise DataError(f"no {what} parquet files in {root}; looked for {', '.join(patterns)}")
+
+
+def iter_rows(
+    files: list[Path], columns: Iterable[str], image_columns: Iterable[str] = ()
+) -> Iterator[tuple[Path, int, dict[str, Any]]]:
+    """Yield ``(file, row index in the file, {column: value})``; image columns hold ParquetImage refs.
+
+    Columns listed in ``columns`` may be absent from a file only if their name starts with ``?``
+    (optional; the value is then None).
+    """
+    import pyarrow.parquet as pq
+
+    wanted = [c.lstrip("?") for c in columns]
+    optional = {c.lstrip("?") for c in columns if c.startswith("?")}
+    images = tuple(image_columns)
+    for path in files:
+        try:
+            # no pre-buffering: pyarrow would otherwise keep reading ahead and hold the file's columns
+            pf = pq.ParquetFile(path, pre_buffer=False, buffer_size=1 << 20)
+        except (OSError, ValueError) as exc:
+            raise DataError(f"cannot read parquet file: {exc}", file=path) from exc
+        names = set(pf.schema_arrow.names)
+        for column in (*wanted, *images):
+            if column not in names and column not in optional:
+                raise DataError(f"missing column (columns: {', '.join(sorted(names))})", file=path, field=column)
+        present = [c for c in dict.fromkeys((*wanted, *images)) if c in names]
+        row = 0
+        for batch in pf.iter_batches(batch_size=BATCH, columns=present):
+            data = batch.to_pydict()
+            for i in range(batch.num_rows):
+                record: dict[str, Any] = {c: None for c in optional}
+                for column in present:
+                    value = data[column][i]
+                    if column in images:
+                        raw = cell_image_bytes(value, where=f"{path} row {row} column {column!r}")
+                        value = ParquetImage(path, row, column, hashlib.sha256(raw).hexdigest())
+                    record[column] = value
+                yield path, row, record
+                row += 1

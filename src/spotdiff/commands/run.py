@@ -1,0 +1,59 @@
+"""``spotdiff run PLAN.yaml``: a study as a file of stages of ordinary spotdiff commands.
+
+The stages run in dependency order, independent ones in parallel up to ``--workers``; each is
+skipped when its fingerprint and outputs are unchanged, and printed as the command it runs. The plan
+format: :mod:`spotdiff.plans.file`. ``spotdiff demo --plan`` prints the demo as such a file.
+"""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+from spotdiff.errors import ConfigError
+from spotdiff.plans import Runner, preload, write_commands
+from spotdiff.plans.file import load_plan
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    p = subparsers.add_parser(
+        "run",
+        help="run a study: a YAML plan of spotdiff commands (resumable)",
+        description="Run the stages of PLAN (YAML: name, vars, store, stages of `run` commands with their "
+        "`outputs` and the stages they run `after`) in dependency order, independent ones in parallel; a stage "
+        "whose commands, inputs and outputs are unchanged is skipped. Commands run in --out.",
+    )
+    p.add_argument("plan", type=Path, help="the plan file (YAML)")
+    p.add_argument("--out", type=Path, help="the folder the commands run in (default: the plan file's folder)")
+    p.add_argument("--workers", type=int, default=2, help="stages run at a time (default 2)")
+    p.add_argument(
+        "--set", action="append", default=[], metavar="KEY=VALUE", help="override one of the plan's vars (repeatable)"
+    )
+    p.add_argument("--dry-run", action="store_true", help="print the commands in order, run nothing")
+    p.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    from spotdiff.commands import main
+
+    overrides = {}
+    for item in args.set:
+        key, sep, value = item.partition("=")
+        if not sep or not key:
+            raise ConfigError(f"--set expects KEY=VALUE, got {item!r}")
+        overrides[key] = value
+    plan = load_plan(args.plan, overrides)
+    out = (args.out or args.plan.resolve().parent).resolve()
+    out.mkdir(parents=True, exist_ok=True)
+    title = f"The commands of plan {plan.name!r}, in order."
+    script = write_commands(plan.stages, out / "plan_commands.sh", title=title)
+    if args.dry_run:
+        print(script.read_text(encoding="utf-8"), end="")
+        return 0
+    print(f"spotdiff run {args.plan} -> {out} ({len(plan.stages)} stages, {args.workers} at a time)")
+    preload()
+    runner = Runner(out, plan.stages, run_command=main, workers=args.workers, store=plan.store)
+    runner.run()
+    done = [name for name in runner.order if name not in runner.skipped]
+    print(f"{runner.stamp()} plan {plan.name!r}: {len(done)} stages ran, {len(runner.skipped)} up to date")
+    return 0

@@ -1,0 +1,156 @@
+"""Plan files: a study as YAML stages of ordinary ``spotdiff`` commands (``spotdiff run PLAN.yaml``).
+
+.. code-block:: yaml
+
+    name: hard negatives against plain fine-tuning
+    vars: {seed: 0, steps: 300}          # {name} in a command is replaced; `--set steps=50` overrides
+    store: runs.sqlite                    # the run store the stages record into (relative to the plan's folder)
+    stages:
+      - name: synth-spec
+        title: SPEC candidate sets
+        run: synth spec --out data/spec --n 50 --seed {seed}
+        outputs: [data/spec]
+      - name: train-hn
+        after: [synth-spec]               # the stages that must finish first
+        run:                              # one command, or a list run in order
+          - train --from-config small --cases spec=data/spec --loss spec-hn --steps {steps} --out models/hn
+        outputs: [models/hn]
+
+Commands are ``spotdiff`` command lines without the leading ``spotdiff``, run in the plan's working
+folder. A stage is skipped when its fingerprint (its commands after substitution, its ``params``, the
+spotdiff version and the fingerprints of the stages it runs after) and its outputs are unchanged
+(:class:`spotdiff.plans.runner.Runner`). Every error names the file, the stage and the field.
+"""
+
+from __future__ import annotations
+
+import re
+import shlex
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from spotdiff.errors import DataError
+from spotdiff.plans.runner import Stage
+
+_KEYS = {"name", "title", "run", "outputs", "after", "params"}
+_TOP = {"name", "vars", "store", "stages"}
+_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
+
+
+@dataclass
+class Plan:
+    """A parsed plan: its stages in dependency order, the run store they record into, its variables."""
+
+    name: str
+    stages: list[Stage]
+    store: str = "runs.sqlite"
+    vars: dict[str, Any] = field(default_factory=dict)
+
+
+def parse_plan(text: str, *, source: str = "<plan>", overrides: Mapping[str, str] | None = None) -> Plan:
+    """Parse and check a plan (see the module docstring); ``overrides`` replace ``vars`` values."""
+    try:
+        doc = yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        raise DataError(f"not valid YAML: {exc}", file=source) from exc
+    if not isinstance(doc, dict):
+        raise DataError("a plan is a mapping with a 'stages' list", file=source)
+    unknown = set(doc) - _TOP
+    if unknown:
+        raise DataError(f"unknown keys {sorted(unknown)}; a plan has {sorted(_TOP)}", file=source)
+    variables = dict(doc.get("vars") or {})
+    if not isinstance(doc.get("vars") or {}, dict):
+        raise DataError("must be a mapping of names to values", file=source, field="vars")
+    for key, value in (overrides or {}).items():
+        if key not in variables:
+            raise DataError(f"--set {key}: the plan has no variable {key!r} (it has {sorted(variables)})", file=source)
+        variables[key] = type(variables[key])(value) if isinstance(variables[key], (int, float)) else value
+    raw = doc.get("stages")
+    if not isinstance(raw, list) or not raw:
+        raise DataError("must be a non-empty list of stages", file=source, field="stages")
+    stages: list[Stage] = []
+    seen: set[str] = set()
+    for k, item in enumerate(raw):
+        stage = _stage(item, k, source, variables)
+        if stage.name in seen:
+            raise DataError("two stages have this name", file=source, record=stage.name, field="name")
+        missing = [d for d in stage.deps if d not in seen]
+        if missing:
+            raise DataError(
+                f"runs after {missing}, which are not stages listed before it", file=source, record=stage.name,
+                field="after",
+            )  # fmt: skip
+        seen.add(stage.name)
+        stages.append(stage)
+    return Plan(str(doc.get("name") or Path(source).stem), stages, str(doc.get("store") or "runs.sqlite"), variables)
+
+
+def load_plan(path: str | Path, overrides: Mapping[str, str] | None = None) -> Plan:
+    """Read and parse a plan file."""
+    path = Path(path)
+    try:
+        text = path.read_text(encoding="utf-8")
+    except OSError as exc:
+        raise DataError(f"cannot read the plan: {exc}", file=path) from exc
+    return parse_plan(text, source=str(path), overrides=overrides)
+
+
+def _stage(item: Any, index: int, source: str, variables: Mapping[str, Any]) -> Stage:
+    record = f"stage {index + 1}"
+    if not isinstance(item, dict):
+        raise DataError("a stage is a mapping (name, run, outputs, after, title, params)", file=source, record=record)
+    unknown = set(item) - _KEYS
+    if unknown:
+        raise DataError(f"unknown keys {sorted(unknown)}; a stage has {sorted(_KEYS)}", file=source, record=record)
+    name = item.get("name")
+    if not isinstance(name, str) or not _NAME.match(name):
+        raise DataError("a stage needs a name of letters, digits, '.', '_' or '-'", file=source, record=record,
+                        field="name")  # fmt: skip
+    run = item.get("run")
+    lines = [run] if isinstance(run, str) else run
+    if not isinstance(lines, list) or not lines or not all(isinstance(x, str) and x.strip() for x in lines):
+        raise DataError("one command or a list of commands", file=source, record=name, field="run")
+    commands = [shlex.split(_substitute(line, variables, source, name)) for line in lines]
+    outputs = item.get("outputs") or []
+    after = item.get("after") or []
+    for key, value in (("outputs", outputs), ("after", after)):
+        if not isinstance(value, list) or not all(isinstance(x, str) for x in value):
+            raise DataError("a list of strings", file=source, record=name, field=key)
+    params = item.get("params") or {}
+    if not isinstance(params, dict):
+        raise DataError("a mapping", file=source, record=name, field="params")
+    title = str(item.get("title") or " ".join(commands[0][:2]))
+    return Stage(name, title, commands, list(outputs), deps=tuple(after), params=dict(params))
+
+
+def _substitute(line: str, variables: Mapping[str, Any], source: str, stage: str) -> str:
+    try:
+        return line.format_map(dict(variables))
+    except KeyError as exc:
+        raise DataError(f"uses the undefined variable {exc.args[0]!r}", file=source, record=stage, field="run") from exc
+    except (ValueError, IndexError) as exc:
+        raise DataError(f"bad {{variable}} in {line!r}: {exc}", file=source, record=stage, field="run") from exc
+
+
+def dump_plan(name: str, stages: Sequence[Stage], *, store: str = "runs.sqlite") -> str:
+    """A plan file with these stages (commands written out, no variables), for a user to copy and edit."""
+    doc = {
+        "name": name,
+        "store": store,
+        "stages": [
+            {
+                "name": st.name,
+                "title": st.title,
+                **({"after": list(st.deps)} if st.deps else {}),
+                "run": [shlex.join(c) for c in st.commands] if len(st.commands) > 1 else shlex.join(st.commands[0]),
+                "outputs": list(st.outputs),
+                **({"params": dict(st.params)} if st.params else {}),
+            }
+            for st in stages
+        ],
+    }
+    return yaml.safe_dump(doc, sort_keys=False, width=120, allow_unicode=True)

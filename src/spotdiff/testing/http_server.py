@@ -1,0 +1,165 @@
+"""A plain HTTP file server on the loopback address, with Range requests and a way to drop a transfer.
+
+It stands in for the hosts of benchmark files (raw.githubusercontent.com, images.cocodataset.org,
+...) through ``SPOTDIFF_URL_MIRROR``: a URL ``https://H/P`` is served from path ``/H/P``. Tests add
+content with :meth:`FileServer.add` (bytes or a file on disk), can make the next transfers of a path
+stop after some bytes (:meth:`FileServer.drop_after`), and read every request made
+(:attr:`FileServer.requests`) to check, for example, that a download resumed with a Range header.
+
+    with FileServer() as server:
+        server.add("/raw.githubusercontent.com/a/b/c.json", b"{}")
+        os.environ["SPOTDIFF_URL_MIRROR"] = server.url
+"""
+
+from __future__ import annotations
+
+import re
+import socket
+import threading
+from dataclasses import dataclass
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from urllib.parse import unquote, urlsplit
+
+_RANGE = re.compile(r"bytes=(\d+)-(\d*)$")
+
+
+@dataclass(frozen=True)
+class Request:
+    """One request as the server saw it (header names in lower case)."""
+
+    method: str
+    path: str
+    headers: dict[str, str]
+
+
+def send_bytes(handler: BaseHTTPRequestHandler, data: bytes, headers: dict[str, str] | None = None,
+               content_type: str = "application/octet-stream", drop_after: int | None = None) -> None:
+    """Answer ``handler``'s GET or HEAD with ``data``, honouring a ``Range: bytes=N-[M]`` header.
+
+    ``drop_after``: announce the full length but close the connection after that many body bytes.
+    """
+    total = len(data)
+    start, end, status = 0, total - 1, 200
+    match = _RANGE.match(handler.headers.get("Range", "").strip())
+    if match:
+        start = int(match.group(1))
+        end = min(int(match.group(2)), total - 1) if match.group(2) else total - 1
+        if start >= total:
+            handler.send_response(416)
+            handler.send_header("Content-Range", f"bytes */{total}")
+            handler.send_header("Content-Length", "0")
+            handler.end_headers()
+            return
+        status = 206
+    body = data[start : end + 1]
+    handler.send_response(status)
+    handler.send_header("Content-Type", content_type)
+    handler.send_header("Content-Length", str(len(body)))
+    handler.send_header("Accept-Ranges", "bytes")
+    if status == 206:
+        handler.send_header("Content-Range", f"bytes {start}-{end}/{total}")
+    for key, value in (headers or {}).items():
+        handler.send_header(key, value)
+    handler.end_headers()
+    if handler.command == "HEAD":
+        return
+    if drop_after is not None and drop_after < len(body):
+        handler.wfile.write(body[:drop_after])
+        handler.wfile.flush()
+        handler.close_connection = True
+        handler.connection.shutdown(socket.SHUT_RDWR)
+        return
+    handler.wfile.write(body)
+
+
+class LoopbackServer:
+    """A threaded HTTP server on 127.0.0.1 (a free port), run in a background thread while in a ``with``."""
+
+    def __init__(self) -> None:
+        self.requests: list[Request] = []
+        self._lock = threading.Lock()
+        server = self
+
+        class Handler(BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"
+
+            def log_message(self, format: str, *args: object) -> None:  # quiet
+                return
+
+            def _dispatch(self) -> None:
+                with server._lock:
+                    headers = {k.lower(): v for k, v in self.headers.items()}
+                    server.requests.append(Request(self.command, self.path, headers))
+                server.handle(self)
+
+            do_GET = do_HEAD = do_POST = _dispatch
+
+        self._httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self._httpd.daemon_threads = True
+        self._thread: threading.Thread | None = None
+
+    @property
+    def url(self) -> str:
+        host, port = self._httpd.server_address[:2]
+        return f"http://{host}:{port}"
+
+    def handle(self, handler: BaseHTTPRequestHandler) -> None:
+        raise NotImplementedError
+
+    def requests_for(self, path: str) -> list[Request]:
+        with self._lock:
+            return [r for r in self.requests if urlsplit(r.path).path == path]
+
+    def __enter__(self) -> LoopbackServer:
+        self._thread = threading.Thread(target=self._httpd.serve_forever, kwargs={"poll_interval": 0.02}, daemon=True)
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._httpd.shutdown()
+        self._httpd.server_close()
+        if self._thread is not None:
+            self._thread.join()
+
+
+class FileServer(LoopbackServer):
+    """Serves registered paths (GET / HEAD, with Range); anything else is a 404."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self._files: dict[str, tuple[bytes | Path, str]] = {}
+        self._drops: dict[str, list[int]] = {}
+
+    def add(self, path: str, content: bytes | str | Path, content_type: str = "application/octet-stream") -> str:
+        """Serve ``content`` (bytes, or a file read at request time) at ``path``; return its URL here."""
+        if isinstance(content, str):
+            content = content.encode()
+        self._files["/" + path.lstrip("/")] = (content, content_type)
+        return self.url + "/" + path.lstrip("/")
+
+    def add_url(self, url: str, content: bytes | str | Path, content_type: str = "application/octet-stream") -> str:
+        """Serve ``content`` where ``SPOTDIFF_URL_MIRROR`` maps ``url`` (``https://H/P`` -> ``/H/P``)."""
+        parts = urlsplit(url)
+        return self.add(f"{parts.netloc}{parts.path}", content, content_type)
+
+    def drop_after(self, path: str, n_bytes: int, times: int = 1) -> None:
+        """The next ``times`` GETs of ``path`` close the connection after ``n_bytes`` body bytes."""
+        self._drops.setdefault("/" + path.lstrip("/"), []).extend([n_bytes] * times)
+
+    def handle(self, handler: BaseHTTPRequestHandler) -> None:
+        path = unquote(urlsplit(handler.path).path)
+        entry = self._files.get(path)
+        if entry is None:
+            body = b"not found"
+            handler.send_response(404)
+            handler.send_header("Content-Length", str(len(body)))
+            handler.end_headers()
+            if handler.command != "HEAD":
+                handler.wfile.write(body)
+            return
+        content, content_type = entry
+        data = content.read_bytes() if isinstance(content, Path) else content
+        drops = self._drops.get(path)
+        drop = drops.pop(0) if drops and handler.command == "GET" else None
+        send_bytes(handler, data, content_type=content_type, drop_after=drop)

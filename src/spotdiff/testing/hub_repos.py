@@ -1,0 +1,123 @@
+"""Small hub repositories in the real layouts, for :class:`~spotdiff.testing.hub_server.HubServer`.
+
+Each builder returns ``{path in the repository: bytes}``:
+
+* :func:`winoground_repo`: ``data/test-00000-of-00001.parquet`` with Winoground's columns, the images
+  as ``Image`` structs (``bytes`` = a PNG, ``path``), several row groups;
+* :func:`spec_repo`: ``data.zip`` holding a SPEC-format dataset written by :mod:`spotdiff.synth.spec`
+  (six subset folders of ``image2text.json`` / ``text2image.json`` and PNGs) under a ``data/`` folder;
+* :func:`mteb_order_repo` / :func:`mteb_vg_repo`: MTEB's ARO mirrors, ``data/test-00000-of-00001.parquet``
+  with ``images``, ``correct_caption``, ``hard_text_1..4`` (order) or ``image``, ``true_caption``,
+  ``false_caption``, ``relation_name`` / ``attributes`` and ``bbox`` (VG).
+
+Everything is deterministic for a seed; captions use common words so tiny test tokenizers cover them.
+"""
+
+from __future__ import annotations
+
+import io
+import tempfile
+import zipfile
+from pathlib import Path
+
+import numpy as np
+from PIL import Image
+
+_NOUNS = ("dog", "cat", "man", "woman", "horse", "car", "tree", "table", "cup", "ball")
+_RELATIONS = ("on", "under", "near", "behind")
+
+
+def png_bytes(rng: np.random.Generator, size: tuple[int, int] = (40, 32)) -> bytes:
+    """A random RGB PNG of ``size`` (width, height)."""
+    pixels = rng.integers(0, 256, size=(size[1], size[0], 3), dtype=np.uint8)
+    buf = io.BytesIO()
+    Image.fromarray(pixels, mode="RGB").save(buf, format="PNG")
+    return buf.getvalue()
+
+
+def _image_struct(rng: np.random.Generator, name: str) -> dict:
+    return {"bytes": png_bytes(rng), "path": name}
+
+
+def _parquet(columns: dict[str, list], row_group_size: int = 2) -> bytes:
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    buf = io.BytesIO()
+    pq.write_table(pa.table(columns), buf, row_group_size=row_group_size)
+    return buf.getvalue()
+
+
+def winoground_repo(n: int = 6, seed: int = 0) -> dict[str, bytes]:
+    """Winoground's parquet layout; example ``i`` is Object / Relation / Both for ``i % 3`` = 0 / 1 / 2."""
+    rng = np.random.default_rng(seed)
+    tags = (("Object", "Noun", ""), ("Relation", "Verb", "Symbolic"), ("Both", "Adjective-Color", ""))
+    rows: dict[str, list] = {k: [] for k in (
+        "id", "image_0", "image_1", "caption_0", "caption_1", "tag", "secondary_tag", "num_main_preds",
+        "collapsed_tag")}
+    for i in range(n):
+        a, b = rng.choice(_NOUNS, size=2, replace=False)
+        collapsed, tag, secondary = tags[i % 3]
+        rows["id"].append(i)
+        rows["image_0"].append(_image_struct(rng, f"ex_{i}_img_0.png"))
+        rows["image_1"].append(_image_struct(rng, f"ex_{i}_img_1.png"))
+        rows["caption_0"].append(f"the {a} is on the {b}")
+        rows["caption_1"].append(f"the {b} is on the {a}")
+        rows["tag"].append(tag)
+        rows["secondary_tag"].append(secondary)
+        rows["num_main_preds"].append(1 + i % 2)
+        rows["collapsed_tag"].append(collapsed)
+    return {"data/test-00000-of-00001.parquet": _parquet(rows)}
+
+
+def spec_repo(n: int = 1, seed: int = 0, size: int = 32) -> dict[str, bytes]:
+    """``data.zip``: a SPEC dataset from :func:`spotdiff.synth.spec.write_spec`, under ``data/``."""
+    from spotdiff.synth.spec import write_spec
+
+    with tempfile.TemporaryDirectory() as tmp:
+        out = Path(tmp) / "data"
+        write_spec(out, n=n, seed=seed, size=size, cls=False)
+        buf = io.BytesIO()
+        with zipfile.ZipFile(buf, "w", zipfile.ZIP_DEFLATED) as zf:
+            for path in sorted(out.rglob("*")):
+                if path.is_file():
+                    zf.write(path, path.relative_to(Path(tmp)).as_posix())
+    return {"data.zip": buf.getvalue()}
+
+
+def mteb_order_repo(n: int = 6, seed: int = 0) -> dict[str, bytes]:
+    """MTEB's ARO-COCO-order / ARO-Flickr-Order layout; row 0's first hard text equals its true caption."""
+    rng = np.random.default_rng(seed)
+    rows: dict[str, list] = {k: [] for k in ("images", "correct_caption", *(f"hard_text_{j}" for j in range(1, 5)))}
+    for i in range(n):
+        a, b = rng.choice(_NOUNS, size=2, replace=False)
+        true = f"a {a} on a {b}"
+        rows["images"].append(_image_struct(rng, f"{i}.jpg"))
+        rows["correct_caption"].append(true)
+        hard = [f"a {b} on a {a}", f"on a {a} a {b}", f"a on {a} {b} a", f"{b} a on a {a}"]
+        if i == 0:
+            hard[0] = true
+        for j, text in enumerate(hard, start=1):
+            rows[f"hard_text_{j}"].append(text)
+    return {"data/test-00000-of-00001.parquet": _parquet(rows)}
+
+
+def mteb_vg_repo(kind: str = "relation", n: int = 6, seed: int = 0) -> dict[str, bytes]:
+    """MTEB's ARO-Visual-Relation (``kind="relation"``) or -Attribution (``"attribution"``) layout."""
+    rng = np.random.default_rng(seed)
+    rows: dict[str, list] = {k: [] for k in ("image", "true_caption", "false_caption", "bbox")}
+    rows["relation_name" if kind == "relation" else "attributes"] = []
+    for i in range(n):
+        a, b = rng.choice(_NOUNS, size=2, replace=False)
+        rel = _RELATIONS[i % len(_RELATIONS)]
+        rows["image"].append(_image_struct(rng, f"{i}.jpg"))
+        rows["bbox"].append({"x": 2.0, "y": 3.0, "w": 20.0, "h": 16.0})
+        if kind == "relation":
+            rows["true_caption"].append(f"the {a} is {rel} the {b}")
+            rows["false_caption"].append(f"the {b} is {rel} the {a}")
+            rows["relation_name"].append(rel)
+        else:
+            rows["true_caption"].append(f"the red {a} and the white {b}")
+            rows["false_caption"].append(f"the white {a} and the red {b}")
+            rows["attributes"].append(["red", "white"])
+    return {"data/test-00000-of-00001.parquet": _parquet(rows)}

@@ -1,0 +1,210 @@
+"""A loopback server speaking the part of the Hugging Face hub HTTP API that downloads use.
+
+``huggingface_hub.snapshot_download`` and ``hf_hub_download`` (pointed at it with ``HF_ENDPOINT`` /
+``endpoint=``) work against it unchanged. What it answers, as the hub does (read from
+huggingface_hub's ``file_download.py``, ``_snapshot_download.py``, ``hf_api.py`` and
+``utils/_http.py``):
+
+* ``GET /api/{type}s/{repo}/revision/{rev}``: repository info (``sha``, ``siblings``);
+* ``GET /api/{type}s/{repo}/tree/{rev}[/{path}]``: the file listing (``type``, ``path``, ``size``,
+  ``oid``, and ``lfs`` = ``{oid: sha256, size, pointerSize}`` for large files);
+* ``POST /api/{type}s/{repo}/paths-info/{rev}``: the same entries for the listed ``paths``;
+* ``HEAD`` / ``GET /[{type}s/]{repo}/resolve/{rev}/{path}``: the file, with ``X-Repo-Commit``, ``ETag``
+  (the git blob id, or the sha256 for LFS files, also as ``X-Linked-Etag`` / ``X-Linked-Size``),
+  ``Content-Length`` and Range support;
+* gated repositories: ``401`` without a token and ``403`` with one that has not been granted, both with
+  ``X-Error-Code: GatedRepo``; unknown repositories, revisions and files: ``RepoNotFound``,
+  ``RevisionNotFound``, ``EntryNotFound``.
+
+Repositories are added with :meth:`HubServer.add_repo`; the served commit id is whatever revision the
+test declares (hub commit ids are 40 hex digits; any id given is accepted as the one commit).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from http.server import BaseHTTPRequestHandler
+from urllib.parse import parse_qs, unquote, urlsplit
+
+from spotdiff.testing.http_server import LoopbackServer, send_bytes
+
+#: Files at least this large are served as LFS files (sha256 ETag and ``lfs`` listing), as on the hub.
+LFS_THRESHOLD = 1024
+
+
+def git_blob_id(data: bytes) -> str:
+    return hashlib.sha1(b"blob %d\0" % len(data) + data, usedforsecurity=False).hexdigest()
+
+
+@dataclass
+class Repo:
+    repo_id: str
+    repo_type: str
+    revision: str
+    files: dict[str, bytes]
+    gated: bool = False
+    granted_tokens: set[str] = field(default_factory=set)
+
+    def entry(self, path: str) -> dict:
+        data = self.files[path]
+        info = {"type": "file", "path": path, "size": len(data), "oid": git_blob_id(data)}
+        if len(data) >= LFS_THRESHOLD:
+            sha = hashlib.sha256(data).hexdigest()
+            pointer = f"version https://git-lfs.github.com/spec/v1\noid sha256:{sha}\nsize {len(data)}\n".encode()
+            info.update(oid=git_blob_id(pointer), lfs={"oid": sha, "size": len(data), "pointerSize": len(pointer)})
+        return info
+
+
+class HubServer(LoopbackServer):
+    """See the module docstring. ``HF_ENDPOINT`` for it is :attr:`url`."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.repos: dict[tuple[str, str], Repo] = {}
+
+    def add_repo(self, repo_id: str, files: dict[str, bytes], *, revision: str, repo_type: str = "dataset",
+                 gated: bool = False, granted_tokens: tuple[str, ...] = ()) -> Repo:
+        repo = Repo(repo_id, repo_type, revision, dict(files), gated, set(granted_tokens))
+        self.repos[(repo_type, repo_id)] = repo
+        return repo
+
+    # ------------------------------------------------------------------------------------------
+    def _error(self, handler: BaseHTTPRequestHandler, status: int, code: str, message: str,
+               commit: str | None = None) -> None:
+        body = json.dumps({"error": message}).encode()
+        handler.send_response(status)
+        handler.send_header("Content-Type", "application/json")
+        handler.send_header("Content-Length", str(len(body)))
+        handler.send_header("X-Error-Code", code)
+        handler.send_header("X-Error-Message", message)
+        if commit:
+            handler.send_header("X-Repo-Commit", commit)
+        handler.end_headers()
+        if handler.command != "HEAD":
+            handler.wfile.write(body)
+
+    def _json(self, handler: BaseHTTPRequestHandler, payload: object) -> None:
+        send_bytes(handler, json.dumps(payload).encode(), content_type="application/json")
+
+    def _find(self, repo_type: str, rest: str) -> tuple[Repo, str] | None:
+        """The repository whose id starts ``rest`` ("namespace/name/..."), and what follows it."""
+        parts = rest.split("/")
+        for n in (2, 1):
+            repo = self.repos.get((repo_type, "/".join(parts[:n])))
+            if repo is not None:
+                return repo, "/".join(parts[n:])
+        return None
+
+    def _allowed(self, handler: BaseHTTPRequestHandler, repo: Repo) -> bool:
+        if not repo.gated:
+            return True
+        auth = handler.headers.get("Authorization", "")
+        token = auth.removeprefix("Bearer ").strip() if auth.startswith("Bearer ") else ""
+        if token in repo.granted_tokens:
+            return True
+        if token:
+            self._error(handler, 403, "GatedRepo", f"Access to dataset {repo.repo_id} is restricted and you are "
+                        "not in the authorized list. Visit the dataset page to ask for access.")
+        else:
+            self._error(handler, 401, "GatedRepo", f"Access to dataset {repo.repo_id} is restricted. You must "
+                        "have access to it and be authenticated to access it. Please log in.")
+        return False
+
+    def handle(self, handler: BaseHTTPRequestHandler) -> None:
+        url = urlsplit(handler.path)
+        path = unquote(url.path)
+        if handler.command == "POST":
+            length = int(handler.headers.get("Content-Length") or 0)
+            form = parse_qs(handler.rfile.read(length).decode()) if length else {}
+        else:
+            form = {}
+        if path.startswith("/api/"):
+            head, _, rest = path[len("/api/"):].partition("/")
+            repo_type = head.removesuffix("s")
+            found = self._find(repo_type, rest)
+            if found is None:
+                return self._error(handler, 401, "RepoNotFound", "Repository not found")
+            repo, tail = found
+            if not self._allowed(handler, repo):
+                return None
+            action, _, tail = tail.partition("/")
+            revision, _, sub = tail.partition("/")
+            if revision not in (repo.revision, "main"):
+                return self._error(handler, 404, "RevisionNotFound", f"Invalid rev id: {revision}")
+            if action == "revision":
+                return self._json(handler, {
+                    "id": repo.repo_id, "sha": repo.revision, "private": False, "gated": repo.gated,
+                    "siblings": [{"rfilename": p} for p in sorted(repo.files)],
+                })
+            if action == "tree":
+                prefix = sub.rstrip("/") + "/" if sub else ""
+                return self._json(handler, [repo.entry(p) for p in sorted(repo.files) if p.startswith(prefix)])
+            if action == "paths-info":
+                wanted = form.get("paths", [])
+                return self._json(handler, [repo.entry(p) for p in wanted if p in repo.files])
+            return self._error(handler, 404, "NotFound", f"unknown API {action!r}")
+        # /{type}s/{repo}/resolve/{rev}/{file} (models have no prefix)
+        repo_type, rest = "model", path.lstrip("/")
+        for kind in ("dataset", "space"):
+            if rest.startswith(f"{kind}s/"):
+                repo_type, rest = kind, rest[len(kind) + 2:]
+        found = self._find(repo_type, rest)
+        if found is None:
+            return self._error(handler, 401, "RepoNotFound", "Repository not found")
+        repo, tail = found
+        action, _, tail = tail.partition("/")
+        revision, _, filename = tail.partition("/")
+        if action != "resolve":
+            return self._error(handler, 404, "NotFound", "not a resolve URL")
+        if not self._allowed(handler, repo):
+            return None
+        if revision not in (repo.revision, "main"):
+            return self._error(handler, 404, "RevisionNotFound", f"Invalid rev id: {revision}")
+        if filename not in repo.files:
+            return self._error(handler, 404, "EntryNotFound", f"{filename} does not exist", repo.revision)
+        entry = repo.entry(filename)
+        headers = {"X-Repo-Commit": repo.revision}
+        if "lfs" in entry:
+            etag = entry["lfs"]["oid"]
+            headers.update({"ETag": f'"{etag}"', "X-Linked-Etag": f'"{etag}"', "X-Linked-Size": str(entry["size"])})
+        else:
+            headers["ETag"] = f'"{entry["oid"]}"'
+        send_bytes(handler, repo.files[filename], headers)
+        return None
+
+
+@contextmanager
+def hub_environment(endpoint: str, *, offline: bool = False) -> Iterator[None]:
+    """Make this process behave as if started with ``HF_ENDPOINT=endpoint`` (and ``HF_HUB_OFFLINE``).
+
+    huggingface_hub reads both when it is imported (``constants.ENDPOINT``, the resolve URL template,
+    ``constants.HF_HUB_OFFLINE``); a test process imported it long before, so the values it would have
+    computed are set here, and restored on exit. Every request huggingface_hub makes (downloads, and
+    its agent-registry lookup at ``{ENDPOINT}/api/agent-harnesses``) then goes to ``endpoint``.
+    """
+    from huggingface_hub import constants
+
+    saved_env = {k: os.environ.get(k) for k in ("HF_ENDPOINT", "HF_HUB_OFFLINE")}
+    saved = (constants.ENDPOINT, constants.HUGGINGFACE_CO_URL_TEMPLATE, constants.HF_HUB_OFFLINE)
+    os.environ["HF_ENDPOINT"] = endpoint
+    if offline:
+        os.environ["HF_HUB_OFFLINE"] = "1"
+    else:
+        os.environ.pop("HF_HUB_OFFLINE", None)
+    constants.ENDPOINT = endpoint.rstrip("/")
+    constants.HUGGINGFACE_CO_URL_TEMPLATE = constants.ENDPOINT + "/{repo_id}/resolve/{revision}/{filename}"
+    constants.HF_HUB_OFFLINE = offline
+    try:
+        yield
+    finally:
+        constants.ENDPOINT, constants.HUGGINGFACE_CO_URL_TEMPLATE, constants.HF_HUB_OFFLINE = saved
+        for key, value in saved_env.items():
+            if value is None:
+                os.environ.pop(key, None)
+            else:
+                os.environ[key] = value
