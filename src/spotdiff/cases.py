@@ -276,26 +276,37 @@ class PILImage(ImageRef):
 class NoiseImage(ImageRef):
     """A Gaussian-noise "null" image, deterministic for its seed (VisualGPTScore Sec. 4).
 
-    Pixels are drawn in [0, 1] units as ``N(mean, std)``, clipped, and quantised to uint8.
+    Values are drawn as ``N(mean, std)`` per pixel and channel. Without ``normalization`` they are
+    [0, 1] intensities; with ``normalization = (channel means, channel stds)`` (an image processor's
+    ``image_mean`` / ``image_std``) they are values of the model's normalised input, mapped back to
+    intensities as ``value * std_c + mean_c``, so that the processor's normalisation returns them.
+    Either way the intensities are clipped to [0, 1] and quantised to uint8.
     """
 
     seed: int
     size: tuple[int, int] = (224, 224)
     mean: float = 0.5
     std: float = 0.25
+    normalization: tuple[tuple[float, float, float], tuple[float, float, float]] | None = None
 
     @property
     def key(self) -> str:  # type: ignore[override]
-        return f"noise:{self.seed}:{self.size}:{self.mean}:{self.std}"
+        space = "" if self.normalization is None else f":norm{self.normalization}"
+        return f"noise:{self.seed}:{self.size}:{self.mean}:{self.std}{space}"
 
     def load(self) -> Image.Image:
         rng = np.random.default_rng(self.seed)
         w, h = self.size
-        pixels = rng.normal(self.mean, self.std, size=(h, w, 3)).clip(0.0, 1.0)
+        values = rng.normal(self.mean, self.std, size=(h, w, 3))
+        if self.normalization is not None:
+            means, stds = (np.asarray(v, dtype=np.float64) for v in self.normalization)
+            values = values * stds + means
+        pixels = values.clip(0.0, 1.0)
         return Image.fromarray((pixels * 255.0).round().astype(np.uint8), mode="RGB")
 
     def describe(self) -> str:
-        return f"noise(seed={self.seed}, mean={self.mean}, std={self.std})"
+        space = "" if self.normalization is None else ", normalised input space"
+        return f"noise(seed={self.seed}, mean={self.mean}, std={self.std}{space})"
 
 
 def as_image_ref(image: ImageRef | Image.Image | np.ndarray | str | Path) -> ImageRef:
@@ -345,6 +356,10 @@ class Case:
             row still says which texts are positives.
         tags: grouping labels; ``tags["subset"]`` is always set.
         roles: optional names of the texts' roles (for example ``("p1", "p2", "n")`` in VISLA).
+        prompts: optional prompt templates containing ``{c}``. When given, each text is a *label*
+            (a class name) and a model represents it by CLIP's prompt ensemble: the mean of the
+            L2-normalised embeddings of every template with ``{c}`` replaced by the label,
+            normalised again (Radford et al. 2021, Sec. 3.1.4; zero-shot classification).
     """
 
     id: str
@@ -353,6 +368,7 @@ class Case:
     images: tuple[ImageRef, ...] = ()
     tags: dict[str, str] = field(default_factory=dict)
     roles: tuple[str, ...] = ()
+    prompts: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
         truth = np.asarray(self.truth, dtype=bool)
@@ -369,6 +385,9 @@ class Case:
         for t, text in enumerate(self.texts):
             if not isinstance(text, str) or not text.strip():
                 raise DataError(f"case {self.id}: text {t} is empty or not a string: {text!r}")
+        for k, template in enumerate(self.prompts):
+            if not isinstance(template, str) or "{c}" not in template:
+                raise DataError(f"case {self.id}: prompt template {k} has no '{{c}}': {template!r}")
         if "subset" not in self.tags:
             raise DataError(f"case {self.id}: tags must include 'subset'")
         object.__setattr__(self, "truth", truth)

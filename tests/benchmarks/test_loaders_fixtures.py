@@ -775,11 +775,19 @@ def test_protocols_score_the_cases(tmp_path, name):
     for protocol_name in get_benchmark(name).protocols:
         protocol = get_protocol(protocol_name)
         for case in cases:
-            perfect = [v for o in protocol.outcomes(case, case.truth.astype(float)) for v in o.values()]
+            best, worst = case.truth.astype(float), np.zeros(case.truth.shape)
+            if protocol.needs.startswith("choice"):  # answers, not scores: the true ones vs always "A"
+                t_of = case.truth.argmax(axis=1)
+                rows = np.concatenate([t_of, np.argsort(t_of)]) if protocol.needs == "choice" else t_of
+                best = np.repeat(rows[:, None], 2, axis=1)[..., None].astype(float)
+                worst = np.tile([0.0, len(case.texts) - 1.0], (len(rows), 1))[..., None]
+            perfect = [
+                v for o in protocol.outcomes(case, best) for k, v in o.items() if k not in ("no_answer", "unparsed")
+            ]
             # (R@5 / R@10 of a 3-image gallery are met even by a constant: only R@1 must fail)
             flat = [
                 v
-                for o in protocol.outcomes(case, np.zeros(case.truth.shape))
+                for o in protocol.outcomes(case, worst)
                 for k, v in o.items()
                 if protocol_name != "retrieval" or k.endswith("r1")
             ]

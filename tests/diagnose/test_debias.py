@@ -44,7 +44,7 @@ from spotdiff.scorers import PairScorer, Scorer, ScorerOptions
 
 
 def test_null_image_defaults_follow_appendix_8():
-    assert NULL_DEFAULTS == {"n": 10, "mean": 1.0, "std": 0.25, "seed": 0}
+    assert NULL_DEFAULTS == {"n": 10, "mean": 1.0, "std": 0.25, "seed": 0, "space": "normalized"}
     assert NULL_N_BY_BENCHMARK == {"winoground": 100, "eqben": 30}
     refs = null_images()
     assert len(refs) == 10 and all(isinstance(r, NoiseImage) for r in refs)

@@ -36,8 +36,14 @@ def test_eval_debias_tune(captioner: str, benchmark: str, writer, metric: str, t
             "--debias", "null", "--null-n", "2", "--alpha", "tune", *protocol]  # fmt: skip
     assert main(argv) == 0
     printed = capsys.readouterr().out
-    assert "[tuned]" in printed and "[alpha=1]" in printed and "alpha* over" in printed
+    assert "[tuned, in-sample]" in printed and "[alpha=1]" in printed and "[tuned]" not in printed
+    # the cross-validated test score leads, before any table
+    assert printed.index("cross-validated test") < printed.index("[raw]")
     payload = json.loads((out / "metrics.json").read_text())
+    lead = payload["debias"]["headline"]
+    assert lead["metric"] == metric  # (metrics.json is written with sorted keys)
+    assert lead["cross_validated_test_score_mean"] == payload["debias"]["cross_validation"]["test_score_mean"]
+    assert "in-sample" in lead["note"] and payload["debias"]["tuned_label"] == "tuned, in-sample"
     variants = payload["debias"]["variants"]
     assert set(variants) == {"raw", "alpha=1", "blind", "tuned"}
     assert payload["metrics"] == variants["raw"]
@@ -49,8 +55,9 @@ def test_eval_debias_tune(captioner: str, benchmark: str, writer, metric: str, t
     assert curve["curves"][metric][0] == pytest.approx(variants["raw"]["all"][metric], abs=0.01)
     assert curve["curves"][metric][-1] == pytest.approx(variants["alpha=1"]["all"][metric], abs=0.01)
     runs = {r.model: r for r in RunStore(store).runs()}
-    assert set(runs) == {f"{captioner} [{v}]" for v in variants}
-    assert "alpha_curve" in runs[f"{captioner} [tuned]"].info
+    labels = {"tuned": "tuned, in-sample"}
+    assert set(runs) == {f"{captioner} [{labels.get(v, v)}]" for v in variants}
+    assert "alpha_curve" in runs[f"{captioner} [tuned, in-sample]"].info
     raw = [json.loads(line) for line in (out / "scores.jsonl").read_text().splitlines()]
     blind = [json.loads(line) for line in (out / "scores.blind.jsonl").read_text().splitlines()]
     assert len(raw) == len(blind) == payload["n_cases"]
@@ -66,3 +73,55 @@ def test_debias_needs_an_image_text_protocol(captioner: str, tmp_path: Path, cap
             "--no-cache", "--quiet", "--debias", "images"]  # fmt: skip
     assert main(argv) == 2
     assert "--prior-images" in capsys.readouterr().err
+
+
+def test_aro_alpha_is_tuned_on_the_macro_accuracy_it_reports(captioner: str, tmp_path: Path) -> None:
+    from spotdiff.protocols import evaluate, get_protocol
+
+    data = write_aro_vg_relation(tmp_path / "data", 12)
+    out = tmp_path / "out"
+    argv = ["eval", "--model", captioner, "--benchmark", "aro-vg-relation", "--data", str(data), "--out", str(out),
+            "--no-store", "--cache", str(tmp_path / "cache"), "--quiet", "--n-boot", "50",
+            "--debias", "null", "--null-n", "2"]  # fmt: skip
+    assert main(argv) == 0
+    payload = json.loads((out / "metrics.json").read_text())
+    curve = json.loads((out / "alpha_curve.json").read_text())
+    assert payload["protocol"] == "aro-macro" and curve["metric"] == "macro_accuracy"
+    variants = payload["debias"]["variants"]
+    macro = curve["curves"]["macro_accuracy"]
+    assert macro[0] == pytest.approx(variants["raw"]["all"]["macro_accuracy"], abs=0.01)
+    assert macro[-1] == pytest.approx(variants["alpha=1"]["all"]["macro_accuracy"], abs=0.01)
+    best = max(v for v in curve["curves"]["macro_accuracy"] if v is not None)
+    assert curve["alpha_star_all"]["score"] == pytest.approx(best, abs=1e-6)
+    # the tuned variant's macro accuracy is the protocol's own aggregate of its per-case scores
+    from spotdiff.benchmarks import get_benchmark
+
+    cases = get_benchmark("aro-vg-relation")(data).load()
+    lines = [json.loads(x) for x in (out / "scores.tuned.jsonl").read_text().splitlines()]
+    again = evaluate(get_protocol("aro-macro"), cases, [np.array(x["scores"]) for x in lines], n_boot=0)
+    assert again.metrics["all"]["macro_accuracy"] == pytest.approx(variants["tuned"]["all"]["macro_accuracy"], abs=0.01)
+
+
+def test_tune_alpha_on_the_val_split_and_report_test(captioner: str, tmp_path: Path, capsys) -> None:
+    from spotdiff.testing.formats import write_karpathy
+
+    data = write_karpathy(tmp_path / "coco", "coco", n_images=3, seed=0)
+    write_karpathy(tmp_path / "coco", "coco", n_images=3, seed=1, split="val")
+    out = tmp_path / "out"
+    argv = ["eval", "--model", captioner, "--benchmark", "coco-retrieval", "--data", str(data), "--out", str(out),
+            "--no-store", "--cache", str(tmp_path / "cache"), "--quiet", "--n-boot", "50",
+            "--debias", "gallery", "--alpha", "tune", "--tune-split", "val"]  # fmt: skip
+    assert main(argv) == 0
+    printed = capsys.readouterr().out
+    assert "[tuned on val]" in printed and "tuned on split val" in printed
+    payload = json.loads((out / "metrics.json").read_text())
+    block = payload["debias"]
+    assert block["cross_validation"] is None and block["tuned_label"] == "tuned on val"
+    tuned_on = block["headline"]["tuned_on"]
+    assert tuned_on["split"] == "val" and tuned_on["n_cases"] == 1 and tuned_on["alpha_star"] == block["alpha"]
+    assert payload["n_cases"] == 1 and block["variants"]["tuned"]["all"]["i2t_r1"] is not None
+    wino = str(write_winoground(tmp_path / "w", 2))
+    argv_bad = ["eval", "--model", captioner, "--benchmark", "winoground", "--data", wino, "--no-store",
+                "--no-cache", "--quiet", "--debias", "null", "--null-n", "1", "--tune-split", "val"]  # fmt: skip
+    assert main(argv_bad) == 2
+    assert "no separate split" in capsys.readouterr().err

@@ -29,6 +29,7 @@ FINDINGS = (
     "hard_negatives_beat_same_data_ungrouped",
     "eqsim_beats_plain_on_eqben",
     "vgpt_debiasing",
+    "zero_shot_kept_with_hard_negatives",
 )
 
 
@@ -93,11 +94,31 @@ def test_quick_demo_writes_report_findings_and_commands(quick_demo: dict) -> Non
             _numbers(s[variant])
         assert 0.0 <= s["alpha_star_val_mean"] <= 1.0
     assert all(v == 0 for v in findings["data"]["shared_instances"].values())
+    assert findings["data"]["heldout_instances"]["heldout-zeroshot"] == PROFILES["quick"].zs_n
+    # every fine-tune was evaluated while it trained: start and end with CIs, the paired change
+    for model in ("ft-plain", "ft-hn", "ft-eqsim", "ft-pairs"):
+        row = findings["retention"][model]
+        for label, metric in (("zeroshot-classification", "top1"), ("coco-retrieval", "i2t_r1")):
+            block = row[label][metric]
+            _numbers(block["start"])
+            _numbers(block["end"])
+            assert row[label]["end_step"] == PROFILES["quick"].ft_steps and row[label]["start_step"] == 0
+            change = block["change"]
+            assert change["difference"] == pytest.approx(block["end"]["value"] - block["start"]["value"], abs=0.02)
+            assert change["ci95"][0] <= change["difference"] <= change["ci95"][1]
+        assert (out / "models" / model / "retention.png").is_file()
+    # the runs at step 0 of every fine-tune evaluate the same base weights
+    retention = findings["retention"]
+    starts = {retention[m]["zeroshot-classification"]["top1"]["start"]["value"] for m in retention}
+    assert len(starts) == 1
+    assert "retention during training" in (out / "report/report.md").read_text()
     # every stage is a spotdiff command, saved in demo_commands.sh
     script = (out / "demo_commands.sh").read_text()
     for command in ("spotdiff synth corpus", "spotdiff synth spec", "spotdiff synth eqben", "spotdiff train",
                     "--loss spec-hn", "--loss eqsim", "spotdiff eval", "--subset cls", "--debias null",
-                    "spotdiff demo train-captioner", "spotdiff report", "spotdiff demo findings"):  # fmt: skip
+                    "spotdiff demo train-captioner", "spotdiff report", "spotdiff demo findings",
+                    "spotdiff synth zeroshot", "--eval zeroshot-classification=data/heldout-zeroshot",
+                    "--eval coco-retrieval=data/heldout-aro"):  # fmt: skip
         assert command in script, command
     records = sorted(p.stem for p in (out / "stages").glob("*.json"))
     assert len(records) == len(plan(DemoConfig(quick=True)))

@@ -437,6 +437,10 @@ def _valid_dataset(bench: str, root: Path) -> list[Path]:
     if bench == "crepe":
         ff.write_crepe(root, n=2, prod_types=("atom",), complexities=(4,))
         return sorted(root.rglob("*.csv"))
+    if bench == "zeroshot-classification":
+        ff.write_zeroshot_wds(root, n=4, shards=2)
+        return [root / "classnames.txt", root / "zeroshot_classification_templates.txt",
+                root / "test" / "nshards.txt", root / "test" / "0.tar"]  # fmt: skip
     raise AssertionError(f"no valid dataset writer for {bench}; add one")
 
 
@@ -513,7 +517,7 @@ def test_damaged_files_raise_only_spotdiff_errors(bench: str, data) -> None:
         load(bench, root, **_OPTIONS.get(bench, {}))  # the undamaged dataset loads
         target = data.draw(st.sampled_from(files))
         mutated = None
-        if data.draw(st.booleans()):
+        if data.draw(st.booleans()) and target.suffix != ".tar":  # binary files get byte damage only
             mutated = _mutate_json(target.read_text(encoding="utf-8"), data.draw)
         if mutated is not None:
             target.write_text(mutated, encoding="utf-8")
@@ -607,7 +611,9 @@ def _outcome_array(protocol: str, case: Case, scores: np.ndarray) -> np.ndarray:
     return np.array([[o.get(m, np.nan) for m in p.unit_metrics] for o in p.outcomes(case, scores)], dtype=float)
 
 
-PROTOCOL_NAMES = sorted(PROTOCOLS.names())
+#: Protocols on score matrices (the answer-based "choice" protocols take a chat model's answers, not
+#: scores; tests/protocols/test_choice_protocol.py checks them).
+PROTOCOL_NAMES = sorted(p for p in PROTOCOLS.names() if not get_protocol(p).needs.startswith("choice"))
 #: Protocols whose outcomes depend only on the order of scores (not valse-prob's 0.5 threshold).
 RANK_BASED = [p for p in PROTOCOL_NAMES if p != "valse-prob"]
 
@@ -683,7 +689,7 @@ def test_every_loader_and_protocol_is_covered() -> None:
     covered = {
         "visla-generic", "visla-spatial", "sugarcrepe", "valse", "vl-checklist", "winoground", "eqben", "spec",
         "aro-vg-relation", "aro-vg-attribution", "aro-coco-order", "aro-flickr-order", "crepe", "coco-retrieval",
-        "flickr-retrieval",
+        "flickr-retrieval", "zeroshot-classification",
     }  # fmt: skip
     assert set(BENCHMARKS.names()) <= covered, set(BENCHMARKS.names()) - covered
     assert PROTOCOL_NAMES  # every registered protocol is parametrized above

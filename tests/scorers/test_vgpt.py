@@ -125,7 +125,11 @@ def test_vgpt_null_prior_is_deterministic_and_follows_eq6(blip):
     a = blip.text_logprob(TEXTS[:3])
     b = blip.text_logprob(TEXTS[:3])
     np.testing.assert_array_equal(a, b)
-    refs = null_images(blip.null["n"], seed=blip.null["seed"], mean=1.0, std=0.25, size=blip.image_size)
+    assert blip.null["space"] == "normalized" and blip.null_normalization is not None
+    refs = null_images(
+        blip.null["n"], seed=blip.null["seed"], mean=1.0, std=0.25, size=blip.image_size,
+        normalization=blip.null_normalization,
+    )  # fmt: skip
     rows = np.stack(blip.score_pairs([r.load() for r in refs], [TEXTS[:3]] * len(refs)))
     np.testing.assert_allclose(a, log_prior_from_scores(rows), atol=1e-9)
     # the engine's text-prior need goes through text_logprob

@@ -129,7 +129,7 @@ CITATION = """\
 @BENCHMARKS.register("eqben")
 class EqBen(Benchmark):
     name = "eqben"
-    protocols = ("group",)
+    protocols = ("group", "choice", "choice-text")
     subsets = SUBSETS
     layout = """\
 DIR/all_select.json (t2v_metrics eqben_vllm), DIR/eqben_subset_10percent_final.json (10% subset) or

@@ -49,7 +49,7 @@ CITATION = """\
 @BENCHMARKS.register("winoground")
 class Winoground(Benchmark):
     name = "winoground"
-    protocols = ("group",)
+    protocols = ("group", "choice", "choice-text")
     subsets = SUBSETS
     layout = """\
 DIR/examples.jsonl (or DIR/data/examples.jsonl, or DIR = the file itself), one JSON per line:

@@ -30,6 +30,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--subset", help="one subset only")
     p.add_argument("--protocol", help="protocol (default: the benchmark's first image-text protocol)")
     p.add_argument("--limit", type=int, help="the first N cases only")
+    p.add_argument(
+        "--sample", type=int, help="a uniform random sample of N cases (seeded by --seed; after --limit)"
+    )
     p.add_argument("--out", type=Path, help="write bias.json and scores.jsonl here")
     p.add_argument("--batch-size", type=int, default=32)
     p.add_argument("--device", default="auto", help="cpu, cuda, cuda:N, mps or auto (default)")
@@ -38,8 +41,13 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--seed", type=int, default=0, help="seed for the model, null images and the bootstrap")
     p.add_argument("--n-boot", type=int, default=1000, help="bootstrap resamples for confidence intervals")
     p.add_argument("--null-n", type=int, help="vgpt: null images (default 10; Winoground 100, EqBen 30)")
-    p.add_argument("--null-mean", type=float, help="vgpt: null-image pixel mean in [0, 1] (default 1.0)")
-    p.add_argument("--null-std", type=float, help="vgpt: null-image pixel std (default 0.25)")
+    p.add_argument("--null-mean", type=float, help="vgpt: null-image mean (default 1.0, see --null-space)")
+    p.add_argument("--null-std", type=float, help="vgpt: null-image std (default 0.25)")
+    p.add_argument(
+        "--null-space",
+        choices=["normalized", "pixel"],
+        help="vgpt: units of the null-image mean/std: the model's normalised input (default) or [0, 1] pixels",
+    )
     p.add_argument("--images", type=Path, help="image folder, when not the benchmark's default location")
     p.add_argument("-q", "--quiet", action="store_true", help="no progress bars")
     p.set_defaults(func=run)
@@ -55,6 +63,7 @@ def run(args: argparse.Namespace) -> int:
         subset=args.subset,
         protocol=args.protocol,
         limit=args.limit,
+        sample=args.sample,
         images=args.images,
         batch_size=args.batch_size,
         device=args.device,
@@ -65,6 +74,7 @@ def run(args: argparse.Namespace) -> int:
         null_n=args.null_n,
         null_mean=args.null_mean,
         null_std=args.null_std,
+        null_space=args.null_space,
         progress=not args.quiet,
     )
     run = run_bias(config)

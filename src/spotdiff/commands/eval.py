@@ -9,7 +9,6 @@ cache, one table (rows models, columns each benchmark's main metric with its CI)
 from __future__ import annotations
 
 import argparse
-import json
 from pathlib import Path
 
 from spotdiff.api import evaluate_grid
@@ -105,7 +104,18 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "and report raw, alpha=1 (PMI), blind and tuned/fixed-alpha results",
     )
     g.add_argument("--alpha", default="tune", help="a fixed alpha in [0, 1], or 'tune' (cross-validated; default)")
+    g.add_argument(
+        "--tune-split",
+        help="with --alpha tune: tune alpha on this split (e.g. val, VisualGPTScore Table 4b: COCO / Flickr30K) "
+        "and report the evaluated split, instead of cross-validating on it",
+    )
     g.add_argument("--null-n", type=int, help="number of null images (default: the paper's per benchmark)")
+    g.add_argument(
+        "--null-space",
+        choices=["normalized", "pixel"],
+        help="units of the null images' mean 1.0 / std 0.25 (App. 8): the model's normalised input (default) "
+        "or [0, 1] pixels",
+    )
     g.add_argument("--prior-images", type=Path, help="folder of real images for --debias images")
     p.add_argument(
         "-q", "--quiet", action="store_true", help="no progress bars (spotdiff's, transformers' or huggingface_hub's)"
@@ -261,7 +271,7 @@ def _loader_options(args: argparse.Namespace) -> dict[str, object]:
 def _run_debiased(args: argparse.Namespace, config: EvalConfig) -> int:
     from spotdiff.cases import FileImage
     from spotdiff.diagnose.debias import DebiasConfig
-    from spotdiff.diagnose.debias.evaluate import run_debiased_eval
+    from spotdiff.diagnose.debias.evaluate import run_debiased_eval, variant_label
 
     images: tuple = ()
     if args.debias == "images":
@@ -270,21 +280,36 @@ def _run_debiased(args: argparse.Namespace, config: EvalConfig) -> int:
         suffixes = {".jpg", ".jpeg", ".png", ".webp", ".bmp"}
         images = tuple(FileImage(p) for p in sorted(args.prior_images.iterdir()) if p.suffix.lower() in suffixes)
     alpha: float | str = args.alpha if args.alpha == "tune" else float(args.alpha)
-    dconfig = DebiasConfig(prior=args.debias, alpha=alpha, n_null=args.null_n, images=images)
-    results = run_debiased_eval(config, dconfig)
+    dconfig = DebiasConfig(
+        prior=args.debias, alpha=alpha, n_null=args.null_n, null_space=args.null_space, images=images,
+        tune_split=args.tune_split,
+    )  # fmt: skip
+    if args.tune_split and alpha != "tune":
+        raise ConfigError("--tune-split tunes alpha: use it with --alpha tune")
+    runs = run_debiased_eval(config, dconfig)
+    results = runs.results
     any_result = next(iter(results.values()))
+    lead = runs.headline
+    if lead and "cross_validated_test_score_mean" in lead:  # lead with the tuned alpha's out-of-sample score
+        cv = runs.curve["cross_validation"]
+        print(
+            f"cross-validated test {lead['metric']}: {lead['cross_validated_test_score_mean']:.2f} "
+            f"+- {lead['cross_validated_test_score_std']:.2f} over {lead['n_splits']} half splits, alpha* "
+            f"{cv['alpha_star_mean']:.3f} +- {cv['alpha_star_std']:.3f} (VisualGPTScore Table 4a protocol); "
+            f"the [{runs.tuned_label}] run below applies alpha = {runs.curve['alpha']} to every case\n"
+        )
+    elif lead:
+        on = lead["tuned_on"]
+        print(
+            f"alpha* = {on['alpha_star']:.3f} tuned on split {on['split']} ({on['n_cases']} cases, "
+            f"{lead['metric']} {on['score']:.2f} there; VisualGPTScore Table 4b): the [{runs.tuned_label}] "
+            f"run below is a test score\n"
+        )
     for name, result in results.items():
-        title = f"{config.benchmark} | {config.model} [{name}] | {result.n_cases} cases"
+        label = variant_label(name, runs.tuned_label)
+        title = f"{config.benchmark} | {config.model} [{label}] | {result.n_cases} cases"
         print(format_metrics_table(result.metrics, title=title, ties=args.ties, aggregates=result.aggregates) + "\n")
     if args.out:
-        curve = json.loads((args.out / "alpha_curve.json").read_text(encoding="utf-8"))
-        cv = curve.get("cross_validation")
-        if cv:
-            print(
-                f"alpha* over {len(cv.get('alpha_star', []) or [])} half splits: {cv['alpha_star_mean']:.3f} "
-                f"+- {cv['alpha_star_std']:.3f}; test {curve['metric']} {cv['test_score_mean']:.2f} "
-                f"+- {cv['test_score_std']:.2f} (VisualGPTScore Table 4a protocol)"
-            )
         print(f"wrote {args.out / 'metrics.json'}, scores*.jsonl and {args.out / 'alpha_curve.json'}")
     print(f"{len(results)} variants recorded; {any_result.n_cases} cases")
     return 0

@@ -6,6 +6,8 @@ Examples::
         --loss spec-hn --lambda 0.2 --steps 500 --out runs/clip-hn
     spotdiff train --model hf-clip:openai/clip-vit-base-patch32 --captions coco/captions.jsonl \\
         --cases eqben=data/eqben --loss eqsim --eqsim-variant hybrid --eqsim-beta 0.5 --out runs/eq
+    spotdiff train ... --eval zeroshot-classification=data/cifar10 --eval spec=data/spec --eval-every 100 \\
+        --keep best:spec/i2t --out runs/clip-hn        # watch retention: OUT/retention.png, tensorboard --logdir OUT
     spotdiff train ... --out runs/clip-hn --resume        # continue from the last checkpoint
     accelerate launch --num_processes 2 --cpu -m spotdiff train ...     # or: torchrun -m spotdiff
 
@@ -70,7 +72,13 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     loss.add_argument("--lambda", dest="lam", type=float, default=0.2, help="SPEC Eq. 9 weight (default 0.2)")
     loss.add_argument("--eqsim-alpha", type=float, default=0.0, help="EqSim margin alpha (default 0)")
     loss.add_argument("--eqsim-beta", type=float, default=0.5, help="EqSim weight beta (default 0.5)")
-    loss.add_argument("--eqsim-variant", choices=("v1", "v2", "hybrid"), default="hybrid")
+    loss.add_argument(
+        "--eqsim-variant",
+        choices=("v1", "v2", "hybrid", "reference"),
+        default="hybrid",
+        help="hybrid (default): the paper's v1-all + v2 on the top-k close pairs; reference: EqBen's released code "
+        "(v2 on sampled close pairs, v1 on the easy ones)",
+    )
     loss.add_argument("--eqsim-k", type=int, default=8, help="top-k close pairs for the hybrid (default 8)")
     opt = p.add_argument_group("optimisation")
     opt.add_argument("--steps", type=int, default=100, help="total optimizer steps (default 100)")
@@ -99,6 +107,22 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         help="stop (with a checkpoint) after N steps of this invocation; for time-limited jobs, continue with --resume",
     )
     run_g.add_argument("--log-every", type=int, default=10)
+    ev = p.add_argument_group("evaluation during training")
+    ev.add_argument(
+        "--eval",
+        action="append",
+        default=[],
+        metavar="NAME=DIR[:SUBSET][?K=V]",
+        help="evaluate on this benchmark at step 0, every --eval-every steps and at the end (repeatable); "
+        "?KEY=VALUE sets loader options, protocol= and limit=",
+    )
+    ev.add_argument("--eval-every", type=int, default=0, help="steps between evaluations (0: start and end only)")
+    ev.add_argument("--eval-n-boot", type=int, default=1000, help="bootstrap resamples of each evaluation")
+    ev.add_argument("--eval-batch-size", type=int, default=64)
+    ev.add_argument("--keep", metavar="best:[LABEL/]METRIC", help="save the model with the best value to OUT/best")
+    ev.add_argument("--store", type=Path, help="run store of the evaluations (default $SPOTDIFF_STORE or ~/.local)")
+    ev.add_argument("--no-tensorboard", action="store_true", help="do not write TensorBoard events to OUT/tensorboard")
+    ev.add_argument("--wandb", metavar="PROJECT", help="also log to Weights & Biases (needs the wandb package)")
     p.set_defaults(func=run)
 
 
@@ -121,6 +145,7 @@ def _load_cases(specs: list[str], limit: int | None) -> list:
 
 def run(args: argparse.Namespace) -> int:
     from spotdiff.optimize.data import read_captions
+    from spotdiff.optimize.evaluation import parse_eval_target
     from spotdiff.optimize.loop import TrainConfig, train
 
     config = TrainConfig(
@@ -149,6 +174,14 @@ def run(args: argparse.Namespace) -> int:
         log_every=args.log_every,
         device=args.device,
         mixed_precision=args.mixed_precision,
+        evals=[parse_eval_target(text) for text in args.eval],
+        eval_every=args.eval_every,
+        eval_n_boot=args.eval_n_boot,
+        eval_batch_size=args.eval_batch_size,
+        keep=args.keep,
+        store=args.store,
+        tensorboard=not args.no_tensorboard,
+        wandb=args.wandb,
     )
     config.validate()
     pairs = [pair for path in args.captions for pair in read_captions(path)]

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 from importlib import resources
 
+from spotdiff.benchmarks.zeroshot_data import IMAGENET_CLASSNAMES
 from spotdiff.data.sources import (
     BenchmarkSources,
     Checksum,
@@ -602,7 +603,48 @@ _CATALOG: tuple[BenchmarkSources, ...] = (
     ),
 )
 
-CATALOG: dict[str, BenchmarkSources] = {b.name: b for b in _CATALOG}
+_ZEROSHOT = BenchmarkSources(
+    "zeroshot-classification",
+    "Zero-shot classification in the CLIP_benchmark convention (Radford et al. 2021; Cherti et al. 2023)",
+    "per dataset (CLIP_benchmark's code and lists: MIT)",
+    "https://github.com/LAION-AI/CLIP_benchmark",
+    (
+        Part(
+            "classnames",
+            "annotations",
+            UrlSource(
+                (RemoteFile(IMAGENET_CLASSNAMES.url, "en_classnames.json",
+                            Checksum("sha256", IMAGENET_CLASSNAMES.sha256, MEASURED), 39429),),
+                origin="github.com/LAION-AI/CLIP_benchmark",
+                revision=IMAGENET_CLASSNAMES.url.split("/")[5],
+            ),
+            license="MIT (CLIP_benchmark)",
+            note="the OpenAI class names of ImageNet-1k and others: -o classnames=<this file> (key imagenet1k); "
+            "git blob 86de297547d0ec07b9b7ffe6345b5af4e433fc2e",
+        ),
+        Part(
+            "datasets",
+            "images",
+            ManualSource(
+                "a zero-shot classification dataset",
+                "https://github.com/LAION-AI/CLIP_benchmark/blob/main/benchmark/webdatasets.txt",
+                "Each dataset is its own folder under {target}: a hub webdataset (hf download --repo-type dataset "
+                "clip-benchmark/wds_<name> --local-dir {target}/<name>, names as in CLIP_benchmark's "
+                "benchmark/webdatasets.txt with / written -), torchvision's CIFAR-10/100 "
+                "(torchvision.datasets.CIFAR10(root='{target}/cifar10', download=True)), or ImageNet val as "
+                "torchvision's ImageNet lays it out ({target}/imagenet1k/val/<wnid>/); then evaluate with "
+                "--data {target}/<name> -o dataset=<name> (spotdiff benchmarks zeroshot-classification).",
+                (),
+            ),
+            optional=True,
+            license="per dataset",
+        ),
+    ),
+    notes="The images are per dataset and large (ImageNet val 6.4 GB); only the class-name list is fetched by "
+    "default. Built-in datasets: spotdiff.benchmarks.zeroshot_data.",
+)
+
+CATALOG: dict[str, BenchmarkSources] = {b.name: b for b in (*_CATALOG, _ZEROSHOT)}
 
 
 def benchmark_sources(name: str) -> BenchmarkSources:

@@ -8,7 +8,10 @@ CPU-minutes; ``--quick`` is a shortened run of about a minute that exercises eve
    (``spec``, seed +2), and the held-out test sets, each from its own seed: SPEC's six subsets plus
    the ``cls`` object-classification folder (seed +1), an EqBen-style balanced set (seed +3) and a
    second corpus (seed +4) whose captions become an ARO-style set with word-shuffled negatives
-   (written as ARO's COCO-Order Karpathy JSON, read by the ordinary ``aro-coco-order`` loader).
+   (written as ARO's COCO-Order Karpathy JSON, read by the ordinary ``aro-coco-order`` loader, and
+   also the gallery of a held-out image-text retrieval set, ``coco-retrieval``), and a held-out
+   zero-shot classification set (``spotdiff synth zeroshot``, seed +5: one object per image, balanced
+   over the object classes, a six-template prompt ensemble).
    Object instances of the held-out sets are checked to be disjoint from the training data
    (``findings.json`` -> ``data``).
 2. **train** a small Hugging Face CLIP from scratch on the corpus (``spotdiff train --from-config
@@ -26,6 +29,10 @@ CPU-minutes; ``--quick`` is a shortened run of about a minute that exercises eve
    plus a control that sees the same SPEC images and captions as ordinary, ungrouped pairs
    (``spotdiff demo spec-pairs``), which separates the hard-negative loss from the extra data.
    Each is evaluated like the base; hard negatives vs plain is a paired test on the same units.
+   While it trains, each fine-tune is evaluated on the held-out zero-shot set and the retrieval
+   gallery at its first step, every ``ft_eval_every`` steps and its last (``spotdiff train --eval``):
+   the retention curves go into the report, and a finding states each loss's change in zero-shot
+   top-1 and retrieval R@1 from start to end, with paired 95% CIs on the same units.
 5. **VisualGPTScore**: train a small BLIP captioner (``BlipForConditionalGeneration`` from a small
    config, ``spotdiff demo train-captioner``) on the same corpus and score the EqBen-style and the
    ARO-style sets with log P(t|i), raw (alpha = 0), PMI (alpha = 1) and alpha tuned by the paper's

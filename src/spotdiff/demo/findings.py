@@ -15,7 +15,16 @@ import json
 from pathlib import Path
 from typing import Any
 
-from spotdiff.demo.profiles import CLIP_MODELS, CLS_MARGIN, FINETUNES, MODEL_LABELS, PAIRS, SPEC_K, STORE
+from spotdiff.demo.profiles import (
+    CLIP_MODELS,
+    CLS_MARGIN,
+    FINETUNES,
+    MODEL_LABELS,
+    PAIRS,
+    RETENTION_EVALS,
+    SPEC_K,
+    STORE,
+)
 from spotdiff.demo.summary import summary_markdown
 from spotdiff.diagnose.store import RunStore
 from spotdiff.errors import DataError
@@ -97,7 +106,8 @@ def instance_overlap(out: Path) -> dict:
         return acc
 
     train = read(out / "data/corpus") | read(out / "data/train-spec")
-    held = {name: read(out / "data" / name) for name in ("heldout-spec", "heldout-eqben", "heldout-corpus")}
+    names = ("heldout-spec", "heldout-eqben", "heldout-corpus", "heldout-zeroshot")
+    held = {name: read(out / "data" / name) for name in names}
     return {
         "training_instances": len(train),
         "heldout_instances": {k: len(v) for k, v in held.items()},
@@ -199,6 +209,69 @@ def finding_cls_kept(ft: dict, paired: dict) -> dict:
     }
 
 
+def retention_table(store: Path, training: dict, n_boot: int, seed: int) -> dict:
+    """Per fine-tune and held-out set: each headline metric at the first and the last evaluation during
+    training (95% CIs) and the paired change ``end - start`` on the same units; and, at the end, each
+    fine-tune against plain fine-tuning."""
+    cache: dict[str, tuple[Evaluation, dict]] = {}
+
+    def ev(run_id: str) -> tuple[Evaluation, dict]:
+        if run_id not in cache:
+            with RunStore(store) as rs:
+                metrics = rs.get(run_id).metrics or {}
+            cache[run_id] = (_evaluation(store, run_id, seed), metrics)
+        return cache[run_id]
+
+    table: dict[str, Any] = {}
+    for name, _ in FINETUNES:
+        runs = (training.get(f"train-ft-{name}") or {}).get("retention") or {}
+        row: dict[str, Any] = {"label": MODEL_LABELS[f"ft-{name}"]}
+        plain = (training.get("train-ft-plain") or {}).get("retention") or {}
+        for label, _, metrics in RETENTION_EVALS:
+            ids = runs.get(label)
+            if not ids:
+                continue
+            (start, start_m), (end, end_m) = ev(ids["start"]), ev(ids["end"])
+            block: dict[str, Any] = {"start_step": ids["start_step"], "end_step": ids["end_step"]}
+            for metric in metrics:
+                block[metric] = {
+                    "start": _entry({"metrics": start_m, "run_id": ids["start"]}, "all", metric),
+                    "end": _entry({"metrics": end_m, "run_id": ids["end"]}, "all", metric),
+                    "change": _cmp_dict(paired_comparison(end, start, metric, n_boot=n_boot, seed=seed)),
+                }
+                if name != "plain" and plain.get(label):
+                    other = ev(plain[label]["end"])[0]
+                    block[metric]["minus_plain"] = _cmp_dict(
+                        paired_comparison(end, other, metric, n_boot=n_boot, seed=seed)
+                    )
+            row[label] = block
+        table[f"ft-{name}"] = row
+    return table
+
+
+def finding_retention(retention: dict) -> dict:
+    """SPEC Sec. 5.2 / Table 3: hard-negative fine-tuning keeps the zero-shot ability (non-inferiority)."""
+    label, metric = RETENTION_EVALS[0][0], RETENTION_EVALS[0][2][0]
+    change = ((retention.get("ft-hn") or {}).get(label) or {}).get(metric, {}).get("change") or {}
+    ci = change.get("ci95")
+    per_loss = {
+        model: {
+            f"{lab}/{m}": (row.get(lab) or {}).get(m, {}).get("change", {}).get("difference")
+            for lab, _, ms in RETENTION_EVALS
+            for m in ms
+        }
+        for model, row in retention.items()
+    }
+    return {
+        "holds": bool(ci) and ci[0] > -CLS_MARGIN,
+        "claim": f"hard-negative fine-tuning keeps held-out zero-shot accuracy: the paired 95% CI of its change in "
+        f"zero-shot top-1 from the start to the end of fine-tuning lies above -{CLS_MARGIN:g} points (non-inferiority "
+        "with that margin; SPEC Sec. 5.2, Table 3 'Zero-shot')",
+        "change": change,
+        "change_per_loss_points": per_loss,
+    }
+
+
 def vgpt_sets(out: Path, n_boot: int, seed: int) -> dict:
     """Per VGPT set: raw / alpha=1 / tuned / blind with CIs, cross-validated alpha*, paired tests with raw."""
     sets: dict[str, Any] = {}
@@ -293,6 +366,10 @@ def compute_findings(out: Path, *, n_boot: int | None = None) -> dict:
         "hard negatives beat fine-tuning on the same SPEC images and captions as ordinary, ungrouped pairs"
     )
     eq = paired.get("eqsim - plain", {})
+    training = {
+        name: _stage(out, name) for name in ("train-base", *(f"train-ft-{n}" for n, _ in FINETUNES), "train-captioner")
+    }
+    retention = retention_table(out / STORE, training, n_boot, seed)
     findings = {
         "spotdiff": __version__,
         "profile": profile.get("name"),
@@ -309,13 +386,12 @@ def compute_findings(out: Path, *, n_boot: int | None = None) -> dict:
                 "comparison": eq,
             },
             "vgpt_debiasing": finding_vgpt(vgpt_sets(out, n_boot, seed)),
+            "zero_shot_kept_with_hard_negatives": finding_retention(retention),
         },
         "finetuning": ft,
         "paired": paired,
-        "training": {
-            name: _stage(out, name)
-            for name in ("train-base", *(f"train-ft-{n}" for n, _ in FINETUNES), "train-captioner")
-        },
+        "retention": retention,
+        "training": training,
         "data": instance_overlap(out),
     }
     if profile.get("name") == "quick":

@@ -16,6 +16,7 @@ from spotdiff.demo.profiles import (
     CLIP_MODELS,
     FINETUNES,
     MODEL_LABELS,
+    RETENTION_EVALS,
     SPEC_K,
     STORE,
     DemoConfig,
@@ -81,6 +82,12 @@ def plan(config: DemoConfig) -> list[Stage]:
             ["data/heldout-corpus", "data/heldout-aro"],
         ),
         Stage(
+            "synth-heldout-zeroshot",
+            "held-out zero-shot classification set (balanced classes, prompt ensemble)",
+            [_cmd(f"synth zeroshot --out data/heldout-zeroshot --n {p.zs_n} --seed {s + 5} {common}")],
+            ["data/heldout-zeroshot"],
+        ),
+        Stage(
             "spec-pairs",
             "SPEC training sets as ordinary pairs (plain control)",
             [_cmd("demo spec-pairs --data data/train-spec --out data/train-spec-pairs")],
@@ -121,6 +128,9 @@ def plan(config: DemoConfig) -> list[Stage]:
     # candidate sets; pairs: the corpus plus the same SPEC images and captions as ordinary pairs
     pairs_per_case = sum(SPEC_K.values()) / len(SPEC_K)  # anchors per SPEC case, on average
     plain_batch = p.ft_batch + round(p.ft_cases * pairs_per_case)
+    # every fine-tune is evaluated on the held-out zero-shot and retrieval sets while it trains
+    retention = " ".join(f"--eval {target}" for _, target, _ in RETENTION_EVALS)
+    retention += f" --eval-every {p.ft_eval_every} --eval-n-boot {p.n_boot} --eval-batch-size 128 --store {STORE}"
     for name, loss in FINETUNES:
         if name == "plain":
             data = f"--captions {corpus} --batch-size {plain_batch}"
@@ -142,12 +152,13 @@ def plan(config: DemoConfig) -> list[Stage]:
                 [
                     _cmd(
                         f"train --model hf-clip:models/base {data} --loss {loss} --steps {p.ft_steps} "
-                        f"--lr {p.ft_lr} --warmup-steps {p.ft_warmup} --seed {s} --log-every 50 --out {out}"
+                        f"--lr {p.ft_lr} --warmup-steps {p.ft_warmup} --seed {s} --log-every 50 {retention} "
+                        f"--out {out}"
                     )
                 ],
                 [out],
-                deps=deps,
-                collect=lambda o, out=out: _train_summary(o / out),
+                deps=(*deps, "synth-heldout-zeroshot", "synth-heldout-aro"),
+                collect=lambda o, out=out: {**_train_summary(o / out), "retention": _retention(o / out)},
             )
         )
     for model in CLIP_MODELS:
@@ -269,6 +280,17 @@ def _debias_file(folder: Path) -> dict:
             for name, metrics in (deb.get("variants") or {}).items()
         },
     }
+
+
+def _retention(folder: Path) -> dict:
+    """Per evaluated set, the run ids at the first and the last evaluation (``OUT/eval_log.jsonl``)."""
+    log = folder / "eval_log.jsonl"
+    rows = [json.loads(line) for line in log.read_text(encoding="utf-8").splitlines() if line.strip()]
+    out: dict[str, dict] = {}
+    for row in sorted(rows, key=lambda r: r["step"]):
+        entry = out.setdefault(row["label"], {"start": row["run_id"], "start_step": row["step"]})
+        entry.update(end=row["run_id"], end_step=row["step"])
+    return out
 
 
 def _train_summary(folder: Path) -> dict:

@@ -30,7 +30,12 @@ MODEL_LABELS = {
 #: loader options of the ARO-style set: the heuristic POS tagger and regex tokenizer, so the
 #: negatives do not depend on whether spaCy / nltk happen to be installed
 ARO_OPTIONS = ("pos_tagger=heuristic", "tokenizer=regex")
-CLS_MARGIN = 3.0  # points: "cls shows no drop larger than 3 points" (paired 95% CI above -3)
+CLS_MARGIN = 3.0  # points: "cls shows no drop larger than 3 points" (paired 95% CI above -3); also retention's
+#: the held-out sets each fine-tune evaluates during training: (label, --eval target, headline metrics)
+RETENTION_EVALS = (
+    ("zeroshot-classification", "zeroshot-classification=data/heldout-zeroshot", ("top1",)),
+    ("coco-retrieval", "coco-retrieval=data/heldout-aro", ("i2t_r1", "t2i_r1")),
+)
 #: paired comparisons of the CLIPs (``a - b``)
 PAIRS = (("hn", "plain"), ("eqsim", "plain"), ("hn", "pairs"), ("eqsim", "pairs"), ("pairs", "plain"),
          ("hn", "base"), ("eqsim", "base"), ("plain", "base"), ("pairs", "base"))  # fmt: skip
@@ -45,7 +50,9 @@ class Profile:
     spec_test_n: int  # held-out SPEC cases per subset (cls: one image per case, 6 x spec_test_n)
     spec_train_n: int  # SPEC candidate sets per subset for fine-tuning
     eqben_n: int  # held-out EqBen-style pairs per subset (3 subsets)
-    aro_n: int  # held-out corpus captions for the ARO-style set
+    aro_n: int  # held-out corpus captions for the ARO-style set (also the retrieval gallery)
+    zs_n: int  # held-out zero-shot classification images (balanced over the object classes)
+    ft_eval_every: int  # steps between the evaluations during each fine-tune (plus start and end)
     base_steps: int
     ft_steps: int
     cap_steps: int
@@ -76,6 +83,8 @@ PROFILES = {
         spec_train_n=300,
         eqben_n=100,
         aro_n=400,
+        zs_n=330,
+        ft_eval_every=100,
         base_steps=1200,
         ft_steps=300,
         cap_steps=800,
@@ -87,6 +96,8 @@ PROFILES = {
         spec_train_n=16,
         eqben_n=10,
         aro_n=40,
+        zs_n=66,
+        ft_eval_every=8,
         base_steps=100,
         ft_steps=16,
         cap_steps=50,

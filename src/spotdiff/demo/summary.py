@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from spotdiff.demo.profiles import CLIP_MODELS, CLS_MARGIN, PAIRS
+from spotdiff.demo.profiles import CLIP_MODELS, CLS_MARGIN, PAIRS, RETENTION_EVALS
 from spotdiff.synth.spec import SUBSETS as SPEC_SUBSETS
 
 
@@ -73,6 +73,24 @@ def summary_tables(findings: dict) -> list[tuple[str, list[str], list[list[str]]
         paired = _fmt_cmp((s.get("paired") or {}).get("tuned - raw"))
         t4.append([f"{label}: {s.get('metric')}", _num(s.get("chance")), _fmt(s.get("raw")), _fmt(s.get("alpha=1")),
                    tuned_txt, alpha_txt, paired, _fmt(s.get("blind"))])  # fmt: skip
+    t5 = []
+    for model, row in (findings.get("retention") or {}).items():
+        cells = [row["label"]]
+        for label, _, metrics in RETENTION_EVALS:
+            for metric in metrics:
+                block = (row.get(label) or {}).get(metric) or {}
+                start, end = block.get("start"), block.get("end")
+                cells.append(f"{_fmt(start)} -> {_fmt(end)}; {_fmt_cmp(block.get('change'))}" if start else "-")
+        zs = (row.get(RETENTION_EVALS[0][0]) or {}).get(RETENTION_EVALS[0][2][0]) or {}
+        cells.append(_fmt_cmp(zs.get("minus_plain")) if model != "ft-plain" else "-")
+        t5.append(cells)
+    headers = [f"{label} {m} (start -> end; change)" for label, _, ms in RETENTION_EVALS for m in ms]
+    retention_table = (
+        "Retention during fine-tuning (held-out sets evaluated at the first and last step, %, 95% CI; change = "
+        "end - start, paired on the same units)",
+        ["model", *headers, f"{RETENTION_EVALS[0][0]} {RETENTION_EVALS[0][2][0]} at the end - plain"],
+        t5,
+    )
     return [
         (
             "Base CLIP on the held-out SPEC set (accuracy %, 95% CI)",
@@ -104,6 +122,7 @@ def summary_tables(findings: dict) -> list[tuple[str, list[str], list[list[str]]
             ],
             t4,
         ),
+        retention_table,
     ]
 
 
@@ -140,6 +159,9 @@ def _verdicts(findings: dict) -> list[str]:
         f"{_yes(v['balanced_debiasing_helps'])}; alpha* >= 0.5 there: {_yes(v['balanced_alpha_star_high'])} "
         f"(alpha=1 itself beats raw: {_yes(v['balanced_alpha1_beats_raw'])}); raw already strong on the ARO-style "
         f"set: {_yes(v['aro_raw_already_strong'])}; alpha* <= 0.3 there: {_yes(v['aro_alpha_star_low'])}",
+        f"- hard negatives keep held-out zero-shot top-1 (paired 95% CI of the change above -{CLS_MARGIN:g} points): "
+        f"{_yes(f.get('zero_shot_kept_with_hard_negatives', {}).get('holds', False))} "
+        f"(change {_fmt_cmp(f.get('zero_shot_kept_with_hard_negatives', {}).get('change'))})",
     ]
 
 

@@ -7,6 +7,10 @@ case's score matrix from those rows. Pair scorers run the vision side once per u
 all of that image's texts batched against it. Cases stream through in chunks, so memory does not
 grow with the number of cases.
 
+A case with ``prompts`` (zero-shot classification) holds labels rather than texts: each label's row
+is CLIP's prompt ensemble (:meth:`Engine.embed_labels`), built once per (templates, labels) and
+shared by every case that holds them.
+
 For a ``match-prob`` protocol, a scorer that also declares ``"itm-logits"`` (BLIP's ITM head) gives
 its two ITM logits per pair instead, a ``[n_images, n_texts, 2]`` matrix of ``(no-match, match)``:
 VALSE ranks captions on the match logit (:mod:`spotdiff.protocols.valse`).
@@ -30,6 +34,9 @@ from spotdiff.scorers.base import EmbeddingScorer, PairScorer, Scorer
 #: Cases assembled per chunk; bounds memory on long runs.
 CHUNK_CASES = 2048
 
+#: Needs served per case by a chat scorer's ``answer_choices`` (EqBen Sec. 5.5, protocols.choice).
+CHOICE_NEEDS = ("choice", "choice-text")
+
 
 def text_key(text: str) -> str:
     """Content key of a text (its exact characters)."""
@@ -40,6 +47,14 @@ def pair_key(image: ImageRef, text: str) -> str:
     return f"{image.key}|{text_key(text)}"
 
 
+def case_key(case: Case) -> str:
+    """Content key of a whole case: its images' keys and its texts, in order."""
+    h = hashlib.sha256()
+    for part in [*(ref.key for ref in case.images), "\x00", *case.texts]:
+        h.update(part.encode("utf-8") + b"\x00")
+    return "case:" + h.hexdigest()
+
+
 def _first_positions(keys: Sequence[str]) -> np.ndarray:
     """For each key, the position of its first occurrence."""
     first: dict[str, int] = {}
@@ -47,11 +62,14 @@ def _first_positions(keys: Sequence[str]) -> np.ndarray:
 
 
 def check_capability(scorer: Scorer, need: str) -> None:
-    """Fail before any work when the scorer cannot serve what a protocol needs."""
+    """Fail before any work when the scorer cannot serve what a protocol needs (with the scorer's
+    reason when it gives one)."""
     if not scorer.can(need):
         can = ", ".join(sorted(scorer.capabilities)) or "nothing"
+        why = getattr(scorer, "cannot", lambda need: None)(need)
         raise ConfigError(
             f"model {scorer.spec!r} cannot serve a protocol that needs {need!r} (it provides: {can})"
+            + (f": {why}" if why else "")
         )
 
 
@@ -85,6 +103,7 @@ class Engine:
         self.load_workers = load_workers
         self.stats = {"computed": 0, "cached": 0}
         self._memory: dict[tuple[str, str], np.ndarray] = {}
+        self._labels: dict[tuple[tuple[str, ...], tuple[str, ...]], np.ndarray] = {}
 
     # -- storage -------------------------------------------------------------------------------
     def _lookup(self, kind: str, keys: Sequence[str]) -> dict[str, np.ndarray]:
@@ -151,6 +170,34 @@ class Engine:
         rows = self._encode("image", keys, unique, scorer.encode_images, "img")
         return np.stack([rows[ref.key] for ref in images]) if images else np.zeros((0, 0), np.float32)
 
+    def embed_labels(self, labels: Sequence[str], prompts: Sequence[str]) -> np.ndarray:
+        """CLIP's prompt ensemble per label (rows aligned with ``labels``; Radford et al. 2021 Sec. 3.1.4).
+
+        Row ``c`` is ``normalize(mean_t normalize(embed(template_t with {c} -> label_c)))``, the
+        zero-shot classifier of CLIP_benchmark / open_clip (``zero_shot_classifier``). The filled
+        prompts go through :meth:`embed_texts` (deduplicated and cached); the matrix is kept for the
+        next cases with the same labels and templates.
+        """
+        key = (tuple(prompts), tuple(labels))
+        matrix = self._labels.get(key)
+        if matrix is None:
+            filled = [template.replace("{c}", label) for label in labels for template in key[0]]
+            emb = self.embed_texts(filled).astype(np.float64).reshape(len(labels), len(key[0]), -1)
+            emb /= np.linalg.norm(emb, axis=-1, keepdims=True).clip(min=1e-12)
+            mean = emb.mean(axis=1)
+            matrix = (mean / np.linalg.norm(mean, axis=-1, keepdims=True).clip(min=1e-12)).astype(np.float32)
+            if len(self._labels) > 16:  # a run holds one or two label sets; stay bounded regardless
+                self._labels.clear()
+            self._labels[key] = matrix
+        return matrix
+
+    @staticmethod
+    def _text_items(case: Case) -> tuple[str, ...]:
+        """What the model encodes for a case's texts: the texts, or every filled prompt of its labels."""
+        if not case.prompts:
+            return case.texts
+        return tuple(template.replace("{c}", label) for label in case.texts for template in case.prompts)
+
     def _embedding_scorer(self) -> EmbeddingScorer:
         if not isinstance(self.scorer, EmbeddingScorer):
             raise ConfigError(f"model {self.scorer.spec!r} does not produce embeddings")
@@ -215,6 +262,28 @@ class Engine:
                 bar.update(len(items))
         return found
 
+    def answer_choices(self, cases: Sequence[Case], need: str) -> list[np.ndarray]:
+        """A chat scorer's answers per case (``[n_questions, 2, n_readings]``, protocols.choice),
+        cached by case content."""
+        keys = [case_key(c) for c in cases]
+        found = self._lookup(need, keys)
+        self.stats["cached"] += len(found)
+        todo = [k for k, key in enumerate(keys) if key not in found]
+        with self._bar(len(todo), "asking", "case") as bar:
+            for k in todo:
+                case = cases[k]
+                answers = self.scorer.answer_choices(self._load_images(case.images), case.texts, need)  # type: ignore[attr-defined]
+                item = (keys[k], np.asarray(answers, dtype=np.float32).reshape(-1))
+                self._store(need, [item])
+                found[keys[k]] = item[1]
+                self.stats["computed"] += 1
+                bar.update(1)
+        out = []
+        for case, key in zip(cases, keys, strict=True):
+            rows = len(case.texts) * (2 if need == "choice" else 1)
+            out.append(np.asarray(found[key], dtype=np.float64).reshape(rows, 2, -1))
+        return out
+
     def image_text(self, images: Sequence[ImageRef], texts: Sequence[str]) -> np.ndarray:
         """The ``[len(images), len(texts)]`` score matrix (similarity, or the pair score)."""
         if isinstance(self.scorer, EmbeddingScorer):
@@ -256,11 +325,13 @@ class Engine:
     def _prefill_chunk(self, cases: list[Case], need: str, owns: Callable[[str], bool] | None) -> None:
         keep = owns or (lambda key: True)
         self._check_images(cases, need)
-        texts = [t for t in dict.fromkeys(t for c in cases for t in c.texts) if keep(text_key(t))]
+        texts = [t for t in dict.fromkeys(t for c in cases for t in self._text_items(c)) if keep(text_key(t))]
         if need == "text-text":
             self.embed_texts(texts)
         elif need == "text-prior":
             self.text_prior(texts)
+        elif need in CHOICE_NEEDS:
+            self.answer_choices([c for c in cases if keep(case_key(c))], need)
         elif isinstance(self.scorer, EmbeddingScorer):
             self.embed_images([r for c in cases for r in c.images if keep(r.key)])
             self.embed_texts(texts)
@@ -281,11 +352,15 @@ class Engine:
         sim = self.scorer.similarity(a[unique_r], b[unique_c]).astype(np.float64)  # type: ignore[attr-defined]
         return sim[np.ix_(inv_r.reshape(-1), inv_c.reshape(-1))]
 
-    @staticmethod
-    def _check_images(cases: list[Case], need: str) -> None:
+    def _check_images(self, cases: list[Case], need: str) -> None:
         for case in cases:
-            if need in ("image-text", "match-prob") and not case.images:
+            if need in ("image-text", "match-prob", *CHOICE_NEEDS) and not case.images:
                 raise DataError("protocol needs images but the case has none", record=case.id)
+            if case.prompts and (need != "image-text" or not isinstance(self.scorer, EmbeddingScorer)):
+                raise ConfigError(
+                    f"case {case.id} holds labels with prompt templates (zero-shot classification): that needs an "
+                    f"image-text protocol and an embedding model, not {need!r} with {self.scorer.spec!r}"
+                )
 
     def _chunk(self, cases: list[Case], need: str) -> list[np.ndarray]:
         self._check_images(cases, need)
@@ -305,15 +380,21 @@ class Engine:
                 out.append(prior[start : start + len(c.texts)].reshape(1, -1))
                 start += len(c.texts)
             return out
+        if need in CHOICE_NEEDS:
+            return self.answer_choices(cases, need)
         if isinstance(self.scorer, EmbeddingScorer):
             img = self.embed_images([r for c in cases for r in c.images])
-            txt = self.embed_texts([t for c in cases for t in c.texts])
+            txt = self.embed_texts([t for c in cases if not c.prompts for t in c.texts])
             out, i0, t0 = [], 0, 0
             for c in cases:
-                a, b = img[i0 : i0 + len(c.images)], txt[t0 : t0 + len(c.texts)]
+                a = img[i0 : i0 + len(c.images)]
+                if c.prompts:
+                    b = self.embed_labels(c.texts, c.prompts)
+                else:
+                    b = txt[t0 : t0 + len(c.texts)]
+                    t0 += len(c.texts)
                 out.append(self._case_similarity(c, a, b))
                 i0 += len(c.images)
-                t0 += len(c.texts)
             return out
         if need == "match-prob" and self.scorer.can("itm-logits"):
             logits = self.itm_logits((ref, t) for c in cases for ref in c.images for t in c.texts)

@@ -76,6 +76,9 @@ class EvalConfig:
     extra_info: dict = field(default_factory=dict)
     #: Keep every case's score matrix and per-unit outcomes in the result (the Python API's ``.cases``).
     keep_cases: bool = False
+    #: The training run and optimizer step of an evaluation made during training (``spotdiff train --eval``).
+    training: str | None = None
+    step: int | None = None
 
 
 @dataclass
@@ -241,6 +244,8 @@ class RunRecorder:
                 seed=config.seed,
                 version=__version__,
                 info=self.info,
+                training=config.training,
+                step=config.step,
             )
         if config.out is not None:
             self._scores_tmp = config.out / f".{self.scores_name}.{os.getpid()}.tmp"

@@ -3,7 +3,10 @@
 A run row records the model's identity (spec, config and weight digests), the benchmark, the data
 location and digest, the protocol, the seed, the package version and the time; ``metrics`` holds
 one row per (subset, metric) with its confidence interval; ``units`` holds each case's (or query's)
-score matrix and per-metric outcome, so every reported number can be traced to cases.
+score matrix and per-metric outcome, so every reported number can be traced to cases. An evaluation
+made during training (``spotdiff train --eval``) records the training run's id and the optimizer step
+(columns ``training`` and ``step``, NULL for ordinary runs); a store written before those columns
+existed gains them, empty, the first time it is opened.
 
 The default location is ``$SPOTDIFF_STORE`` or ``~/.local/share/spotdiff/runs.sqlite``. WAL mode
 and a busy timeout let several runs write to one store at the same time.
@@ -40,7 +43,9 @@ CREATE TABLE IF NOT EXISTS runs (
     version TEXT NOT NULL,
     n_cases INTEGER,
     metrics TEXT,
-    info TEXT NOT NULL
+    info TEXT NOT NULL,
+    training TEXT,
+    step INTEGER
 );
 CREATE TABLE IF NOT EXISTS metrics (
     run_id TEXT NOT NULL REFERENCES runs(id) ON DELETE CASCADE,
@@ -63,6 +68,12 @@ CREATE TABLE IF NOT EXISTS units (
 );
 CREATE INDEX IF NOT EXISTS runs_benchmark ON runs(benchmark, model);
 """
+#: Columns added after the first release, with their types: an older store gains them on open.
+_ADDED_COLUMNS = (("training", "TEXT"), ("step", "INTEGER"))
+_RUN_COLUMNS = (
+    "id, created, status, benchmark, subset, protocol, model, model_identity, data_path, data_digest, seed, "
+    "version, n_cases, metrics, info, training, step"
+)
 
 
 def default_store_path() -> Path:
@@ -90,6 +101,8 @@ class Run:
     n_cases: int | None
     metrics: dict | None
     info: dict
+    training: str | None = None
+    step: int | None = None
 
 
 class RunStore:
@@ -106,6 +119,25 @@ class RunStore:
         self._db.execute("PRAGMA busy_timeout=60000")
         self._db.execute("PRAGMA foreign_keys=ON")
         self._db.executescript(_SCHEMA)
+        self._migrate()
+        self._db.execute("CREATE INDEX IF NOT EXISTS runs_training ON runs(training, step)")
+
+    def _migrate(self) -> None:
+        """Add the columns an older store lacks (in one write transaction, so concurrent openers agree)."""
+        if not self._missing_columns():
+            return
+        self._db.execute("BEGIN IMMEDIATE")
+        try:
+            for name, kind in self._missing_columns():
+                self._db.execute(f"ALTER TABLE runs ADD COLUMN {name} {kind}")
+            self._db.execute("COMMIT")
+        except BaseException:
+            self._db.execute("ROLLBACK")
+            raise
+
+    def _missing_columns(self) -> list[tuple[str, str]]:
+        have = {row[1] for row in self._db.execute("PRAGMA table_info(runs)")}
+        return [(name, kind) for name, kind in _ADDED_COLUMNS if name not in have]
 
     def _tx(self, statements: Iterable[tuple[str, Any]]) -> None:
         self._db.execute("BEGIN IMMEDIATE")
@@ -133,16 +165,19 @@ class RunStore:
         seed: int,
         version: str,
         info: dict | None = None,
+        training: str | None = None,
+        step: int | None = None,
     ) -> str:
-        """Record a new run as ``running`` and return its id."""
+        """Record a new run as ``running`` and return its id (``training``/``step``: the training run and
+        optimizer step of an evaluation made during training)."""
         run_id = uuid.uuid4().hex[:12]
         created = datetime.now(UTC).isoformat(timespec="seconds")
         self._tx(
             [
                 (
                     "INSERT INTO runs (id, created, status, benchmark, subset, protocol, model, "
-                    "model_identity, data_path, data_digest, seed, version, info) "
-                    "VALUES (?, ?, 'running', ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                    "model_identity, data_path, data_digest, seed, version, info, training, step) "
+                    "VALUES (?, ?, 'running', ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
                     [
                         run_id,
                         created,
@@ -156,6 +191,8 @@ class RunStore:
                         seed,
                         version,
                         dumps(info or {}),
+                        training,
+                        step,
                     ],
                 )
             ]
@@ -205,7 +242,7 @@ class RunStore:
         self._tx([("UPDATE runs SET status=? WHERE id=?", [f"failed: {reason}"[:500], run_id])])
 
     def _row_to_run(self, row: tuple) -> Run:
-        (rid, created, status, bench, subset, protocol, model, ident, dpath, ddig, seed, ver, n, met, info) = row
+        (rid, created, status, bench, subset, protocol, model, ident, dpath, ddig, seed, ver, n, met, info) = row[:15]
         return Run(
             rid,
             created,
@@ -222,12 +259,18 @@ class RunStore:
             n,
             json.loads(met) if met else None,
             json.loads(info),
+            *row[15:],
         )
 
-    def runs(self, *, benchmark: str | None = None, status: str | None = None) -> list[Run]:
-        """All runs, newest first, optionally filtered."""
-        sql, params = "SELECT * FROM runs", []
+    def runs(
+        self, *, benchmark: str | None = None, status: str | None = None, training: str | None = None
+    ) -> list[Run]:
+        """All runs, newest first, optionally filtered (``training``: the evaluations of one training run)."""
+        sql, params = f"SELECT {_RUN_COLUMNS} FROM runs", []
         where = []
+        if training:
+            where.append("training=?")
+            params.append(training)
         if benchmark:
             where.append("benchmark=?")
             params.append(benchmark)
@@ -241,7 +284,7 @@ class RunStore:
 
     def get(self, run_id: str) -> Run:
         """A run by id or unique id prefix."""
-        rows = self._db.execute("SELECT * FROM runs WHERE id LIKE ?", [run_id + "%"]).fetchall()
+        rows = self._db.execute(f"SELECT {_RUN_COLUMNS} FROM runs WHERE id LIKE ?", [run_id + "%"]).fetchall()
         if len(rows) != 1:
             raise ConfigError(
                 f"no run {run_id!r} in {self.path}" if not rows else f"run id prefix {run_id!r} is ambiguous"

@@ -4,6 +4,12 @@ One step takes a *global batch*: ``batch_size`` ordinary image-caption pairs and
 ``cases_per_step`` whole candidate sets (see :mod:`spotdiff.optimize.data`); which ones is a pure
 function of ``(seed, step)``. The loss (``--loss``):
 
+The contrastive term follows the model's own objective (:attr:`DualEncoder.objective`): CLIP's
+softmax InfoNCE for CLIP-style models, SigLIP's pairwise sigmoid loss with its learned bias for
+SigLIP-style models (Zhai et al. 2023); the hard-negative and EqSim terms take the matching form
+(:func:`~spotdiff.optimize.losses.siglip_hn_loss`, EqSim on ``sigmoid(t * cos + b)``), and the log
+names the term ``clip`` or ``siglip``.
+
 * ``clip``: CLIP's symmetric InfoNCE over all matched pairs of the step (caption pairs and the
   cases' anchor pairs alike; the case-mates are in-batch negatives like any other).
 * ``spec-hn``: SPEC Eq. 9, ``L_clip(caption pairs) + lambda * L_hn(case anchors)``. For ``L_hn``
@@ -11,10 +17,11 @@ function of ``(seed, step)``. The loss (``--loss``):
   hard negatives are its own case's false candidates (both modalities); ``L_hn`` is averaged over
   anchors. Without captions the ``L_clip`` term is absent.
 * ``eqsim``: ``L_clip(all pairs) + beta * EqSim`` (EqBen Sec. 3), EqSim on the softmax-normalised
-  similarity of all matched pairs (App. C), variant v1 / v2 / hybrid; in the hybrid, the close pairs
-  are the top-``k`` pairs plus every two anchors of one case. The temperature inside EqSim's softmax
-  is detached: it is learnt by the contrastive term only (otherwise EqSim could be minimised by
-  flattening the softmax).
+  similarity of all matched pairs (App. C), variant v1 / v2 / hybrid (the default) / reference; the
+  close pairs are the top-``k`` pairs (hybrid) or ``k`` pairs sampled as EqBen's code does
+  (reference), plus every two anchors of one case. The temperature (and bias) inside EqSim's
+  normalisation is detached: it is learnt by the contrastive term only (otherwise EqSim could be
+  minimised by flattening the softmax).
 
 Optimisation: AdamW (betas 0.9/0.98, eps 1e-6 as in CLIP; no weight decay on biases, norms and the
 temperature), linear warm-up then cosine decay (``transformers.get_cosine_schedule_with_warmup``),
@@ -26,6 +33,13 @@ Resumption (``--resume``) restores the weights, AdamW and scheduler states, the 
 RNG states from the last complete checkpoint; since the data order is a function of the step, a run
 stopped (``--stop-after``) and resumed ends with the same weights, bit for bit on CPU, as one run
 straight through. A fresh run into a folder that holds checkpoints is refused.
+
+Evaluation during training (``--eval``, ``--eval-every``, ``--keep best:METRIC``;
+:mod:`spotdiff.optimize.evaluation`): ordinary runs recorded in the run store with the training id
+(``OUT/training.json``) and the step, ``OUT/eval_log.jsonl``, and the retention curves
+``OUT/retention.json`` / ``.png`` (:mod:`spotdiff.optimize.retention`). Losses (each term apart),
+learning rate, temperature and the evaluations go to TensorBoard (``OUT/tensorboard``) and, with
+``--wandb PROJECT``, to Weights & Biases (:mod:`spotdiff.optimize.trackers`).
 
 Distributed: run under ``accelerate launch --num_processes N [--cpu] -m spotdiff train ...`` or
 ``torchrun --nproc_per_node N -m spotdiff train ...`` (gloo on CPU, NCCL on GPUs; multi-node with
@@ -44,6 +58,7 @@ import json
 import logging
 import math
 import time
+import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -53,6 +68,7 @@ import torch
 
 from spotdiff.cases import Case
 from spotdiff.errors import ConfigError
+from spotdiff.jsonio import write_json
 from spotdiff.optimize.checkpoint import (
     checkpoint_dir,
     latest_checkpoint,
@@ -64,14 +80,17 @@ from spotdiff.optimize.checkpoint import (
     saved_options,
 )
 from spotdiff.optimize.data import Batch, EpochSampler, Pair, PixelCache, build_batch, prepare_cases
-from spotdiff.optimize.losses import clip_contrastive_loss, eqsim_loss, spec_hn_loss
+from spotdiff.optimize.evaluation import EvalTarget, KeepBest, TrainingEvaluator
+from spotdiff.optimize.losses import clip_contrastive_loss, eqsim_loss, siglip_hn_loss, siglip_loss, spec_hn_loss
 from spotdiff.optimize.models import DualEncoder, build_clip_from_config, load_dual_encoder
+from spotdiff.optimize.retention import write_retention
+from spotdiff.optimize.trackers import Trackers
 from spotdiff.seeding import seed_everything
 
 log = logging.getLogger(__name__)
 
 LOSSES = ("clip", "spec-hn", "eqsim")
-EQSIM_VARIANTS = ("v1", "v2", "hybrid")
+EQSIM_VARIANTS = ("v1", "v2", "hybrid", "reference")
 # options that must match for a resumed run to continue the same run
 _RESUME_KEYS = ("seed", "batch_size", "cases_per_step", "loss", "model", "from_config")
 
@@ -105,6 +124,14 @@ class TrainConfig:
     log_every: int = 10
     device: str = "auto"
     mixed_precision: str = "no"
+    evals: list[EvalTarget] = field(default_factory=list)
+    eval_every: int = 0
+    eval_n_boot: int = 1000
+    eval_batch_size: int = 64
+    keep: str | None = None
+    store: Path | None = None
+    tensorboard: bool = True
+    wandb: str | None = None
 
     def validate(self) -> None:
         if (self.model is None) == (self.from_config is None):
@@ -112,13 +139,19 @@ class TrainConfig:
         if self.loss not in LOSSES:
             raise ConfigError(f"unknown --loss {self.loss!r}; choose from {', '.join(LOSSES)}")
         if self.eqsim_variant not in EQSIM_VARIANTS:
-            raise ConfigError(f"unknown --eqsim-variant {self.eqsim_variant!r}; choose v1, v2 or hybrid")
+            raise ConfigError(f"unknown --eqsim-variant {self.eqsim_variant!r}; choose {', '.join(EQSIM_VARIANTS)}")
         if self.steps < 1:
             raise ConfigError("--steps must be at least 1")
         if self.batch_size < 0 or self.cases_per_step < 0:
             raise ConfigError("--batch-size and --cases-per-step must be >= 0")
         if self.warmup_steps is not None and not 0 <= self.warmup_steps <= self.steps:
             raise ConfigError("--warmup-steps must lie between 0 and --steps")
+        if self.eval_every < 0:
+            raise ConfigError("--eval-every must be >= 0")
+        if (self.eval_every or self.keep) and not self.evals:
+            raise ConfigError("--eval-every and --keep need at least one --eval NAME=DIR")
+        if self.keep:
+            KeepBest.parse(self.keep, self.evals)
 
     @property
     def warmup(self) -> int:
@@ -144,63 +177,70 @@ class TrainResult:
 
 
 def compute_loss(
-    config: TrainConfig, batch: Batch, image: torch.Tensor, text: torch.Tensor, scale: torch.Tensor
+    config: TrainConfig,
+    batch: Batch,
+    image: torch.Tensor,
+    text: torch.Tensor,
+    scale: torch.Tensor,
+    bias: torch.Tensor | None = None,
 ) -> tuple[torch.Tensor, dict[str, float]]:
-    """The step's loss from the global batch's embeddings (unit rows) and temperature."""
+    """The step's loss from the global batch's embeddings (unit rows), temperature and, for a
+    sigmoid-trained model, bias; returns the loss and each term's value (for the logs)."""
     sim = image @ text.t()
+    sigmoid = bias is not None
+    name = "siglip" if sigmoid else "clip"
+
+    def contrastive(s: torch.Tensor) -> torch.Tensor:
+        return siglip_loss(s, scale, bias) if sigmoid else clip_contrastive_loss(s, scale)
+
     all_img = torch.cat([batch.cap_img, batch.case_img]).to(sim.device)
     all_txt = torch.cat([batch.cap_txt, batch.case_txt]).to(sim.device)
     parts: dict[str, float] = {}
     if config.loss == "clip":
-        loss = clip_contrastive_loss(sim[all_img][:, all_txt], scale)
-        parts["clip"] = loss.item()
+        loss = contrastive(sim[all_img][:, all_txt])
+        parts[name] = loss.item()
     elif config.loss == "spec-hn":
         n_cap = len(batch.cap_img)
-        clip_sim = sim[all_img[:n_cap]][:, all_txt[:n_cap]] if n_cap else None
-        hn_sim = hn_text = hn_image = trivial = None
+        zero = sim.new_zeros(())
+        # SPEC Eq. 9 (spotdiff.optimize.losses.spec_loss), with the two terms kept apart for the log
+        clip_term = contrastive(sim[all_img[:n_cap]][:, all_txt[:n_cap]]) if n_cap else zero
+        hn_term = zero
         if len(batch.case_img):
             ci, ct = batch.case_img.to(sim.device), batch.case_txt.to(sim.device)
             group = batch.case_group.to(sim.device)
-            hn_sim = sim[ci][:, ct]
-            trivial = group[:, None] != group[None, :]  # other cases' anchors; the diagonal is added
-            hn_text = sim[ci[:, None], batch.hn_text.to(sim.device)]
-            hn_image = sim[batch.hn_image.to(sim.device), ct[:, None]]
-        # SPEC Eq. 9 (spotdiff.optimize.losses.spec_loss), with the two terms kept apart for the log
-        zero = sim.new_zeros(())
-        clip_term = clip_contrastive_loss(clip_sim, scale) if clip_sim is not None else zero
-        hn_term = zero
-        if hn_sim is not None:
-            hn_term = spec_hn_loss(
-                hn_sim,
-                hn_text,
-                hn_image,
+            hn_term = (siglip_hn_loss if sigmoid else spec_hn_loss)(
+                sim[ci][:, ct],
+                sim[ci[:, None], batch.hn_text.to(sim.device)],
+                sim[batch.hn_image.to(sim.device), ct[:, None]],
                 logit_scale=scale,
-                trivial_mask=trivial,
+                trivial_mask=group[:, None] != group[None, :],  # other cases' anchors; the diagonal is added
                 hn_text_mask=batch.hn_text_mask.to(sim.device),
                 hn_image_mask=batch.hn_image_mask.to(sim.device),
+                **({"logit_bias": bias} if sigmoid else {}),
             )
             parts["hn"] = hn_term.item()
-        if clip_sim is not None:
-            parts["clip"] = clip_term.item()
+        if n_cap:
+            parts[name] = clip_term.item()
         loss = clip_term + config.lam * hn_term
     else:  # eqsim
         pair_sim = sim[all_img][:, all_txt]
         n_cap = len(batch.cap_img)
         group = torch.cat([torch.full((n_cap,), -1, dtype=torch.long), batch.case_group]).to(sim.device)
         close = (group[:, None] == group[None, :]) & (group[:, None] >= 0)
-        clip_term = clip_contrastive_loss(pair_sim, scale)
+        clip_term = contrastive(pair_sim)
         eq_term = eqsim_loss(
             pair_sim,
             variant=config.eqsim_variant,
             alpha=config.eqsim_alpha,
             beta=config.eqsim_beta,
             k=config.eqsim_k,
-            score="cosine",
+            score="sigmoid" if sigmoid else "cosine",
             logit_scale=scale.detach(),
+            logit_bias=bias.detach() if sigmoid else 0.0,
             close=close,
         )
         loss = clip_term + eq_term
-        parts["clip"], parts["eqsim"] = clip_term.item(), eq_term.item()
+        parts[name], parts["eqsim"] = clip_term.item(), eq_term.item()
     return loss, parts
 
 
@@ -244,14 +284,87 @@ def _gather(x: torch.Tensor, n: int, world: int) -> torch.Tensor:
 
 def encode_batch(
     model: Any, core: DualEncoder, batch: Batch, cache: PixelCache, device: torch.device, world: int, rank: int
-) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-    """Embeddings of all images and texts of the global batch (this rank encodes its share)."""
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor | None]:
+    """Embeddings of all images and texts of the global batch (this rank encodes its share), the
+    temperature and the bias (None for a softmax-trained model)."""
     img_idx = _shard(len(batch.images), world, rank)
     txt_idx = _shard(len(batch.texts), world, rank)
     pixels = cache.pixels([batch.images[i] for i in img_idx], core.preprocess_images).to(device)
     tokens = core.tokenize([batch.texts[i] for i in txt_idx])
-    image, text, scale = model(pixels, tokens["input_ids"].to(device), tokens["attention_mask"].to(device))
-    return _gather(image, len(batch.images), world), _gather(text, len(batch.texts), world), scale
+    image, text, scale, bias = model(pixels, tokens["input_ids"].to(device), tokens["attention_mask"].to(device))
+    return _gather(image, len(batch.images), world), _gather(text, len(batch.texts), world), scale, bias
+
+
+# --------------------------------------------------------------------------------------- monitoring
+
+
+def training_id(out: Path, resumed: bool, is_main: bool) -> str:
+    """The id of this training run: kept in ``OUT/training.json``, the same across resumptions."""
+    path = out / "training.json"
+    if resumed and path.is_file():
+        return str(json.loads(path.read_text(encoding="utf-8"))["id"])
+    new = uuid.uuid4().hex[:12]
+    if is_main:
+        write_json(path, {"id": new, "created": time.strftime("%Y-%m-%dT%H:%M:%S%z")})
+    return new
+
+
+class _Monitor:
+    """Rank 0's trackers, evaluations during training and retention curves (inactive on other ranks)."""
+
+    def __init__(
+        self, config: TrainConfig, out: Path, ident: str, label: str, start: int, options: dict, active: bool
+    ) -> None:
+        self.active = active
+        self.out, self.ident, self.label = out, ident, label
+        self.eval_s = 0.0
+        self.evaluator: TrainingEvaluator | None = None
+        self.trackers: Trackers | None = None
+        if config.evals:
+            self.evaluator = TrainingEvaluator(
+                config.evals,
+                out=out,
+                training_id=ident,
+                model_label=self.label,
+                store=config.store,
+                seed=config.seed,
+                n_boot=config.eval_n_boot,
+                batch_size=config.eval_batch_size,
+                keep=KeepBest.parse(config.keep, config.evals) if config.keep else None,
+            )
+            if active:
+                self.evaluator.truncate(start if start else -1)
+        if active:
+            self.trackers = Trackers(out, training_id=ident, config=options, start_step=start,
+                                     tensorboard=config.tensorboard, wandb_project=config.wandb)  # fmt: skip
+
+    def log_step(self, record: dict, parts: dict[str, float], bias: torch.Tensor | None) -> None:
+        if self.trackers is None:
+            return
+        values = {"loss/total": record["loss"], **{f"loss/{k}": v for k, v in parts.items()}}
+        values.update({"train/lr": record["lr"], "train/logit_scale": record["logit_scale"]})
+        values["train/grad_norm"] = record.get("grad_norm")
+        values["train/logit_bias"] = None if bias is None else float(bias.detach().float().reshape(-1)[0])
+        self.trackers.scalars(record["step"], values)
+
+    def evaluate(self, core: DualEncoder, step: int, device: torch.device, barrier) -> None:
+        """Evaluate on rank 0 (the others wait), unless this step was evaluated already."""
+        if self.evaluator is None:
+            return
+        t0 = time.perf_counter()
+        if self.active and not any(r["step"] == step for r in self.evaluator.records()):
+            records = self.evaluator(core, step, device)
+            if self.trackers is not None:
+                self.trackers.evaluation(step, records)
+            write_retention(self.out, self.evaluator.records(), training_id=self.ident, model=self.label, png=False)
+        barrier()
+        self.eval_s += time.perf_counter() - t0
+
+    def close(self) -> None:
+        if self.active and self.evaluator is not None:
+            write_retention(self.out, self.evaluator.records(), training_id=self.ident, model=self.label)
+        if self.trackers is not None:
+            self.trackers.close()
 
 
 # -------------------------------------------------------------------------------------------- train
@@ -349,6 +462,8 @@ def train(config: TrainConfig, pairs: Sequence[Pair] = (), cases: Sequence[Case]
             ]
         log_path.write_text("".join(line + "\n" for line in kept), encoding="utf-8")
     options = config.options()
+    ident = training_id(out, resume_from is not None, is_main)
+    monitor = _Monitor(config, out, ident, core_ref.eval_spec(out.resolve()), step, options, is_main)
 
     def checkpoint(at: int) -> None:
         save_checkpoint(
@@ -367,7 +482,9 @@ def train(config: TrainConfig, pairs: Sequence[Pair] = (), cases: Sequence[Case]
 
     end = config.steps if config.stop_after is None else min(config.steps, step + config.stop_after)
     losses: list[float] = []
-    t_start, t_after_first = time.perf_counter(), None
+    if step == 0:
+        monitor.evaluate(core_ref, 0, device, accelerator.wait_for_everyone)
+    t_start, t_after_first, eval_before = time.perf_counter(), None, monitor.eval_s
     first = step
     model.train()
     while step < end:
@@ -375,8 +492,9 @@ def train(config: TrainConfig, pairs: Sequence[Pair] = (), cases: Sequence[Case]
             [pairs[i] for i in cap_sampler.take(step, config.batch_size)],
             [prepared[i] for i in case_sampler.take(step, config.cases_per_step)],
         )
-        image, text, scale = encode_batch(model, core_ref, batch, cache, device, world, rank)
-        loss, parts = compute_loss(config, batch, image.float(), text.float(), scale.float())
+        image, text, scale, bias = encode_batch(model, core_ref, batch, cache, device, world, rank)
+        bias = None if bias is None else bias.float()
+        loss, parts = compute_loss(config, batch, image.float(), text.float(), scale.float(), bias)
         accelerator.backward(loss)
         grad_norm = None
         if config.max_grad_norm and config.max_grad_norm > 0:
@@ -399,8 +517,11 @@ def train(config: TrainConfig, pairs: Sequence[Pair] = (), cases: Sequence[Case]
             }
             if grad_norm is not None:
                 record["grad_norm"] = float(grad_norm)
+            if bias is not None:
+                record["logit_bias"] = float(bias.detach().reshape(-1)[0])
             with log_path.open("a", encoding="utf-8") as f:
                 f.write(json.dumps(record) + "\n")
+            monitor.log_step(record, parts, bias)
             if config.log_every and (step % config.log_every == 0 or step == end):
                 log.info(
                     "step %d/%d loss %.4f %s lr %.3g",
@@ -412,7 +533,9 @@ def train(config: TrainConfig, pairs: Sequence[Pair] = (), cases: Sequence[Case]
                 )
         if config.save_every and step % config.save_every == 0 and step < end:
             checkpoint(step)
-    elapsed = time.perf_counter() - (t_after_first or t_start)
+        if config.eval_every and step % config.eval_every == 0 and step < config.steps:
+            monitor.evaluate(core_ref, step, device, accelerator.wait_for_everyone)
+    elapsed = time.perf_counter() - (t_after_first or t_start) - (monitor.eval_s - eval_before)
     done = step - first
     steps_per_s = (done - 1) / elapsed if done > 1 and elapsed > 0 else float("nan")
     if done:
@@ -420,9 +543,11 @@ def train(config: TrainConfig, pairs: Sequence[Pair] = (), cases: Sequence[Case]
     finished = step >= config.steps
     eval_spec = None
     if finished:
+        monitor.evaluate(core_ref, step, device, accelerator.wait_for_everyone)
         if is_main:
             core_ref.save(out)
         eval_spec = core_ref.eval_spec(out)
+    monitor.close()
     if is_main:
         summary = {
             "step": step,
@@ -431,6 +556,9 @@ def train(config: TrainConfig, pairs: Sequence[Pair] = (), cases: Sequence[Case]
             "steps_per_s": steps_per_s,
             "world_size": world,
             "eval_spec": eval_spec,
+            "training_id": ident,
+            "objective": core_ref.objective,
+            "eval_s": monitor.eval_s,
             "options": options,
         }
         (out / "train_summary.json").write_text(json.dumps(summary, indent=2, default=str), encoding="utf-8")

@@ -11,10 +11,19 @@ Conventions shared by every function here:
 The losses:
 
 * :func:`clip_contrastive_loss`: CLIP's symmetric InfoNCE (Radford et al. 2021, Fig. 3).
+* :func:`siglip_loss`: SigLIP's pairwise sigmoid loss with its learned bias (Zhai et al. 2023,
+  Sec. 3.1, Algorithm 1): the contrastive term for models trained with it (SigLIP).
 * :func:`spec_hn_i2t`, :func:`spec_hn_t2i`, :func:`spec_hn_loss`, :func:`spec_loss`: SPEC's
-  hard-negative-aware contrastive loss (SPEC paper, Sec. 5.1, Eq. 6-9).
+  hard-negative-aware contrastive loss (SPEC paper, Sec. 5.1, Eq. 6-9); :func:`siglip_hn_loss` the
+  same hard negatives for sigmoid scores.
 * :func:`eqsim_v1`, :func:`eqsim_v2`, :func:`eqsim_loss`: EqSim (EqBen paper, Sec. 3, Eq. 5-6 and
-  App. C), with margin ``alpha``, weight ``beta``, and the v1 / v2 / hybrid variants.
+  App. C), with margin ``alpha``, weight ``beta``, and the v1 / v2 / hybrid variants, plus the EqBen
+  reference code's variant (``"reference"``); scores normalised by a softmax (ITC), a sigmoid (ITM)
+  or SigLIP's own sigmoid with its bias.
+
+SigLIP-style models (a learned ``logit_bias``) use the sigmoid forms: :func:`siglip_loss` instead of
+:func:`clip_contrastive_loss`, :func:`siglip_hn_loss` instead of :func:`spec_hn_loss`, and EqSim on
+``score="sigmoid"``; ``spotdiff train`` picks them from the model (:mod:`spotdiff.optimize.loop`).
 
 The per-case equivariance score (EqBen Sec. 5.4, Fig. 6) is a diagnostic metric:
 :mod:`spotdiff.protocols.equivariance` (numpy arrays or torch tensors alike).
@@ -28,17 +37,21 @@ import torch
 import torch.nn.functional as F
 
 Reduction = Literal["mean", "sum", "none"]
-ScoreKind = Literal["cosine", "itm", "raw"]
-EqSimVariant = Literal["v1", "v2", "hybrid"]
+ScoreKind = Literal["cosine", "itm", "sigmoid", "raw"]
+EqSimVariant = Literal["v1", "v2", "hybrid", "reference"]
 
 __all__ = [
     "clip_contrastive_loss",
     "close_pair_mask",
     "eqsim_loss",
     "eqsim_pair_scores",
+    "eqsim_reference",
     "eqsim_v1",
     "eqsim_v2",
     "normalize_scores",
+    "reference_close_pairs",
+    "siglip_hn_loss",
+    "siglip_loss",
     "spec_hn_i2t",
     "spec_hn_loss",
     "spec_hn_t2i",
@@ -82,6 +95,40 @@ def clip_contrastive_loss(
     i2t = F.cross_entropy(logits, target, reduction="none")
     t2i = F.cross_entropy(logits.t(), target, reduction="none")
     return _reduce((i2t + t2i) / 2, reduction)
+
+
+# --------------------------------------------------------------------------------------------------
+# SigLIP (Zhai et al. 2023)
+
+
+def _log_sigmoid_pairs(
+    similarity: torch.Tensor, logit_scale: float | torch.Tensor, logit_bias: float | torch.Tensor, sign: float
+) -> torch.Tensor:
+    """``-log sigmoid(sign * (logit_scale * similarity + logit_bias))`` elementwise."""
+    return -F.logsigmoid(sign * (similarity * logit_scale + logit_bias))
+
+
+def siglip_loss(
+    similarity: torch.Tensor,
+    logit_scale: float | torch.Tensor = 1.0,
+    logit_bias: float | torch.Tensor = 0.0,
+    *,
+    reduction: Reduction = "mean",
+) -> torch.Tensor:
+    """SigLIP's pairwise sigmoid loss (Zhai et al. 2023, Sec. 3.1 Eq. 1 and Algorithm 1).
+
+    ``L = -1/N sum_i sum_j log sigmoid(z_ij * (t * cos(x_i, y_j) + b))`` with ``z_ij = 1`` for the
+    matched pair (``i = j``) and ``-1`` otherwise, ``t = logit_scale`` (the multiplicative
+    temperature, ``exp(t')``) and ``b = logit_bias`` the learned bias (initialised at -10 in the
+    paper). Every image-text pair is an independent binary problem, so no softmax normalises over
+    the batch. With ``reduction="none"`` returns each image's row sum, shape ``[N]`` (their mean is
+    the paper's loss).
+    """
+    n = _check_square(similarity)
+    eye = torch.eye(n, dtype=torch.bool, device=similarity.device)
+    pos = _log_sigmoid_pairs(similarity, logit_scale, logit_bias, 1.0)
+    neg = _log_sigmoid_pairs(similarity, logit_scale, logit_bias, -1.0)
+    return _reduce(torch.where(eye, pos, neg).sum(dim=1), reduction)
 
 
 # --------------------------------------------------------------------------------------------------
@@ -204,6 +251,56 @@ def spec_hn_loss(
     return i2t + t2i
 
 
+def siglip_hn_loss(
+    similarity: torch.Tensor,
+    hn_text_similarity: torch.Tensor | None = None,
+    hn_image_similarity: torch.Tensor | None = None,
+    *,
+    hn_text_mask: torch.Tensor | None = None,
+    hn_image_mask: torch.Tensor | None = None,
+    trivial_mask: torch.Tensor | None = None,
+    logit_scale: float | torch.Tensor = 1.0,
+    logit_bias: float | torch.Tensor = 0.0,
+    reduction: Reduction = "mean",
+) -> torch.Tensor:
+    """SPEC's hard-negative term (Sec. 5.1, Eq. 7-8) for sigmoid scores (SigLIP).
+
+    With ``l(I, T) = logit_scale * cos(I, T) + logit_bias`` and ``-log sigmoid`` as the pairwise loss
+    of :func:`siglip_loss`, anchor ``i`` contributes::
+
+        -log s(l(I_i, T_i)) + sum_{j trivial} -log s(-l(I_i, T_j))
+                            + sum_k -log s(-l(I_i, T^hn_ik)) + sum_k -log s(-l(I^hn_ik, T_i))
+
+    i.e. the SigLIP loss over the anchor pairs (restricted to ``trivial_mask``, the diagonal always
+    kept) with each anchor's hard-negative texts (Eq. 7's ``T^hn``) and hard-negative images (Eq. 8's
+    ``I^hn``) added as extra negative pairs. A sigmoid loss has no normaliser to put them in, so the
+    softmax's two directions become one sum: each trivial pair ``(i, j)`` is counted once, as in
+    :func:`siglip_loss`, rather than once per direction. Without hard negatives and mask it equals
+    :func:`siglip_loss`. Arguments as in :func:`spec_hn_loss`; ``"mean"`` averages over anchors.
+    """
+    n = _check_square(similarity)
+    eye = torch.eye(n, dtype=torch.bool, device=similarity.device)
+    neg = _log_sigmoid_pairs(similarity, logit_scale, logit_bias, -1.0)
+    if trivial_mask is not None:
+        if trivial_mask.shape != (n, n):
+            raise ValueError(f"trivial_mask must have shape {(n, n)}, got {tuple(trivial_mask.shape)}")
+        neg = neg.masked_fill(~trivial_mask.to(torch.bool), 0.0)
+    pos = _log_sigmoid_pairs(similarity, logit_scale, logit_bias, 1.0)
+    values = torch.where(eye, pos, neg).sum(dim=1)
+    for hn, mask, name in ((hn_text_similarity, hn_text_mask, "text"), (hn_image_similarity, hn_image_mask, "image")):
+        if hn is None or not hn.numel():
+            continue
+        if hn.ndim != 2 or hn.shape[0] != n:
+            raise ValueError(f"hard-negative {name} similarities must have shape [{n}, H], got {tuple(hn.shape)}")
+        extra = _log_sigmoid_pairs(hn, logit_scale, logit_bias, -1.0)
+        if mask is not None:
+            if mask.shape != hn.shape:
+                raise ValueError(f"hard-negative {name} mask and similarities must have the same shape")
+            extra = extra.masked_fill(~mask.to(torch.bool), 0.0)
+        values = values + extra.sum(dim=1)
+    return _reduce(values, reduction)
+
+
 def spec_loss(
     clip_similarity: torch.Tensor | None,
     hn_similarity: torch.Tensor | None,
@@ -247,22 +344,31 @@ def spec_loss(
 
 
 def normalize_scores(
-    scores: torch.Tensor, kind: ScoreKind = "cosine", *, logit_scale: float | torch.Tensor = 1.0
+    scores: torch.Tensor,
+    kind: ScoreKind = "cosine",
+    *,
+    logit_scale: float | torch.Tensor = 1.0,
+    logit_bias: float | torch.Tensor = 0.0,
 ) -> torch.Tensor:
     """The similarity ``s`` EqSim regularises (EqBen App. C).
 
     * ``"cosine"`` (dual encoders with ITC): the cosine, scaled by ``logit_scale`` and "normalized by
       a softmax function" over each image's row of texts: ``softmax(logit_scale * scores, dim=-1)``.
     * ``"itm"`` (fusion encoders with an ITM head): the ITM logit through a sigmoid.
+    * ``"sigmoid"`` (SigLIP): the model's own match probability
+      ``sigmoid(logit_scale * scores + logit_bias)``, the quantity its loss (:func:`siglip_loss`)
+      trains, normalised by a sigmoid as App. C does for ITM scores.
     * ``"raw"``: the scores unchanged.
     """
     if kind == "cosine":
         return torch.softmax(scores * logit_scale, dim=-1)
     if kind == "itm":
         return torch.sigmoid(scores)
+    if kind == "sigmoid":
+        return torch.sigmoid(scores * logit_scale + logit_bias)
     if kind == "raw":
         return scores
-    raise ValueError(f"unknown score kind {kind!r}; use 'cosine', 'itm' or 'raw'")
+    raise ValueError(f"unknown score kind {kind!r}; use 'cosine', 'itm', 'sigmoid' or 'raw'")
 
 
 def _hinge_mse(diff: torch.Tensor, alpha: float) -> torch.Tensor:
@@ -330,6 +436,63 @@ def close_pair_mask(similarity: torch.Tensor, k: int = 8, *, close: torch.Tensor
         return torch.triu(mask, diagonal=1)
 
 
+def reference_close_pairs(
+    logits: torch.Tensor, k: int = 8, *, generator: torch.Generator | None = None
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """The close pairs of the EqBen reference code's EqSim: ``(first, second)`` ordered index pairs.
+
+    EqBen's training code (``EqSim/FIBER``, ``compute_itm_hardneg`` with ``pairloss='hard_easy_itc'``)
+    draws, for each anchor ``a``, ``sample_num`` texts with probability ``softmax(logits[a, :])`` and
+    ``sample_num`` images with probability ``softmax(logits[:, a])`` (its own entry zeroed), without
+    replacement, and pairs ``a`` with each draw. Here ``k`` draws per anchor split evenly between the
+    two directions (``k = 8`` is the released recipe's ``sample_num = 4``; the paper's App. C says
+    "top-8"). Draws use ``generator`` (default: torch's global RNG, which ``spotdiff train`` seeds and
+    checkpoints). A pair may appear twice (drawn as a text and as an image), as in the reference.
+    """
+    n = _check_square(logits, "logits")
+    kk = min(int(k), 2 * (n - 1))
+    if kk <= 0:
+        empty = torch.zeros(0, dtype=torch.long, device=logits.device)
+        return empty, empty
+    per_dir = (kk - kk // 2, kk // 2)  # (texts, images) per anchor
+    with torch.no_grad():
+        eye = torch.eye(n, dtype=torch.bool, device=logits.device)
+        firsts, seconds = [], []
+        for count, scores in zip(per_dir, (logits.detach(), logits.detach().t()), strict=True):
+            count = min(count, n - 1)
+            if count <= 0:
+                continue
+            weights = torch.softmax(scores.double(), dim=1).clamp_min(1e-300).masked_fill(eye, 0.0)
+            drawn = torch.multinomial(weights, count, replacement=False, generator=generator)
+            firsts.append(torch.arange(n, device=logits.device).repeat_interleave(count))
+            seconds.append(drawn.reshape(-1))
+        return torch.cat(firsts), torch.cat(seconds)
+
+
+def eqsim_reference(
+    scores: torch.Tensor, first: torch.Tensor, second: torch.Tensor, alpha: float = 0.0
+) -> torch.Tensor:
+    """EqSim as the EqBen reference code computes it (``pairloss='hard_easy_itc'``), without ``beta``.
+
+    ``scores`` is the normalised ``[N, N]`` matrix (:func:`normalize_scores`), ``(first[p], second[p])``
+    the close pairs (:func:`reference_close_pairs`, plus any known ones). Then:
+
+    * EqSim-v2 (:func:`eqsim_v2`, hinge ``alpha`` on each side's mean) over the close pairs, duplicates
+      kept (the reference's ``pairloss_criterion`` with both sides);
+    * EqSim-v1 on the *easy* pairs only: ``mean_{i,j} E_ij (S_ij - S_ji)^2`` over all ``N^2`` entries,
+      where ``E`` is 0 on the close pairs (both orders) and 1 elsewhere, so the masked entries and the
+      zero diagonal count in the mean (``MSELoss(S * E, S^T * E)``), without a margin (the reference's
+      ``pairloss_margin_v1`` defaults to 0).
+    """
+    n = _check_square(scores, "scores")
+    easy = torch.ones(n, n, dtype=scores.dtype, device=scores.device)
+    if first.numel():
+        easy[first, second] = 0.0
+        easy[second, first] = 0.0
+    v1 = ((scores - scores.t()).pow(2) * easy).mean()
+    return v1 + eqsim_v2(*eqsim_pair_scores(scores, first, second), alpha)
+
+
 def eqsim_loss(
     similarity: torch.Tensor,
     *,
@@ -339,26 +502,38 @@ def eqsim_loss(
     k: int = 8,
     score: ScoreKind = "cosine",
     logit_scale: float | torch.Tensor = 1.0,
+    logit_bias: float | torch.Tensor = 0.0,
     close: torch.Tensor | None = None,
+    generator: torch.Generator | None = None,
 ) -> torch.Tensor:
     """``beta * L_EQ`` over the matched pairs of a batch (EqBen Sec. 3 and App. C).
 
     ``similarity`` is the ``[N, N]`` image-by-text matrix of the batch's matched pairs (cosines when
-    ``score="cosine"``, ITM logits when ``score="itm"``); it is normalised by
-    :func:`normalize_scores` first. Every unordered pair of matched pairs ``(a, b)`` gives
-    ``(s11, s12, s21, s22)``.
+    ``score`` is ``"cosine"`` or ``"sigmoid"``, ITM logits when ``"itm"``); it is normalised by
+    :func:`normalize_scores` first (``"sigmoid"``: ``sigmoid(logit_scale * cos + logit_bias)``, the
+    SigLIP form). Every unordered pair of matched pairs ``(a, b)`` gives ``(s11, s12, s21, s22)``.
 
     * ``"v1"``: :func:`eqsim_v1` on all pairs (EqSim_v1-all, Table 6).
     * ``"v2"``: :func:`eqsim_v2` on all pairs (EqSim_v2-all).
-    * ``"hybrid"``: EqSim_v1 on all pairs + EqSim_v2 on the top-``k`` close pairs of
-      :func:`close_pair_mask` ("EqSim is equivalent to EqSim_v1-all + EqSim_v2-close", Sec. 5.4).
-      Closeness is read from the raw ``similarity`` (before normalisation).
+    * ``"hybrid"`` (the default): EqSim_v1 on all pairs + EqSim_v2 on the top-``k`` close pairs of
+      :func:`close_pair_mask` ("EqSim is equivalent to EqSim_v1-all + EqSim_v2-close", Sec. 5.4,
+      with App. C's "top-8"). Closeness is read from the raw ``similarity`` (before normalisation).
+    * ``"reference"``: the EqBen reference code's variant (:func:`eqsim_reference`): EqSim_v2 on close
+      pairs *sampled* in proportion to the softmax of ``logit_scale * similarity``
+      (:func:`reference_close_pairs`, ``k`` per anchor) and EqSim_v1 on the remaining, easy pairs
+      only, averaged over all ``N^2`` entries. ``close`` pairs join the sampled ones.
+
+    ``close`` (optional ``[N, N]`` bool) marks known close pairs, for example two anchors of one
+    candidate set. The default is ``"hybrid"``: it is what the paper defines and ablates (Sec. 3,
+    Sec. 5.4, Tables 6 and 10) and it is deterministic; ``"reference"`` reproduces the released
+    training recipe, which departs from the text in three ways (sampled rather than top-k close
+    pairs, v1 restricted to the easy pairs, v1's mean over ``N^2`` entries).
 
     The total loss is then ``L_Ret + beta * L_EQ`` (Sec. 3); App. C picks ``alpha`` from
     {0, 0.04, 0.1} and ``beta`` from {0.2, 0.5, 1.0}, and ``k = 8``.
     """
     n = _check_square(similarity)
-    s = normalize_scores(similarity, score, logit_scale=logit_scale)
+    s = normalize_scores(similarity, score, logit_scale=logit_scale, logit_bias=logit_bias)
     first, second = torch.triu_indices(n, n, offset=1, device=similarity.device)
     if variant == "v1":
         _, s12, s21, _ = eqsim_pair_scores(s, first, second)
@@ -370,6 +545,12 @@ def eqsim_loss(
         loss = eqsim_v1(s12, s21, alpha)
         cf, cs = close_pair_mask(similarity, k, close=close).nonzero(as_tuple=True)
         loss = loss + eqsim_v2(*eqsim_pair_scores(s, cf, cs), alpha)
+    elif variant == "reference":
+        cf, cs = reference_close_pairs(similarity * logit_scale, k, generator=generator)
+        if close is not None:
+            kf, ks = torch.triu(close.to(device=s.device, dtype=torch.bool), diagonal=1).nonzero(as_tuple=True)
+            cf, cs = torch.cat([cf, kf]), torch.cat([cs, ks])
+        loss = eqsim_reference(s, cf, cs, alpha)
     else:
-        raise ValueError(f"unknown EqSim variant {variant!r}; use 'v1', 'v2' or 'hybrid'")
+        raise ValueError(f"unknown EqSim variant {variant!r}; use 'v1', 'v2', 'hybrid' or 'reference'")
     return beta * loss

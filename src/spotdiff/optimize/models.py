@@ -1,9 +1,13 @@
 """Trainable dual encoders behind one small interface, and CLIP models built from a config.
 
 :class:`DualEncoder` is an ``nn.Module`` whose ``forward(pixel_values, input_ids, attention_mask)``
-returns L2-normalised image and text embeddings and the multiplicative temperature
-(``logit_scale.exp()``, clamped at 100 as in CLIP). Everything that needs gradients runs inside that
-one ``forward``, so the module can be wrapped by DistributedDataParallel (through accelerate).
+returns L2-normalised image and text embeddings, the multiplicative temperature
+(``logit_scale.exp()``, clamped at 100 as in CLIP) and the learned bias of a sigmoid-trained model
+(SigLIP's ``logit_bias``; ``None`` for a softmax-trained CLIP). Everything that needs gradients runs
+inside that one ``forward``, so the module can be wrapped by DistributedDataParallel (through
+accelerate). :attr:`DualEncoder.objective` says which contrastive loss the model was trained with
+(``"softmax"``: CLIP's InfoNCE; ``"sigmoid"``: SigLIP's pairwise sigmoid loss), and so which forms of
+the losses fine-tuning uses (:mod:`spotdiff.optimize.losses`).
 
 Backends:
 
@@ -97,10 +101,36 @@ class DualEncoder(nn.Module, ABC):
     eval_family: str = "hf-clip"
 
     @abstractmethod
+    def encode_image(self, pixel_values: torch.Tensor) -> torch.Tensor:
+        """L2-normalised image embeddings."""
+
+    @abstractmethod
+    def encode_text(self, input_ids: torch.Tensor, attention_mask: torch.Tensor | None) -> torch.Tensor:
+        """L2-normalised text embeddings."""
+
+    @property
+    @abstractmethod
+    def logit_scale(self) -> torch.Tensor:
+        """The learnt log-temperature parameter."""
+
+    @property
+    def logit_bias(self) -> torch.Tensor | None:
+        """The learnt bias of a sigmoid-trained model (SigLIP's, open_clip's SigLIP ``logit_bias``), else None."""
+        bias = getattr(getattr(self, "model", None), "logit_bias", None)
+        return bias if isinstance(bias, torch.Tensor) else None
+
+    @property
+    def objective(self) -> str:
+        """``"sigmoid"`` for a model with a learnt bias (SigLIP), else ``"softmax"`` (CLIP)."""
+        return "softmax" if self.logit_bias is None else "sigmoid"
+
     def forward(
         self, pixel_values: torch.Tensor, input_ids: torch.Tensor, attention_mask: torch.Tensor | None
-    ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-        """Implemented by each subclass."""
+    ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor | None]:
+        """(image embeddings, text embeddings, ``exp(logit_scale)`` clamped at 100, the bias or None)."""
+        image = self.encode_image(pixel_values)
+        text = self.encode_text(input_ids, attention_mask)
+        return image, text, self.logit_scale.exp().clamp(max=100.0), self.logit_bias
 
     @abstractmethod
     def preprocess_images(self, images: list[Any]) -> torch.Tensor:
@@ -143,11 +173,15 @@ class HFDualEncoder(DualEncoder):
             limit = min(limit, tok_limit) if limit else tok_limit
         self.max_length = limit
 
-    def forward(self, pixel_values, input_ids, attention_mask):
-        image = pooled(self.model.get_image_features(pixel_values=pixel_values))
-        text = pooled(self.model.get_text_features(input_ids=input_ids, attention_mask=attention_mask))
-        scale = self.model.logit_scale.exp().clamp(max=100.0)
-        return _unit(image), _unit(text), scale
+    def encode_image(self, pixel_values):
+        return _unit(pooled(self.model.get_image_features(pixel_values=pixel_values)))
+
+    def encode_text(self, input_ids, attention_mask):
+        return _unit(pooled(self.model.get_text_features(input_ids=input_ids, attention_mask=attention_mask)))
+
+    @property
+    def logit_scale(self):
+        return self.model.logit_scale
 
     def preprocess_images(self, images):
         return self.image_processor(images=images, return_tensors="pt")["pixel_values"]
@@ -189,11 +223,15 @@ class OpenClipDualEncoder(DualEncoder):
         self.model_cfg = model_cfg
         self.preprocess_cfg = preprocess_cfg
 
-    def forward(self, pixel_values, input_ids, attention_mask):
-        image = self.model.encode_image(pixel_values)
-        text = self.model.encode_text(input_ids)
-        scale = self.model.logit_scale.exp().clamp(max=100.0)
-        return _unit(image), _unit(text), scale
+    def encode_image(self, pixel_values):
+        return _unit(self.model.encode_image(pixel_values))
+
+    def encode_text(self, input_ids, attention_mask):
+        return _unit(self.model.encode_text(input_ids))
+
+    @property
+    def logit_scale(self):
+        return self.model.logit_scale
 
     def preprocess_images(self, images):
         return torch.stack([self.preprocess(im) for im in images])

@@ -34,8 +34,10 @@ from spotdiff.registry import Registry
 #: What a protocol needs from a scorer, and the score matrix the engine hands it:
 #: "image-text": similarity ``[n_images, n_texts]``; "text-text": similarity ``[n_texts, n_texts]``;
 #: "match-prob": match probability in [0, 1], ``[n_images, n_texts]``;
-#: "text-prior": a text-only log-probability, ``[1, n_texts]``.
-NEEDS = ("image-text", "text-text", "match-prob", "text-prior")
+#: "text-prior": a text-only log-probability, ``[1, n_texts]``;
+#: "choice" / "choice-text": a chat VLM's answers to lettered questions, ``[n_questions, 2, n_readings]``
+#: (see :mod:`spotdiff.protocols.choice`).
+NEEDS = ("image-text", "text-text", "match-prob", "text-prior", "choice", "choice-text")
 
 
 class Protocol(ABC):

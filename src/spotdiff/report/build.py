@@ -23,10 +23,12 @@ from pathlib import Path
 from typing import Any
 
 from spotdiff.diagnose.store import RunStore
+from spotdiff.errors import ConfigError
 from spotdiff.report import export
 from spotdiff.report.collect import (
     ALPHA,
     N_PERM,
+    RunData,
     build_tables,
     load_run_data,
     select_runs,
@@ -43,6 +45,8 @@ from spotdiff.report.plots import (
     render_many,
     subset_bars,
 )
+from spotdiff.report.retention import TITLE as RETENTION_TITLE
+from spotdiff.report.retention import retention_figures, training_runs
 
 log = logging.getLogger(__name__)
 
@@ -94,7 +98,13 @@ def build_report(
     """
     clock = _Clock()
     with clock.stage("load"):
-        selected = select_runs(store, run_ids, benchmarks=benchmarks, latest_only=latest_only)
+        by_training = training_runs(store, benchmarks) if not run_ids else {}
+        try:
+            selected = select_runs(store, run_ids, benchmarks=benchmarks, latest_only=latest_only)
+        except ConfigError:
+            if not by_training:
+                raise
+            selected = []  # a store holding only evaluations made during training
         runs = load_run_data(store, selected)
     with clock.stage("tables"):
         tables = build_tables(runs, alpha=alpha, n_perm=n_perm)
@@ -120,11 +130,16 @@ def build_report(
             elif gallery_limit > 0:
                 ts.gallery = build_gallery(table, source, limit=gallery_limit, thumb_size=thumb_size)
     with clock.stage("plots"):
-        for sec in sections.values():
+        for sec in list(sections.values()):
             if sec.benchmark.startswith("visla"):
                 lexical = _lexical_plot(sec, source)
                 if lexical is not None:
                     pending.append((sec.plots, *lexical))
+        retention = retention_figures(by_training)
+        if retention:
+            sec = sections.setdefault(RETENTION_TITLE, BenchmarkSection(RETENTION_TITLE))
+            pending += [(sec.plots, *item) for item in retention]
+            runs += [RunData(r, []) for group in by_training.values() for r in group]
         rendered = render_many([(fig, key, title, caption) for _, fig, key, title, caption in pending], jobs=jobs)
         for (dest, *_), plot in zip(pending, rendered, strict=True):
             dest.append(plot)

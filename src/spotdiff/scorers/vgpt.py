@@ -33,8 +33,20 @@ Backends:
 log of the mean VisualGPTScore over ``null_n`` seeded Gaussian-noise images, so a ``vgpt:`` model
 also serves the ``"text-prior"`` need (Table 2a, column ``P(t|null)``).
 
-Spec options after ``?`` (URL-encoded) or in ``ScorerOptions.extra``: ``prompt``,
-``null_n`` (default 10), ``null_mean`` (1.0), ``null_std`` (0.25), ``null_seed`` (0); see
+* chat VLMs (a processor with a chat template: LLaVA, Qwen2-VL, Idefics3 / SmolVLM, ...): the caption
+  is scored as the assistant's answer to a describe-the-image question, through the model's own
+  chat template (:mod:`spotdiff.scorers.chat`): the prompt is one user turn (the image, then
+  ``prompt``, default :data:`DESCRIBE_PROMPT`) after an optional ``system`` turn, with the
+  generation prompt added, and the scored tokens are ``tokenizer(text, add_special_tokens=False)``
+  right after it. The image and prompt are encoded once per unique image (their KV cache) and the
+  image's captions are batched against it.
+
+A ``.gguf`` path is passed to transformers as ``gguf_file``; transformers reads GGUF files only for
+text-only language models, so such a file gives a clear error pointing to ``lm:`` for its prior.
+
+Spec options after ``?`` (URL-encoded) or in ``ScorerOptions.extra``: ``prompt``, ``system``
+(chat models), ``null_n`` (default 10), ``null_mean`` (1.0), ``null_std`` (0.25), ``null_seed`` (0),
+``null_space`` (``normalized``, the default: the model's normalised input; or ``pixel``); see
 :mod:`spotdiff.scorers.null_prior` for the paper's null-image settings.
 Example: ``vgpt:Salesforce/blip-image-captioning-large``, ``vgpt:/ckpt/blip?prompt=a%20picture%20of%20``.
 """
@@ -50,15 +62,20 @@ from PIL import Image
 from spotdiff.cases import ImageRef
 from spotdiff.errors import ConfigError
 from spotdiff.scorers.base import SCORERS, PairScorer, ScorerOptions, local_path
+from spotdiff.scorers.chat import ChatVLM, Request, check_gguf_config
 from spotdiff.scorers.factory import parse_spec_options
 from spotdiff.scorers.lm import (
     TokenScores,
     gather_token_logprobs,
+    gguf_source,
     load_device_dtype,
     model_identity_digests,
 )
 
-__all__ = ["VisualGPTScorer"]
+__all__ = ["DESCRIBE_PROMPT", "VisualGPTScorer"]
+
+#: The user turn that asks a chat VLM for the caption whose likelihood is scored.
+DESCRIBE_PROMPT = "Describe this image in one sentence."
 
 
 @SCORERS.register("vgpt")
@@ -66,37 +83,45 @@ class VisualGPTScorer(PairScorer):
     """log VisualGPTScore (Eq. 2) of (image, text) pairs; vision once per unique image."""
 
     capabilities = frozenset({"image-text", "text-prior"})
-    OPTIONS = ("prompt", "null_n", "null_mean", "null_std", "null_seed")
+    OPTIONS = ("prompt", "system", "null_n", "null_mean", "null_std", "null_seed", "null_space")
 
     def __init__(self, rest: str, options: ScorerOptions) -> None:
         super().__init__(f"vgpt:{rest}", options)
         import torch
         from transformers import AutoConfig, AutoProcessor
 
-        from spotdiff.scorers.null_prior import NULL_DEFAULTS
+        from spotdiff.scorers.null_prior import NULL_DEFAULTS, null_normalization
 
         self.name, opts = parse_spec_options(rest, options, self.OPTIONS)
         self.prompt = str(opts.get("prompt", ""))
+        self.system = opts.get("system")
         try:
             self.null = {
                 "n": int(opts.get("null_n", NULL_DEFAULTS["n"])),
                 "mean": float(opts.get("null_mean", NULL_DEFAULTS["mean"])),
                 "std": float(opts.get("null_std", NULL_DEFAULTS["std"])),
                 "seed": int(opts.get("null_seed", NULL_DEFAULTS["seed"])),
+                "space": str(opts.get("null_space", NULL_DEFAULTS["space"])),
             }
         except ValueError as exc:
             raise ConfigError(f"bad null-image option in {self.spec!r}: {exc}") from exc
         self.device, self.dtype = load_device_dtype(options)
-        local_path(self.name, "vgpt model")
+        source, gguf_file = gguf_source(self.name, "vgpt model")
+        if gguf_file is None:
+            local_path(self.name, "vgpt model")
+        kw = {"gguf_file": gguf_file} if gguf_file else {}
         try:
-            self.config = AutoConfig.from_pretrained(self.name)
-            self.processor = AutoProcessor.from_pretrained(self.name)
+            self.config = AutoConfig.from_pretrained(source, **kw)
+            check_gguf_config(self.config, self.name, gguf_file, "vgpt model")
+            self.processor = AutoProcessor.from_pretrained(source, **kw)
         except (OSError, ValueError, KeyError) as exc:
             raise ConfigError(f"cannot load {self.name!r} for spec {self.spec!r}: {exc}") from exc
         self.tokenizer = getattr(self.processor, "tokenizer", None)
         if self.tokenizer is None:
             raise ConfigError(f"{self.name!r}: its processor has no tokenizer")
         self.image_processor = getattr(self.processor, "image_processor", None)
+        # what puts null images in the null_space asked for (None: pixel units); fails before any data
+        self.null_normalization = null_normalization(self.null["space"], self.image_processor)
         self.backend = "blip" if self.config.model_type == "blip" else "generic"
         archs = getattr(self.config, "architectures", None) or []
         if self.backend == "blip" and archs and "BlipForConditionalGeneration" not in archs:
@@ -108,11 +133,11 @@ class VisualGPTScorer(PairScorer):
             if self.backend == "blip":
                 from transformers import BlipForConditionalGeneration
 
-                self.model = BlipForConditionalGeneration.from_pretrained(self.name, dtype=self.dtype)
+                self.model = BlipForConditionalGeneration.from_pretrained(source, dtype=self.dtype, **kw)
             else:
                 from transformers import AutoModelForImageTextToText
 
-                self.model = AutoModelForImageTextToText.from_pretrained(self.name, dtype=self.dtype)
+                self.model = AutoModelForImageTextToText.from_pretrained(source, dtype=self.dtype, **kw)
         except (OSError, ValueError, KeyError) as exc:
             raise ConfigError(f"cannot load {self.name!r} as an image-conditioned LM: {exc}") from exc
         self.model.to(self.device).eval()
@@ -126,6 +151,18 @@ class VisualGPTScorer(PairScorer):
             self.pad_id = int(tc.pad_token_id if tc.pad_token_id is not None else 0)
             self.max_length = int(tc.max_position_embeddings)
             self._prompt_ids = self._plain_ids(self.prompt) if self.prompt else []
+        elif getattr(self.processor, "chat_template", None):
+            self.backend = "chat"
+            if "{text}" in self.prompt:
+                raise ConfigError(
+                    f"prompt {self.prompt!r}: for a chat model the caption is the assistant's answer and "
+                    f"prompt= is the question before it (no {{text}})"
+                )
+            self.chat = ChatVLM(
+                self.model, self.processor, self.config, device=self.device, dtype=self.dtype,
+                batch_size=options.batch_size,
+            )  # fmt: skip
+            self._chat_prompt = self.chat.render(self.prompt or DESCRIBE_PROMPT, 1, self.system)
         else:
             self._setup_generic()
 
@@ -136,6 +173,7 @@ class VisualGPTScorer(PairScorer):
             "class": type(self.model).__name__,
             **model_identity_digests(self.name, self.config),
             "prompt": self.prompt,
+            **({"backend": "chat", "chat_prompt": self._chat_prompt} if self.backend == "chat" else {}),
             "null": self.null,
             "device": self.device,
             "dtype": str(self.dtype).replace("torch.", ""),
@@ -180,7 +218,7 @@ class VisualGPTScorer(PairScorer):
         """
         from spotdiff.scorers.null_prior import log_prior_from_scores, null_images
 
-        key = (self.null["n"], self.null["mean"], self.null["std"], self.null["seed"], self.image_size)
+        key = (*self.null.values(), self.image_size)
         if key not in self._null_cache:
             refs = null_images(
                 self.null["n"],
@@ -188,6 +226,7 @@ class VisualGPTScorer(PairScorer):
                 mean=self.null["mean"],
                 std=self.null["std"],
                 size=self.image_size,
+                normalization=self.null_normalization,
             )
             self._null_cache = {key: [r.load() for r in refs]}
         imgs = self._null_cache[key]
@@ -209,6 +248,8 @@ class VisualGPTScorer(PairScorer):
         with torch.inference_mode():
             if self.backend == "blip":
                 return self._blip_pairs(images, pairs)
+            if self.backend == "chat":
+                return self._chat_pairs(images, pairs)
             return self._generic_pairs(images, pairs)
 
     def _pixels(self, images: list[Image.Image]):
@@ -262,6 +303,16 @@ class VisualGPTScorer(PairScorer):
                 toks = tuple(self.tokenizer.convert_ids_to_tokens(s[first:]))
                 out[order[idx[b]]] = TokenScores(toks, lp[b, first - 1 : len(s) - 1].astype(np.float64))
         return out  # type: ignore[return-value]
+
+    # -- chat VLMs ------------------------------------------------------------------------------
+    def _chat_pairs(self, images: list[Image.Image], pairs: list[tuple[int, str]]) -> list[TokenScores]:
+        """The caption as the assistant's answer after the describe prompt; prefix reused per image."""
+        reqs = [Request((i,), self._chat_prompt, self.chat.answer_ids(t)) for i, t in pairs]
+        lps = self.chat.target_logprobs(images, reqs)
+        return [
+            TokenScores(tuple(self.tokenizer.convert_ids_to_tokens(list(r.target))), lp)
+            for r, lp in zip(reqs, lps, strict=True)
+        ]
 
     # -- generic image-text-to-text models -------------------------------------------------------
     def _setup_generic(self) -> None:

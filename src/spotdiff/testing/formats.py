@@ -1,5 +1,6 @@
 """Writers of small datasets in the exact published schemas of benchmarks whose real files are not
-available here (EqBen, Winoground, SPEC, ARO, CREPE, the BLIP Karpathy splits).
+available here (EqBen, Winoground, SPEC, ARO, CREPE, the BLIP Karpathy splits), and zero-shot classification data
+in CLIP_benchmark's webdataset, torchvision's CIFAR and the image-folder layouts.
 
 Each ``write_*`` function writes into ``root`` (created if needed) a tiny dataset with real image
 files (PNG / JPEG made with PIL, ``.npy`` BGR arrays for EqBen YouCook2) and returns the directory to
@@ -21,6 +22,8 @@ __all__ = [
     "CREPE_COMPLEXITIES",
     "EQBEN_SUBSETS",
     "SPEC_K",
+    "SUGARCREPE_SUBSETS",
+    "ZEROSHOT_CLASSES",
     "write_aro_vg_attribution",
     "write_aro_vg_relation",
     "write_crepe",
@@ -28,7 +31,12 @@ __all__ = [
     "write_eqben_full",
     "write_karpathy",
     "write_spec",
+    "write_sugarcrepe",
+    "write_valse",
     "write_winoground",
+    "write_zeroshot_cifar",
+    "write_zeroshot_folder",
+    "write_zeroshot_wds",
 ]
 
 EQBEN_SUBSETS = (
@@ -198,6 +206,48 @@ def write_winoground(root: Path, n: int = 4, seed: int = 0) -> Path:
         lines.append(json.dumps(record))
     root.mkdir(parents=True, exist_ok=True)
     (root / "examples.jsonl").write_text("\n".join(lines) + "\n", encoding="utf-8")
+    return root
+
+
+SUGARCREPE_SUBSETS = ("add_att", "add_obj", "replace_att", "replace_obj", "replace_rel", "swap_att", "swap_obj")
+
+
+def write_sugarcrepe(root: Path, n: int = 1, seed: int = 0) -> Path:
+    """SugarCrepe's seven ``<subset>.json`` files (``{"<id>": {"filename", "caption",
+    "negative_caption"}}``) with ``n`` records each, and their images in ``images/`` (COCO-style file
+    names). Returns ``root``."""
+    root = Path(root)
+    rng = np.random.default_rng(seed)
+    for s, subset in enumerate(SUGARCREPE_SUBSETS):
+        records = {}
+        for i in range(n):
+            name = f"0000000{s}{i:05d}.jpg"
+            _save_image(root / "images" / name, rng)
+            a, b = rng.choice(_NOUNS, size=2, replace=False)
+            adj, other = rng.choice(_ADJS, size=2, replace=False)
+            negative = f"a {other} {a} next to a {b}" if subset.endswith("att") else f"a {adj} {b} next to a {a}"
+            records[str(i)] = {"filename": name, "caption": f"a {adj} {a} next to a {b} ", "negative_caption": negative}
+        _write_json(root / f"{subset}.json", records)
+    return root
+
+
+def write_valse(root: Path, n: int = 3, seed: int = 0, piece: str = "counting-hard") -> Path:
+    """A VALSE piece ``<piece>.json`` (published schema: ``image_file``, ``caption``, ``foil``, ``mturk``
+    votes, ...) with ``n`` valid samples, and their images in ``images/``. Returns ``root``."""
+    root = Path(root)
+    rng = np.random.default_rng(seed)
+    records = {}
+    for i in range(n):
+        name = f"v7w_{i}.jpg"
+        _save_image(root / "images" / name, rng)
+        noun = rng.choice(_NOUNS)
+        records[f"{piece}_{i}"] = {
+            "dataset": "visual7w", "original_split": "test", "dataset_idx": str(i),
+            "linguistic_phenomena": piece.split("-")[0], "image_file": name,
+            "caption": f"there are {i + 1} {noun}s", "foil": f"there are {i + 5} {noun}s",
+            "classes": str(i + 1), "classes_foil": str(i + 5), "mturk": {"foil": 0, "caption": 3, "other": 0},
+        }  # fmt: skip
+    _write_json(root / f"{piece}.json", records)
     return root
 
 
@@ -430,4 +480,81 @@ def write_crepe(
                 writer.writerow(
                     [*row.values(), str(negatives(caption, 3, "atom-")), str(negatives(caption, 2, "comp-"))]
                 )
+    return root
+
+
+# ------------------------------------------------------------------------------ zero-shot classification
+ZEROSHOT_CLASSES = ("cat", "dog", "red car", "tree", "cup", "horse")
+
+
+def write_zeroshot_folder(
+    root: Path, n_per_class: int = 3, seed: int = 0, *, classes: tuple[str, ...] = ZEROSHOT_CLASSES, split: str = ""
+) -> Path:
+    """An image folder (torchvision ``ImageFolder``): ``root[/split]/<class>/<k>.png``, plus ``notes.txt``
+    in the first class folder (not an image: skipped by the loader)."""
+    rng = np.random.default_rng(seed)
+    base = root / split if split else root
+    for cls in classes:
+        for k in range(n_per_class):
+            _save_image(base / cls.replace(" ", "_") / f"{k}.png", rng, (36, 36))
+    (base / classes[0].replace(" ", "_") / "notes.txt").write_text("not an image\n", encoding="utf-8")
+    return root
+
+
+def write_zeroshot_wds(
+    root: Path,
+    n: int = 10,
+    seed: int = 0,
+    *,
+    classes: tuple[str, ...] = ZEROSHOT_CLASSES,
+    templates: tuple[str, ...] = ("a photo of a {c}.", "a drawing of the {c}."),
+    shards: int = 2,
+    split: str = "test",
+) -> Path:
+    """CLIP_benchmark's webdataset layout: ``root/<split>/nshards.txt``, ``<i>.tar`` shards of
+    ``<key>.webp`` + ``<key>.cls`` samples, ``root/classnames.txt`` and the templates file."""
+    import io
+    import tarfile
+
+    rng = np.random.default_rng(seed)
+    base = root / split
+    base.mkdir(parents=True, exist_ok=True)
+    (base / "nshards.txt").write_text(f"{shards}\n", encoding="utf-8")
+    for shard in range(shards):
+        with tarfile.open(base / f"{shard}.tar", "w") as tar:
+            for i in range(shard, n, shards):
+                buf = io.BytesIO()
+                Image.fromarray(_pixels(rng, (36, 36)), mode="RGB").save(buf, format="WEBP", lossless=True)
+                label = f"{i % len(classes)}\n".encode()
+                for ext, data in (("webp", buf.getvalue()), ("cls", label)):
+                    info = tarfile.TarInfo(f"s{i:07d}.{ext}")
+                    info.size = len(data)
+                    tar.addfile(info, io.BytesIO(data))
+    (root / "classnames.txt").write_text("\n".join(classes) + "\n", encoding="utf-8")
+    (root / "zeroshot_classification_templates.txt").write_text("\n".join(templates) + "\n", encoding="utf-8")
+    return root
+
+
+def write_zeroshot_cifar(root: Path, n: int = 12, seed: int = 0, *, kind: str = "cifar10") -> Path:
+    """torchvision's on-disk CIFAR: ``cifar-10-batches-py/test_batch`` + ``batches.meta`` (or
+    ``cifar-100-python/test`` + ``meta``), pickled dicts with an ``N x 3072`` uint8 ``data`` array."""
+    import pickle
+
+    from spotdiff.benchmarks.zeroshot_data import CIFAR10_CLASSES, CIFAR100_CLASSES
+
+    rng = np.random.default_rng(seed)
+    names = CIFAR10_CLASSES if kind == "cifar10" else CIFAR100_CLASSES
+    folder = root / ("cifar-10-batches-py" if kind == "cifar10" else "cifar-100-python")
+    folder.mkdir(parents=True, exist_ok=True)
+    data = np.stack([_pixels(rng, (32, 32)).transpose(2, 0, 1).reshape(-1) for _ in range(n)])
+    labels = [int(x) for x in rng.integers(0, len(names), size=n)]
+    if kind == "cifar10":
+        batch, meta = {"data": data, "labels": labels}, {"label_names": list(names)}
+        files = ("test_batch", "batches.meta")
+    else:
+        batch, meta = {"data": data, "fine_labels": labels}, {"fine_label_names": list(names)}
+        files = ("test", "meta")
+    for name, value in zip(files, (batch, meta), strict=True):
+        with open(folder / name, "wb") as f:
+            pickle.dump(value, f)
     return root

@@ -138,6 +138,7 @@ class BiasConfig:
     subset: str | None = None
     protocol: str | None = None
     limit: int | None = None
+    sample: int | None = None
     images: Path | None = None
     batch_size: int = 32
     device: str = "auto"
@@ -148,6 +149,7 @@ class BiasConfig:
     null_n: int | None = None
     null_mean: float | None = None
     null_std: float | None = None
+    null_space: str | None = None
     progress: bool = True
 
 
@@ -167,6 +169,10 @@ def run_bias(config: BiasConfig) -> BiasRun:
     bench = bench_cls(config.data, **({"images": config.images} if config.images else {}))
     bench.check_subset(config.subset)
     cases = bench.load(config.subset, config.limit)
+    if config.sample is not None and config.sample < len(cases):
+        # a uniform random sample without replacement (seeded), kept in the benchmark's order
+        keep = np.random.default_rng(config.seed).choice(len(cases), size=config.sample, replace=False)
+        cases = [cases[k] for k in np.sort(keep)]
     if not cases:
         raise DataError(f"no cases to evaluate ({bench.report.summary()})", file=config.data)
     extra: dict[str, Any] = {"null_seed": config.seed}
@@ -176,6 +182,8 @@ def run_bias(config: BiasConfig) -> BiasRun:
             extra["null_mean"] = config.null_mean
         if config.null_std is not None:
             extra["null_std"] = config.null_std
+        if config.null_space is not None:
+            extra["null_space"] = config.null_space
     options = ScorerOptions(
         device=config.device, dtype=config.dtype, batch_size=config.batch_size, seed=config.seed, extra=extra
     )
@@ -199,6 +207,8 @@ def write_bias_outputs(out: Path, config: BiasConfig, run: BiasRun) -> None:
         "metrics": report.evaluation.metrics if report.evaluation is not None else report.metrics,
         "chance": report.chance,
         "subset": config.subset,
+        "limit": config.limit,
+        "sample": config.sample,
         "seed": config.seed,
         "model_identity": run.identity,
         "load_report": run.load_report,

@@ -1,0 +1,150 @@
+"""Answer-based minimal-pair evaluation of chat VLMs, with both candidate orders (EqBen Sec. 5.5).
+
+EqBen Sec. 5.5 ("Pilot Study of MLLM on EqBen") asks LLaVA which caption goes with which image and
+finds the group accuracy swings from about 90% to about 0% when the two captions are swapped in the
+prompt (Table 7): the answer follows the order, not the image. These protocols measure that on any
+K x K case with permutation truth (Winoground, EqBen: 2 x 2), from the answers of a chat VLM
+(:class:`spotdiff.scorers.chat.AnswerChooser`):
+
+* a text question per image ``i`` ("which caption matches the image?", the K captions as options
+  A, B, ...) and, for ``choice``, an image question per text ``j`` (the K images in one prompt,
+  "which image matches the caption?"), each asked with the candidates in the case's order
+  ("orig") and reversed ("swap");
+* the score matrix the engine hands over (need ``"choice"`` or ``"choice-text"``) is
+  ``[n_questions, 2, n_readings]``: text questions first (images in case order), then image
+  questions (texts in case order); axis 1 the order (0 orig, 1 swap); axis 2 the reading (0 option
+  likelihood, 1 greedy generation when asked); each value the chosen candidate's index in the case's
+  own order, NaN when there is no answer (a likelihood tie or NaN logits; an unparseable generation).
+
+Per case (one unit), for a reading:
+
+* ``text`` = 1 iff every text question is answered correctly in both orders; ``text_orig`` /
+  ``text_swap`` in that order only (``choice-text``);
+* ``image`` likewise for the image questions; ``group`` = text and image; ``group_orig`` /
+  ``group_swap`` = text and image in one order (EqBen Table 7's two rows);
+* ``consistency`` = the share of the case's questions that get the same (valid) answer in both
+  orders, whether right or wrong (order-consistency rate);
+* ``no_answer`` = the share of the case's question-orders without an answer (counted, never
+  skipped: it is a failure in every score above).
+
+The generation reading's metrics carry a ``gen_`` prefix, and its ``unparsed`` is the share of
+generated answers that :func:`~spotdiff.scorers.chat.parse_choice` could not read; they are left out
+of the report when no generation was asked for. Metrics are
+percentages, overall and per subset, with case-level bootstrap intervals like every protocol.
+"""
+
+from __future__ import annotations
+
+from typing import Any, ClassVar
+
+import numpy as np
+
+from spotdiff.cases import Case
+from spotdiff.errors import DataError
+from spotdiff.protocols.base import PROTOCOLS, Protocol
+from spotdiff.protocols.group import _permutation
+
+
+def _reading(choices: np.ndarray, truth: np.ndarray, k: int, image_questions: bool) -> dict[str, float]:
+    """Metrics of one reading: ``choices`` [n_questions, 2] (NaN = no answer), ``truth`` [n_questions]."""
+    correct = choices == truth[:, None]  # NaN compares False
+    text = correct[:k]
+    out = {
+        "text": float(text.all()),
+        "consistency": float(np.mean(choices[:, 0] == choices[:, 1])),
+        "no_answer": float(np.isnan(choices).mean()),
+    }
+    if not image_questions:
+        out.update(text_orig=float(text[:, 0].all()), text_swap=float(text[:, 1].all()))
+        return out
+    image = correct[k:]
+    both = text.all(axis=0) & image.all(axis=0)  # per order
+    out.update(
+        image=float(image.all()),
+        group=float(text.all() and image.all()),
+        group_orig=float(both[0]),
+        group_swap=float(both[1]),
+    )
+    return out
+
+
+def _asked(values: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+    """The unit values without the generation reading's metrics when no case had one."""
+    return {
+        m: v
+        for m, v in values.items()
+        if not ((m.startswith("gen_") or m == "unparsed") and np.isnan(np.asarray(v, dtype=float)).all())
+    }
+
+
+@PROTOCOLS.register("choice")
+class AnswerChoice(Protocol):
+    """Text / image / group scores from a chat VLM's answers in both orders (EqBen Sec. 5.5).
+
+    A 2 x 2 case whose model always answers "A" (the first option) gets every question right in
+    one order and wrong in the other:
+
+    >>> import numpy as np
+    >>> from spotdiff.cases import ArrayImage, Case
+    >>> images = (ArrayImage(np.zeros((2, 2, 3), np.uint8)), ArrayImage(np.ones((2, 2, 3), np.uint8)))
+    >>> case = Case("c", ("a mug in some grass", "some grass in a mug"), np.eye(2), images, {"subset": "s"})
+    >>> says_a = np.array([[0, 1], [0, 1], [0, 1], [0, 1]], float)[..., None]  # orig: A = 0; swap: A = 1
+    >>> out = AnswerChoice().outcomes(case, says_a)[0]
+    >>> out["text"], out["group_orig"], out["group_swap"], out["consistency"], out["no_answer"]
+    (0.0, 0.0, 0.0, 0.0, 0.0)
+    >>> right = np.array([[0, 0], [1, 1], [0, 0], [1, 1]], float)[..., None]
+    >>> out = AnswerChoice().outcomes(case, right)[0]
+    >>> out["text"], out["image"], out["group"], out["consistency"]
+    (1.0, 1.0, 1.0, 1.0)
+    """
+
+    name = "choice"
+    needs = "choice"
+    image_questions: ClassVar[bool] = True
+    metrics = (
+        "text", "image", "group", "group_orig", "group_swap", "consistency", "no_answer",
+        "gen_text", "gen_image", "gen_group", "gen_group_orig", "gen_group_swap", "gen_consistency", "unparsed",
+    )  # fmt: skip
+    description = (
+        "EqBen Sec. 5.5 answer-based text/image/group scores of a chat VLM, both candidate orders, "
+        "order consistency; no answer fails"
+    )
+
+    def outcomes(self, case: Case, scores: np.ndarray) -> list[dict[str, float]]:
+        t_of = _permutation(case)  # true text of each image
+        k = len(t_of)
+        truth = np.concatenate([t_of, np.argsort(t_of)]) if self.image_questions else t_of
+        c = np.asarray(scores, dtype=np.float64)
+        if c.ndim != 3 or c.shape[:2] != (len(truth), 2) or c.shape[2] not in (1, 2):
+            raise DataError(
+                f"case {case.id}: protocol {self.name!r} expects answers of shape ({len(truth)}, 2, 1 or 2), "
+                f"got {c.shape}"
+            )
+        out: dict[str, Any] = _reading(c[..., 0], truth, k, self.image_questions)
+        if c.shape[2] == 2:
+            gen = _reading(c[..., 1], truth, k, self.image_questions)
+            gen["unparsed"] = gen.pop("no_answer")
+            out.update({m if m == "unparsed" else f"gen_{m}": v for m, v in gen.items()})
+        return [out]
+
+    def aggregate(self, values: dict[str, np.ndarray], groups: dict[str, np.ndarray]) -> dict[str, float]:
+        return super().aggregate(_asked(values), groups)
+
+    def aggregate_resamples(
+        self, values: dict[str, np.ndarray], groups: dict[str, np.ndarray], idx: np.ndarray
+    ) -> dict[str, np.ndarray]:
+        return super().aggregate_resamples(_asked(values), groups, idx)
+
+
+@PROTOCOLS.register("choice-text")
+class AnswerChoiceText(AnswerChoice):
+    """The caption questions of :class:`AnswerChoice` only (models that take one image per prompt)."""
+
+    name = "choice-text"
+    needs = "choice-text"
+    image_questions = False
+    metrics = (
+        "text", "text_orig", "text_swap", "consistency", "no_answer",
+        "gen_text", "gen_text_orig", "gen_text_swap", "gen_consistency", "unparsed",
+    )  # fmt: skip
+    description = "EqBen Sec. 5.5 answer-based text score of a chat VLM, both caption orders, order consistency"

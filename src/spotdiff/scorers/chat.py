@@ -1,0 +1,548 @@
+"""Chat vision-language models: what the ``vqa:`` scorer and the chat backend of ``vgpt:`` share.
+
+A chat VLM (LLaVA, Qwen2-VL / Qwen2.5-VL, Idefics3 / SmolVLM, InternVL, ...) is loaded by hub name
+or local path with ``AutoProcessor`` and ``AutoModelForImageTextToText`` (:meth:`ChatVLM.load`).
+Every prompt is the model's own chat template applied to one user turn whose content is typed
+items, ``[{"type": "image"}] * n + [{"type": "text", "text": question}]``, optionally after a
+system turn, with the generation prompt added (:meth:`ChatVLM.render`); the processor then expands
+each image placeholder into the model's image tokens. An answer ``a`` is scored as the tokens
+``tokenizer(a, add_special_tokens=False)`` placed directly after that prompt (the assistant's
+reply), by teacher forcing: one forward pass gives ``log P(a_k | prompt, a_<k)`` for every k.
+
+Prefix reuse (what t2v_metrics does not do): the requests of one image (or image tuple) share the
+image and most of the prompt (system turn, image tokens, the question's words before the text).
+:meth:`ChatVLM.target_logprobs` finds the longest common token prefix of those prompts, runs the
+model on it once (vision tower included) with ``use_cache=True``, and scores every request's
+remaining prompt tokens and answer tokens in batches against a copy of that KV cache
+(``past_key_values``). Positions continue where the prefix ends (for M-RoPE models such as
+Qwen2-VL, at ``prefix length + rope_deltas`` on all three axes, as the model's own generation does).
+The token-level split is checked against the processor's expanded sequence; where it cannot be made
+safely (a prompt whose image comes after text-dependent tokens, prefix-LM models such as PaliGemma
+whose prompt attends bidirectionally), the requests are scored whole, without reuse. Both paths give
+the same numbers to floating-point accuracy (tested to 1e-4).
+
+Answer-based questions (EqBen Sec. 5.5): :class:`AnswerChooser` asks a chat VLM which candidate
+matches, as a lettered multiple-choice question, and reads the answer by option likelihood (the
+next-token log-probabilities of the letters; no sampling) and, optionally, by greedy generation
+parsed strictly (see :mod:`spotdiff.protocols.choice` for the metrics).
+
+NaN logits (seen with Qwen-VL models in float16) propagate to NaN scores, which every protocol
+counts as a failure; :class:`NanCounter` counts them and warns once per call with a hint.
+"""
+
+from __future__ import annotations
+
+import copy
+import inspect
+import re
+import warnings
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+from PIL import Image
+
+from spotdiff.errors import ConfigError
+from spotdiff.scorers.base import ScorerOptions, local_path
+from spotdiff.scorers.lm import gguf_source, load_device_dtype
+
+__all__ = [
+    "CHOICE_IMAGE_QUESTION",
+    "CHOICE_TEXT_QUESTION",
+    "SINGLE_IMAGE_MODEL_TYPES",
+    "AnswerChooser",
+    "ChatVLM",
+    "NanCounter",
+    "Request",
+    "check_gguf_config",
+    "parse_choice",
+]
+
+#: Model types trained with one image per prompt: "which image" questions need ``multi_image=yes``.
+#: (``llava`` is LLaVA-1.5; LLaVA-interleave checkpoints share the type and take several images.)
+SINGLE_IMAGE_MODEL_TYPES = frozenset({"llava", "llava_next", "paligemma", "blip-2", "instructblip", "fuyu"})
+
+#: The caption question (one image, K lettered captions), after lmms-eval's multiple-choice wording.
+CHOICE_TEXT_QUESTION = (
+    "Which caption matches the image?\n{options}\nAnswer with the option's letter from the given choices directly."
+)
+#: The image question (K images in the prompt, one caption).
+CHOICE_IMAGE_QUESTION = (
+    'Which image matches the caption "{text}"?\n{options}\n'
+    "Answer with the option's letter from the given choices directly."
+)
+LETTERS = "ABCDEFGHIJKLMNOPQRSTUVWXYZ"
+
+
+@dataclass(frozen=True)
+class Request:
+    """One scoring request.
+
+    Attributes:
+        images: indices into the call's image list, in the order the prompt shows them.
+        prompt: the rendered prompt (:meth:`ChatVLM.render`), generation prompt included.
+        target: token ids scored right after the prompt (at least one).
+    """
+
+    images: tuple[int, ...]
+    prompt: str
+    target: tuple[int, ...]
+
+
+class NanCounter:
+    """Counts NaN scores and warns once per call (fp16 overflow in some VLMs gives NaN logits)."""
+
+    def __init__(self, what: str) -> None:
+        self.what = what
+        self.total = 0
+
+    def check(self, values: np.ndarray, dtype: Any) -> None:
+        n = int(np.isnan(values).sum())
+        if n:
+            self.total += n
+            warnings.warn(
+                f"{self.what}: {n} of {values.size} scores are NaN (NaN logits; {self.total} so far); "
+                f"protocols count them as failures. Running in {str(dtype).replace('torch.', '')}: "
+                f"float32 or bfloat16 (--dtype) usually avoids this.",
+                RuntimeWarning,
+                stacklevel=3,
+            )
+
+
+def check_gguf_config(config: Any, name: str, gguf_file: str | None, what: str) -> None:
+    """Refuse a GGUF checkpoint without a vision tower, naming what to use instead."""
+    if gguf_file and not hasattr(config, "vision_config"):
+        raise ConfigError(
+            f"{what}: {name} is a text-only {config.model_type!r} GGUF (transformers reads GGUF files only "
+            f"for text-only architectures); an image-text model needs its checkpoint folder. For this "
+            f"file's text prior use lm:{name}"
+        )
+
+
+class ChatVLM:
+    """A loaded chat VLM: model, processor and the prompt / scoring machinery described above.
+
+    Build it with :meth:`load`, or wrap parts already loaded (``vgpt:`` does).
+    """
+
+    def __init__(self, model: Any, processor: Any, config: Any, *, device: str, dtype: Any, batch_size: int) -> None:
+        self.model, self.processor, self.config = model, processor, config
+        self.device, self.dtype = device, dtype
+        self.batch_size = max(1, int(batch_size))
+        self.tokenizer = getattr(processor, "tokenizer", None)
+        if self.tokenizer is None:
+            raise ConfigError(f"{type(processor).__name__} has no tokenizer")
+        self.tokenizer.padding_side = "right"
+        self.pad_id = self.tokenizer.pad_token_id
+        if self.pad_id is None:
+            self.pad_id = self.tokenizer.eos_token_id if self.tokenizer.eos_token_id is not None else 0
+        self.image_token_ids = {
+            int(i)
+            for i in (
+                getattr(processor, "image_token_id", None),
+                getattr(config, "image_token_id", None),
+                getattr(config, "image_token_index", None),
+            )
+            if i is not None
+        }
+        self.core = getattr(model, "model", model)  # holds rope_deltas for M-RoPE models
+
+    @classmethod
+    def load(cls, name_or_path: str, options: ScorerOptions, what: str) -> ChatVLM:
+        """Load ``AutoProcessor`` + ``AutoModelForImageTextToText`` by hub name, path or GGUF file."""
+        from transformers import AutoConfig, AutoModelForImageTextToText, AutoProcessor
+
+        device, dtype = load_device_dtype(options)
+        source, gguf_file = gguf_source(name_or_path, what)
+        if gguf_file is None:
+            local_path(name_or_path, what)
+        kw = {"gguf_file": gguf_file} if gguf_file else {}
+        try:
+            config = AutoConfig.from_pretrained(source, **kw)
+        except (OSError, ValueError, KeyError) as exc:
+            raise ConfigError(f"{what}: cannot load the config of {name_or_path!r}: {exc}") from exc
+        check_gguf_config(config, name_or_path, gguf_file, what)
+        try:
+            processor = AutoProcessor.from_pretrained(source, **kw)
+            model = AutoModelForImageTextToText.from_pretrained(source, dtype=dtype, **kw)
+        except (OSError, ValueError, KeyError, TypeError) as exc:
+            raise ConfigError(f"{what}: cannot load {name_or_path!r} as an image-text-to-text model: {exc}") from exc
+        model.to(device).eval()
+        return cls(model, processor, config, device=device, dtype=dtype, batch_size=options.batch_size)
+
+    # -- prompts -------------------------------------------------------------------------------
+    @property
+    def has_chat_template(self) -> bool:
+        return bool(getattr(self.processor, "chat_template", None))
+
+    def render(self, question: str, n_images: int = 1, system: str | None = None) -> str:
+        """The chat-templated prompt: [system turn,] one user turn (``n_images`` images, then the
+        question), and the generation prompt."""
+        if not self.has_chat_template:
+            raise ConfigError(
+                f"{type(self.processor).__name__} of this model has no chat template; chat scoring needs the "
+                f"model's own prompt format"
+            )
+        content = [{"type": "image"} for _ in range(n_images)] + [{"type": "text", "text": question}]
+        messages = [{"role": "user", "content": content}]
+        if system is not None:
+            messages.insert(0, {"role": "system", "content": [{"type": "text", "text": system}]})
+        return self.processor.apply_chat_template(messages, add_generation_prompt=True, tokenize=False)
+
+    def answer_ids(self, answer: str) -> tuple[int, ...]:
+        """``tokenizer(answer, add_special_tokens=False)``: the tokens scored after the prompt."""
+        ids = tuple(self.tokenizer(answer, add_special_tokens=False)["input_ids"])
+        if not ids:
+            raise ConfigError(f"answer {answer!r} has no tokens")
+        return ids
+
+    def _add_special(self, prompt: str) -> bool:
+        # as ProcessorMixin.apply_chat_template(tokenize=True): no second BOS when the template wrote one
+        bos = self.tokenizer.bos_token
+        return not (bos is not None and prompt.startswith(bos))
+
+    def _text_ids(self, prompt: str) -> list[int]:
+        """The prompt's tokens with each image placeholder still one token."""
+        return list(self.tokenizer(prompt, add_special_tokens=self._add_special(prompt))["input_ids"])
+
+    def process(self, prompts: Sequence[str], images: Sequence[Sequence[Image.Image]]) -> dict[str, Any]:
+        """The processor's tensors for prompts and their images (right-padded), on the device."""
+        import torch
+
+        enc = self.processor(
+            text=list(prompts),
+            images=[[im.convert("RGB") for im in ims] for ims in images],
+            return_tensors="pt",
+            padding=True,
+            add_special_tokens=self._add_special(prompts[0]),
+        )
+        out = {}
+        for key, value in enc.items():
+            if torch.is_tensor(value):
+                value = value.to(self.device)
+                if value.is_floating_point() and self.dtype != torch.float32:
+                    value = value.to(self.dtype)
+            out[key] = value
+        return out
+
+    # -- scoring -------------------------------------------------------------------------------
+    def target_logprobs(
+        self, images: Sequence[Image.Image], requests: Sequence[Request], *, reuse: bool = True
+    ) -> list[np.ndarray]:
+        """``log P(target_k | prompt, target_<k, images)`` for each request (float64 arrays).
+
+        With ``reuse`` the requests of each image tuple share one forward pass over their common
+        prefix (see the module docstring); prefixes of equal length are run together, ``batch_size``
+        image tuples at a time, and their requests' remaining tokens ``batch_size`` at a time.
+        Otherwise each request is one full sequence, batched.
+        """
+        import torch
+
+        out: list[np.ndarray | None] = [None] * len(requests)
+        groups: dict[tuple[int, ...], list[int]] = {}
+        for k, r in enumerate(requests):
+            if not r.target:
+                raise ValueError("a request needs at least one target token")
+            groups.setdefault(r.images, []).append(k)
+        whole: list[int] = []
+        with torch.inference_mode():
+            plans: dict[tuple, list[_Prefix]] = {}
+            for imgs, members in groups.items():
+                plan = self._plan_prefix([images[i] for i in imgs], members, requests) if reuse else None
+                if plan is None:
+                    whole.extend(members)
+                else:
+                    plans.setdefault(plan.shape_key, []).append(plan)
+            for same_shape in plans.values():
+                for start in range(0, len(same_shape), self.batch_size):
+                    for k, lp in self._with_prefixes(same_shape[start : start + self.batch_size], requests):
+                        out[k] = lp
+            by_count: dict[int, list[int]] = {}
+            for k in whole:
+                by_count.setdefault(len(requests[k].images), []).append(k)
+            for ks in by_count.values():
+                ks.sort(key=lambda k: len(requests[k].prompt) + len(requests[k].target))
+                for start in range(0, len(ks), self.batch_size):
+                    batch = ks[start : start + self.batch_size]
+                    reqs = [requests[k] for k in batch]
+                    got = self._whole([[images[i] for i in r.images] for r in reqs], reqs)
+                    for k, lp in zip(batch, got, strict=True):
+                        out[k] = lp
+        return out  # type: ignore[return-value]
+
+    @staticmethod
+    def _token_aligned(value: Any, batch: int, length: int) -> bool:
+        """Per-token integer tensors (input ids, masks, token types) of shape ``[batch, length]``."""
+        import torch
+
+        return (
+            torch.is_tensor(value)
+            and value.dim() == 2
+            and tuple(value.shape) == (batch, length)
+            and not value.is_floating_point()
+        )
+
+    def _whole(self, images: list[list[Image.Image]], reqs: list[Request]) -> list[np.ndarray]:
+        """Each request as one sequence: the processed prompt with its target tokens appended."""
+        import torch
+
+        enc = self.process([r.prompt for r in reqs], images)
+        ids, att = enc["input_ids"], enc["attention_mask"]
+        n, width = ids.shape
+        lengths = [int(x) for x in att.sum(dim=1).tolist()]
+        extra = max(len(r.target) for r in reqs)
+        inputs: dict[str, Any] = {}
+        for key, value in enc.items():
+            if not self._token_aligned(value, n, width):
+                inputs[key] = value
+                continue
+            fill = self.pad_id if key == "input_ids" else 0
+            grown = torch.full((n, width + extra), fill, dtype=value.dtype, device=value.device)
+            for b, (length, r) in enumerate(zip(lengths, reqs, strict=True)):
+                grown[b, :length] = value[b, :length]
+                # the answer: its ids, attention on, a prefix-LM's "suffix" type (PaliGemma), else 0
+                m = len(r.target)
+                tail = {"input_ids": list(r.target), "attention_mask": [1] * m, "token_type_ids": [1] * m}
+                grown[b, length : length + m] = torch.tensor(tail.get(key, [0] * m), dtype=value.dtype)
+            inputs[key] = grown
+        logits = self.model(**inputs).logits
+        logits = logits[:, -(width + extra) :]
+        logp = torch.log_softmax(logits.float(), dim=-1)
+        out = []
+        for b, (length, r) in enumerate(zip(lengths, reqs, strict=True)):
+            pos = torch.arange(length - 1, length - 1 + len(r.target), device=logp.device)
+            tgt = torch.tensor(r.target, device=logp.device)
+            out.append(logp[b, pos, tgt].double().cpu().numpy())
+        return out
+
+    def _plan_prefix(
+        self, images: list[Image.Image], members: list[int], requests: Sequence[Request]
+    ) -> _Prefix | None:
+        """The shared prefix of one image tuple's requests, processed; None when it cannot be split."""
+        texts = [self._text_ids(requests[k].prompt) for k in members]
+        k = _common_prefix_length(texts)
+        if k == 0 or any(t in self.image_token_ids for ids in texts for t in ids[k:]):
+            return None  # an image after the point where the prompts differ
+        enc = self.process([requests[members[0]].prompt], [images])
+        if "token_type_ids" in enc:
+            return None  # prefix-LM: the prompt attends bidirectionally, a cached prefix would differ
+        full = enc["input_ids"].shape[1]
+        cut = full - (len(texts[0]) - k)
+        if cut <= 0 or enc["input_ids"][0, cut:].tolist() != texts[0][k:]:
+            return None  # the processor's expansion does not keep the prompt's tail token for token
+        inputs = {key: v[:, :cut] if self._token_aligned(v, 1, full) else v for key, v in enc.items()}
+        conts = [ids[k:] + list(requests[m].target) for ids, m in zip(texts, members, strict=True)]
+        offsets = [len(ids) - k for ids in texts]  # prompt tokens after the prefix
+        return _Prefix(inputs, cut, members, conts, offsets)
+
+    def _with_prefixes(self, plans: list[_Prefix], requests: Sequence[Request]) -> list[tuple[int, np.ndarray]]:
+        """Prefixes of equal shape in one forward pass (KV cache kept), then every request's
+        remaining prompt and answer tokens against its own prefix's cache, ``batch_size`` rows at a time."""
+        import torch
+
+        inputs = {key: torch.cat([p.inputs[key] for p in plans]) for key in plans[0].inputs}
+        keep = {"logits_to_keep": 1} if "logits_to_keep" in inspect.signature(self.model.forward).parameters else {}
+        first = self.model(**inputs, use_cache=True, **keep)
+        cache = first.past_key_values
+        last = torch.log_softmax(first.logits[:, -1].float(), dim=-1)  # [n_prefixes, V]
+        deltas = getattr(self.core, "rope_deltas", None) if hasattr(self.core, "get_rope_index") else None
+        cut = plans[0].cut
+        out: dict[int, np.ndarray] = {}
+        rows: list[tuple[int, int, list[int], int]] = []  # (prefix, request, continuation, offset)
+        for g, plan in enumerate(plans):
+            for m, cont, offset in zip(plan.members, plan.conts, plan.offsets, strict=True):
+                out[m] = np.empty(len(requests[m].target), dtype=np.float64)
+                if offset == 0:  # the first answer token follows the prefix directly
+                    out[m][0] = float(last[g, requests[m].target[0]])
+                if len(cont) > 1:
+                    rows.append((g, m, cont, offset))
+        rows.sort(key=lambda row: len(row[2]))
+        for start in range(0, len(rows), self.batch_size):
+            batch = rows[start : start + self.batch_size]
+            feeds = [cont[:-1] for _, _, cont, _ in batch]
+            width = max(len(f) for f in feeds)
+            ids = torch.full((len(batch), width), self.pad_id, dtype=torch.long, device=self.device)
+            att = torch.zeros((len(batch), cut + width), dtype=torch.long, device=self.device)
+            att[:, :cut] = 1
+            for b, f in enumerate(feeds):
+                ids[b, : len(f)] = torch.tensor(f, device=self.device)
+                att[b, cut : cut + len(f)] = 1
+            which = torch.tensor([g for g, _, _, _ in batch], device=self.device)
+            past = copy.deepcopy(cache)
+            past.batch_select_indices(which)  # each row continues its own image's prefix
+            kwargs: dict[str, Any] = {}
+            if deltas is not None:  # M-RoPE: text positions continue at cut + delta on every axis
+                pos = torch.arange(cut, cut + width, device=self.device)[None, :] + deltas.reshape(-1)[which][:, None]
+                kwargs["position_ids"] = pos[None].expand(3, -1, -1)
+            logits = self.model(
+                input_ids=ids, attention_mask=att, past_key_values=past, use_cache=True, **kwargs
+            ).logits
+            logp = torch.log_softmax(logits.float(), dim=-1)
+            for b, (_, m, _, offset) in enumerate(batch):
+                for j, t in enumerate(requests[m].target):
+                    if offset + j >= 1:
+                        out[m][j] = float(logp[b, offset + j - 1, t])
+        return list(out.items())
+
+    def generate(self, images: Sequence[Image.Image], prompt: str, max_new_tokens: int) -> str:
+        """Greedy decoding (no sampling) after ``prompt``; the new text, special tokens dropped."""
+        import torch
+
+        enc = self.process([prompt], [list(images)])
+        with torch.inference_mode():
+            out = self.model.generate(
+                **enc, max_new_tokens=max_new_tokens, do_sample=False, num_beams=1, pad_token_id=self.pad_id
+            )
+        return self.tokenizer.decode(out[0, enc["input_ids"].shape[1] :], skip_special_tokens=True)
+
+    @property
+    def model_type(self) -> str:
+        return str(getattr(self.config, "model_type", ""))
+
+
+@dataclass
+class _Prefix:
+    """One image tuple's shared prompt prefix, processed (``inputs`` cut to ``cut`` tokens), and its
+    requests' continuations (remaining prompt tokens, then the answer)."""
+
+    inputs: dict[str, Any]
+    cut: int
+    members: list[int]
+    conts: list[list[int]]
+    offsets: list[int]
+
+    @property
+    def shape_key(self) -> tuple:
+        """Prefixes with equal keys can run in one batch (same length, same tensor shapes)."""
+        return tuple((k, tuple(v.shape)) for k, v in sorted(self.inputs.items()) if hasattr(v, "shape"))
+
+
+def _common_prefix_length(seqs: Sequence[Sequence[int]]) -> int:
+    """Length of the longest common prefix of token sequences."""
+    first = seqs[0]
+    n = min(len(s) for s in seqs)
+    for i in range(n):
+        t = first[i]
+        if any(s[i] != t for s in seqs):
+            return i
+    return n
+
+
+_CHOICE = re.compile(r"^\(?([A-Z])\)?[.:]?$")
+
+
+def parse_choice(answer: str, n_options: int) -> int | None:
+    """The option index a generated answer names, read strictly: the letter alone, optionally in
+    parentheses or followed by ``.`` / ``:`` (``"B"``, ``"(B)"``, ``"B."``); anything else is None.
+
+    >>> parse_choice(" B. ", 2), parse_choice("(A)", 2), parse_choice("B is right", 2), parse_choice("C", 2)
+    (1, 0, None, None)
+    """
+    m = _CHOICE.match(answer.strip())
+    if m is None:
+        return None
+    index = LETTERS.index(m.group(1))
+    return index if index < n_options else None
+
+
+class AnswerChooser:
+    """Asks a chat VLM which candidate matches, as a lettered question, in both candidate orders
+    (EqBen Sec. 5.5: MLLMs are evaluated by their answers, and the order of the captions matters).
+
+    For a case of K images x K texts (K <= 26):
+
+    * text questions, one per image ``i``: the image and :data:`CHOICE_TEXT_QUESTION` listing the K
+      captions as options A, B, ...;
+    * image questions, one per text ``j`` (only when the model takes several images): the K images
+      in one prompt and :data:`CHOICE_IMAGE_QUESTION` ("A. Image 1", ...);
+
+    each asked with the candidates in the case's order and reversed. The answer is read by option
+    likelihood: the candidate whose letter has the highest next-token log-probability after the
+    prompt (no sampling); a tie or NaN gives no answer. With ``generate > 0`` it is also read by
+    greedy generation of up to ``generate`` tokens, parsed by :func:`parse_choice` (an unparseable
+    answer gives no answer).
+
+    :meth:`answer_choices` returns ``[n_questions, 2, n_readings]``: rows are the text questions
+    (images in case order), then the image questions (texts in case order); axis 1 is the order
+    (0: as in the case, 1: reversed); axis 2 the reading (0: likelihood, 1: generation when asked).
+    Values are the chosen candidate's index in the case's own order, NaN for no answer.
+    """
+
+    def __init__(
+        self, chat: ChatVLM, *, system: str | None = None, generate: int = 0, multi_image: bool | None = None
+    ) -> None:
+        self.chat, self.system, self.generate = chat, system, int(generate)
+        if self.generate < 0:
+            raise ConfigError(f"generate must be >= 0 new tokens, got {generate}")
+        self.multi_image = (chat.model_type not in SINGLE_IMAGE_MODEL_TYPES) if multi_image is None else multi_image
+        self._letter_ids: dict[int, tuple[int, ...]] = {}
+
+    def identity(self) -> dict[str, Any]:
+        return {
+            "text_question": CHOICE_TEXT_QUESTION,
+            "image_question": CHOICE_IMAGE_QUESTION,
+            "system": self.system,
+            "generate": self.generate,
+        }
+
+    def cannot(self, need: str) -> str | None:
+        """Why the ``choice`` need cannot be served (a single-image model), else None."""
+        if need == "choice" and not self.multi_image:
+            return (
+                f"'which image' questions show several images in one prompt, and this {self.chat.model_type!r} "
+                f"model is taken to accept one (spec option multi_image=yes overrides); protocol "
+                f"'choice-text' asks the caption questions only"
+            )
+        return None
+
+    def letter_ids(self, k: int) -> tuple[int, ...]:
+        """The single token of each option letter A.. (as the assistant's first token)."""
+        if k not in self._letter_ids:
+            if not 2 <= k <= len(LETTERS):
+                raise ConfigError(f"answer-based questions need 2 to {len(LETTERS)} candidates, got {k}")
+            ids = []
+            for letter in LETTERS[:k]:
+                tok = self.chat.answer_ids(letter)
+                if len(tok) != 1:
+                    raise ConfigError(f"option letter {letter!r} is {len(tok)} tokens for this tokenizer, not one")
+                ids.append(tok[0])
+            self._letter_ids[k] = tuple(ids)
+        return self._letter_ids[k]
+
+    def answer_choices(
+        self, images: Sequence[Image.Image], texts: Sequence[str], *, image_questions: bool
+    ) -> np.ndarray:
+        """The choices of one K x K case (see the class docstring)."""
+        k = len(texts)
+        if len(images) != k:
+            raise ConfigError(f"answer-based questions need K images x K texts, got {len(images)} x {k}")
+        if image_questions and not self.multi_image:
+            raise ConfigError(self.cannot("choice") or "")
+        letters = self.letter_ids(k)
+        orders = (tuple(range(k)), tuple(reversed(range(k))))
+        questions: list[tuple[tuple[int, ...], str, tuple[int, ...]]] = []  # (images, prompt, order)
+        for i in range(k):
+            for order in orders:
+                options = "\n".join(f"{LETTERS[p]}. {texts[c]}" for p, c in enumerate(order))
+                prompt = self.chat.render(CHOICE_TEXT_QUESTION.format(options=options), 1, self.system)
+                questions.append(((i,), prompt, order))
+        if image_questions:
+            options = "\n".join(f"{LETTERS[p]}. Image {p + 1}" for p in range(k))
+            for j in range(k):
+                prompt = self.chat.render(CHOICE_IMAGE_QUESTION.format(text=texts[j], options=options), k, self.system)
+                questions += [(order, prompt, order) for order in orders]
+        requests = [Request(imgs, prompt, (t,)) for imgs, prompt, _ in questions for t in letters]
+        lps = self.chat.target_logprobs(images, requests)
+        readings = 2 if self.generate else 1
+        out = np.full((len(questions) // 2, 2, readings), np.nan)
+        for q, (imgs, prompt, order) in enumerate(questions):
+            row, o = divmod(q, 2)
+            scores = np.array([lps[q * k + p][0] for p in range(k)])
+            if not np.isnan(scores).any() and (scores == scores.max()).sum() == 1:
+                out[row, o, 0] = order[int(scores.argmax())]
+            if self.generate:
+                said = parse_choice(self.chat.generate([images[i] for i in imgs], prompt, self.generate), k)
+                if said is not None:
+                    out[row, o, 1] = order[said]
+        return out

@@ -1,0 +1,157 @@
+"""``vqa:NAME_OR_PATH``: VQAScore for any Hugging Face image-text-to-text chat model.
+
+VQAScore (Lin et al., "Evaluating Text-to-Visual Generation with Image-to-Text Generation", 2024;
+code: t2v_metrics) scores an image-text pair by the probability that a VQA model answers "Yes" when
+asked whether the image shows the text::
+
+    VQAScore(i, t) = exp( (1/m) sum_k log P(a_k | prompt(i, q(t)), a_<k) )
+
+with ``q(t) = question.format(t)`` and the answer tokens ``a = tokenizer(answer.format(t),
+add_special_tokens=False)``; for a one-token answer this is ``P("Yes" | image, question)``. This is
+t2v_metrics' formula (its models return ``exp(-CrossEntropy(mean over the answer's tokens))``), with
+its default templates: question ``'Does this figure show "{}"? Please answer yes or no.'`` and answer
+``"Yes"`` (:data:`DEFAULT_QUESTION`, :data:`DEFAULT_ANSWER`). Here the prompt is the model's own chat
+template applied to one user turn (the image, then the question) with the generation prompt added,
+and the answer follows it directly (see :mod:`spotdiff.scorers.chat`); t2v_metrics instead writes
+each model family's conversation format by hand.
+
+Scores are probabilities in [0, 1], so the scorer declares ``"match-prob"`` (VALSE's ``p_c`` /
+``p_f`` at 0.5) besides ``"image-text"``; it also serves the answer-based needs ``"choice-text"``
+and, for models that take several images, ``"choice"`` (EqBen Sec. 5.5, :mod:`spotdiff.protocols.choice`).
+
+The image and the prompt's common prefix are encoded once per unique image, and that image's texts
+are batched against the cached prefix (``reuse=no`` scores each pair as one whole sequence, as
+t2v_metrics does). NaN logits give a NaN score, counted, warned about and failed by every protocol.
+
+Spec options after ``?`` (URL-encoded) or in ``ScorerOptions.extra``: ``question`` (a template with
+``{}`` for the text), ``answer`` (``{}`` allowed), ``system`` (a system turn; default: the
+template's own), ``reuse`` (yes/no, default yes), ``generate`` (N > 0: also read answer-based
+questions by greedy generation of up to N tokens), ``multi_image`` (yes/no: override whether
+"which image" questions may show several images). Example: ``vqa:Qwen/Qwen2-VL-2B-Instruct``,
+``vqa:/ckpt/llava?question=Is%20this%20%22{}%22%3F``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from functools import cached_property
+from typing import Any
+
+import numpy as np
+from PIL import Image
+
+from spotdiff.errors import ConfigError
+from spotdiff.scorers.base import SCORERS, PairScorer, ScorerOptions
+from spotdiff.scorers.chat import AnswerChooser, ChatVLM, NanCounter, Request
+from spotdiff.scorers.lm import model_identity_digests, parse_spec_options
+
+__all__ = ["DEFAULT_ANSWER", "DEFAULT_QUESTION", "VQAScorer", "option_flag"]
+
+#: t2v_metrics' default question template (``clip_t5_model.py``, ``llava_model.py``).
+DEFAULT_QUESTION = 'Does this figure show "{}"? Please answer yes or no.'
+#: t2v_metrics' default answer template.
+DEFAULT_ANSWER = "Yes"
+
+
+def option_flag(value: Any, name: str) -> bool:
+    """A yes/no spec option (``yes``/``no``, ``true``/``false``, ``1``/``0``)."""
+    text = str(value).strip().lower()
+    if text in ("yes", "true", "1", "on"):
+        return True
+    if text in ("no", "false", "0", "off"):
+        return False
+    raise ConfigError(f"option {name}={value!r}: expected yes or no")
+
+
+@SCORERS.register("vqa")
+class VQAScorer(PairScorer):
+    """VQAScore, P(answer) given the image and question(text), through the model's chat template."""
+
+    #: at most; an instance without several-image input drops "choice" (see ``cannot``)
+    capabilities = frozenset({"image-text", "match-prob", "choice-text", "choice"})
+    OPTIONS = ("question", "answer", "system", "reuse", "generate", "multi_image")
+
+    def __init__(self, rest: str, options: ScorerOptions) -> None:
+        super().__init__(f"vqa:{rest}", options)
+        import torch
+
+        self.name, opts = parse_spec_options(rest, options, self.OPTIONS)
+        self.question = str(opts.get("question", DEFAULT_QUESTION))
+        self.answer = str(opts.get("answer", DEFAULT_ANSWER))
+        self.system = opts.get("system")
+        for what, template in (("question", self.question), ("answer", self.answer)):
+            try:
+                template.format("text")
+            except (IndexError, KeyError, ValueError) as exc:
+                raise ConfigError(f"{what} template {template!r}: use {{}} for the text ({exc})") from exc
+        if "{}" not in self.question:
+            raise ConfigError(f"question template {self.question!r} has no {{}} for the text")
+        self.reuse = option_flag(opts.get("reuse", "yes"), "reuse")
+        try:
+            generate = int(opts.get("generate", 0))
+        except ValueError as exc:
+            raise ConfigError(f"option generate={opts.get('generate')!r}: expected a number of tokens") from exc
+        multi = opts.get("multi_image")
+        self.chat = ChatVLM.load(self.name, options, "vqa model")
+        self.chat.render("probe")  # a model without a chat template fails here, before any data
+        self.chooser = AnswerChooser(
+            self.chat,
+            system=self.system,
+            generate=generate,
+            multi_image=None if multi is None else option_flag(multi, "multi_image"),
+        )
+        self.capabilities = frozenset(
+            {"image-text", "match-prob", "choice-text"} | ({"choice"} if self.chooser.multi_image else set())
+        )
+        self.nans = NanCounter(self.spec)
+        torch.manual_seed(options.seed)
+
+    # -- identity ------------------------------------------------------------------------------
+    @cached_property
+    def _digests(self) -> dict[str, str | None]:
+        return model_identity_digests(self.name, self.chat.config)
+
+    def identity(self) -> dict[str, Any]:
+        return {
+            "spec": f"vqa:{self.name}",  # every option that changes scores is its own field below
+            "class": type(self.chat.model).__name__,
+            **self._digests,
+            "question": self.question,
+            "answer": self.answer,
+            "system": self.system,
+            "chat_template": self.chat.processor.chat_template,
+            "choice": self.chooser.identity(),
+            "device": self.chat.device,
+            "dtype": str(self.chat.dtype).replace("torch.", ""),
+        }
+
+    def cannot(self, need: str) -> str | None:
+        """Why a protocol need cannot be served (used in the capability error), else None."""
+        return self.chooser.cannot(need)
+
+    # -- scoring -------------------------------------------------------------------------------
+    def requests(self, texts_per_image: Sequence[Sequence[str]]) -> list[Request]:
+        """One request per (image, text): the rendered question and the answer's tokens."""
+        chat = self.chat
+        return [
+            Request((i,), chat.render(self.question.format(t), 1, self.system), chat.answer_ids(self.answer.format(t)))
+            for i, texts in enumerate(texts_per_image)
+            for t in texts
+        ]
+
+    def score_pairs(self, images: Sequence[Image.Image], texts: Sequence[Sequence[str]]) -> list[np.ndarray]:
+        """VQAScore of each image's texts, in [0, 1] (NaN where the model's logits were NaN)."""
+        if len(images) != len(texts):
+            raise ValueError(f"{len(images)} images but {len(texts)} text lists")
+        lps = self.chat.target_logprobs(images, self.requests(texts), reuse=self.reuse)
+        flat = np.array([np.exp(lp.mean()) for lp in lps], dtype=np.float64)
+        self.nans.check(flat, self.chat.dtype)
+        out, k = [], 0
+        for ts in texts:
+            out.append(flat[k : k + len(ts)])
+            k += len(ts)
+        return out
+
+    def answer_choices(self, images: Sequence[Image.Image], texts: Sequence[str], need: str) -> np.ndarray:
+        """Answer-based choices of one K x K case (:class:`~spotdiff.scorers.chat.AnswerChooser`)."""
+        return self.chooser.answer_choices(images, texts, image_questions=need == "choice")

@@ -1,0 +1,105 @@
+"""A held-out zero-shot classification set: ``spotdiff synth zeroshot``.
+
+Single-object images, one class per object category of the library, the categories taken in turn so
+the classes are balanced (image ``i`` shows category ``i mod C``), each object placed as SPEC's cls
+images are (SPEC Sec. 4.2) but from its own seed stream, so no image repeats the ``cls`` folder of a
+SPEC set. Instances come from the ``test`` half of the seed space (even seeds), disjoint from every
+training corpus (:mod:`spotdiff.synth.corpus`).
+
+Output, in the image-folder layout of the ``zeroshot-classification`` benchmark:
+``DIR/<class>/<index>.png`` (one folder per class, named with ``_`` for spaces; a class without images
+when ``n`` is below the number of classes keeps an empty folder), ``DIR/classnames.txt`` (the
+class names in sorted folder order), ``DIR/zeroshot_classification_templates.txt`` (a small prompt
+ensemble, :data:`TEMPLATES`) and ``DIR/metadata.jsonl`` (each image's class and object instance).
+"""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+from spotdiff.errors import SpotdiffError
+from spotdiff.synth import ENGINES, SynthEngine
+from spotdiff.synth.canvas import placement_at
+from spotdiff.synth.output import parallel_map, save_png, write_jsonl
+from spotdiff.synth.pipeline import Composer, Infeasible, Pipeline, make_pipeline
+from spotdiff.synth.spec import add_pipeline_arguments, pipeline_from_args
+
+#: The prompt ensemble written with the set (CLIP-style templates, none naming colour or texture).
+TEMPLATES = (
+    "a photo of a {c}.",
+    "a photo of the {c}.",
+    "a picture of a {c}.",
+    "an image of a {c}.",
+    "a photo of one {c}.",
+    "a {c} in the picture.",
+)
+_CODE = 171  # the seed stream of these images (SPEC's cls uses its own)
+MAX_ATTEMPTS = 50
+
+
+def folder_name(category: str) -> str:
+    return category.replace(" ", "_")
+
+
+class ZeroShotBuilder(Composer):
+    """One centred object of a given category per image."""
+
+    def build(self, index: int, category: str):
+        for attempt in range(MAX_ATTEMPTS):
+            rng = self.rng(_CODE, index, attempt)
+            try:
+                bg, scene = self.p.background.fill(self.s, rng)
+                inst = self.p.source.sample(rng, split=self.split, category=category)
+                placed = self.fit(inst, rng.uniform(0.12, 0.3), 0.8)
+                c = self.s / 2
+                r = self.render(bg, [placement_at(inst, placed, c + rng.uniform(-0.08, 0.08) * self.s, c)])
+                if len(r.of_role("target")) != 1 or not self.inside(r.objects[0].bbox):
+                    raise Infeasible("object not visible")
+                return inst, scene, r
+            except Infeasible:
+                continue
+        raise SpotdiffError(f"zero-shot image {index}: no valid layout")  # pragma: no cover
+
+
+def write_zeroshot(
+    out: Path, *, n: int = 100, seed: int = 0, size: int = 224, pipeline: Pipeline | None = None, workers: int = 1
+) -> dict:
+    """Write ``n`` images (see the module docstring); return the summary."""
+    out = Path(out)
+    pipeline = pipeline or make_pipeline(size)
+    builder = ZeroShotBuilder(pipeline, seed)
+    categories = list(pipeline.source.categories())
+    classes = sorted(categories, key=folder_name)
+
+    def one(index: int) -> dict:
+        category = categories[index % len(categories)]
+        inst, scene, r = builder.build(index, category)
+        rel = f"{folder_name(category)}/{index:05d}.png"
+        save_png(r.image, out / rel)
+        return {"image": rel, "label": category, "object": inst.as_dict(), "scene": scene}
+
+    records = parallel_map(one, list(range(n)), workers)
+    for category in classes:  # every class is a candidate, even one without images (n < classes)
+        (out / folder_name(category)).mkdir(parents=True, exist_ok=True)
+    (out / "classnames.txt").write_text("".join(c + "\n" for c in classes), encoding="utf-8")
+    (out / "zeroshot_classification_templates.txt").write_text("".join(t + "\n" for t in TEMPLATES), encoding="utf-8")
+    write_jsonl(out / "metadata.jsonl", records)
+    return {"images": n, "classes": len(classes), "templates": len(TEMPLATES)}
+
+
+@ENGINES.register("zeroshot")
+class ZeroShotEngine(SynthEngine):
+    name = "zeroshot"
+    benchmark = "zeroshot-classification"
+    description = "a held-out zero-shot classification set: one object per image, balanced classes, a prompt ensemble"
+
+    @classmethod
+    def add_arguments(cls, parser: argparse.ArgumentParser) -> None:
+        add_pipeline_arguments(parser)
+
+    def write(self, out: Path) -> dict:
+        a = self.args
+        return write_zeroshot(
+            out, n=a.n, seed=a.seed, size=a.image_size, pipeline=pipeline_from_args(a), workers=a.workers
+        )

