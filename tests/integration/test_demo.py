@@ -211,3 +211,22 @@ def test_step_helpers_round_trip_through_loaders(tmp_path: Path) -> None:
     assert len(tok) == tok_info["vocab_size"] and tok.bos_token == "[DEC]"
     ids = tok("there are seven zebras in the image")["input_ids"]
     assert tok.unk_token_id not in ids  # unseen words are spelled out
+
+
+def test_cls_retention_is_a_non_inferiority_claim() -> None:
+    """'No drop larger than N points': holds when the paired CI's lower end lies above -N, whatever the
+    size of a gain; a point estimate within N with a CI reaching below -N does not hold."""
+    from spotdiff.demo.findings import finding_cls_kept
+    from spotdiff.demo.profiles import CLS_MARGIN
+
+    ft = {m: {"cls_i2t": {"value": v}} for m, v in (("ft-hn", 60.0), ("ft-plain", 50.0), ("base", 61.0))}
+
+    def cmp(diff: float, lo: float, hi: float) -> dict:
+        return {"difference": diff, "ci95": [lo, hi], "p_value": 0.5, "test": "mcnemar-exact"}
+
+    paired = {"hn - plain": {"cls_i2t": cmp(10.0, 4.0, 16.0)}, "hn - base": {"cls_i2t": cmp(-1.0, -2.5, 0.5)}}
+    f = finding_cls_kept(ft, paired)
+    assert f["holds"] and f["no_drop_larger_than_margin"] == {"against_plain": True, "against_base": True}
+    assert "no drop larger than" in f["claim"] and f["cls_hn_minus_plain"] == 10.0
+    paired["hn - base"]["cls_i2t"] = cmp(-1.0, -CLS_MARGIN - 0.5, 1.5)  # within N on average, CI below -N
+    assert not finding_cls_kept(ft, paired)["holds"]

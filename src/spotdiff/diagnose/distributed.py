@@ -42,7 +42,7 @@ from spotdiff.diagnose.cache import CACHE_FILE, Cache, Shard, merge_shards
 from spotdiff.diagnose.engine import Engine, check_capability
 from spotdiff.diagnose.runner import EvalConfig, EvalResult, resolve, run_eval, stream_cases
 from spotdiff.errors import ConfigError, DistributedError
-from spotdiff.scorers import Scorer, ScorerOptions, load_scorer
+from spotdiff.scorers import Scorer, ScorerOptions, load_scorer, quiet_progress
 from spotdiff.seeding import seed_everything
 
 log = logging.getLogger(__name__)
@@ -183,6 +183,8 @@ def _prepare(config: EvalConfig) -> tuple[str, str, bool]:
 
 
 def _load(config: EvalConfig, device: str) -> Scorer:
+    if not config.progress:
+        quiet_progress()
     options = ScorerOptions(device=device, dtype=config.dtype, batch_size=config.batch_size, seed=config.seed)
     return load_scorer(config.model, options)
 

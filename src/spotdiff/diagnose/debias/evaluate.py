@@ -23,8 +23,8 @@ from spotdiff.diagnose.engine import Engine, check_capability
 from spotdiff.diagnose.runner import EvalConfig, EvalResult, RunRecorder, resolve, stream_cases, write_metrics_json
 from spotdiff.diagnose.store import RunStore
 from spotdiff.errors import ConfigError, DataError
-from spotdiff.jsonio import round_values, write_json
-from spotdiff.scorers import ScorerOptions, load_scorer
+from spotdiff.jsonio import write_json
+from spotdiff.scorers import ScorerOptions, load_scorer, quiet_progress
 from spotdiff.seeding import seed_everything
 
 
@@ -66,6 +66,8 @@ def run_debiased_eval(config: EvalConfig, debias: DebiasConfig) -> DebiasedRuns:
     if protocol.needs != "image-text":
         raise ConfigError(f"--debias needs an image-text protocol; {protocol.name!r} needs {protocol.needs!r}")
     seed_everything(config.seed)
+    if not config.progress:
+        quiet_progress()
     options = ScorerOptions(device=config.device, dtype=config.dtype, batch_size=config.batch_size, seed=config.seed)
     scorer = load_scorer(config.model, options)
     check_capability(scorer, protocol.needs)
@@ -140,7 +142,7 @@ def _write_outputs(
     block = {
         "headline": headline(curve, tuned_label),
         "tuned_label": tuned_label,
-        "variants": {name: round_values(r.metrics) for name, r in results.items()},
+        "variants": {name: r.metrics for name, r in results.items()},
         "run_ids": {name: r.run_id for name, r in results.items()},
         "alpha": curve.get("alpha"),
         "metric": curve.get("metric"),
