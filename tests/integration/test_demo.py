@@ -153,6 +153,28 @@ def test_findings_command_recomputes_from_the_folder(quick_demo: dict) -> None:
     assert "Paired comparisons" in proc.stdout
 
 
+@pytest.mark.slow
+def test_the_printed_plan_is_the_demo(quick_demo: dict, tmp_path: Path) -> None:
+    """`spotdiff demo --plan` prints the demo's plan file: `spotdiff run` of it on the demo's folder finds every
+    stage up to date (same commands, same fingerprints), and the findings computed afterwards are the demo's."""
+    out: Path = quick_demo["out"]
+    env = dict(os.environ, HF_HUB_OFFLINE="1")
+    before = json.loads((out / "findings.json").read_text())
+    text = subprocess.run([sys.executable, "-m", "spotdiff", "demo", "--plan", "--quick", "--workers", "2"],
+                          capture_output=True, text=True, env=env, check=True).stdout  # fmt: skip
+    plan_path = tmp_path / "demo-plan.yaml"
+    plan_path.write_text(text, encoding="utf-8")
+    run = subprocess.run([sys.executable, "-m", "spotdiff", "run", str(plan_path), "--out", str(out)],
+                         capture_output=True, text=True, env=env, timeout=600)  # fmt: skip
+    assert run.returncode == 0, run.stderr[-3000:]
+    n_stages = len(plan(DemoConfig(quick=True)))
+    assert f"0 stages ran, {n_stages} up to date" in run.stdout
+    subprocess.run([sys.executable, "-m", "spotdiff", "demo", "findings", str(out)], capture_output=True, env=env,
+                   check=True, timeout=600)  # fmt: skip
+    after = json.loads((out / "findings.json").read_text())
+    assert after["findings"] == before["findings"] and after["retention"] == before["retention"]
+
+
 # ------------------------------------------------------------------------------------ fast unit tests
 def test_plan_dependencies_and_fingerprints() -> None:
     stages = plan(DemoConfig(quick=True))

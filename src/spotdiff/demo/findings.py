@@ -15,6 +15,7 @@ import json
 from pathlib import Path
 from typing import Any
 
+from spotdiff.demo.plan import stage_results
 from spotdiff.demo.profiles import (
     CLIP_MODELS,
     CLS_MARGIN,
@@ -27,7 +28,6 @@ from spotdiff.demo.profiles import (
 )
 from spotdiff.demo.summary import summary_markdown
 from spotdiff.diagnose.store import RunStore
-from spotdiff.errors import DataError
 from spotdiff.jsonio import write_json
 from spotdiff.protocols import Evaluation, PairedComparison, get_protocol, paired_comparison
 from spotdiff.report.collect import evaluation_from_units, run_ties, subset_groups
@@ -49,13 +49,6 @@ def _cmp_dict(cmp: PairedComparison) -> dict:
         "test": cmp.test,
         "resampling": cmp.resampling,
     }
-
-
-def _stage(out: Path, name: str) -> dict:
-    path = out / "stages" / f"{name}.json"
-    if not path.is_file():
-        raise DataError(f"stage {name} has not run (no {path}); run `spotdiff demo` first")
-    return json.loads(path.read_text(encoding="utf-8")).get("result") or {}
 
 
 def _evaluation(store: Path, run_id: str, seed: int) -> Evaluation:
@@ -272,11 +265,11 @@ def finding_retention(retention: dict) -> dict:
     }
 
 
-def vgpt_sets(out: Path, n_boot: int, seed: int) -> dict:
+def vgpt_sets(out: Path, results: dict[str, dict], n_boot: int, seed: int) -> dict:
     """Per VGPT set: raw / alpha=1 / tuned / blind with CIs, cross-validated alpha*, paired tests with raw."""
     sets: dict[str, Any] = {}
     for name in ("eqben", "aro"):
-        res = _stage(out, f"vgpt-{name}")
+        res = results[f"vgpt-{name}"]
         metric = res.get("metric")
         cv = res.get("cross_validation") or {}
         variants = res.get("variants") or {}
@@ -349,7 +342,8 @@ def compute_findings(out: Path, *, n_boot: int | None = None) -> dict:
     profile = demo.get("profile", {})
     seed = int(demo.get("seed", 0))
     n_boot = int(n_boot or profile.get("n_boot", 1000))
-    evals = {m: _stage(out, f"eval-{m}") for m in CLIP_MODELS}
+    results = stage_results(out)
+    evals = {m: results[f"eval-{m}"] for m in CLIP_MODELS}
     cls_file = out / "data/heldout-spec/cls/classification.json"
     n_classes = len(json.loads(cls_file.read_text(encoding="utf-8"))["classes"]) if cls_file.is_file() else None
     ft = finetune_table(evals)
@@ -367,7 +361,7 @@ def compute_findings(out: Path, *, n_boot: int | None = None) -> dict:
     )
     eq = paired.get("eqsim - plain", {})
     training = {
-        name: _stage(out, name) for name in ("train-base", *(f"train-ft-{n}" for n, _ in FINETUNES), "train-captioner")
+        name: results[name] for name in ("train-base", *(f"train-ft-{n}" for n, _ in FINETUNES), "train-captioner")
     }
     retention = retention_table(out / STORE, training, n_boot, seed)
     findings = {
@@ -385,7 +379,7 @@ def compute_findings(out: Path, *, n_boot: int | None = None) -> dict:
                 "score (paired 95% CI above 0)",
                 "comparison": eq,
             },
-            "vgpt_debiasing": finding_vgpt(vgpt_sets(out, n_boot, seed)),
+            "vgpt_debiasing": finding_vgpt(vgpt_sets(out, results, n_boot, seed)),
             "zero_shot_kept_with_hard_negatives": finding_retention(retention),
         },
         "finetuning": ft,
