@@ -3,7 +3,9 @@
 A :class:`Case` holds a few images (lazy references, never decoded at load time), a few texts, and
 the ground truth of which image goes with which text (``truth[i, t]``). Tags carry the subset and
 any other grouping a benchmark publishes (phenomenon, relation, tag, ...). Protocols turn a case's
-score matrix into metrics; see ``spotdiff.protocols``.
+score matrix into metrics; see ``spotdiff.protocols``. :data:`TIES` names how a tie between the
+true candidate and a false one is decided (``spotdiff eval --ties``), which loaders and protocols
+both read.
 """
 
 from __future__ import annotations
@@ -20,7 +22,18 @@ from typing import Any
 import numpy as np
 from PIL import Image
 
-from spotdiff.errors import DataError
+from spotdiff.errors import ConfigError, DataError
+
+#: The tie rules (``spotdiff eval --ties``), the default first: ``strict`` (a tie is a loss) and
+#: ``argmax`` (a tie goes to the candidate listed first; :func:`spotdiff.protocols.base.beats`).
+TIES = ("strict", "argmax")
+
+
+def check_ties(ties: str) -> str:
+    """``ties`` when it is one of :data:`TIES`, else a :class:`ConfigError`."""
+    if ties not in TIES:
+        raise ConfigError(f"unknown tie rule {ties!r}; expected one of {', '.join(TIES)}")
+    return ties
 
 
 def _sha256(data: bytes) -> str:

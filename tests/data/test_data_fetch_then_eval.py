@@ -69,7 +69,7 @@ def test_winoground_parquet_fetched_with_a_token_then_evaluated(hub, home, tmp_p
     metrics = _eval(tmp_path, "--model", tiny_clip, "--benchmark", "Winoground")
     assert metrics["benchmark"] == "winoground" and metrics["protocol"] == "group"
     assert metrics["n_cases"] == 6
-    assert set(metrics["metrics"]) == {"all", "Object", "Relation", "Both"}
+    assert set(metrics["metrics"]) == {"all", "subset_mean", "Object", "Relation", "Both"}
     source = metrics["data"]["source"]["parts"]["data"]
     assert source["source"]["repo_id"] == "facebook/winoground"
     assert source["revision"] == benchmark_sources("winoground").parts[0].source.revision

@@ -418,7 +418,7 @@ def test_language_bias_of_real_benchmarks(benchmark, shared_data, tmp_path, caps
     report = json.loads((out / "bias.json").read_text())
     metric = "accuracy" if benchmark == "sugarcrepe" else "acc_r"
     subsets = {"sugarcrepe": 7, "valse": 11}[benchmark]
-    assert len(report["metrics"]) == subsets + 1
+    assert len(report["metrics"]) == subsets + 2 and "subset_mean" in report["metrics"]  # + all
     for scope, m in report["metrics"].items():
         lo, hi = m[f"{metric}_ci95"]
         assert 0.0 <= lo <= m[metric] <= hi <= 100.0, scope

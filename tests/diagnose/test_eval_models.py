@@ -159,18 +159,19 @@ def test_engine_dedups_by_content(models, data) -> None:
     assert engine.stats["computed"] == n_unique
 
 
-def test_pair_scorer_runs_vision_once_per_image(models, data, monkeypatch) -> None:
+@pytest.mark.parametrize(("need", "method"), [("image-text", "score_pairs"), ("match-prob", "itm_logits")])
+def test_pair_scorer_runs_vision_once_per_image(models, data, monkeypatch, need: str, method: str) -> None:
     scorer = load_scorer(models["blip-itm"], ScorerOptions(device="cpu", batch_size=8))
     calls: list[int] = []
-    original = scorer.score_pairs
+    original = getattr(scorer, method)
 
     def counting(images, texts):
         calls.append(len(images))
         return original(images, texts)
 
-    monkeypatch.setattr(scorer, "score_pairs", counting)
+    monkeypatch.setattr(scorer, method, counting)
     cases = get_benchmark("winoground")(data["winoground"]).load()
-    list(Engine(scorer, None, progress=False).case_matrices(cases, "match-prob"))
+    list(Engine(scorer, None, progress=False).case_matrices(cases, need))
     assert sum(calls) == len({r.key for c in cases for r in c.images})
 
 
@@ -210,3 +211,30 @@ def test_models_command_lists_families(capsys) -> None:
 def test_tokenizer_fixture_is_offline(tmp_path: Path) -> None:
     tok = make_tiny_tokenizer(tmp_path)
     assert tok("a red cup")["input_ids"][0] == tok.cls_token_id
+
+
+def test_valse_prob_ranks_on_the_itm_match_logit(models, data) -> None:
+    """blip-itm hands valse-prob its (no-match, match) ITM logits, equal to the model's own forward;
+    acc_r ranks the match logit (VALSE's code), p_c / p_f threshold softmax(logits)[1] at 0.5."""
+    import torch
+    from transformers import BlipForImageTextRetrieval
+
+    from spotdiff.protocols import get_protocol
+
+    scorer = load_scorer(models["blip-itm"], ScorerOptions(device="cpu", batch_size=2))
+    cases = get_benchmark("valse")(data["valse"]).load("counting-hard")
+    mats = list(Engine(scorer, None, progress=False).case_matrices(cases, "match-prob"))
+    model = BlipForImageTextRetrieval.from_pretrained(models["blip-itm"].split(":", 1)[1]).eval()
+    protocol = get_protocol("valse-prob")
+    for case, m in zip(cases, mats, strict=True):
+        assert m.shape == (1, 2, 2)
+        pixels = scorer.image_processor(images=[case.images[0].load()] * 2, return_tensors="pt")["pixel_values"]
+        tok = scorer.tokenizer(list(case.texts), padding=True, return_tensors="pt")
+        with torch.no_grad():
+            direct = model(input_ids=tok["input_ids"], attention_mask=tok["attention_mask"], pixel_values=pixels,
+                           use_itm_head=True).itm_score.numpy()  # fmt: skip
+        np.testing.assert_allclose(m[0], direct, atol=1e-4)
+        (out,) = protocol.outcomes(case, m)
+        prob = torch.softmax(torch.from_numpy(direct), dim=-1)[:, 1].numpy()
+        assert out["acc_r"] == float(direct[0, 1] > direct[1, 1])
+        assert out["p_c"] == float(prob[0] > 0.5) and out["p_f"] == float(prob[1] < 0.5)

@@ -92,8 +92,8 @@ def test_scores_are_identical_with_one_and_several_workers(models, image_cases, 
     images = [r.load() for r in case.images]
     if need == "image-text":
         direct = scorer.encode_images(images) @ scorer.encode_texts(list(case.texts)).T
-    else:
-        direct = np.stack(scorer.score_pairs(images, [list(case.texts)] * 2))
+    else:  # BLIP-ITM serves match-prob protocols with its two ITM logits per pair
+        direct = np.stack(scorer.itm_logits(images, [list(case.texts)] * 2))
     np.testing.assert_allclose(reference[0], direct, atol=1e-6)
 
 

@@ -153,6 +153,28 @@ def test_findings_command_recomputes_from_the_folder(quick_demo: dict) -> None:
     assert "Paired comparisons" in proc.stdout
 
 
+@pytest.mark.slow
+def test_the_printed_plan_is_the_demo(quick_demo: dict, tmp_path: Path) -> None:
+    """`spotdiff demo --plan` prints the demo's plan file: `spotdiff run` of it on the demo's folder finds every
+    stage up to date (same commands, same fingerprints), and the findings computed afterwards are the demo's."""
+    out: Path = quick_demo["out"]
+    env = dict(os.environ, HF_HUB_OFFLINE="1")
+    before = json.loads((out / "findings.json").read_text())
+    text = subprocess.run([sys.executable, "-m", "spotdiff", "demo", "--plan", "--quick", "--workers", "2"],
+                          capture_output=True, text=True, env=env, check=True).stdout  # fmt: skip
+    plan_path = tmp_path / "demo-plan.yaml"
+    plan_path.write_text(text, encoding="utf-8")
+    run = subprocess.run([sys.executable, "-m", "spotdiff", "run", str(plan_path), "--out", str(out)],
+                         capture_output=True, text=True, env=env, timeout=600)  # fmt: skip
+    assert run.returncode == 0, run.stderr[-3000:]
+    n_stages = len(plan(DemoConfig(quick=True)))
+    assert f"0 stages ran, {n_stages} up to date" in run.stdout
+    subprocess.run([sys.executable, "-m", "spotdiff", "demo", "findings", str(out)], capture_output=True, env=env,
+                   check=True, timeout=600)  # fmt: skip
+    after = json.loads((out / "findings.json").read_text())
+    assert after["findings"] == before["findings"] and after["retention"] == before["retention"]
+
+
 # ------------------------------------------------------------------------------------ fast unit tests
 def test_plan_dependencies_and_fingerprints() -> None:
     stages = plan(DemoConfig(quick=True))
@@ -211,3 +233,22 @@ def test_step_helpers_round_trip_through_loaders(tmp_path: Path) -> None:
     assert len(tok) == tok_info["vocab_size"] and tok.bos_token == "[DEC]"
     ids = tok("there are seven zebras in the image")["input_ids"]
     assert tok.unk_token_id not in ids  # unseen words are spelled out
+
+
+def test_cls_retention_is_a_non_inferiority_claim() -> None:
+    """'No drop larger than N points': holds when the paired CI's lower end lies above -N, whatever the
+    size of a gain; a point estimate within N with a CI reaching below -N does not hold."""
+    from spotdiff.demo.findings import finding_cls_kept
+    from spotdiff.demo.profiles import CLS_MARGIN
+
+    ft = {m: {"cls_i2t": {"value": v}} for m, v in (("ft-hn", 60.0), ("ft-plain", 50.0), ("base", 61.0))}
+
+    def cmp(diff: float, lo: float, hi: float) -> dict:
+        return {"difference": diff, "ci95": [lo, hi], "p_value": 0.5, "test": "mcnemar-exact"}
+
+    paired = {"hn - plain": {"cls_i2t": cmp(10.0, 4.0, 16.0)}, "hn - base": {"cls_i2t": cmp(-1.0, -2.5, 0.5)}}
+    f = finding_cls_kept(ft, paired)
+    assert f["holds"] and f["no_drop_larger_than_margin"] == {"against_plain": True, "against_base": True}
+    assert "no drop larger than" in f["claim"] and f["cls_hn_minus_plain"] == 10.0
+    paired["hn - base"]["cls_i2t"] = cmp(-1.0, -CLS_MARGIN - 0.5, 1.5)  # within N on average, CI below -N
+    assert not finding_cls_kept(ft, paired)["holds"]

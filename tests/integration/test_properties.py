@@ -654,7 +654,12 @@ def test_protocol_invariants(protocol: str, data) -> None:
             lo, hi = values.get(f"{metric}_ci95", (v, v))
             if lo is not None and hi is not None and not (np.isnan(lo) or np.isnan(hi)):
                 assert lo <= hi + 1e-9
-        if subset != "all":  # a subset's metrics equal an evaluation of that subset alone
+        if subset in ev.mean_scopes:  # an unweighted mean over subsets (subset_mean)
+            for metric, v in values.items():
+                if not metric.endswith("_ci95"):
+                    parts = [ev.metrics[s].get(metric, np.nan) for s in ev.mean_scopes[subset]]
+                    assert v == pytest.approx(float(np.mean(parts)), nan_ok=True)
+        elif subset != "all":  # a subset's metrics equal an evaluation of that subset alone
             part = [(c, m) for c, m in zip(cases, mats, strict=True) if c.subset == subset]
             alone = evaluate(protocol, [c for c, _ in part], [m for _, m in part], n_boot=0).metrics["all"]
             point = {k: v for k, v in values.items() if not k.endswith("_ci95")}
@@ -670,12 +675,12 @@ def test_protocol_invariants(protocol: str, data) -> None:
             r1, r5, r10 = (m[f"{d}_r{k}"] for k in (1, 5, 10))
             assert np.isnan(r1) or r1 <= r5 <= r10
     # the streaming table and the whole-list evaluation agree
-    from spotdiff.protocols import UnitTable, evaluate_units
+    from spotdiff.protocols import UnitTable, evaluate_table
 
     table = UnitTable()
     for case, s in zip(cases, mats, strict=True):
         table.add_case(p, case, s)
-    assert evaluate_units(p, table, n_boot=0)["all"] == pytest.approx(
+    assert evaluate_table(p, table, n_boot=0).metrics["all"] == pytest.approx(
         evaluate(protocol, cases, mats, n_boot=0).metrics["all"], nan_ok=True
     )
 

@@ -85,3 +85,26 @@ def test_run_resumes_and_reruns_what_a_changed_var_touches(tmp_path: Path, capsy
     assert main(["run", str(plan), "--dry-run"]) == 0
     assert "spotdiff synth corpus --out data/corpus --n 3" in capsys.readouterr().out
     assert load_plan(plan).stages[0].outputs == ["data/corpus"]
+
+
+@pytest.mark.parametrize(("quick", "seed", "workers"), [(True, 0, 2), (False, 5, 1)])
+def test_the_demo_plan_file_is_the_demo(quick: bool, seed: int, workers: int) -> None:
+    """The bundled plan with a profile's vars gives exactly the demo's stages (commands, order, fingerprints)."""
+    from spotdiff.demo import DemoConfig, plan
+    from spotdiff.demo.plan import plan_file, plan_vars
+
+    config = DemoConfig(quick=quick, seed=seed, workers=workers)
+    printed = parse_plan(plan_file(config))
+    assert printed.vars == plan_vars(config)
+    demo = plan(config)
+    assert [(s.name, s.commands, s.outputs, s.deps) for s in printed.stages] == [
+        (s.name, s.commands, s.outputs, s.deps) for s in demo
+    ]
+    a: dict[str, str] = {}
+    b: dict[str, str] = {}
+    for x, y in zip(printed.stages, demo, strict=True):
+        a[x.name], b[y.name] = x.fingerprint(a), y.fingerprint(b)
+    assert a == b
+    seeds = [c for s in demo for cmd in s.commands for c in cmd if c.startswith("--seed")]
+    assert seeds  # the data sets' seeds follow the demo's seed
+    assert f"--seed {seed + 1}" in " ".join(" ".join(c) for c in demo[1].commands)

@@ -210,7 +210,7 @@ def test_valse_pairwise_hand_worked():
 
 
 def test_valse_prob_hand_worked():
-    # (p(caption), p(foil)): fits = p_cap > .5, detected = p_foil <= .5 (VALSE code)
+    # (p(caption), p(foil)): fits = p_cap > .5; detected = p_foil < .5 (strict, EqBen's code)
     pairs = [(0.8, 0.3), (0.6, 0.7), (0.4, 0.2), (0.5, 0.5)]
     cases = [case([[True, False]], cid=f"v{k}") for k in range(4)]
     mats = [[[c, f]] for c, f in pairs]
@@ -218,12 +218,17 @@ def test_valse_prob_hand_worked():
     mats[2] = [[0.2, 0.4]]
     got = [get_protocol("valse-prob").outcomes(c, np.array(m))[0] for c, m in zip(cases, mats, strict=True)]
     assert [g["p_c"] for g in got] == [1, 1, 0, 0]
-    assert [g["p_f"] for g in got] == [1, 0, 1, 1]
-    assert [g["acc"] for g in got] == [1, 0.5, 0.5, 0.5]
+    assert [g["p_f"] for g in got] == [1, 0, 1, 0]
+    assert [g["acc"] for g in got] == [1, 0.5, 0.5, 0]
     assert [g["acc_r"] for g in got] == [1, 0, 1, 0]
     assert metrics("valse-prob", cases, mats) == approx(
-        {"acc": 62.5, "p_c": 50.0, "p_f": 75.0, "min_pc_pf": 50.0, "acc_r": 50.0}
+        {"acc": 50.0, "p_c": 50.0, "p_f": 50.0, "min_pc_pf": 50.0, "acc_r": 50.0}
     )
+    # argmax (VALSE's lxmert_valse_eval.py): p_foil <= .5 is detected; the tied pair ranks the caption first
+    argmax = get_protocol("valse-prob", "argmax")
+    got = [argmax.outcomes(c, np.array(m))[0] for c, m in zip(cases, mats, strict=True)]
+    assert [g["p_f"] for g in got] == [1, 0, 1, 1]
+    assert [g["acc_r"] for g in got] == [1, 0, 1, 1]
 
 
 def test_valse_prob_rejects_non_probabilities():
@@ -470,8 +475,8 @@ def test_invariants(name, data, const):
     got = metrics(name, cases, const_mats)
     for m in STRICT[name]:
         assert got[m] == 0.0, m
-    if name == "valse-prob":
-        assert got["acc"] == 50.0
+    if name == "valse-prob":  # on the threshold neither caption nor foil is decided (strict)
+        assert got["acc"] == (0.0 if const == 0.5 else 50.0)
     if name == "retrieval":  # R@K = share of queries with fewer than K false candidates
         for k in (5, 10):
             want = []

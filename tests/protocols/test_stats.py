@@ -18,7 +18,6 @@ from spotdiff.protocols import (
     UnitTable,
     evaluate,
     evaluate_table,
-    evaluate_units,
     get_protocol,
     paired_comparison,
 )
@@ -46,8 +45,9 @@ def test_evaluate_hand_worked_subsets_and_records():
     ev = evaluate("valse-pairwise", cases, pair_mats(wins), n_boot=200, seed=3)
     assert isinstance(ev, Evaluation)
     assert ev.n_cases == 6 and ev.n_units == 6
-    assert set(ev.metrics) == {"all", "a", "b"}
-    assert ev.metrics["all"]["acc_r"] == pytest.approx(400 / 6)
+    assert list(ev.metrics) == ["all", "subset_mean", "a", "b"]
+    assert ev.metrics["all"]["acc_r"] == pytest.approx(400 / 6)  # pooled: 4 of 6 cases
+    assert ev.metrics["subset_mean"]["acc_r"] == pytest.approx(62.5)  # (75 + 50) / 2
     assert ev.metrics["a"]["acc_r"] == pytest.approx(75.0)
     assert ev.metrics["b"]["acc_r"] == pytest.approx(50.0)
     for scope in ev.metrics.values():
@@ -118,7 +118,7 @@ def test_unit_table_streaming_matches_evaluate():
         for uid, o in zip(p.unit_ids(c, len(outs)), outs, strict=True):
             table.add(uid, c.id, c.tags, o)
     direct = evaluate(p, cases, mats, n_boot=100, seed=5)
-    assert evaluate_units(p, table, n_boot=100, seed=5) == direct.metrics
+    assert evaluate_table(p, table, n_boot=100, seed=5, n_cases=len(cases)).metrics == direct.metrics
     assert evaluate_table("valse-prob", table, n_boot=100, seed=5).metrics == direct.metrics
 
 
@@ -271,14 +271,14 @@ def test_paired_permutation_for_derived_and_graded_metrics():
     a = evaluate("valse-prob", cases, good, n_boot=200)
     b = evaluate("valse-prob", cases, noisy, n_boot=200)
     same = paired_comparison(a, a, "min_pc_pf")
-    assert same.test == "permutation" and same.difference == 0.0 and same.p_value == 1.0
+    assert same.test == "sign-flip-units" and same.difference == 0.0 and same.p_value == 1.0
     assert same.ci == (0.0, 0.0)
     r = paired_comparison(a, b, "min_pc_pf", n_perm=999)
-    assert r.test == "permutation" and r.a == 100.0 and r.difference > 30
+    assert r.test == "sign-flip-units" and r.a == 100.0 and r.difference > 30
     assert r.p_value == pytest.approx(1 / 1000)  # no permutation reaches the observed difference
     assert r.ci[0] > 0
     g = paired_comparison(a, b, "acc", n_perm=999)  # per-unit values 0, .5, 1: not a 0/1 outcome
-    assert g.test == "permutation" and g.p_value < 0.01
+    assert g.test == "sign-flip-units" and g.p_value < 0.01
     # deterministic for a seed
     assert paired_comparison(a, b, "acc", n_perm=999) == g
 

@@ -17,8 +17,8 @@ from spotdiff.protocols import columns as columns_module
 from spotdiff.protocols.columns import CodeColumn, FloatColumn, IdSet, StringColumn
 from spotdiff.testing.synthetic_runs import SPECS, make_cases, synthetic_scores
 
-#: ``evaluate`` metrics computed by the list-of-dicts UnitTable (main at 413df09) with the script in
-#: this test: every number must stay bit-identical.
+#: ``evaluate`` metrics computed by the list-of-dicts UnitTable (main at 190837a, with the subset
+#: means) with the script in this test: every number must stay bit-identical.
 BEFORE = Path(__file__).parent / "data" / "bootstrap_before_columns.json"
 BENCHMARKS = ("winoground", "spec", "valse", "aro-vg-relation", "coco-retrieval", "visla-generic", "sugarcrepe")
 

@@ -75,6 +75,6 @@ def test_intervals_and_paired_comparison_of_the_recall():
         lo, hi = m[f"{metric}_ci95"]
         assert lo <= m[metric] <= hi
     cmp = paired_comparison(ev_good, ev_bad, "mean_per_class_recall", n_boot=200, n_perm=500)
-    assert cmp.test == "permutation" and cmp.difference > 0 and cmp.ci[0] > 0 and cmp.p_value < 0.01
+    assert cmp.test == "sign-flip-units" and cmp.difference > 0 and cmp.ci[0] > 0 and cmp.p_value < 0.01
     top1 = paired_comparison(ev_good, ev_bad, "top1", n_boot=200)
     assert top1.test == "mcnemar-exact" and top1.n_units == 60

@@ -25,7 +25,7 @@ from spotdiff.cases import Case
 from spotdiff.cli import main
 from spotdiff.diagnose.runner import EvalConfig, run_eval
 from spotdiff.diagnose.store import RunStore
-from spotdiff.protocols import UnitTable, evaluate_table, get_protocol, paired_comparison
+from spotdiff.protocols import TESTS, UnitTable, evaluate_table, get_protocol, paired_comparison
 from spotdiff.report.build import build_report, write_report
 from spotdiff.report.collect import (
     build_tables,
@@ -359,9 +359,9 @@ def test_score_entries_labels() -> None:
 def test_compare_runs(tiny_store: dict) -> None:
     store = RunStore(tiny_store["store"])
     a, b = tiny_store["ids"][("winoground", 0)], tiny_store["ids"][("winoground", 1)]
-    cmp = compare_runs(store, a, b, n_boot=200)
+    cmp = compare_runs(a, b, store=store, n_boot=200)
     scopes = {c.scope for c in cmp.results}
-    assert scopes == {"all", "Object", "Relation", "Both"}
+    assert scopes == {"all", "subset_mean", "Object", "Relation", "Both"}
     ref_a = evaluation_from_units("group", store.units(a), seed=0)
     ref_b = evaluation_from_units("group", store.units(b), seed=0)
     ref = paired_comparison(ref_a, ref_b, "group", n_boot=200)
@@ -370,14 +370,14 @@ def test_compare_runs(tiny_store: dict) -> None:
     text = format_comparison(cmp)
     assert a in text and b in text and "mcnemar-exact" in text
     with pytest.raises(Exception, match="not comparable"):
-        compare_runs(store, a, tiny_store["ids"][("aro-vg-relation", 0)])
+        compare_runs(a, tiny_store["ids"][("aro-vg-relation", 0)], store=store)
 
 
 def test_compare_on_common_units(tmp_path: Path) -> None:
     store = _store_with(tmp_path, {"a": np.ones(40)})
     _store_with(tmp_path, {"b": np.zeros(30)})
     a, b = (r.id for r in sorted(store.runs(), key=lambda r: r.model))
-    cmp = compare_runs(store, a, b, n_boot=50)
+    cmp = compare_runs(a, b, store=store, n_boot=50)
     assert any("30 units present in both" in n for n in cmp.notes)
     assert cmp.results[0].n_units == 30 and cmp.results[0].difference == pytest.approx(100.0)
 
@@ -409,7 +409,7 @@ def test_cli_report_and_compare(tiny_store: dict, tmp_path: Path, capsys: pytest
     assert rc == 0 and "macro_accuracy" in printed and "A-B [95% CI]" in printed
     rows = list(csv.DictReader(io.StringIO((tmp_path / "c.csv").read_text())))
     assert {r["metric"] for r in rows} == {"macro_accuracy", "accuracy"}
-    assert rows[0]["test"] in {"permutation", "mcnemar-exact"}
+    assert rows[0]["test"] in TESTS
     assert "\\begin{tabular}" in (tmp_path / "c.tex").read_text()
     rc = main(["report", "nope", "--store", str(tiny_store["store"]), "--out", str(out)])
     assert rc == 2
@@ -539,7 +539,7 @@ def test_compare_requires_two_runs(tiny_store: dict) -> None:
     store = RunStore(tiny_store["store"])
     a = tiny_store["ids"][("winoground", 0)]
     with pytest.raises(Exception, match="two different runs"):
-        compare_runs(store, a, a)
+        compare_runs(a, a, store=store)
 
 
 def test_cases_are_independent_of_store_unit_order(tmp_path: Path) -> None:

@@ -49,8 +49,9 @@ def spatial(shared_data: Path, workdir: Path) -> dict:
 def test_generic_matches_paper(generic: dict) -> None:
     assert generic["n_cases"] == 973
     assert generic["protocol"] == "visla-t2t"
-    m = generic["metrics"]["all"]
-    assert (m["accuracy"], m["p1_n"], m["p2_n"]) == (58.89, 93.22, 60.12)
+    m = generic["metrics"]["all"]  # full precision in metrics.json; the paper prints two decimals
+    assert (m["accuracy"], m["p1_n"], m["p2_n"]) == pytest.approx((100 * 573 / 973, 100 * 907 / 973, 100 * 585 / 973))
+    assert tuple(round(m[k], 2) for k in ("accuracy", "p1_n", "p2_n")) == (58.89, 93.22, 60.12)
     lo, hi = m["accuracy_ci95"]
     assert lo < 58.89 < hi
 
@@ -63,7 +64,7 @@ def test_spatial_gap_is_two_cases(spatial: dict) -> None:
     paper = {"accuracy": 43.75, "p1_n": 54.38, "p2_n": 46.56}
     for metric, value in paper.items():
         assert abs(m[metric] - value) <= 2 * 100 / 640 + 0.01, metric
-    assert (m["accuracy"], m["p1_n"], m["p2_n"]) == (44.06, 54.69, 46.88)
+    assert tuple(round(m[k], 2) for k in ("accuracy", "p1_n", "p2_n")) == (44.06, 54.69, 46.88)
 
 
 def test_runs_are_recorded_with_provenance(generic: dict, spatial: dict, workdir: Path) -> None:

@@ -188,9 +188,11 @@ def test_blip_itm_probabilities_match_model_forward(models, images):
     spec = f"blip-itm:{models['blip']}"
     scorer = load_scorer(spec, ScorerOptions(batch_size=3))
     assert isinstance(scorer, PairScorer)
-    assert scorer.capabilities == {"image-text", "match-prob"}
+    assert scorer.capabilities == {"image-text", "match-prob", "itm-logits"}
     texts = [TEXTS[:3], TEXTS[:2], [], [TEXTS[3]], TEXTS[::-2]]
     got = scorer.score_pairs(images, texts)
+    logits = scorer.itm_logits(images, texts)
+    assert [lg.shape for lg in logits] == [(len(t), 2) for t in texts]
     assert [len(g) for g in got] == [len(t) for t in texts]
     flat = np.concatenate(got)
     assert flat.dtype == np.float32 and np.all((flat >= 0) & (flat <= 1))
@@ -203,9 +205,10 @@ def test_blip_itm_probabilities_match_model_forward(models, images):
         for j, text in enumerate(its_texts):
             input_ids = tok(text, return_tensors="pt")["input_ids"]
             with torch.no_grad():
-                logits = model(input_ids, pixels, use_itm_head=True).itm_score
-            expected = torch.softmax(logits, dim=-1)[0, 1].item()
+                itm = model(input_ids, pixels, use_itm_head=True).itm_score
+            expected = torch.softmax(itm, dim=-1)[0, 1].item()
             assert got[i][j] == pytest.approx(expected, abs=1e-5)
+            np.testing.assert_allclose(logits[i][j], itm[0].numpy(), atol=1e-4)  # (no-match, match)
 
     # batching and determinism
     for bs in (1, 64):

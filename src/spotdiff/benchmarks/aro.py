@@ -21,9 +21,12 @@ ARO's order -- shuffle nouns and adjectives, shuffle all but nouns and adjective
 trigrams, shuffle trigrams -- each passed through BLIP's ``pre_caption(max_words=30)`` as ARO does.
 Shuffles are drawn from ``numpy.random.default_rng([seed, image index, caption index])``
 (option ``seed``, default 0), so a case does not depend on which other cases are loaded. A
-perturbation identical to the true caption (for instance trigram order drawn as the identity) is
-dropped and counted in ``report.skipped``: ARO's argmax scores such a tie for the true caption, while
-spotdiff's strict protocols would count it as a certain failure; dropping it keeps ARO's outcome.
+perturbation identical to the true caption (for instance trigram order drawn as the identity) ties
+with it. ARO's code counts ``argmax == 0`` over ``[true, perturbations]``, crediting that tie to the
+true caption. Under ``--ties argmax`` such perturbations are kept as ARO keeps them, so case counts
+and accuracy are ARO's; under strict ties (the default) they are dropped and counted in
+``report.skipped`` (a strict protocol would count them as certain failures), and a caption whose four
+perturbations all equal it gives no case.
 
 **MTEB's parquet mirrors (MIEB).** ``spotdiff data fetch NAME --part mieb`` brings MTEB's
 revision-pinned mirrors (``mteb/ARO-Visual-Relation``, ``mteb/ARO-Visual-Attribution``,
@@ -82,6 +85,15 @@ log = logging.getLogger(__name__)
 # --------------------------------------------------------------------------------------------------
 
 _VG_TRUTH = frozen_truth([[False, True]])
+_VG_TIES = (
+    "ARO's code counts argmax over [false_caption, true_caption] == 1, so a tie goes to the false caption: "
+    "strict and argmax give ARO's number alike"
+)
+_ORDER_TIES = (
+    "ARO's code counts argmax == 0 over [true caption, 4 perturbations], so a tie goes to the true caption: "
+    "--ties argmax reproduces it (and keeps perturbations identical to the caption, as ARO does); strict "
+    "drops those perturbations and counts any other tie as a failure"
+)
 _VG_ROLES = ("false_caption", "true_caption")
 
 
@@ -240,6 +252,7 @@ class AroVGRelation(_VisualGenome):
         main_score=("aro-macro", "macro_accuracy"),
         reproduces="ARO Table 1 (VG-Relation); VisualGPTScore Table 2b",
         license="Visual Genome images: CC BY 4.0",
+        ties=_VG_TIES,
     )
 
     def _grouping(self, record: object, *, file: Path, record_id: int) -> dict[str, str]:
@@ -270,6 +283,7 @@ class AroVGAttribution(_VisualGenome):
         main_score=("aro-macro", "macro_accuracy"),
         reproduces="ARO Table 1 (VG-Attribution); VisualGPTScore Table 2b",
         license="Visual Genome images: CC BY 4.0",
+        ties=_VG_TIES,
     )
 
     def _grouping(self, record: object, *, file: Path, record_id: int) -> dict[str, str]:
@@ -681,6 +695,7 @@ class _Order(_KarpathyBenchmark):
         seed = option_int(self.options, "seed", 0)
         max_words = option_int(self.options, "max_words", 30)
         shuffler = self.shuffler()
+        keep_identical = self.ties == "argmax"  # ARO's argmax credits the tie to the true caption, listed first
         tags = {
             "subset": split,
             "dataset": self.dataset,
@@ -705,7 +720,7 @@ class _Order(_KarpathyBenchmark):
                 texts, roles = [true], ["true"]
                 for role, text in zip(TextShuffler.PERTURBATIONS, shuffler.perturb(caption, rng), strict=True):
                     text = pre_caption(text, max_words)
-                    if text == true:
+                    if text == true and not keep_identical:
                         self.report.skip(SKIP_IDENTICAL)
                         continue
                     texts.append(text)
@@ -732,7 +747,8 @@ DIR/{file} (BLIP/ARO Karpathy split; option split=val reads the _val file; DIR m
 images: DIR/<image>, or option images=PATH as the image root
 case: one per (image, caption): 1 image x 5 texts [true, shuffle_nouns_and_adj,
   shuffle_allbut_nouns_and_adj, shuffle_within_trigrams, shuffle_trigrams] (roles), all through BLIP
-  pre_caption(max_words=30); a perturbation equal to the true caption is dropped (report.skipped);
+  pre_caption(max_words=30); a perturbation equal to the true caption is dropped (report.skipped),
+  or kept with --ties argmax (ARO's argmax == 0 credits the tie to the true caption);
   id <image>#<caption index>
 options: seed (default 0; rng = default_rng([seed, image index, caption index])),
   pos_tagger auto|spacy|heuristic, tokenizer auto|nltk|regex (ARO = spacy + nltk; the others are
@@ -758,6 +774,7 @@ class AroCocoOrder(_Order):
         main_score=("i2t-top1", "accuracy"),
         reproduces="ARO Table 1 (COCO-Order); VisualGPTScore Table 2b",
         license="COCO annotations CC BY 4.0; images under Flickr terms",
+        ties=_ORDER_TIES,
     )
 
 
@@ -777,4 +794,5 @@ class AroFlickrOrder(_Order):
         main_score=("i2t-top1", "accuracy"),
         reproduces="ARO Table 1 (Flickr30k-Order); VisualGPTScore Table 2b",
         license="Flickr30K: non-commercial research use (form)",
+        ties=_ORDER_TIES,
     )

@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import ClassVar
 
-from spotdiff.cases import Case, file_digest
+from spotdiff.cases import Case, check_ties, file_digest
 from spotdiff.errors import ConfigError, DataError
 from spotdiff.registry import Registry
 
@@ -53,6 +53,11 @@ class BenchmarkMetadata:
         main_score: ``(protocol, metric)`` the paper headlines (``spotdiff benchmarks`` shows it).
         reproduces: the tables of the source papers its numbers correspond to.
         license: the data's licence or terms, as the official source states them.
+        groups: the paper groupings of subsets the papers report, name -> subsets; each is reported
+            as the unweighted mean of its subsets' values (``metrics.json`` scopes beside
+            ``"all"`` and ``"subset_mean"``).
+        groups_source: where those groupings come from (paper, table, section).
+        ties: which tie rule each peer's published code uses on this benchmark (``--ties``).
     """
 
     paper: str
@@ -61,6 +66,14 @@ class BenchmarkMetadata:
     main_score: tuple[str, str]
     reproduces: str = ""
     license: str = ""
+    groups: tuple[tuple[str, tuple[str, ...]], ...] = ()
+    groups_source: str = ""
+    ties: str = ""
+
+    @property
+    def subset_groups(self) -> dict[str, tuple[str, ...]]:
+        """:attr:`groups` as a dict."""
+        return dict(self.groups)
 
 
 class Benchmark(ABC):
@@ -73,6 +86,10 @@ class Benchmark(ABC):
         layout: the expected data layout, shown by ``spotdiff benchmarks``.
         description: one line on what it is, with its paper.
         metadata: paper, reference, citation and main score (:class:`BenchmarkMetadata`).
+
+    ``ties`` is the run's tie rule (:data:`spotdiff.cases.TIES`); a loader whose published
+    peer relies on argmax tie-breaking reads it (ARO-Order keeps perturbations identical to the
+    caption under ``"argmax"``).
     """
 
     name: ClassVar[str] = ""
@@ -82,10 +99,11 @@ class Benchmark(ABC):
     description: ClassVar[str] = ""
     metadata: ClassVar[BenchmarkMetadata]
 
-    def __init__(self, root: str | Path, **options: object) -> None:
+    def __init__(self, root: str | Path, *, ties: str = "strict", **options: object) -> None:
         self.root = Path(root)
         if not self.root.exists():
             raise DataError(f"data location does not exist: {self.root}")
+        self.ties = check_ties(ties)
         self.options = options
         self.report = LoadReport()
 

@@ -134,6 +134,8 @@ tags: subset, split, neg_type, complexity (productivity), compounds + train_data
         main_score=("i2t-top1", "accuracy"),
         reproduces="CREPE Figs. 3-5; VisualGPTScore Table 2",
         license="Visual Genome images: CC BY 4.0",
+        ties="strict by default; --ties argmax gives a tie to the candidate listed first (the true caption); "
+        "CREPE's own code's tie rule is not checked here",
     )
 
     def check_subset(self, subset: str | None) -> None:

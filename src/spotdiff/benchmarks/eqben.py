@@ -159,6 +159,8 @@ tags: subset, kind (natural/synthetic), family (eqbenkubric for the 3 Kubric spl
         main_score=("group", "group"),
         reproduces="EqBen Table 2 and Fig. 6",
         license="images from the source video and synthetic engines, under their own terms",
+        ties="strict, as EqBen's evaluation code (eval_batch_my.py: c0_i0 > c1_i0 ...); MTEB-style argmax "
+        "(each image's argmax text, each text's argmax image, first listed wins a tie): --ties argmax",
     )
 
     # ----------------------------------------------------------------------------- files

@@ -131,6 +131,12 @@ FLICKR_CITATION = """\
 """
 
 
+RETRIEVAL_TIES = (
+    "strict (pessimistic): a false candidate tied with the truth ranks above it; --ties argmax ranks a tied "
+    "candidate above only when it is listed first (index order, as a stable sort)"
+)
+
+
 class _KarpathyBenchmark(Benchmark):
     """Shared file resolution for the benchmarks built on the BLIP Karpathy split files."""
 
@@ -230,6 +236,7 @@ class CocoRetrieval(_Retrieval):
         main_score=("retrieval", "rsum"),
         reproduces="VisualGPTScore Table 4b; ARO Table 6",
         license="COCO annotations CC BY 4.0; images under Flickr terms",
+        ties=RETRIEVAL_TIES,
     )
 
 
@@ -252,4 +259,5 @@ class FlickrRetrieval(_Retrieval):
         main_score=("retrieval", "rsum"),
         reproduces="VisualGPTScore Table 4b",
         license="Flickr30K: non-commercial research use, by request form",
+        ties=RETRIEVAL_TIES,
     )

@@ -164,6 +164,11 @@ tags: subset, dimension (size/position/existence/count), k, form (set/i2t/t2i)""
         main_score=("spec", "i2t"),
         reproduces="SPEC Tables 2-4",
         license="see the repository",
+        groups=(),
+        groups_source="SPEC Table 3 reports the unweighted mean over the six subsets (spec/eval.py: the sum of "
+        "the subset accuracies / their number): metrics.json 'subset_mean'",
+        ties="SPEC's code takes argmax (spec/models/*_wrapper.py: scores.argmax(dim=-1) == label; a tie goes to "
+        "the candidate listed first): --ties argmax reproduces it; strict by default",
     )
 
     # ----------------------------------------------------------------------------- files

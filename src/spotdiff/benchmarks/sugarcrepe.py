@@ -61,6 +61,16 @@ tags: subset, operation (add/replace/swap), target (att/obj/rel)"""
         main_score=("i2t-top1", "accuracy"),
         reproduces="SugarCrepe Table 2; VisualGPTScore Table 2",
         license="MIT (annotations); COCO val2017 images under Flickr terms",
+        groups=(
+            ("REPLACE", ("replace_att", "replace_obj", "replace_rel")),
+            ("SWAP", ("swap_att", "swap_obj")),
+            ("ADD", ("add_att", "add_obj")),
+        ),
+        groups_source="SugarCrepe (NeurIPS 2023) groups its seven subsets by the hard negative's operation, "
+        "REPLACE, SWAP and ADD; each group is the unweighted mean of its subsets",
+        ties="strict, as SugarCrepe's main_eval.py (pos_score > neg_score); CLIP_benchmark's "
+        "image_caption_selection.py counts argmax == 0 with the caption first (a tie goes to the caption): "
+        "--ties argmax",
     )
 
     search_dirs = ("", "data", "sugar_crepe")

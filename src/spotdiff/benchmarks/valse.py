@@ -86,6 +86,21 @@ tags: subset, linguistic_phenomena, dataset"""
         main_score=("valse-pairwise", "acc_r"),
         reproduces="VALSE Table 2; EqBen Table 3",
         license="MIT (annotations); images from the datasets each piece names",
+        groups=(
+            ("existence", ("existence",)),
+            ("plurality", ("plurals",)),
+            ("counting", ("counting-hard", "counting-small-quant", "counting-adversarial")),
+            ("spatial relations", ("relations",)),
+            ("actions", ("action-replacement", "actant-swap")),
+            ("coreference", ("coreference-standard", "coreference-hard")),
+            ("foil-it", ("foil-it",)),
+        ),
+        groups_source="VALSE (ACL 2022) Table 2 groups its instruments into pieces (existence, plurality, "
+        "counting, spatial relations, actions, coreference, foil-it!); a piece is the unweighted mean of its "
+        "instruments, 'subset_mean' the mean over all instruments",
+        ties="valse-prob: strict by default (a foil detected when p < 0.5, as EqBen's eval_batch_my.py); VALSE's "
+        "lxmert_valse_eval.py counts p <= 0.5 (argmax over [no match, match]): --ties argmax. acc_r: strict "
+        "in both peers' code (VALSE on the ITM match logit, EqBen on the probability)",
     )
 
     def cases(self, subset: str | None = None) -> Iterator[Case]:

@@ -65,6 +65,12 @@ CITATION = """\
 """
 
 
+VISLA_TIES = (
+    "strict (VISLA App. B ranks the negative last; a tie is not a ranking); --ties argmax gives a tie to the "
+    "text listed first (P1, P2, N)"
+)
+
+
 class _VislaBase(Benchmark):
     """Shared reader of the two VISLA TSV files; subclasses fix the file, header and subset."""
 
@@ -172,6 +178,7 @@ class VislaGeneric(_VislaBase):
         main_score=("visla-i2t", "accuracy"),
         reproduces="VISLA Tables 2-3 (generic)",
         license="COCO images: Flickr terms; annotations: see the repository",
+        ties=VISLA_TIES,
     )
 
 
@@ -205,4 +212,5 @@ class VislaSpatial(_VislaBase):
         main_score=("visla-i2t", "accuracy"),
         reproduces="VISLA Tables 2-3 (spatial)",
         license="Visual Genome images: CC BY 4.0",
+        ties=VISLA_TIES,
     )

@@ -133,6 +133,14 @@ tags: subset, category, source (vg/vaw/swig/hake), corpus (yaml name), variant (
         main_score=("i2t-top1", "accuracy"),
         reproduces="VL-CheckList Table 2; VisualGPTScore Table 2",
         license="images from Visual Genome, SWiG, HAKE, COCO, HICO under their own terms",
+        groups=(
+            ("Object", ("Object/Location", "Object/Size")),
+            ("Attribute", tuple(s for s in SUBSETS if s.startswith("Attribute/"))),
+            ("Relation", ("Relation/action", "Relation/spatial")),
+        ),
+        groups_source="VL-CheckList's three categories; VisualGPTScore Sec. 4 reports Relation 'by averaging the "
+        "performance of action and spatial': each category is the unweighted mean of its subsets",
+        ties="strict, as VL-CheckList's evaluate.py (task itc: pos > neg)",
     )
 
     def __init__(self, root: str | Path, **options: object) -> None:

@@ -75,6 +75,9 @@ or the hub parquet layout: DIR/data/test-*.parquet (or DIR/*.parquet) with the s
         main_score=("group", "group"),
         reproduces="Winoground Table 3; EqBen Table 3; VisualGPTScore Table 2",
         license="gated: Meta's licence must be accepted on the hub",
+        ties="strict, as Winoground's and EqBen's code (c0_i0 > c1_i0 ...); MTEB's "
+        "ImageTextPairClassificationEvaluator takes argmax per image and per text (first listed wins a tie): "
+        "--ties argmax",
     )
 
     def _file(self) -> Path:

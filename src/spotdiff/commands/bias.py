@@ -80,7 +80,8 @@ def run(args: argparse.Namespace) -> int:
     run = run_bias(config)
     report = run.report
     title = f"{args.benchmark} | blind text prior {args.model} | {report.protocol} | {report.n_cases} cases"
-    print(format_metrics_table(report.metrics, title=title))
+    aggregates = report.evaluation.aggregates() if report.evaluation is not None else None
+    print(format_metrics_table(report.metrics, title=title, aggregates=aggregates))
     chance = report.chance.get("all", {})
     blind = report.metrics.get("all", {})
     for metric, value in chance.items():

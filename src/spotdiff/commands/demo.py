@@ -3,6 +3,7 @@
 ::
 
     spotdiff demo [--out spotdiff-demo] [--quick] [--seed 0] [--workers N]
+    spotdiff demo --plan [--quick] [--seed 0] > plan.yaml     # the demo as a plan file, for `spotdiff run`
 
 and the demo's own steps, each runnable alone (``OUT/demo_commands.sh`` lists them with the rest)::
 
@@ -49,6 +50,11 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument(
         "--workers", type=int, default=None, help="stages run at once (default: min(4, CPU cores)); also synth workers"
     )
+    p.add_argument(
+        "--plan",
+        action="store_true",
+        help="print the demo's plan file (YAML, with this profile's vars) to copy, edit and run with `spotdiff run`",
+    )
     p.set_defaults(func=run, demo_step=None)
     steps = p.add_subparsers(dest="demo_step", metavar="STEP", title="steps (run alone)")
 
@@ -93,7 +99,13 @@ def run(args: argparse.Namespace) -> int:
     from spotdiff.demo import DemoConfig, run_demo
 
     workers = args.workers if args.workers is not None else _default_workers()
-    run_demo(DemoConfig(out=args.out, quick=args.quick, seed=args.seed, workers=workers), run_command=main)
+    config = DemoConfig(out=args.out, quick=args.quick, seed=args.seed, workers=workers)
+    if args.plan:
+        from spotdiff.demo.plan import plan_file
+
+        print(plan_file(config), end="")
+        return 0
+    run_demo(config, run_command=main)
     return 0
 
 

@@ -14,6 +14,7 @@ from pathlib import Path
 from spotdiff.api import evaluate_grid
 from spotdiff.benchmarks import canonical_benchmark, get_benchmark
 from spotdiff.benchmarks.suites import suite_benchmarks
+from spotdiff.cases import TIES
 from spotdiff.data import resolve_data
 from spotdiff.diagnose import distributed
 from spotdiff.diagnose.cache import default_cache_dir
@@ -21,7 +22,7 @@ from spotdiff.diagnose.runner import EvalConfig, run_eval
 from spotdiff.diagnose.store import RunStore
 from spotdiff.errors import ConfigError
 from spotdiff.report.build import build_report, write_report
-from spotdiff.report.table import format_metrics_table, format_table
+from spotdiff.report.table import TIE_NOTES, format_metrics_table, format_table
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -91,6 +92,18 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--store", type=Path, help="run store path (default $SPOTDIFF_STORE or ~/.local/share/spotdiff)")
     p.add_argument("--no-store", action="store_true", help="do not record the run in the run store")
     p.add_argument("--n-boot", type=int, default=1000, help="bootstrap resamples for confidence intervals")
+    p.add_argument(
+        "--ties",
+        choices=TIES,
+        default="strict",
+        help="strict (default): a tie between the true and a false candidate is a failure; argmax: it goes to "
+        "the candidate listed first, as the peers' argmax does (`spotdiff benchmarks` says which peer uses which)",
+    )
+    p.add_argument(
+        "--overwrite",
+        action="store_true",
+        help="replace the files of another run in --out (by default a folder holding another run's results is refused)",
+    )
     p.add_argument("--images", type=Path, help="image folder, when not the benchmark's default location")
     p.add_argument(
         "-o",
@@ -121,7 +134,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "or [0, 1] pixels",
     )
     g.add_argument("--prior-images", type=Path, help="folder of real images for --debias images")
-    p.add_argument("-q", "--quiet", action="store_true", help="no progress bars")
+    p.add_argument(
+        "-q", "--quiet", action="store_true", help="no progress bars (spotdiff's, transformers' or huggingface_hub's)"
+    )
     p.set_defaults(func=run)
 
 
@@ -214,6 +229,8 @@ def run(args: argparse.Namespace) -> int:
         progress=not args.quiet,
         workers=args.workers,
         gpu_decode=args.gpu_decode,
+        ties=args.ties,
+        overwrite=args.overwrite,
         options=_loader_options(args),
     )
     if args.debias:
@@ -226,7 +243,7 @@ def run(args: argparse.Namespace) -> int:
     else:
         result = run_eval(config)
     title = f"{config.benchmark} | {config.model} | {result.n_cases} cases"
-    print(format_metrics_table(result.metrics, title=title))
+    print(format_metrics_table(result.metrics, title=title, ties=args.ties, aggregates=result.aggregates))
     skipped = result.load_report.get("skipped") or {}
     for rule, n in skipped.items():
         print(f"skipped {n} records: {rule}")
@@ -267,10 +284,13 @@ def _run_grid(
         progress=not args.quiet,
         workers=args.workers,
         gpu_decode=args.gpu_decode,
+        ties=args.ties,
+        overwrite=args.overwrite,
         options=_loader_options(args),
     )
     header, rows = grid.table()
-    print(format_table(header, rows, title=f"{len(models)} models x {len(names)} benchmarks"))
+    notes = [TIE_NOTES[args.ties], "each benchmark's main metric on all (pooled over every unit)"]
+    print(format_table(header, rows, title=f"{len(models)} models x {len(names)} benchmarks", notes=notes))
     for cell in grid.failed:
         print(f"n/a: {cell.model} on {cell.benchmark}: {cell.error}")
     if args.report and grid.run_ids:
@@ -331,7 +351,7 @@ def _run_debiased(args: argparse.Namespace, config: EvalConfig) -> int:
     for name, result in results.items():
         label = variant_label(name, runs.tuned_label)
         title = f"{config.benchmark} | {config.model} [{label}] | {result.n_cases} cases"
-        print(format_metrics_table(result.metrics, title=title) + "\n")
+        print(format_metrics_table(result.metrics, title=title, ties=args.ties, aggregates=result.aggregates) + "\n")
     if args.out:
         print(f"wrote {args.out / 'metrics.json'}, scores*.jsonl and {args.out / 'alpha_curve.json'}")
     print(f"{len(results)} variants recorded; {any_result.n_cases} cases")

@@ -42,7 +42,8 @@ CPU-minutes; ``--quick`` is a shortened run of about a minute that exercises eve
    **findings** (``spotdiff demo findings``): ``findings.json`` with a boolean and the numbers for
    each paper finding, ``summary.md`` with the key tables.
 
-Every stage is a ``spotdiff`` command (:mod:`spotdiff.demo.plan`, run by :mod:`spotdiff.plans`); the
+Every stage is a ``spotdiff`` command of the bundled plan file ``demo/plan.yaml`` (:mod:`spotdiff.demo.plan`,
+run by :mod:`spotdiff.plans`; ``spotdiff demo --plan`` prints it for ``spotdiff run``); the
 demo prints each one as it starts and writes them all to ``OUT/demo_commands.sh`` (paths relative
 to ``OUT``; the script ``cd``s there). Stages run in forked worker processes (``--workers`` at a
 time, ``cpu_count // workers`` torch threads each), so the heavy imports happen once. Resumable: a

@@ -12,6 +12,10 @@ does not grow with the number of cases.
 A case with ``prompts`` (zero-shot classification) holds labels rather than texts: each label's row
 is CLIP's prompt ensemble (:meth:`Engine.embed_labels`), built once per (templates, labels) and
 shared by every case that holds them.
+
+For a ``match-prob`` protocol, a scorer that also declares ``"itm-logits"`` (BLIP's ITM head) gives
+its two ITM logits per pair instead, a ``[n_images, n_texts, 2]`` matrix of ``(no-match, match)``:
+VALSE ranks captions on the match logit (:mod:`spotdiff.protocols.valse`).
 """
 
 from __future__ import annotations
@@ -65,6 +69,12 @@ def case_key(case: Case) -> str:
     for part in [*(ref.key for ref in case.images), "\x00", *case.texts]:
         h.update(part.encode("utf-8") + b"\x00")
     return "case:" + h.hexdigest()
+
+
+def _first_positions(keys: Sequence[str]) -> np.ndarray:
+    """For each key, the position of its first occurrence."""
+    first: dict[str, int] = {}
+    return np.array([first.setdefault(k, i) for i, k in enumerate(keys)], dtype=np.int64)
 
 
 def check_capability(scorer: Scorer, need: str) -> None:
@@ -240,14 +250,29 @@ class Engine:
 
     def pair_scores(self, pairs: Iterable[tuple[ImageRef, str]]) -> dict[str, float]:
         """Joint scores of (image, text) pairs keyed by :func:`pair_key`; vision once per image."""
-        scorer = self.scorer
-        if not isinstance(scorer, PairScorer):
-            raise ConfigError(f"model {scorer.spec!r} does not score pairs jointly")
+        scorer = self._pair_scorer()
+        return {k: float(v[0]) for k, v in self._pair_rows(pairs, "pair", scorer.score_pairs).items()}
+
+    def itm_logits(self, pairs: Iterable[tuple[ImageRef, str]]) -> dict[str, np.ndarray]:
+        """``(no-match, match)`` ITM logits of (image, text) pairs keyed by :func:`pair_key`."""
+        check_capability(self.scorer, "itm-logits")
+        return self._pair_rows(pairs, "itm", self._pair_scorer().itm_logits)
+
+    def _pair_scorer(self) -> PairScorer:
+        if not isinstance(self.scorer, PairScorer):
+            raise ConfigError(f"model {self.scorer.spec!r} does not score pairs jointly")
+        return self.scorer
+
+    def _pair_rows(
+        self, pairs: Iterable[tuple[ImageRef, str]], kind: str, score: Callable[..., list]
+    ) -> dict[str, np.ndarray]:
+        """``score``'s output row for each pair (a 1-vector per score, a 2-vector of logits), cached
+        under ``kind``; the vision side runs once per unique image, its texts batched against it."""
         by_image: dict[str, tuple[ImageRef, dict[str, str]]] = {}
         for ref, text in pairs:
             by_image.setdefault(ref.key, (ref, {}))[1][text] = pair_key(ref, text)
         all_keys = [k for _, texts in by_image.values() for k in texts.values()]
-        found = {k: float(v[0]) for k, v in self._lookup("pair", all_keys).items()}
+        found = dict(self._lookup(kind, all_keys))
         self.stats["cached"] += len(found)
         todo = [
             (ref, [t for t, k in texts.items() if k not in found])
@@ -256,19 +281,20 @@ class Engine:
         ]
         batches = [list(b) for b in self._batches(len(todo))]
         refs = [ref for ref, _ in todo]
-        feed = self.pipeline.images(refs, batches, scorer.image_preprocessor())
+        feed = self.pipeline.images(refs, batches, self.scorer.image_preprocessor())
         with self._bar(sum(len(t) for _, t in todo), "scoring pairs", "pair") as bar, contextlib.closing(feed):
             for idx, images in zip(batches, feed, strict=True):
                 group = [todo[i] for i in idx]
-                scores = scorer.score_pairs(images, [texts for _, texts in group])
+                outputs = score(images, [texts for _, texts in group])
                 items = []
-                for (ref, texts), row in zip(group, scores, strict=True):
-                    row = np.asarray(row, dtype=np.float32).reshape(-1)
-                    if row.shape[0] != len(texts):
-                        raise ConfigError(f"scorer returned {row.shape[0]} scores for {len(texts)} texts")
-                    items += [(pair_key(ref, t), row[j : j + 1]) for j, t in enumerate(texts)]
-                self._store("pair", items)
-                found.update({k: float(v[0]) for k, v in items})
+                for (ref, texts), out in zip(group, outputs, strict=True):
+                    out = np.asarray(out, dtype=np.float32)
+                    if out.ndim == 0 or out.shape[0] != len(texts):
+                        raise ConfigError(f"scorer returned {out.size} scores for {len(texts)} texts")
+                    rows = out.reshape(len(texts), -1)
+                    items += [(pair_key(ref, t), rows[j]) for j, t in enumerate(texts)]
+                self._store(kind, items)
+                found.update(items)
                 self.stats["computed"] += len(items)
                 bar.update(len(items))
         return found
@@ -352,8 +378,22 @@ class Engine:
         elif isinstance(self.scorer, EmbeddingScorer):
             self.embed_images([r for c in cases for r in c.images if keep(r.key)])
             self.embed_texts(texts)
+        elif need == "match-prob" and self.scorer.can("itm-logits"):
+            self.itm_logits((r, t) for c in cases for r in c.images if keep(r.key) for t in c.texts)
         else:
             self.pair_scores((r, t) for c in cases for r in c.images if keep(r.key) for t in c.texts)
+
+    def _case_similarity(self, case: Case, a: np.ndarray, b: np.ndarray) -> np.ndarray:
+        """A case's similarity matrix; a text (or image) listed twice gets bitwise the same scores,
+        as a matrix product need not give identical rows the same rounding, and a tie between equal
+        candidates must be exact for ``--ties argmax`` (ARO-Order keeps perturbations equal to the
+        caption)."""
+        rows = _first_positions([r.key for r in case.images])
+        cols = _first_positions(list(case.texts))
+        unique_r, inv_r = np.unique(rows, return_inverse=True)
+        unique_c, inv_c = np.unique(cols, return_inverse=True)
+        sim = self.scorer.similarity(a[unique_r], b[unique_c]).astype(np.float64)  # type: ignore[attr-defined]
+        return sim[np.ix_(inv_r.reshape(-1), inv_c.reshape(-1))]
 
     def _check_images(self, cases: list[Case], need: str) -> None:
         for case in cases:
@@ -396,9 +436,15 @@ class Engine:
                 else:
                     b = txt[t0 : t0 + len(c.texts)]
                     t0 += len(c.texts)
-                out.append(self.scorer.similarity(a, b).astype(np.float64))
+                out.append(self._case_similarity(c, a, b))
                 i0 += len(c.images)
             return out
+        if need == "match-prob" and self.scorer.can("itm-logits"):
+            logits = self.itm_logits((ref, t) for c in cases for ref in c.images for t in c.texts)
+            return [
+                np.array([[logits[pair_key(ref, t)] for t in c.texts] for ref in c.images], dtype=np.float64)
+                for c in cases
+            ]
         scores = self.pair_scores((ref, t) for c in cases for ref in c.images for t in c.texts)
         return [
             np.array([[scores[pair_key(ref, t)] for t in c.texts] for ref in c.images], dtype=np.float64)

@@ -2,12 +2,21 @@
 
 Cases stream through the engine chunk by chunk; each case's score matrix is turned into per-unit
 outcomes at once and written to ``scores.jsonl`` and the run store, so only the small outcome
-arrays stay in memory. Metrics and their bootstrap confidence intervals are computed at the end.
+arrays stay in memory. Metrics and their bootstrap confidence intervals are computed at the end,
+pooled, per subset, as the mean over subsets and per paper grouping
+(:func:`spotdiff.protocols.evaluate_table`), and recorded at full precision with the run's
+``environment`` (:func:`spotdiff.provenance.environment`).
+
+An output folder (``--out``) belongs to one run configuration (:func:`run_config`), recorded in
+``DIR/.spotdiff-run.json`` when a run starts: re-running the same configuration there resumes or
+repeats that run, and any other configuration is refused unless ``overwrite`` is set, which first
+removes the previous run's files.
 """
 
 from __future__ import annotations
 
 import contextlib
+import json
 import logging
 import os
 from collections import deque
@@ -25,11 +34,12 @@ from spotdiff.diagnose.cache import Cache, merge_shards
 from spotdiff.diagnose.engine import Engine, check_capability
 from spotdiff.diagnose.store import RunStore
 from spotdiff.errors import ConfigError, DataError
-from spotdiff.jsonio import dumps, round_values, write_json
-from spotdiff.protocols import Protocol, get_protocol
+from spotdiff.jsonio import dumps, to_jsonable, write_json
+from spotdiff.protocols import Protocol, UnitTable, get_protocol
 from spotdiff.protocols.columns import IdSet
-from spotdiff.protocols.stats import UnitTable, evaluate_units
-from spotdiff.scorers import Scorer, ScorerOptions, load_scorer
+from spotdiff.protocols.stats import evaluate_units
+from spotdiff.provenance import environment
+from spotdiff.scorers import Scorer, ScorerOptions, load_scorer, quiet_progress
 from spotdiff.seeding import seed_everything
 from spotdiff.version import __version__
 
@@ -38,6 +48,8 @@ log = logging.getLogger(__name__)
 #: Score matrices larger than this are not written to scores.jsonl (gallery retrieval); their
 #: per-query outcomes still are.
 MAX_SAVED_SCORES = 4096
+#: The file in an output folder recording which run configuration owns it.
+RUN_MARKER = ".spotdiff-run.json"
 
 
 @dataclass
@@ -65,6 +77,8 @@ class EvalConfig:
     workers: int | None = None
     #: Decode JPEG files on the model's CUDA device instead of in the workers.
     gpu_decode: bool = False
+    ties: str = "strict"
+    overwrite: bool = False
     options: dict = field(default_factory=dict)
     #: Recorded in the run store's ``info`` with the run (a sharded run records its shards here).
     extra_info: dict = field(default_factory=dict)
@@ -88,13 +102,20 @@ class EvalResult:
     #: the config asked to keep them.
     cases: list[dict] | None = None
     protocol: str = ""
+    aggregates: dict = field(default_factory=dict)
+    environment: dict = field(default_factory=dict)
+    run_config: dict = field(default_factory=dict)
 
 
 def resolve_protocol(
-    bench_cls: type[Benchmark], requested: str | None, capabilities: frozenset[str] | None = None
+    bench_cls: type[Benchmark],
+    requested: str | None,
+    capabilities: frozenset[str] | None = None,
+    ties: str = "strict",
 ) -> Protocol:
-    """The protocol a run uses: ``requested`` (short names such as ``t2t`` allowed); else the
-    benchmark's first protocol a scorer with ``capabilities`` can serve (logged), or its first."""
+    """The protocol a run uses, deciding ties by ``ties``: ``requested`` (short names such as ``t2t``
+    allowed); else the benchmark's first protocol a scorer with ``capabilities`` can serve (logged),
+    or its first."""
     if requested is None:
         name = bench_cls.protocols[0]
         if capabilities is not None:
@@ -107,7 +128,7 @@ def resolve_protocol(
                     ", ".join(bench_cls.protocols),
                 )
             name = served[0] if served else name
-        return get_protocol(name)
+        return get_protocol(name, ties)
     short = [p for p in bench_cls.protocols if p.endswith("-" + requested)]
     name = short[0] if requested not in bench_cls.protocols and len(short) == 1 else requested
     if name not in bench_cls.protocols:
@@ -115,15 +136,15 @@ def resolve_protocol(
             f"benchmark {bench_cls.name!r} does not support protocol {name!r}; "
             f"supported: {', '.join(bench_cls.protocols)}"
         )
-    return get_protocol(name)
+    return get_protocol(name, ties)
 
 
 def resolve(config: EvalConfig, capabilities: frozenset[str] | None = None) -> tuple[Benchmark, Protocol]:
     """Check the benchmark, subset and protocol (before any model is loaded when ``capabilities`` is
     None; see :func:`resolve_protocol`)."""
     bench_cls = get_benchmark(config.benchmark)
-    protocol = resolve_protocol(bench_cls, config.protocol, capabilities)
-    bench = bench_cls(config.data, **config.options)
+    protocol = resolve_protocol(bench_cls, config.protocol, capabilities, config.ties)
+    bench = bench_cls(config.data, ties=config.ties, **config.options)
     bench.check_subset(config.subset)
     return bench, protocol
 
@@ -152,7 +173,10 @@ class RunRecorder:
 
     ``scores.jsonl`` is written beside the output as a temporary file and renamed by :meth:`finish`,
     so it always holds a complete run; an exception inside the block marks the run failed in the
-    store and removes the temporary file (what the engine cached is kept).
+    store and removes the temporary file (what the engine cached is kept). The output folder is
+    claimed for this run's configuration before anything is recorded (:func:`claim_out_dir`).
+    Every run records its tie rule, the aggregates computed (the benchmark's paper groupings from
+    :attr:`~spotdiff.benchmarks.BenchmarkMetadata.groups`) and its ``environment``.
 
     Args:
         config: the run's configuration (``out`` None: no files).
@@ -187,14 +211,23 @@ class RunRecorder:
         self.model = model or config.model
         self.scores_name = scores_name
         self.write_metrics = write_metrics
+        self.groups = get_benchmark(config.benchmark).metadata.subset_groups
+        data_source = data_provenance(config.data)  # the fetched source and revision; None if hand-made
+        self.environment = environment(
+            device=identity.get("device"), model_identity=identity, data_path=Path(config.data), data_source=data_source
+        )
         self.info = {
             "batch_size": config.batch_size,
             "limit": config.limit,
             "options": config.options,
-            "data_source": data_provenance(config.data),  # the fetched source and revision; None if hand-made
+            "data_source": data_source,
+            "ties": protocol.ties,
+            "environment": self.environment,
             **(info or {}),
             **config.extra_info,
         }
+        debias = (info or {}).get("debias") or {}
+        self.run_config = run_config(config, protocol, data_digest, debias.get("config"))
         self.table = UnitTable()
         self.cases: list[dict] | None = [] if config.keep_cases else None
         self.n_cases = 0
@@ -205,6 +238,8 @@ class RunRecorder:
 
     def __enter__(self) -> RunRecorder:
         config = self.config
+        if config.out is not None:
+            claim_out_dir(config.out, self.run_config, overwrite=config.overwrite)
         if self.store is not None:
             self.run_id = self.store.start_run(
                 benchmark=config.benchmark,
@@ -221,7 +256,6 @@ class RunRecorder:
                 step=config.step,
             )
         if config.out is not None:
-            config.out.mkdir(parents=True, exist_ok=True)
             self._scores_tmp = config.out / f".{self.scores_name}.{os.getpid()}.tmp"
             self._scores = open(self._scores_tmp, "w", encoding="utf-8")
         return self
@@ -263,13 +297,32 @@ class RunRecorder:
         self._flush()
         if self.n_cases == 0:
             raise DataError("no cases to evaluate", file=self.config.data)
-        metrics = evaluate_units(self.protocol, self.table, n_boot=self.config.n_boot, seed=self.config.seed)
-        self.info.update({"load_report": load_report, "engine": dict(engine_stats), "n_boot": self.config.n_boot})
+        metrics, aggregates = evaluate_units(
+            self.protocol, self.table, n_boot=self.config.n_boot, seed=self.config.seed, groups=self.groups
+        )
+        self.info.update(
+            {
+                "load_report": load_report,
+                "engine": dict(engine_stats),
+                "n_boot": self.config.n_boot,
+                "aggregates": aggregates,
+            }
+        )
         if self.store is not None:
             self.store.finish_run(self.run_id, metrics, self.n_cases, info=self.info)
         result = EvalResult(
-            self.run_id, metrics, self.n_cases, self.table, load_report, dict(engine_stats), self.identity, self.cases,
+            self.run_id,
+            metrics,
+            self.n_cases,
+            self.table,
+            load_report,
+            dict(engine_stats),
+            self.identity,
+            self.cases,
             self.protocol.name,
+            aggregates=aggregates,
+            environment=self.environment,
+            run_config=self.run_config,
         )
         if self._scores is not None:
             self._scores.close()
@@ -300,7 +353,10 @@ def set_batch_size(scorer: Scorer, batch_size: int | str, cache_dir: str | Path 
 
 def load_eval_scorer(config: EvalConfig, device: str | None = None) -> Scorer:
     """The model of ``config`` (on ``device``, default ``config.device``) with its batch size set
-    (:func:`set_batch_size`)."""
+    (:func:`set_batch_size`); the model libraries' own progress bars silenced unless
+    ``config.progress``."""
+    if not config.progress:
+        quiet_progress()
     options = ScorerOptions(
         device=device or config.device, dtype=config.dtype, batch_size=DEFAULT_BATCH_SIZE, seed=config.seed
     )
@@ -332,9 +388,11 @@ def run_eval(config: EvalConfig, scorer: Scorer | None = None) -> EvalResult:
     """Evaluate ``config.model`` on ``config.benchmark``; write outputs; return the metrics."""
     bench, protocol = resolve(config)
     seed_everything(config.seed)
+    if not config.progress:
+        quiet_progress()
     if scorer is None:
         scorer = load_eval_scorer(config)
-    protocol = resolve_protocol(type(bench), config.protocol, scorer.capabilities)
+    protocol = resolve_protocol(type(bench), config.protocol, scorer.capabilities, config.ties)
     check_capability(scorer, protocol.needs)
     identity = scorer.identity()
     if config.cache is not None:
@@ -375,6 +433,7 @@ def _case_line(case: Case, matrix: np.ndarray, unit_ids: list[str], outcomes: li
     else:
         line["scores_shape"] = list(matrix.shape)
     if len(outcomes) == 1:
+        line["unit"] = unit_ids[0]
         line["correct"] = outcomes[0]
     else:
         line["units"] = [{"unit": u, **o} for u, o in zip(unit_ids, outcomes, strict=True)]
@@ -384,24 +443,93 @@ def _case_line(case: Case, matrix: np.ndarray, unit_ids: list[str], outcomes: li
 def write_metrics_json(
     config: EvalConfig, protocol: str, result: EvalResult, data_digest: str, extra: dict | None = None
 ) -> Path:
-    """``metrics.json`` in the format of docs/outputs.md, plus provenance fields and ``extra`` blocks."""
+    """``metrics.json`` in the format of docs/outputs.md (metrics at full precision), with the tie
+    rule, what each aggregate is, provenance fields and ``extra`` blocks."""
     payload = {
         "benchmark": config.benchmark,
         "model": config.model,
         "protocol": protocol,
         "n_cases": result.n_cases,
-        "metrics": round_values(result.metrics),
+        "metrics": result.metrics,
+        "aggregates": result.aggregates,
+        "ties": config.ties,
         "subset": config.subset,
         "seed": config.seed,
+        "n_boot": config.n_boot,
         "run_id": result.run_id,
+        "run_config": result.run_config,
         "data": {
             "path": str(Path(config.data).resolve()),
             "digest": data_digest,
             "source": data_provenance(config.data),  # the fetched source and revision; None if hand-made
         },
         "model_identity": result.model_identity,
+        "environment": result.environment,
         "load_report": result.load_report,
         "version": __version__,
         **(extra or {}),
     }
     return write_json(config.out / "metrics.json", payload)
+
+
+def run_config(config: EvalConfig, protocol: Protocol, data_digest: str, debias: dict | None = None) -> dict:
+    """What makes two runs the same run (and may share an output folder): model, benchmark, data
+    digest, subset, protocol, tie rule, limit, seed, bootstrap size, dtype, loader options and the
+    debiasing configuration; batch size, device, cache and progress bars do not change results."""
+    return to_jsonable(
+        {
+            "model": config.model,
+            "benchmark": config.benchmark,
+            "data_digest": data_digest,
+            "subset": config.subset,
+            "protocol": protocol.name,
+            "ties": protocol.ties,
+            "limit": config.limit,
+            "seed": config.seed,
+            "n_boot": config.n_boot,
+            "dtype": config.dtype,
+            "options": {k: str(v) for k, v in sorted(config.options.items())},
+            "debias": debias,
+        }
+    )
+
+
+def _run_outputs(out: Path) -> list[Path]:
+    """The files a run writes in its output folder (``metrics.json``, ``scores*.jsonl``,
+    ``alpha_curve.json``) that exist."""
+    files = [out / "metrics.json", out / "alpha_curve.json", *sorted(out.glob("scores*.jsonl"))]
+    return [p for p in files if p.is_file()]
+
+
+def claim_out_dir(out: Path, config: dict, *, overwrite: bool = False) -> None:
+    """Make ``out`` the output folder of the run configuration ``config`` (:func:`run_config`).
+
+    A folder already claimed by the same configuration is resumed (the run's files are written
+    again); one claimed by another configuration, or holding run files without a claim, is refused
+    with a :class:`ConfigError` naming what differs, unless ``overwrite``, which removes the previous
+    run's files first.
+    """
+    out.mkdir(parents=True, exist_ok=True)
+    marker = out / RUN_MARKER
+    recorded = None
+    if marker.is_file():
+        try:
+            recorded = json.loads(marker.read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            recorded = {}
+    if recorded == config:
+        return
+    previous = _run_outputs(out)
+    if (recorded is not None or previous) and not overwrite:
+        if recorded is None:
+            what = f"holds run files ({', '.join(p.name for p in previous)}) not written by this configuration"
+        else:
+            differ = sorted(k for k in set(config) | set(recorded) if config.get(k) != recorded.get(k))
+            shown = "; ".join(f"{k}: {recorded.get(k)!r} there, {config.get(k)!r} now" for k in differ[:4])
+            what = f"belongs to another run ({shown})"
+        raise ConfigError(
+            f"output folder {out} {what}; choose another --out, or pass --overwrite to replace that run's files"
+        )
+    for path in previous:
+        path.unlink()
+    write_json(marker, config)

@@ -202,7 +202,7 @@ class Runner:
             return None
         if not all((self.out / o).exists() for o in stage.outputs):
             return None
-        if not _runs_exist(self.store, _run_ids(record.get("result"))):
+        if not _runs_exist(self.store, _run_ids(record.get("result")) + _run_ids(record.get("runs"))):
             return None
         return record
 
@@ -243,6 +243,7 @@ class Runner:
         wall = time.perf_counter() - self.stage_start[stage.name]
         self.stage_wall[stage.name] = wall
         record = {
+            "runs": _output_runs(self.out, stage.outputs),
             "name": stage.name,
             "title": stage.title,
             "fingerprint": self.prints[stage.name],
@@ -372,6 +373,23 @@ def _run_ids(result: Any) -> list[str]:
         for v in result:
             ids += _run_ids(v)
     return ids
+
+
+def _output_runs(root: Path, outputs: Sequence[str]) -> list[dict[str, str]]:
+    """``[{"run_id": ...}]`` of every run whose ``metrics.json`` a stage wrote into its outputs (the
+    runs of ``--debias`` variants too), so a stage counts as done only while its runs are in the store."""
+    ids: list[str] = []
+    for name in outputs:
+        path = root / name
+        files = sorted(path.rglob("metrics.json")) if path.is_dir() else [path] if path.name == "metrics.json" else []
+        for f in files:
+            try:
+                data = json.loads(f.read_text(encoding="utf-8"))
+            except (OSError, ValueError):
+                continue
+            ids += [data["run_id"]] if data.get("run_id") else []
+            ids += [r for r in ((data.get("debias") or {}).get("run_ids") or {}).values() if r]
+    return [{"run_id": r} for r in dict.fromkeys(ids)]
 
 
 def _runs_exist(store: Path, ids: list[str]) -> bool:

@@ -2,7 +2,14 @@
 
 A *unit* is what a metric averages over: usually one case, but one query for gallery retrieval and
 SPEC. ``outcomes(case, scores)`` returns one ``{metric: value}`` dict per unit (1.0 / 0.0 for a
-strict win / loss; ties are losses everywhere, and so is a NaN score). ``unit_ids`` names them.
+win / loss; a NaN score always loses). ``unit_ids`` names them.
+
+**Ties** (``--ties``, :data:`spotdiff.cases.TIES`): under ``"strict"`` (the default) the true candidate must score
+strictly higher than every false one, so a tie is a loss and a constant scorer gets 0. Under
+``"argmax"`` a tie goes to the candidate listed first in the benchmark's published order, which is
+what ``numpy.argmax`` / ``torch.argmax`` do in the peers' code (ARO's COCO/Flickr-Order lists the
+true caption first, SPEC's and CLIP_benchmark's code take the argmax); :func:`beats` is the one
+implementation of both rules.
 ``aggregate`` turns the stacked unit values into the reported percentages: the default is the mean
 over the units where a metric is defined, x 100, followed by :meth:`Protocol.derive` for derived
 metrics (``min(p_c, p_f)``, ``rsum``). Protocols whose aggregate is not a function of means (ARO's
@@ -20,7 +27,7 @@ from typing import Any, ClassVar
 
 import numpy as np
 
-from spotdiff.cases import Case
+from spotdiff.cases import Case, check_ties
 from spotdiff.errors import DataError
 from spotdiff.registry import Registry
 
@@ -36,6 +43,8 @@ NEEDS = ("image-text", "text-text", "match-prob", "text-prior", "choice", "choic
 class Protocol(ABC):
     """Base class of every protocol; subclasses register with ``@PROTOCOLS.register(name)``.
 
+    An instance holds its tie rule ``ties`` (:data:`spotdiff.cases.TIES`; the module docstring says what each does).
+
     Class attributes:
         name: the registry name.
         needs: the score matrix it consumes (one of :data:`NEEDS`).
@@ -50,6 +59,9 @@ class Protocol(ABC):
     metrics: ClassVar[tuple[str, ...]] = ()
     derived: ClassVar[tuple[str, ...]] = ()
     description: ClassVar[str] = ""
+
+    def __init__(self, ties: str = "strict") -> None:
+        self.ties = check_ties(ties)
 
     # ----------------------------------------------------------------------------- per case
     @abstractmethod
@@ -143,6 +155,30 @@ def resampled_mean(
 
 
 # --------------------------------------------------------------------------------- helpers
+def beats(scores: np.ndarray, pos: np.ndarray, neg: np.ndarray, ties: str) -> bool:
+    """True when every candidate in ``pos`` wins against every candidate in ``neg``.
+
+    ``scores`` is a 1-D vector over candidates in their published order, ``pos`` / ``neg`` index
+    arrays into it. ``"strict"``: ``s[p] > s[n]``. ``"argmax"``: a tie goes to the candidate listed
+    first, ``s[p] > s[n]`` when ``n`` comes before ``p`` and ``s[p] >= s[n]`` when it comes after
+    (for one positive, exactly "``argmax(scores)`` is the positive"). A NaN score on either side loses.
+
+    >>> import numpy as np
+    >>> s = np.array([0.5, 0.5, 0.1])
+    >>> beats(s, np.array([0]), np.array([1, 2]), "strict"), beats(s, np.array([0]), np.array([1, 2]), "argmax")
+    (False, True)
+    >>> beats(s, np.array([1]), np.array([0, 2]), "argmax")  # the tied false candidate 0 is listed first
+    False
+    """
+    sp = scores[pos][:, None]
+    sn = scores[neg][None, :]
+    with np.errstate(invalid="ignore"):
+        ok = sp > sn
+        if ties == "argmax":
+            ok |= (sp == sn) & (np.asarray(pos)[:, None] < np.asarray(neg)[None, :])
+    return bool(ok.all())
+
+
 def as_scores(case: Case, scores: Any, shape: tuple[int, int], what: str) -> np.ndarray:
     """``scores`` as a float array of exactly ``shape``; a 1-D vector is accepted for one row."""
     s = np.asarray(scores)
@@ -177,6 +213,6 @@ def one_row_positive(case: Case, protocol: str) -> tuple[int, np.ndarray]:
 PROTOCOLS: Registry[type[Protocol]] = Registry("protocol", "spotdiff.protocols", entry_points="spotdiff.protocols")
 
 
-def get_protocol(name: str) -> Protocol:
-    """An instance of the protocol registered under ``name``."""
-    return PROTOCOLS.get(name)()
+def get_protocol(name: str, ties: str = "strict") -> Protocol:
+    """An instance of the protocol registered under ``name``, deciding ties by ``ties``."""
+    return PROTOCOLS.get(name)(ties)

@@ -11,7 +11,9 @@ image ``i``:
 * group score = text score AND image score.
 
 All comparisons are strict ``>``, as the paper writes them: a tie, or a NaN score, is a failure, so
-a constant scorer gets 0 on all three (EqBen Sec. 4 / Winoground Sec. 3.3).
+a constant scorer gets 0 on all three (EqBen Sec. 4 / Winoground Sec. 3.3; Winoground's and EqBen's
+code compare with ``>`` too). Under ``ties="argmax"`` a tie goes to the candidate listed first
+(:func:`~spotdiff.protocols.base.beats`).
 """
 
 from __future__ import annotations
@@ -20,7 +22,7 @@ import numpy as np
 
 from spotdiff.cases import Case
 from spotdiff.errors import DataError
-from spotdiff.protocols.base import PROTOCOLS, Protocol, as_scores
+from spotdiff.protocols.base import PROTOCOLS, Protocol, as_scores, beats
 
 
 def _permutation(case: Case) -> np.ndarray:
@@ -66,12 +68,10 @@ class GroupScore(Protocol):
         s = as_scores(case, scores, (k, k), "image-text")
         if np.isnan(s).any():
             return [{"text": 0.0, "image": 0.0, "group": 0.0}]
-        pos = s[np.arange(k), t_of]  # score of each image with its own text
-        truth = case.truth
+        others = [np.delete(np.arange(k), j) for j in range(k)]
         # text score: each image row, its true text beats every other text in the row
-        neg_row = np.where(truth, -np.inf, s).max(axis=1)
-        text = bool(np.all(pos > neg_row))
+        text = all(beats(s[i], np.array([t_of[i]]), others[t_of[i]], self.ties) for i in range(k))
         # image score: each text column, its true image beats every other image in the column
-        neg_col = np.where(truth, -np.inf, s).max(axis=0)  # indexed by text
-        image = bool(np.all(pos > neg_col[t_of]))
+        i_of = np.argsort(t_of)  # the true image of each text
+        image = all(beats(s[:, j], np.array([i_of[j]]), others[i_of[j]], self.ties) for j in range(k))
         return [{"text": float(text), "image": float(image), "group": float(text and image)}]

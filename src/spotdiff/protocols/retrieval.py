@@ -11,7 +11,9 @@ image ``i`` (COCO and Flickr30K: 5 captions per image). Units are queries:
 
 Ties are pessimistic: a false candidate tied with the truth counts as ranked above it (so a
 constant scorer gets R@K = 0 whenever there are at least K false candidates), and a NaN candidate
-counts as above too; a NaN truth score fails. ``rsum`` is the sum of the six recalls (the usual
+counts as above too; a NaN truth score fails. Under ``ties="argmax"`` a tied false candidate counts
+as above only when it is listed before the best true one (index order, as a stable sort or
+``argmax`` breaks ties). ``rsum`` is the sum of the six recalls (the usual
 retrieval summary, 0..600). Queries without any true counterpart (or with no false one) give no
 unit.
 
@@ -41,19 +43,24 @@ def _queries(truth: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
 
 
 def retrieval_ranks(
-    scores: np.ndarray, truth: np.ndarray, chunk: int | None = None
+    scores: np.ndarray, truth: np.ndarray, chunk: int | None = None, ties: str = "strict"
 ) -> tuple[np.ndarray, np.ndarray]:
-    """Pessimistic 0-based ranks of the best true candidate: ``(i2t [N], t2i [T])``.
+    """0-based ranks of the best true candidate: ``(i2t [N], t2i [T])``.
 
     ``rank = #false candidates scoring >= the best true score`` (plus NaN candidates); ``inf``
-    where the query has no usable true score. Processes ``chunk`` image rows at a time.
+    where the query has no usable true score. Under ``ties="argmax"`` a false candidate with the
+    same score counts only when its index is lower than the first true candidate with the best
+    score. Processes ``chunk`` image rows at a time.
     """
     n, t = scores.shape
     if chunk is None:
         chunk = max(1, min(n, 2_000_000 // max(t, 1)))
+    argmax = ties == "argmax"
     dtype = scores.dtype if np.issubdtype(scores.dtype, np.floating) else np.float64
     i2t = np.empty(n, dtype=float)
     best_t = np.full(t, -np.inf, dtype=dtype)  # best true-image score per text (NaN ignored)
+    first_t = np.zeros(t, dtype=np.int64)  # the first image row reaching it (argmax ties)
+    cols = np.arange(t)
     for r0 in range(0, n, chunk):
         s = np.asarray(scores[r0 : r0 + chunk], dtype=dtype)
         tr = truth[r0 : r0 + chunk]
@@ -61,17 +68,27 @@ def retrieval_ranks(
         has_nan = bool(nan.any())
         true_s = np.where(tr & ~nan if has_nan else tr, s, -np.inf)
         pos = true_s.max(axis=1)
-        above = s >= pos[:, None]
+        above = s > pos[:, None]
+        tied = s == pos[:, None]
+        if argmax:  # only tied candidates listed before the first best true text count
+            tied &= cols[None, :] < np.argmax(true_s == pos[:, None], axis=1)[:, None]
+        above |= tied
         if has_nan:
             above |= nan
         above &= ~tr
         i2t[r0 : r0 + chunk] = np.where(pos > -np.inf, above.sum(axis=1), np.inf)
-        np.maximum(best_t, true_s.max(axis=0), out=best_t)
+        col_best = true_s.max(axis=0)
+        better = col_best > best_t
+        first_t[better] = r0 + np.argmax(true_s == col_best[None, :], axis=0)[better]
+        np.maximum(best_t, col_best, out=best_t)
     t2i = np.zeros(t, dtype=np.int64)
     for r0 in range(0, n, chunk):
         s = np.asarray(scores[r0 : r0 + chunk], dtype=dtype)
         tr = truth[r0 : r0 + chunk]
-        above = s >= best_t[None, :]
+        tied = s == best_t[None, :]
+        if argmax:
+            tied &= (r0 + np.arange(s.shape[0]))[:, None] < first_t[None, :]
+        above = (s > best_t[None, :]) | tied
         nan = np.isnan(s)
         if nan.any():
             above |= nan
@@ -98,7 +115,7 @@ class Retrieval(Protocol):
         truth = case.truth
         s = as_scores(case, scores, truth.shape, self.needs)
         rows, cols = _queries(truth)
-        i2t, t2i = retrieval_ranks(s, truth)
+        i2t, t2i = retrieval_ranks(s, truth, ties=self.ties)
         out: list[dict[str, float]] = []
         empty_t = dict.fromkeys(T2I, NAN)
         empty_i = dict.fromkeys(I2T, NAN)

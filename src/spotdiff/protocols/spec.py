@@ -3,7 +3,8 @@
 A case is ``K`` images x ``K`` texts with diagonal (or any) truth. The paper's ``h(I_j, T_i)`` is 1
 when image ``I_j``'s true text scores strictly higher than all the other candidate texts, and
 ``g(T_j, I_i)`` is 1 when text ``T_j``'s true image scores strictly higher than all the other
-candidate images. Ties and NaN scores fail.
+candidate images. Ties and NaN scores fail; under ``ties="argmax"`` a tie goes to the candidate
+listed first, as SPEC's code does (``spec/models/*_wrapper.py``: ``scores.argmax(dim=-1) == label``).
 
 Units are queries: one ``i2t`` unit per image row that has a true text and at least one false
 text, one ``t2i`` unit per text column that has a true image and at least one false image. A row
@@ -22,7 +23,7 @@ from __future__ import annotations
 import numpy as np
 
 from spotdiff.cases import Case
-from spotdiff.protocols.base import PROTOCOLS, Protocol, as_scores
+from spotdiff.protocols.base import PROTOCOLS, Protocol, as_scores, beats
 
 NAN = float("nan")
 
@@ -60,15 +61,12 @@ class SpecAccuracy(Protocol):
         s = as_scores(case, scores, truth.shape, "image-text")
         rows, cols = _queries(truth)
         out: list[dict[str, float]] = []
-        with np.errstate(invalid="ignore"):
-            for i in rows:
-                pos, neg = s[i, truth[i]], s[i, ~truth[i]]
-                ok = not (np.isnan(pos).any() or np.isnan(neg).any()) and pos.min() > neg.max()
-                out.append({"i2t": float(ok), "t2i": NAN})
-            for t in cols:
-                pos, neg = s[truth[:, t], t], s[~truth[:, t], t]
-                ok = not (np.isnan(pos).any() or np.isnan(neg).any()) and pos.min() > neg.max()
-                out.append({"i2t": NAN, "t2i": float(ok)})
+        for i in rows:
+            ok = beats(s[i], np.flatnonzero(truth[i]), np.flatnonzero(~truth[i]), self.ties)
+            out.append({"i2t": float(ok), "t2i": NAN})
+        for t in cols:
+            ok = beats(s[:, t], np.flatnonzero(truth[:, t]), np.flatnonzero(~truth[:, t]), self.ties)
+            out.append({"i2t": NAN, "t2i": float(ok)})
         return out
 
     def unit_ids(self, case: Case, n_units: int) -> list[str]:

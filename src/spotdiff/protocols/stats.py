@@ -1,17 +1,27 @@
-"""Evaluation of a protocol over cases, percentile-bootstrap confidence intervals, paired comparisons.
+"""Evaluation of a protocol over cases, with percentile-bootstrap confidence intervals and the
+aggregates the papers report.
 
 ``evaluate(protocol, cases, score_matrices)`` runs the protocol on every case, stacks the per-unit
-outcomes, aggregates them overall (``"all"``) and per subset, and attaches a percentile bootstrap
-interval to every metric: units are resampled with replacement (``numpy.random.default_rng(seed)``)
-and the protocol's aggregate is recomputed on each resample. Mean metrics (and metrics derived from
-means, such as ``min(p_c, p_f)``) are computed for all resamples at once from a ``[B, n]`` index
-matrix, in chunks that bound memory.
+outcomes and aggregates them at three levels (``Evaluation.metrics``):
 
-``paired_comparison(a, b, metric)`` compares two evaluations of the same units: the difference of the
-aggregate metric, a paired bootstrap interval for it (the same resampled units for both), and a
-p-value: the exact McNemar test (two-sided binomial test on the discordant units) when the metric is
-a per-unit 0/1 outcome, otherwise a paired permutation test (each unit's two outcomes swapped with
-probability 1/2).
+* ``"all"``: the protocol's aggregate over every unit, *pooled* (a micro average: a subset with more
+  units weighs more);
+* ``"<subset>"``: the same over one subset's units;
+* ``"subset_mean"`` (when there are several subsets): the *unweighted mean over subsets* of the
+  per-subset values, e.g. SPEC Table 3's "average on all subsets" (``spec/eval.py`` divides the sum
+  of the subset accuracies by their number); and every *paper grouping* a benchmark declares
+  (``groups``: SugarCrepe's REPLACE / SWAP / ADD, VL-CheckList's Object / Attribute / Relation,
+  VALSE's pieces), each the unweighted mean of its subsets' values.
+
+Every value gets a percentile bootstrap interval: resamples are drawn with replacement
+(``numpy.random.default_rng``) and the aggregate is recomputed on each. A case holding several units
+(a SPEC K x K set gives 2K queries) is resampled whole (a cluster bootstrap); otherwise units are
+(:func:`resample_units`). A subset-mean's interval comes from a *stratified* bootstrap: each subset
+is resampled on its own and the mean of the subsets' resampled values is taken, resample by
+resample. Mean metrics (and metrics derived from means, such as ``min(p_c, p_f)``) are computed for
+all resamples at once from a ``[B, n]`` index matrix, in chunks that bound memory.
+
+Paired comparisons of two evaluations live in :mod:`spotdiff.protocols.paired`.
 """
 
 from __future__ import annotations
@@ -25,7 +35,6 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
-from scipy.stats import binomtest
 
 from spotdiff.cases import Case
 from spotdiff.errors import ConfigError, DataError
@@ -36,6 +45,8 @@ from spotdiff.protocols.columns import CodeColumn, FloatColumn, StringColumn
 
 #: Upper bound on the elements of one chunk of the resampling index matrix.
 CHUNK_ELEMENTS = 4_000_000
+#: The scope of the unweighted mean over subsets.
+SUBSET_MEAN = "subset_mean"
 
 
 def ci_key(metric: str, ci: float) -> str:
@@ -56,9 +67,13 @@ class Evaluation:
             the protocol's unit metrics (derived metrics have no per-unit value).
         groups: tag -> per-unit array of the case's tag values (``""`` when absent); always holds
             ``"case"`` and ``"subset"``.
-        metrics: ``{"all": {metric: value, metric_ci95: [lo, hi]}, "<subset>": {...}}``, percentages
-            at full precision (NaN where undefined). :meth:`metrics_json` rounds them.
-        boot: scope ("all" or a subset) -> metric -> the ``[n_boot]`` bootstrap values.
+        metrics: ``{"all": {metric: value, metric_ci95: [lo, hi]}, "subset_mean": {...},
+            "<group>": {...}, "<subset>": {...}}``, percentages at full precision (NaN where
+            undefined). :meth:`metrics_json` rounds them for display.
+        boot: scope -> metric -> the ``[n_boot]`` bootstrap values.
+        mean_scopes: ``subset_mean`` and each paper grouping -> the subsets it averages.
+        missing_groups: paper groupings left out because some of their subsets were not evaluated
+            -> those subsets.
         n_cases, n_boot, seed, ci: what was evaluated and how.
     """
 
@@ -70,6 +85,8 @@ class Evaluation:
     groups: dict[str, np.ndarray]
     metrics: dict[str, dict[str, Any]]
     boot: dict[str, dict[str, np.ndarray]] = field(repr=False)
+    mean_scopes: dict[str, tuple[str, ...]] = field(default_factory=dict)
+    missing_groups: dict[str, tuple[str, ...]] = field(default_factory=dict)
     n_cases: int = 0
     n_boot: int = 0
     seed: int = 0
@@ -80,8 +97,12 @@ class Evaluation:
         return len(self.unit_ids)
 
     def metrics_json(self, digits: int = 2) -> dict[str, dict[str, Any]]:
-        """The ``metrics`` block of ``metrics.json``: rounded to ``digits``, NaN as ``None``."""
+        """The metrics rounded to ``digits`` for display, NaN as ``None``."""
         return round_values(self.metrics, digits)
+
+    def aggregates(self) -> dict[str, Any]:
+        """What each scope of :attr:`metrics` is (the ``aggregates`` block of ``metrics.json``)."""
+        return describe_aggregates(self.mean_scopes, self.missing_groups, self.protocol.ties)
 
     def records(self) -> list[dict[str, Any]]:
         """One dict per unit: ``unit``, ``case``, ``subset`` and each unit metric (NaN as ``None``)."""
@@ -112,55 +133,25 @@ class Evaluation:
         return ({m: v[mask] for m, v in self.values.items()}, {g: v[mask] for g, v in self.groups.items()})
 
 
-@dataclass(frozen=True)
-class PairedComparison:
-    """``a - b`` on one metric over the same units.
-
-    Attributes:
-        metric: the compared metric.
-        scope: ``"all"`` or the subset compared.
-        n_units: the number of matched units on which the metric is defined.
-        a, b: the metric of each evaluation on those units (percentages).
-        difference: ``a - b`` in percentage points.
-        ci: paired percentile bootstrap interval of the difference; ``ci_level`` its coverage.
-        p_value: two-sided p-value of "no difference".
-        test: ``"mcnemar-exact"`` or ``"permutation"``.
-        a_only, b_only: discordant units (``a`` right and ``b`` wrong, and vice versa) for the
-            McNemar test; ``None`` for the permutation test.
-    """
-
-    metric: str
-    scope: str
-    n_units: int
-    a: float
-    b: float
-    difference: float
-    ci: tuple[float, float]
-    ci_level: float
-    p_value: float
-    test: str
-    a_only: int | None = None
-    b_only: int | None = None
-
-
 # --------------------------------------------------------------------------------- bootstrap
-def _scope_rng(seed: int, scope: str) -> np.random.Generator:
-    """``default_rng(seed)`` for "all"; an independent, name-keyed stream for each subset."""
+def scope_rng(seed: int, scope: str) -> np.random.Generator:
+    """``default_rng(seed)`` for "all"; an independent, name-keyed stream for any other scope."""
     if scope == "all":
         return np.random.default_rng(seed)
     return np.random.default_rng([seed, zlib.crc32(scope.encode())])
 
 
-def _resample(
+def resample(
     fn: Callable[[np.ndarray], dict[str, np.ndarray]],
     n: int,
     n_boot: int,
     rng: np.random.Generator,
     high: int | None = None,
+    width: int | None = None,
 ) -> dict[str, np.ndarray]:
     """Apply ``fn`` to ``n_boot`` rows of ``n`` draws in ``[0, high)`` (default ``n``: resampling
-    indices), drawn in memory-bounded chunks."""
-    per_chunk = max(1, CHUNK_ELEMENTS // max(n, 1))
+    indices), drawn in memory-bounded chunks (``width``: the row length ``fn`` expands a row to)."""
+    per_chunk = max(1, CHUNK_ELEMENTS // max(width or n, 1))
     parts: dict[str, list[np.ndarray]] = {}
     done = 0
     while done < n_boot:
@@ -172,7 +163,8 @@ def _resample(
     return {m: np.concatenate(v) for m, v in parts.items()}
 
 
-def _percentile_ci(samples: np.ndarray, ci: float) -> list[float]:
+def percentile_ci(samples: np.ndarray, ci: float) -> list[float]:
+    """The percentile interval of ``samples`` with coverage ``ci`` (NaN samples ignored)."""
     lo_q, hi_q = 50.0 * (1.0 - ci), 50.0 * (1.0 + ci)
     if samples.size == 0 or np.isnan(samples).all():
         return [float("nan"), float("nan")]
@@ -180,6 +172,61 @@ def _percentile_ci(samples: np.ndarray, ci: float) -> list[float]:
         warnings.simplefilter("ignore", RuntimeWarning)
         lo, hi = np.nanpercentile(samples, [lo_q, hi_q])
     return [float(lo), float(hi)]
+
+
+def clusters(groups: Mapping[str, np.ndarray], n: int) -> tuple[np.ndarray, np.ndarray] | None:
+    """``(cluster of each unit, cluster sizes)`` when units must move together, else None.
+
+    Units are clustered by case when cases hold several units and there is more than one case; a
+    single case holding every unit (a retrieval gallery, whose units are its queries) leaves the
+    units independent, as do one-unit cases.
+    """
+    cases = groups.get("case")
+    if cases is None or n == 0:
+        return None
+    _, inverse, sizes = np.unique(np.asarray(cases), return_inverse=True, return_counts=True)
+    if 1 < len(sizes) < n:
+        return inverse.reshape(-1), sizes
+    return None
+
+
+def resample_units(
+    fn: Callable[[np.ndarray], dict[str, np.ndarray]],
+    groups: Mapping[str, np.ndarray],
+    n: int,
+    n_boot: int,
+    rng: np.random.Generator,
+) -> dict[str, np.ndarray]:
+    """``fn`` (``[B, n']`` unit indices -> ``{name: [B]}``) over ``n_boot`` bootstrap resamples.
+
+    Units are resampled with replacement, or whole cases when :func:`clusters` says the units of
+    a case must move together (a cluster bootstrap: each resample draws as many cases as there are,
+    with replacement, and takes all units of each).
+    """
+    if n == 0 or n_boot <= 0:
+        return {}
+    cl = clusters(groups, n)
+    if cl is None:
+        return resample(fn, n, n_boot, rng)
+    inverse, sizes = cl
+    order = np.argsort(inverse, kind="stable")  # unit indices grouped by case
+    starts = np.concatenate([[0], np.cumsum(sizes)[:-1]])
+    if (sizes == sizes[0]).all():  # equal cases: whole resamples as one index matrix
+        k = int(sizes[0])
+
+        def draw(pick: np.ndarray) -> dict[str, np.ndarray]:
+            return fn(order[(starts[pick][:, :, None] + np.arange(k)).reshape(len(pick), -1)])
+
+        return resample(draw, len(sizes), n_boot, rng, width=n)
+    parts: dict[str, list[np.ndarray]] = {}
+    for _ in range(n_boot):
+        pick = rng.integers(0, len(sizes), size=len(sizes))
+        lengths = sizes[pick]
+        offsets = np.repeat(starts[pick] - np.concatenate([[0], np.cumsum(lengths)[:-1]]), lengths)
+        idx = order[offsets + np.arange(int(lengths.sum()))][None, :]
+        for m, v in fn(idx).items():
+            parts.setdefault(m, []).append(np.asarray(v, dtype=float))
+    return {m: np.concatenate(v) for m, v in parts.items()}
 
 
 def bootstrap(
@@ -190,46 +237,39 @@ def bootstrap(
     n_boot: int = 1000,
     rng: np.random.Generator,
 ) -> dict[str, np.ndarray]:
-    """``[n_boot]`` bootstrap values of each reported metric.
-
-    Units are resampled with replacement when each case is one unit, or when one case holds every
-    unit (a retrieval gallery, whose units are its queries). When cases hold several units (SPEC's
-    K x K sets give one unit per query), whole cases are resampled (a cluster bootstrap), since
-    the units of one case share its images and texts and are not independent.
-    """
+    """``[n_boot]`` bootstrap values of each reported metric (:func:`resample_units`: whole cases
+    when cases hold several units, since the units of one case share its images and texts)."""
     arrays = list(groups.values()) or list(values.values())
     n = len(arrays[0]) if arrays else 0
-    if n == 0 or n_boot <= 0:
-        return {}
-    cases = groups.get("case")
-    if cases is not None:
-        _, inverse, sizes = np.unique(cases, return_inverse=True, return_counts=True)
-        if 1 < len(sizes) < n:
-            return _cluster_resample(protocol, values, groups, inverse, sizes, n_boot, rng)
-    return _resample(lambda idx: protocol.aggregate_resamples(values, groups, idx), n, n_boot, rng)
+    return resample_units(lambda idx: protocol.aggregate_resamples(values, groups, idx), groups, n, n_boot, rng)
 
 
-def _cluster_resample(
-    protocol: Protocol,
-    values: dict[str, np.ndarray],
-    groups: dict[str, np.ndarray],
-    inverse: np.ndarray,
-    sizes: np.ndarray,
-    n_boot: int,
-    rng: np.random.Generator,
-) -> dict[str, np.ndarray]:
-    """Bootstrap by resampling cases; each resample takes all units of the drawn cases."""
-    order = np.argsort(inverse, kind="stable")  # unit indices grouped by case
-    starts = np.concatenate([[0], np.cumsum(sizes)[:-1]])
-    parts: dict[str, list[np.ndarray]] = {}
-    for _ in range(n_boot):
-        pick = rng.integers(0, len(sizes), size=len(sizes))
-        lengths = sizes[pick]
-        offsets = np.repeat(starts[pick] - np.concatenate([[0], np.cumsum(lengths)[:-1]]), lengths)
-        idx = order[offsets + np.arange(int(lengths.sum()))][None, :]
-        for m, v in protocol.aggregate_resamples(values, groups, idx).items():
-            parts.setdefault(m, []).append(np.asarray(v, dtype=float))
-    return {m: np.concatenate(v) for m, v in parts.items()}
+def subset_mean(values: Sequence[Any]) -> Any:
+    """The unweighted mean of per-subset values (floats or ``[B]`` arrays); NaN when any is NaN.
+
+    >>> float(subset_mean([80.0, 40.0, 60.0]))
+    60.0
+    """
+    return np.mean(np.stack([np.asarray(v, dtype=float) for v in values]), axis=0)
+
+
+def describe_aggregates(
+    mean_scopes: Mapping[str, Sequence[str]], missing: Mapping[str, Sequence[str]], ties: str
+) -> dict[str, Any]:
+    """The ``aggregates`` block of ``metrics.json``: what ``"all"``, each subset, ``subset_mean`` and
+    each paper grouping are, how their intervals were computed, and the tie rule."""
+    out: dict[str, Any] = {
+        "all": "pooled: the protocol's aggregate over every unit (a micro average)",
+        "<subset>": "the protocol's aggregate over the subset's units",
+        "ci": "95% percentile bootstrap; a case holding several units is resampled whole; "
+        "means over subsets use a stratified bootstrap (each subset resampled on its own)",
+        "ties": ties,
+    }
+    for name, subs in mean_scopes.items():
+        out[name] = {"mean_of": list(subs), "weights": "unweighted mean of the subsets' values"}
+    if missing:
+        out["not_computed"] = {name: {"missing_subsets": list(subs)} for name, subs in missing.items()}
+    return out
 
 
 # --------------------------------------------------------------------------------- evaluate
@@ -361,6 +401,7 @@ def evaluate(
     n_boot: int = 1000,
     seed: int = 0,
     ci: float = 0.95,
+    groups: Mapping[str, Sequence[str]] | None = None,
 ) -> Evaluation:
     """Run ``protocol`` over ``cases`` and aggregate, with percentile bootstrap intervals.
 
@@ -371,6 +412,7 @@ def evaluate(
         n_boot: bootstrap resamples (0 leaves the ``_ci`` entries out).
         seed: seed of ``numpy.random.default_rng`` for the resampling.
         ci: coverage of the interval; the key is ``<metric>_ci95`` for 0.95.
+        groups: paper groupings, name -> the subsets whose values it averages.
     """
     if isinstance(protocol, str):
         protocol = get_protocol(protocol)
@@ -379,17 +421,25 @@ def evaluate(
     table = UnitTable()
     for case, scores in zip(cases, mats, strict=True):
         table.add_case(protocol, case, scores)
-    return evaluate_table(protocol, table, n_boot=n_boot, seed=seed, ci=ci, n_cases=len(cases))
+    return evaluate_table(protocol, table, n_boot=n_boot, seed=seed, ci=ci, n_cases=len(cases), groups=groups)
 
 
 def evaluate_units(
-    protocol: Protocol | str, table: UnitTable, *, n_boot: int = 1000, seed: int = 0, ci: float = 0.95
-) -> dict[str, dict[str, Any]]:
-    """The ``metrics`` block (full precision) of :func:`evaluate_table`, without building the
-    :class:`Evaluation` (whose id arrays cost a Python string per unit)."""
+    protocol: Protocol | str,
+    table: UnitTable,
+    *,
+    n_boot: int = 1000,
+    seed: int = 0,
+    ci: float = 0.95,
+    groups: Mapping[str, Sequence[str]] | None = None,
+) -> tuple[dict[str, dict[str, Any]], dict[str, Any]]:
+    """``(metrics, aggregates)``: the metrics (full precision) of :func:`evaluate_table` and what each
+    scope is (:meth:`Evaluation.aggregates`), without building the :class:`Evaluation` (whose id
+    arrays cost a Python string per unit)."""
     protocol = _checked(protocol, ci)
-    values, groups = table.arrays(protocol)
-    return _aggregate(protocol, values, groups, n_boot=n_boot, seed=seed, ci=ci)[0]
+    values, tags = table.arrays(protocol)
+    metrics, _, means, missing = _aggregate(protocol, values, tags, n_boot=n_boot, seed=seed, ci=ci, groups=groups)
+    return metrics, describe_aggregates(means, missing, protocol.ties)
 
 
 def _checked(protocol: Protocol | str, ci: float) -> Protocol:
@@ -398,43 +448,68 @@ def _checked(protocol: Protocol | str, ci: float) -> Protocol:
     return get_protocol(protocol) if isinstance(protocol, str) else protocol
 
 
+def mean_scopes(
+    present: Sequence[str], groups: Mapping[str, Sequence[str]] | None
+) -> tuple[dict[str, tuple[str, ...]], dict[str, tuple[str, ...]]]:
+    """``(computed, missing)``: :data:`SUBSET_MEAN` over the ``present`` subsets (when there are
+    several) and each grouping whose subsets are all present; the groupings left out -> the subsets
+    they lack (a mean over part of a grouping would not be the paper's number).
+
+    >>> mean_scopes(["a", "b", "c"], {"AB": ("a", "b"), "CD": ("c", "d")})
+    ({'subset_mean': ('a', 'b', 'c'), 'AB': ('a', 'b')}, {'CD': ('d',)})
+    """
+    computed: dict[str, tuple[str, ...]] = {}
+    missing: dict[str, tuple[str, ...]] = {}
+    if len(present) > 1:
+        computed[SUBSET_MEAN] = tuple(present)
+    for name, subs in (groups or {}).items():
+        lacking = tuple(s for s in subs if s not in present)
+        if lacking:
+            missing[name] = lacking
+        else:
+            computed[name] = tuple(subs)
+    return computed, missing
+
+
 def _aggregate(
     protocol: Protocol,
     values: dict[str, np.ndarray],
-    groups: dict[str, np.ndarray],
+    tags: dict[str, np.ndarray],
     *,
     n_boot: int,
     seed: int,
     ci: float,
-) -> tuple[dict[str, dict[str, Any]], dict[str, dict[str, np.ndarray]]]:
-    """``(metrics, boot)`` overall and per subset (see :class:`Evaluation`)."""
-    subsets = groups["subset"]
+    groups: Mapping[str, Sequence[str]] | None,
+) -> tuple[dict[str, dict[str, Any]], dict[str, dict[str, np.ndarray]], dict, dict]:
+    """``(metrics, boot, mean_scopes, missing_groups)``: pooled, per subset, the mean over subsets and
+    the paper ``groups`` (see :class:`Evaluation`)."""
+    subsets = tags["subset"]
     n = len(subsets)
+    present = sorted(set(subsets.tolist()))
+    means, missing = mean_scopes(present, groups)
     metrics: dict[str, dict[str, Any]] = {}
     boot: dict[str, dict[str, np.ndarray]] = {}
-    scopes = [("all", np.ones(n, dtype=bool))]
-    scopes += [(str(s), subsets == s) for s in sorted(set(subsets.tolist()))]
-    for scope, mask in scopes:
+    for scope, mask in [("all", np.ones(n, dtype=bool)), *((s, subsets == s) for s in present)]:
         if scope != "all" and mask.all():  # a single subset: the same units as "all"
             metrics[scope], boot[scope] = dict(metrics["all"]), boot["all"]
             continue
         if mask.all():
-            v, g = values, groups
+            v, g = values, tags
         else:
-            v, g = ({m: a[mask] for m, a in values.items()}, {t: a[mask] for t, a in groups.items()})
+            v, g = ({m: a[mask] for m, a in values.items()}, {t: a[mask] for t, a in tags.items()})
         empty = {m: float("nan") for m in protocol.metrics}
         point = protocol.aggregate(v, g) if mask.any() else empty
-        entry: dict[str, Any] = {}
-        samples = bootstrap(protocol, v, g, n_boot=n_boot, rng=_scope_rng(seed, scope)) if n_boot > 0 else {}
-        boot[scope] = samples
-        for m in protocol.metrics:
-            if m not in point:
-                continue
-            entry[m] = point[m]
-            if n_boot > 0:
-                entry[ci_key(m, ci)] = _percentile_ci(samples.get(m, np.array([])), ci)
-        metrics[scope] = entry
-    return metrics, boot
+        boot[scope] = bootstrap(protocol, v, g, n_boot=n_boot, rng=scope_rng(seed, scope)) if n_boot > 0 else {}
+        metrics[scope] = _entry(protocol, point, boot[scope], n_boot, ci)
+    for scope, subs in means.items():  # stratified: the mean of independently resampled subsets
+        point = {m: float(subset_mean([metrics[s].get(m, math.nan) for s in subs])) for m in protocol.metrics}
+        if n_boot > 0:
+            boot[scope] = {
+                m: subset_mean([boot[s][m] for s in subs]) for m in protocol.metrics if all(m in boot[s] for s in subs)
+            }
+        metrics[scope] = _entry(protocol, point, boot.get(scope, {}), n_boot, ci)
+    order = ["all", *means, *present]
+    return {scope: metrics[scope] for scope in order}, boot, means, missing
 
 
 def evaluate_table(
@@ -445,20 +520,26 @@ def evaluate_table(
     seed: int = 0,
     ci: float = 0.95,
     n_cases: int | None = None,
+    groups: Mapping[str, Sequence[str]] | None = None,
 ) -> Evaluation:
-    """Aggregate a :class:`UnitTable` overall and per subset, with percentile bootstrap intervals."""
+    """Aggregate a :class:`UnitTable`: pooled (``"all"``), per subset, the mean over subsets and the
+    paper ``groups``, each with a percentile bootstrap interval (module docstring)."""
     protocol = _checked(protocol, ci)
-    values, groups = table.arrays(protocol)
-    metrics, boot = _aggregate(protocol, values, groups, n_boot=n_boot, seed=seed, ci=ci)
+    values, tags = table.arrays(protocol)
+    metrics, boot, means, missing = _aggregate(
+        protocol, values, tags, n_boot=n_boot, seed=seed, ci=ci, groups=groups
+    )
     return Evaluation(
         protocol=protocol,
         unit_ids=table.unit_ids,
-        case_ids=groups["case"],
-        subsets=groups["subset"],
+        case_ids=tags["case"],
+        subsets=tags["subset"],
         values=values,
-        groups=groups,
+        groups=tags,
         metrics=metrics,
         boot=boot,
+        mean_scopes=means,
+        missing_groups=missing,
         n_cases=table.n_cases if n_cases is None else n_cases,
         n_boot=n_boot,
         seed=seed,
@@ -466,129 +547,15 @@ def evaluate_table(
     )
 
 
-# --------------------------------------------------------------------------------- paired
-def _is_binary(v: np.ndarray) -> bool:
-    d = v[~np.isnan(v)]
-    return bool(np.all((d == 0.0) | (d == 1.0)))
-
-
-def paired_comparison(
-    eval_a: Evaluation,
-    eval_b: Evaluation,
-    metric: str,
-    *,
-    subset: str | None = None,
-    n_boot: int | None = None,
-    n_perm: int = 10_000,
-    seed: int | None = None,
-    ci: float | None = None,
-) -> PairedComparison:
-    """Compare two evaluations of the same units on ``metric`` (``a - b``).
-
-    Units are matched by id; the two evaluations must hold exactly the same unit ids (in the scope),
-    and come from the same protocol. ``n_boot``, ``seed`` and ``ci`` default to ``eval_a``'s.
-    The p-value is the exact McNemar test for per-unit 0/1 metrics, a paired permutation test
-    (``n_perm`` random swaps, ``p = (1 + #|d*| >= |d|) / (1 + n_perm)``) for anything else,
-    derived metrics included.
-    """
-    if eval_a.protocol.name != eval_b.protocol.name:
-        raise ConfigError(f"cannot compare protocol {eval_a.protocol.name!r} with {eval_b.protocol.name!r}")
-    protocol = eval_a.protocol
-    if metric not in protocol.metrics:
-        raise ConfigError(
-            f"protocol {protocol.name!r} has no metric {metric!r}; it has {', '.join(protocol.metrics)}"
-        )
-    n_boot = eval_a.n_boot if n_boot is None else n_boot
-    seed = eval_a.seed if seed is None else seed
-    ci = eval_a.ci if ci is None else ci
-    scope = "all" if subset is None else subset
-
-    def scoped(e: Evaluation) -> np.ndarray:
-        return np.ones(e.n_units, dtype=bool) if subset is None else (e.subsets == subset)
-
-    mask_a, mask_b = scoped(eval_a), scoped(eval_b)
-    ids_a, ids_b = eval_a.unit_ids[mask_a], eval_b.unit_ids[mask_b]
-    set_a, set_b = set(ids_a.tolist()), set(ids_b.tolist())
-    if set_a != set_b:
-        only_a, only_b = sorted(set_a - set_b), sorted(set_b - set_a)
-        raise DataError(
-            f"paired comparison needs the same units: {len(only_a)} only in a (e.g. {only_a[:3]}), "
-            f"{len(only_b)} only in b (e.g. {only_b[:3]})"
-        )
-    if not set_a:
-        raise DataError(f"no units to compare in scope {scope!r}")
-    va, ga = eval_a.select(mask_a)
-    vb, _ = eval_b.select(mask_b)
-    # align b to a's unit order
-    pos_b = {u: k for k, u in enumerate(ids_b.tolist())}
-    order = np.fromiter((pos_b[u] for u in ids_a.tolist()), dtype=int, count=len(ids_a))
-    vb = {m: v[order] for m, v in vb.items()}
-    n = len(ids_a)
-
-    if metric in protocol.unit_metrics:  # units where the metric is defined (e.g. image queries)
-        n_defined = int(np.sum(~np.isnan(va[metric]) | ~np.isnan(vb[metric])))
-    else:
-        n_defined = n
-    a_val = protocol.aggregate(va, ga)[metric]
-    b_val = protocol.aggregate(vb, ga)[metric]
-    diff = a_val - b_val
-
-    # paired bootstrap: the same resampled units for both runs
-    rng = np.random.default_rng(seed)
-
-    def boot_diff(idx: np.ndarray) -> dict[str, np.ndarray]:
-        da = protocol.aggregate_resamples(va, ga, idx)[metric]
-        db = protocol.aggregate_resamples(vb, ga, idx)[metric]
-        return {"d": da - db}
-
-    if n_boot > 0:
-        d_samples = _resample(boot_diff, n, n_boot, rng)["d"]
-        lo, hi = _percentile_ci(d_samples, ci)
-    else:
-        lo = hi = float("nan")
-
-    if metric in protocol.unit_metrics:
-        xa, xb = va[metric], vb[metric]
-        same_defined = np.array_equal(np.isnan(xa), np.isnan(xb))
-        if same_defined and _is_binary(xa) and _is_binary(xb):
-            d = ~np.isnan(xa)
-            a_only = int(np.sum((xa[d] == 1) & (xb[d] == 0)))
-            b_only = int(np.sum((xa[d] == 0) & (xb[d] == 1)))
-            p = 1.0 if a_only + b_only == 0 else float(binomtest(a_only, a_only + b_only, 0.5).pvalue)
-            return PairedComparison(
-                metric,
-                scope,
-                n_defined,
-                a_val,
-                b_val,
-                diff,
-                (lo, hi),
-                ci,
-                min(p, 1.0),
-                "mcnemar-exact",
-                a_only,
-                b_only,
-            )
-
-    # paired permutation: swap each unit's (a, b) outcomes with probability 1/2
-    both = {m: np.concatenate([va[m], vb[m]]) for m in va}
-    both_groups = {g: np.concatenate([v, v]) for g, v in ga.items()}
-    perm_rng = np.random.default_rng([seed, 1])
-    base = np.arange(n)
-
-    def perm_diff(coins: np.ndarray) -> dict[str, np.ndarray]:
-        flip = coins.astype(bool)  # swap unit k's outcomes where flip[:, k]
-        ia = base[None, :] + n * flip
-        ib = base[None, :] + n * ~flip
-        da = protocol.aggregate_resamples(both, both_groups, ia)[metric]
-        db = protocol.aggregate_resamples(both, both_groups, ib)[metric]
-        return {"d": da - db}
-
-    if diff == 0 or math.isnan(diff):
-        p = 1.0
-    else:
-        d_perm = _resample(perm_diff, n, n_perm, perm_rng, high=2)["d"]
-        tol = 1e-9 * max(1.0, abs(diff))
-        extreme = np.sum(np.abs(d_perm) >= abs(diff) - tol)
-        p = float((1 + extreme) / (1 + n_perm))
-    return PairedComparison(metric, scope, n_defined, a_val, b_val, diff, (lo, hi), ci, p, "permutation")
+def _entry(
+    protocol: Protocol, point: Mapping[str, float], samples: Mapping[str, np.ndarray], n_boot: int, ci: float
+) -> dict[str, Any]:
+    """One scope's ``{metric: value, metric_ci95: [lo, hi]}`` in the protocol's metric order."""
+    entry: dict[str, Any] = {}
+    for m in protocol.metrics:
+        if m not in point:
+            continue
+        entry[m] = point[m]
+        if n_boot > 0:
+            entry[ci_key(m, ci)] = percentile_ci(samples.get(m, np.array([])), ci)
+    return entry

@@ -5,7 +5,9 @@ image-to-text retrieval, reporting Recall@1 as each image has a single positive 
 multiple negative captions". A case is one image x M texts with exactly one true text; the unit
 scores 1 when the positive's score is strictly greater than every negative's. Ties and NaN fail:
 ARO's own code takes ``argmax`` over ``[false_caption, true_caption]``, which also gives a tie to the
-negative, and a constant scorer must get 0.
+negative, and a constant scorer must get 0. Under ``ties="argmax"`` a tie goes to the candidate
+listed first (:func:`~spotdiff.protocols.base.beats`): ARO's COCO/Flickr-Order code lists the true
+caption first and counts ``argmax == 0``, so a tie is credited to the true caption there.
 
 ``aro-macro`` adds ARO's macro averages (ARO repository, ``dataset_zoo/aro_datasets.py`` and the
 notebook "Replicate ARO! VG-Relation, VG-Attribution"):
@@ -27,7 +29,7 @@ from typing import Any
 import numpy as np
 
 from spotdiff.cases import Case
-from spotdiff.protocols.base import PROTOCOLS, Protocol, as_scores, one_row_positive, resampled_mean
+from spotdiff.protocols.base import PROTOCOLS, Protocol, as_scores, beats, one_row_positive, resampled_mean
 
 #: Relations ARO leaves out of the VG-Relation macro accuracy (ARO notebook, verbatim list).
 ARO_SYMMETRIC_RELATIONS = frozenset(
@@ -66,14 +68,11 @@ ARO_SYMMETRIC_RELATIONS = frozenset(
 ARO_MIN_ATTRIBUTE_COUNT = 25
 
 
-def top1_correct(case: Case, scores: np.ndarray, protocol: str, what: str) -> float:
-    """1.0 when the case's single positive text strictly beats every negative, else 0.0."""
+def top1_correct(case: Case, scores: np.ndarray, protocol: str, what: str, ties: str = "strict") -> float:
+    """1.0 when the case's single positive text beats every negative under ``ties``, else 0.0."""
     pos, neg = one_row_positive(case, protocol)
     s = as_scores(case, scores, case.truth.shape, what)[0]
-    p, n = s[pos], s[neg]
-    if np.isnan(p) or np.isnan(n).any():
-        return 0.0
-    return float(p > n.max())
+    return float(beats(s, np.array([pos]), neg, ties))
 
 
 @PROTOCOLS.register("i2t-top1")
@@ -88,6 +87,8 @@ class ImageToTextTop1(Protocol):
     [{'accuracy': 1.0}]
     >>> ImageToTextTop1().outcomes(case, np.array([[0.3, 0.3]]))  # a tie fails
     [{'accuracy': 0.0}]
+    >>> ImageToTextTop1("argmax").outcomes(case, np.array([[0.3, 0.3]]))  # ... unless the first listed wins
+    [{'accuracy': 1.0}]
     """
 
     name = "i2t-top1"
@@ -98,7 +99,7 @@ class ImageToTextTop1(Protocol):
     )
 
     def outcomes(self, case: Case, scores: np.ndarray) -> list[dict[str, float]]:
-        return [{"accuracy": top1_correct(case, scores, self.name, self.needs)}]
+        return [{"accuracy": top1_correct(case, scores, self.name, self.needs, self.ties)}]
 
 
 @PROTOCOLS.register("blind-top1")

@@ -3,25 +3,36 @@
 A case is one image x two texts, the caption (true) and the foil (false).
 
 ``valse-pairwise`` (any similarity): ``acc_r``, pairwise ranking accuracy, is 1 when
-``s(image, caption) > s(image, foil)``; ties and NaN fail.
+``s(image, caption) > s(image, foil)``; ties and NaN fail (under ``ties="argmax"`` a tie goes to
+the caption, listed first).
 
 ``valse-prob`` (image-text *match probabilities* ``p = P(match | image, text)``): the binary
 image-text-matching metrics that EqBen Table 2 reports as ``acc`` and ``min(p_c, p_f)``. EqBen
 Sec. 4 defines ``p_c`` (``p_f``) as measuring "how well models identify the correct (foil) pair",
 following VALSE. The definitions are those of VALSE's released evaluation code
-(``lxmert_valse_eval.py``), where the model's two-way softmax decides:
+(``lxmert_valse_eval.py``), where the model's two-way ITM head decides:
 
-* caption fits: ``p(caption) > 0.5`` (strict: match probability above no-match probability);
-* foil detected: ``p(foil) <= 0.5`` (VALSE counts ``P(no match) >= P(match)`` as detected);
+* caption fits: ``p(caption) > 0.5`` (the match logit above the no-match logit);
+* foil detected: ``p(foil) < 0.5`` under ``ties="strict"`` (a probability on the threshold decides
+  nothing, so it fails, as in EqBen's evaluation code ``eval_batch_my.py``: ``result["c1_i0"] < 0.5``);
+  ``p(foil) <= 0.5`` under ``ties="argmax"`` (VALSE's code: ``cross_score[1, 0] >= cross_score[1, 1]``,
+  the argmax of ``[no match, match]`` with the tie going to "no match", listed first);
 * ``p_c`` = fraction of captions that fit, ``p_f`` = fraction of foils detected. Despite their
   names these are per-class accuracies (recalls), exactly as VALSE computes them;
 * ``acc`` = accuracy over all 2N caption and foil pairs = ``(p_c + p_f) / 2``;
 * ``min_pc_pf`` = ``min(p_c, p_f)``, derived from the aggregates (not averaged per unit);
-* ``acc_r`` = pairwise accuracy on the probabilities, ``p(caption) > p(foil)``.
+* ``acc_r`` = pairwise accuracy, the caption ranked above the foil. VALSE's code ranks on the ITM
+  *match logit* (``cross_score[0, 1] > cross_score[1, 1]``), which orders pairs differently from the
+  probability ``softmax(logits)[1]``; EqBen's code ranks on the probability. When the scorer provides
+  its ITM logits (``blip-itm``: the engine then hands a ``[1, 2, 2]`` matrix of
+  ``(no-match, match)`` logits), ``acc_r`` ranks on the match logit as VALSE does, and ``p`` is
+  ``softmax(logits)[1]`` (the thresholds are decided on the logits, ``l_match > l_no_match`` being
+  ``p > 0.5`` exactly); with probabilities only (``[1, 2]``) it ranks on them, as EqBen does.
 
-The threshold is the only place where a value can sit exactly on a boundary; VALSE resolves
-``p = 0.5`` as "no match", which fails a caption and passes a foil. A constant scorer therefore
-gets ``acc_r = 0`` and ``min_pc_pf = 0`` (the strict headline metrics) and ``acc = 50``.
+A constant scorer (every ``p = 0.5``) therefore gets 0 on every metric under strict ties, and
+``p_f = 100``, ``acc = 50`` under argmax. (Under argmax a tie in ``acc_r`` goes to the caption,
+listed first; VALSE's own pairwise comparison is strict, but an exact tie of two logits only happens
+when the foil repeats the caption, and VALSE's validity rule drops those samples.)
 """
 
 from __future__ import annotations
@@ -32,7 +43,7 @@ import numpy as np
 
 from spotdiff.cases import Case
 from spotdiff.errors import DataError
-from spotdiff.protocols.base import PROTOCOLS, Protocol, as_scores
+from spotdiff.protocols.base import PROTOCOLS, Protocol, as_scores, beats
 
 
 def _caption_foil(case: Case, protocol: str) -> tuple[int, int]:
@@ -58,6 +69,8 @@ class ValsePairwise(Protocol):
     [{'acc_r': 1.0}]
     >>> ValsePairwise().outcomes(case, np.array([0.5, 0.5]))  # a tie fails
     [{'acc_r': 0.0}]
+    >>> ValsePairwise("argmax").outcomes(case, np.array([0.5, 0.5]))  # ... or goes to the caption, listed first
+    [{'acc_r': 1.0}]
     """
 
     name = "valse-pairwise"
@@ -68,12 +81,23 @@ class ValsePairwise(Protocol):
     def outcomes(self, case: Case, scores: np.ndarray) -> list[dict[str, float]]:
         cap, foil = _caption_foil(case, self.name)
         s = as_scores(case, scores, (1, 2), self.needs)[0]
-        return [{"acc_r": float(s[cap] > s[foil])}]  # NaN compares False
+        return [{"acc_r": float(beats(s, np.array([cap]), np.array([foil]), self.ties))}]
 
 
 @PROTOCOLS.register("valse-prob")
 class ValseProb(Protocol):
-    """VALSE acc, p_c, p_f, min(p_c, p_f) and acc_r from match probabilities (VALSE code)."""
+    """VALSE acc, p_c, p_f, min(p_c, p_f) and acc_r from match probabilities or ITM logits (VALSE code).
+
+    >>> import numpy as np
+    >>> from spotdiff.cases import ArrayImage, Case
+    >>> case = Case("c", ("A man exercises his torso.", "A torso exercises for a man."),
+    ...             np.array([[True, False]]), (ArrayImage(np.zeros((2, 2, 3), np.uint8)),), {"subset": "actant-swap"})
+    >>> ValseProb().outcomes(case, np.array([[0.73, 0.999]]))  # probabilities: the foil ranks higher
+    [{'acc': 0.5, 'p_c': 1.0, 'p_f': 0.0, 'acc_r': 0.0}]
+    >>> logits = np.array([[[2.0, 3.0], [-5.0, 2.0]]])  # (no-match, match): p = 0.73 and 0.999 again
+    >>> ValseProb().outcomes(case, logits)  # VALSE ranks the match logits: 3 > 2
+    [{'acc': 0.5, 'p_c': 1.0, 'p_f': 0.0, 'acc_r': 1.0}]
+    """
 
     name = "valse-prob"
     needs = "match-prob"
@@ -85,18 +109,27 @@ class ValseProb(Protocol):
 
     def outcomes(self, case: Case, scores: np.ndarray) -> list[dict[str, float]]:
         cap, foil = _caption_foil(case, self.name)
-        p = as_scores(case, scores, (1, 2), self.needs)[0]
-        finite = p[~np.isnan(p)]
-        if finite.size and (finite.min() < 0.0 or finite.max() > 1.0):
-            raise DataError(f"case {case.id}: match probabilities must lie in [0, 1], got {p.tolist()}")
-        fits = bool(p[cap] > self.threshold)
-        detected = bool(p[foil] <= self.threshold)
+        arr = np.asarray(scores)
+        if arr.ndim == 3:  # ITM logits (no-match, match) per pair
+            logits = as_itm_logits(case, arr)
+            margin = logits[:, 1] - logits[:, 0]  # > 0 exactly when p > 0.5
+            rank = logits[:, 1]
+        else:
+            p = as_scores(case, arr, (1, 2), self.needs)[0]
+            finite = p[~np.isnan(p)]
+            if finite.size and (finite.min() < 0.0 or finite.max() > 1.0):
+                raise DataError(f"case {case.id}: match probabilities must lie in [0, 1], got {p.tolist()}")
+            margin = p - self.threshold
+            rank = p
+        with np.errstate(invalid="ignore"):
+            fits = bool(margin[cap] > 0)
+            detected = bool(margin[foil] < 0) or (self.ties == "argmax" and bool(margin[foil] == 0))
         return [
             {
                 "acc": (float(fits) + float(detected)) / 2.0,
                 "p_c": float(fits),
                 "p_f": float(detected),
-                "acc_r": float(p[cap] > p[foil]),
+                "acc_r": float(beats(rank, np.array([cap]), np.array([foil]), self.ties)),
             }
         ]
 
@@ -104,3 +137,14 @@ class ValseProb(Protocol):
         if "p_c" in means and "p_f" in means:
             return {"min_pc_pf": np.minimum(means["p_c"], means["p_f"])}
         return {}
+
+
+def as_itm_logits(case: Case, scores: np.ndarray) -> np.ndarray:
+    """A ``[1, 2, 2]`` matrix of ITM logits as ``[2 texts, (no-match, match)]`` float64."""
+    if scores.shape != (1, 2, 2):
+        raise DataError(
+            f"case {case.id}: expected ITM logits of shape (1, 2, 2) (image, text, [no-match, match]), "
+            f"got {scores.shape}"
+        )
+    return scores[0].astype(np.float64)
+

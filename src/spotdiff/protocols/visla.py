@@ -26,7 +26,8 @@ P2-N 60.12 (Table 3), consistent with ``accuracy <= min(p1_n, p2_n)`` under this
 query and both captions are positives. ``p1_n = S(I, P1) > S(I, N)``, ``p2_n = S(I, P2) > S(I, N)``,
 ``accuracy`` = both (N ranked last).
 
-All comparisons are strict: a tie or a NaN is a failure.
+All comparisons are strict: a tie or a NaN is a failure. Under ``ties="argmax"`` a tie goes to the
+text listed first in the case (:func:`~spotdiff.protocols.base.beats`; the loader lists P1, P2, N).
 """
 
 from __future__ import annotations
@@ -35,7 +36,7 @@ import numpy as np
 
 from spotdiff.cases import Case
 from spotdiff.errors import DataError
-from spotdiff.protocols.base import PROTOCOLS, Protocol, as_scores
+from spotdiff.protocols.base import PROTOCOLS, Protocol, as_scores, beats
 
 
 def triplet(case: Case, protocol: str) -> tuple[int, int, int]:
@@ -92,8 +93,8 @@ class VislaT2T(Protocol):
     def outcomes(self, case: Case, scores: np.ndarray) -> list[dict[str, float]]:
         p1, p2, n = triplet(case, self.name)
         s = as_scores(case, scores, (3, 3), self.needs)
-        p2_n = bool(s[p1, p2] > s[p1, n])  # query P1: P2 above N (NaN compares False)
-        p1_n = bool(s[p2, p1] > s[p2, n])  # query P2: P1 above N
+        p2_n = beats(s[p1], np.array([p2]), np.array([n]), self.ties)  # query P1: P2 above N
+        p1_n = beats(s[p2], np.array([p1]), np.array([n]), self.ties)  # query P2: P1 above N
         return [_outcome(p1_n, p2_n)]
 
 
@@ -109,4 +110,5 @@ class VislaI2T(Protocol):
     def outcomes(self, case: Case, scores: np.ndarray) -> list[dict[str, float]]:
         p1, p2, n = triplet(case, self.name)
         s = as_scores(case, scores, (1, 3), self.needs)[0]
-        return [_outcome(bool(s[p1] > s[n]), bool(s[p2] > s[n]))]
+        below = np.array([n])
+        return [_outcome(beats(s, np.array([p1]), below, self.ties), beats(s, np.array([p2]), below, self.ties))]

@@ -13,6 +13,9 @@ the tag ``"label"``. With ``r`` the pessimistic 0-based rank of the true class,
   present in the data, averaged over classes (``sklearn.metrics.balanced_accuracy_score``, which
   CLIP_benchmark reports).
 
+Under ``ties="argmax"`` a class tied with the true one counts as ranked above it only when it is
+listed first, as CLIP_benchmark's ``topk`` / ``argmax`` break ties by index.
+
 The bootstrap resamples images (each image is its own case); the per-class mean is recomputed on
 every resample over the classes the resample holds.
 """
@@ -29,12 +32,15 @@ from spotdiff.protocols.base import PROTOCOLS, Protocol, as_scores, one_row_posi
 NAN = float("nan")
 
 
-def true_class_rank(scores: np.ndarray, positive: int) -> float:
+def true_class_rank(scores: np.ndarray, positive: int, ties: str = "strict") -> float:
     """Pessimistic 0-based rank of ``scores[positive]``: the other entries scoring at least as high
-    (NaN entries count as higher); ``inf`` when the true score is NaN.
+    (NaN entries count as higher; under ``ties="argmax"`` an equal entry counts only when listed
+    before the true one); ``inf`` when the true score is NaN.
 
     >>> true_class_rank(np.array([0.2, 0.5, 0.5, 0.1]), 1)
     1.0
+    >>> true_class_rank(np.array([0.2, 0.5, 0.5, 0.1]), 1, "argmax")
+    0.0
     >>> true_class_rank(np.array([0.2, 0.5, 0.4, 0.1]), 1)
     0.0
     """
@@ -42,8 +48,12 @@ def true_class_rank(scores: np.ndarray, positive: int) -> float:
     p = s[positive]
     if np.isnan(p):
         return float("inf")
-    others = np.delete(s, positive)
-    return float(np.sum((others >= p) | np.isnan(others)))
+    tied = s == p
+    if ties == "argmax":
+        tied &= np.arange(s.size) < positive
+    above = (s > p) | tied | np.isnan(s)
+    above[positive] = False
+    return float(np.sum(above))
 
 
 def class_recall(values: np.ndarray, classes: np.ndarray, idx: np.ndarray | None = None) -> np.ndarray:
@@ -97,7 +107,7 @@ class ZeroShot(Protocol):
     def outcomes(self, case: Case, scores: np.ndarray) -> list[dict[str, float]]:
         pos, _ = one_row_positive(case, self.name)
         s = as_scores(case, scores, case.truth.shape, self.needs)[0]
-        rank = true_class_rank(s, pos)
+        rank = true_class_rank(s, pos, self.ties)
         top5 = float(rank < 5) if s.size >= 5 else NAN
         return [{"top1": float(rank < 1), "top5": top5, "rank": rank}]
 

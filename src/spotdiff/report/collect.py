@@ -1,17 +1,22 @@
-"""Runs from the store, grouped into one result table per (benchmark, protocol), with significance marks.
+"""Runs from the store, grouped into one result table per (benchmark, protocol, tie rule), with
+significance marks.
 
-Rows are models, columns are ``(subset, metric)`` pairs (``"all"`` first), and each cell holds the
-stored value and its 95% bootstrap interval, traced to the run that produced it.
+Rows are models, columns are ``(scope, metric)`` pairs: ``"all"`` (pooled over units) first, then
+the means over subsets (``"subset_mean"`` and the benchmark's paper groupings), then the subsets.
+Each cell holds the stored value and its 95% bootstrap interval, traced to the run that produced it;
+:attr:`ResultTable.notes` says what each aggregate is, the tie rule and the tests.
 
 **When is a cell marked best?** In each column the highest value is marked only when a paired test
 on the same units rejects "no difference" at ``alpha`` (default 0.05) against *every* other model
-in that column. The test is :func:`spotdiff.protocols.stats.paired_comparison`: the exact McNemar
-test on discordant units for per-unit 0/1 metrics, a paired permutation test otherwise (derived
-metrics such as ``min(p_c, p_f)`` or ARO's macro accuracy). Requiring every pairwise test to reject
-is an intersection-union test, so no multiplicity correction is needed: the family-wise error of
-the claim "this model is better than each other one" stays at ``alpha``. A column with a tie for the
-top value, with a single model, or whose runs were made on different units (a different ``--limit``
-or data) has no mark; such columns are noted.
+in that column. The test is :func:`spotdiff.protocols.paired_comparison`, cluster-aware: the exact
+McNemar test on discordant units when every case is one unit and the metric a per-unit 0/1 outcome
+(computed here on aligned arrays, :func:`_fast_mcnemar`), otherwise a paired sign-flip test that
+swaps whole cases when a case holds several units (SPEC's K x K sets) or single units (derived
+metrics such as ``min(p_c, p_f)`` or ARO's macro accuracy, and means over subsets). Requiring every
+pairwise test to reject is an intersection-union test, so no multiplicity correction is needed: the
+family-wise error of the claim "this model is better than each other one" stays at ``alpha``. A
+column with a tie for the top value, with a single model, or whose runs were made on different
+units (a different ``--limit`` or data) has no mark; such columns are noted.
 """
 
 from __future__ import annotations
@@ -26,9 +31,12 @@ from typing import Any
 import numpy as np
 from scipy.stats import binomtest
 
+from spotdiff.benchmarks import BENCHMARKS
 from spotdiff.diagnose.store import Run, RunStore
 from spotdiff.errors import ConfigError, DataError, SpotdiffError
 from spotdiff.protocols import (
+    SUBSET_MEAN,
+    TESTS,
     Evaluation,
     PairedComparison,
     Protocol,
@@ -37,12 +45,14 @@ from spotdiff.protocols import (
     get_protocol,
     paired_comparison,
 )
+from spotdiff.report.table import TIE_NOTES
 
 #: Significance level of the best-cell test.
 ALPHA = 0.05
-#: Permutations of the paired permutation test (non-binary metrics). The p-value ``(1 + #extreme) /
-#: (1 + N_PERM)`` is a valid p-value for any number of permutations; 200 resolve p down to 0.005, well
-#: below alpha, and keep a 50-model report fast (retrieval's rsum: 49 tests on thousands of queries).
+#: Random swaps of the paired sign-flip test (clustered units, non-binary metrics, means over subsets).
+#: The p-value ``(1 + #extreme) / (1 + N_PERM)`` is a valid p-value for any number of swaps; 200
+#: resolve p down to 0.005, well below alpha, and keep a 50-model report fast (retrieval's rsum: 49
+#: tests on thousands of queries).
 N_PERM = 200
 
 
@@ -63,41 +73,64 @@ class RunData:
         return self.run.id
 
     @property
+    def ties(self) -> str:
+        return run_ties(self.run)
+
+    @property
     def protocol(self) -> Protocol:
-        return get_protocol(self.run.protocol)
+        return get_protocol(self.run.protocol, self.ties)
 
     _sorted: dict = field(default_factory=dict, repr=False)  # sorted unit arrays, by metric
 
     def evaluation(self) -> Evaluation:
         """Aggregates of the stored units (no bootstrap), for paired tests."""
         if self._evaluation is None:
-            self._evaluation = evaluation_from_units(self.protocol, self.units, seed=self.run.seed)
+            self._evaluation = evaluation_from_units(
+                self.protocol, self.units, seed=self.run.seed, groups=subset_groups(self.run.benchmark)
+            )
         return self._evaluation
 
-    def sorted_values(self, metric: str, scope: str | None) -> tuple[np.ndarray, np.ndarray]:
-        """The scope's unit ids in sorted order and the metric's per-unit values (NaN where undefined)
-        in that order, straight from the unit records."""
+    def sorted_values(self, metric: str, scope: str | None) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """The scope's unit ids in sorted order, their case ids, and the metric's per-unit values
+        (NaN where undefined) in that order, straight from the unit records."""
         if "_base" not in self._sorted:
             ids = np.array([u["unit_id"] for u in self.units], dtype=str)
             order = np.argsort(ids, kind="stable")
             subsets = np.array([u["subset"] for u in self.units], dtype=str)[order]
-            self._sorted["_base"] = (ids[order], subsets, order)
-        ids, subsets, order = self._sorted["_base"]
+            cases = np.array([u["case_id"] for u in self.units], dtype=str)[order]
+            self._sorted["_base"] = (ids[order], subsets, cases, order)
+        ids, subsets, cases, order = self._sorted["_base"]
         if metric not in self._sorted:
             n = len(self.units)
             values = np.fromiter((_num(u["outcomes"].get(metric)) for u in self.units), dtype=float, count=n)
             self._sorted[metric] = values[order]
         values = self._sorted[metric]
         if scope is None:
-            return ids, values
+            return ids, cases, values
         mask = subsets == scope
-        return ids[mask], values[mask]
+        return ids[mask], cases[mask], values[mask]
+
+
+def run_ties(run: Run) -> str:
+    """The tie rule a run was made with (runs recorded before ``--ties`` existed: strict)."""
+    return str((run.info or {}).get("ties") or "strict")
+
+
+def subset_groups(benchmark: str) -> dict[str, tuple[str, ...]]:
+    """The paper groupings a benchmark declares (none for an unknown name)."""
+    return BENCHMARKS.get(benchmark).metadata.subset_groups if benchmark in BENCHMARKS else {}
 
 
 def evaluation_from_units(
-    protocol: Protocol | str, units: Iterable[dict], *, seed: int = 0, n_boot: int = 0
+    protocol: Protocol | str,
+    units: Iterable[dict],
+    *,
+    seed: int = 0,
+    n_boot: int = 0,
+    groups: dict[str, tuple[str, ...]] | None = None,
 ) -> Evaluation:
-    """An :class:`Evaluation` rebuilt from the store's unit records (NaN outcomes are stored as null)."""
+    """An :class:`Evaluation` rebuilt from the store's unit records (NaN outcomes are stored as null),
+    with the means over subsets and the paper ``groups``."""
     protocol = get_protocol(protocol) if isinstance(protocol, str) else protocol
     table = UnitTable()
     shared: dict[str, dict] = {}
@@ -114,7 +147,7 @@ def evaluation_from_units(
         table.add(u["unit_id"], u["case_id"], tags, outcomes)
     if not len(table):
         raise DataError("the run has no stored units")
-    return evaluate_table(protocol, table, n_boot=n_boot, seed=seed)
+    return evaluate_table(protocol, table, n_boot=n_boot, seed=seed, groups=groups)
 
 
 @dataclass
@@ -152,17 +185,36 @@ class Column:
 
 @dataclass
 class ResultTable:
-    """One benchmark x protocol: rows = models, columns = subsets x metrics."""
+    """One benchmark x protocol x tie rule: rows = models, columns = scopes x metrics."""
 
     benchmark: str
     protocol: str
     rows: list[Row]
     columns: list[Column]
     tests: list[dict] = field(default_factory=list)
+    ties: str = "strict"
 
     @property
     def slug(self) -> str:
-        return slugify(f"{self.benchmark}-{self.protocol}")
+        suffix = "" if self.ties == "strict" else f"-ties-{self.ties}"
+        return slugify(f"{self.benchmark}-{self.protocol}{suffix}")
+
+    @property
+    def notes(self) -> list[str]:
+        """What the table's aggregates are, its tie rule, and the tests behind its marks."""
+        groups = subset_groups(self.benchmark)
+        scopes = set(self.subsets)
+        out = []
+        if "all" in scopes:
+            out.append("all = pooled over every unit (micro average)")
+        if SUBSET_MEAN in scopes:
+            out.append(f"{SUBSET_MEAN} = unweighted mean over the subsets (stratified bootstrap)")
+        out += [f"{g} = unweighted mean of {', '.join(subs)}" for g, subs in groups.items() if g in scopes]
+        out.append(TIE_NOTES.get(self.ties, f"ties: {self.ties}"))
+        used = sorted({d["test"] for d in self.tests})
+        if used:
+            out.append("tests: " + "; ".join(f"{t} = {TESTS.get(t, t)}" for t in used))
+        return out
 
     @property
     def subsets(self) -> list[str]:
@@ -317,21 +369,28 @@ def _rows(runs: list[RunData]) -> list[Row]:
     return rows
 
 
+def scope_order(benchmark: str, scopes: Iterable[str]) -> list[str]:
+    """``"all"``, then ``"subset_mean"`` and the benchmark's groupings (declared order), then the
+    subsets (sorted): the column order of a result table."""
+    scopes = set(scopes)
+    means = [SUBSET_MEAN, *subset_groups(benchmark)]
+    head = [s for s in ["all", *means] if s in scopes]
+    return head + sorted(scopes - set(head))
+
+
 def build_tables(
     runs: Sequence[RunData], *, alpha: float = ALPHA, n_perm: int = N_PERM, test: bool = True
 ) -> list[ResultTable]:
-    """One :class:`ResultTable` per (benchmark, protocol), significance marks included."""
-    groups: dict[tuple[str, str], list[RunData]] = {}
+    """One :class:`ResultTable` per (benchmark, protocol, tie rule), significance marks included."""
+    groups: dict[tuple[str, str, str], list[RunData]] = {}
     for rd in runs:
-        groups.setdefault((rd.run.benchmark, rd.run.protocol), []).append(rd)
+        groups.setdefault((rd.run.benchmark, rd.run.protocol, rd.ties), []).append(rd)
     tables = []
-    for (benchmark, protocol_name), group in sorted(groups.items()):
-        protocol = get_protocol(protocol_name)
+    for (benchmark, protocol_name, ties), group in sorted(groups.items()):
+        protocol = get_protocol(protocol_name, ties)
         rows = _rows(group)
         present = {k for row in rows for k in row.cells}
-        subsets = ["all", *sorted({s for s, _ in present} - {"all"})]
-        if not any(s == "all" for s, _ in present):
-            subsets.remove("all")
+        subsets = scope_order(benchmark, {s for s, _ in present})
         only = [sub for sub in subsets if sub != "all"]
         if "all" in subsets and len(only) == 1:  # one subset: its columns repeat "all" wherever both exist
             redundant = all((("all", m) in row.cells) for row in rows for (sub, m) in row.cells if sub == only[0])
@@ -340,7 +399,7 @@ def build_tables(
         metric_order = [m for m in protocol.metrics if any(m == k for _, k in present)]
         metric_order += sorted({k for _, k in present} - set(metric_order))
         columns = [Column(s, m) for s in subsets for m in metric_order if (s, m) in present]
-        table = ResultTable(benchmark, protocol_name, rows, columns)
+        table = ResultTable(benchmark, protocol_name, rows, columns, ties=ties)
         if test:
             for col in columns:
                 mark_best(table, col, alpha=alpha, n_perm=n_perm)
@@ -385,6 +444,7 @@ def mark_best(table: ResultTable, col: Column, *, alpha: float = ALPHA, n_perm: 
                 "difference": cmp.difference,
                 "p_value": cmp.p_value,
                 "test": cmp.test,
+                "n_cases": cmp.n_cases,
                 "n_units": cmp.n_units,
             }
         )
@@ -402,18 +462,24 @@ class _McNemar:
     difference: float
     p_value: float
     n_units: int
+    n_cases: int
     test: str = "mcnemar-exact"
 
 
 def _fast_mcnemar(a: RunData, b: RunData, metric: str, scope: str | None) -> _McNemar | None:
     """The exact McNemar test of :func:`paired_comparison` on aligned arrays, or None when that
-    function would not use it (the metric has no per-unit values, the units differ, the values are
-    not 0/1 or are undefined on different units). Same p-value, without per-call Python loops."""
+    function would not use it: the scope is not pooled or a single subset, a case holds several
+    units (the test must then swap whole cases), the metric has no per-unit values, the units
+    differ, or the values are not 0/1 or are undefined on different units. Same p-value, without
+    per-call Python loops."""
     if metric not in a.protocol.unit_metrics:
         return None
-    ids_a, xa = a.sorted_values(metric, scope)
-    ids_b, xb = b.sorted_values(metric, scope)
+    ids_a, cases_a, xa = a.sorted_values(metric, scope)
+    ids_b, _, xb = b.sorted_values(metric, scope)
     if len(ids_a) == 0 or len(ids_a) != len(ids_b) or not np.array_equal(ids_a, ids_b):
+        return None
+    n_cases = len(np.unique(cases_a))
+    if 1 < n_cases < len(ids_a):  # clustered units: paired_comparison's sign-flip test over cases
         return None
     na, nb = np.isnan(xa), np.isnan(xb)
     if not np.array_equal(na, nb):
@@ -426,12 +492,13 @@ def _fast_mcnemar(a: RunData, b: RunData, metric: str, scope: str | None) -> _Mc
     b_only = int(np.sum((va == 0) & (vb == 1)))
     p = 1.0 if a_only + b_only == 0 else float(binomtest(a_only, a_only + b_only, 0.5).pvalue)
     diff = float((va.mean() - vb.mean()) * 100.0) if va.size else math.nan
-    return _McNemar(diff, min(p, 1.0), int(d.sum()))
+    return _McNemar(diff, min(p, 1.0), int(d.sum()), len(np.unique(cases_a[d])))
 
 
 def _paired_test(a: RunData, b: RunData, metric: str, scope: str | None, *, n_perm: int) -> PairedComparison | _McNemar:
-    """The exact McNemar test for per-unit 0/1 metrics (fast path), else :func:`paired_comparison`'s
-    paired permutation test with ``n_perm`` permutations, without a bootstrap interval."""
+    """The exact McNemar test for one-unit cases and per-unit 0/1 metrics (fast path), else
+    :func:`paired_comparison`'s cluster-aware sign-flip test with ``n_perm`` swaps, without a
+    bootstrap interval."""
     fast = _fast_mcnemar(a, b, metric, scope)
     if fast is not None:
         return fast

@@ -15,7 +15,7 @@ import math
 from collections.abc import Sequence
 from typing import Any
 
-from spotdiff.protocols.stats import PairedComparison
+from spotdiff.protocols import PairedComparison
 from spotdiff.report.collect import ResultTable, RunData
 
 _LATEX_SPECIAL = {
@@ -56,6 +56,7 @@ def table_csv(table: ResultTable) -> str:
     header = [
         "benchmark",
         "protocol",
+        "ties",
         "model",
         "label",
         "subset",
@@ -79,6 +80,7 @@ def table_csv(table: ResultTable) -> str:
                 [
                     table.benchmark,
                     table.protocol,
+                    table.ties,
                     row.model,
                     row.label,
                     col.subset,
@@ -103,6 +105,7 @@ def table_latex(table: ResultTable, *, with_ci: bool = True) -> str:
     lines = [
         f"% {table.benchmark} ({table.protocol}): values in %, 95% bootstrap CI in brackets;",
         "% bold: best in its column and significantly better than every other model (paired test, p < 0.05)",
+        *(f"% {note}" for note in table.notes),
         f"\\begin{{tabular}}{{{spec}}}",
         "\\toprule",
     ]
@@ -151,6 +154,7 @@ def tests_csv(tables: Sequence[ResultTable]) -> str:
         "difference",
         "p_value",
         "test",
+        "n_cases",
         "n_units",
     ]
     rows = [
@@ -166,6 +170,7 @@ def tests_csv(tables: Sequence[ResultTable]) -> str:
             _f(d["difference"], 4),
             f"{d['p_value']:.4g}",
             d["test"],
+            d["n_cases"],
             d["n_units"],
         ]
         for t in tables
@@ -252,6 +257,7 @@ def provenance_latex(runs: Sequence[RunData]) -> str:
 COMPARE_FIELDS = (
     "scope",
     "metric",
+    "n_cases",
     "n_units",
     "a",
     "b",
@@ -270,6 +276,7 @@ def comparison_rows(results: Sequence[PairedComparison]) -> list[list[str]]:
         [
             c.scope,
             c.metric,
+            str(c.n_cases),
             str(c.n_units),
             _f(c.a),
             _f(c.b),

@@ -40,18 +40,19 @@ def render_markdown(report: Report, out: str | Path | None = None) -> str:
         f"# {report.title}",
         "",
         f"Generated {report.created} by spotdiff {report.version} from `{report.store_path}`: "
-        f"{len(report.runs)} runs. Values are percentages with 95% percentile-bootstrap intervals over units; "
-        "ties count as failures. **Bold ▲** marks the best cell of a column only when a paired test on the same "
-        "units (exact McNemar for per-unit 0/1 outcomes, paired permutation otherwise) rejects “no difference” at "
-        f"p < {report.alpha} against every other model (intersection–union test). Run ids (`#abc123`) point to the "
-        "provenance table at the end.",
+        f"{len(report.runs)} runs. Values are percentages with 95% percentile-bootstrap intervals (a case holding "
+        "several units resampled whole); each table says what its aggregates are and its tie rule. **Bold ▲** marks "
+        "the best cell of a column only when a paired test on the same units rejects “no difference” at "
+        f"p < {report.alpha} against every other model (intersection–union test): exact McNemar when every case is "
+        "one unit and the outcome 0/1, otherwise a paired sign-flip test swapping whole cases (or single units). "
+        "Run ids (`#abc123`) point to the provenance table at the end.",
         "",
     ]
     for sec in report.sections:
         lines += [f"## {sec.benchmark}", ""]
         for ts in sec.tables:
             t = ts.table
-            lines += [f"### {t.benchmark} — {t.protocol}", ""]
+            lines += [f"### {t.benchmark} — {t.protocol}" + ("" if t.ties == "strict" else f" (ties: {t.ties})"), ""]
             header = ["model", *[f"{c.subset} {c.metric}" for c in t.columns]]
             lines.append("| " + " | ".join(_esc(h) for h in header) + " |")
             lines.append("|" + "---|" + "---:|" * len(t.columns))
@@ -68,6 +69,7 @@ def render_markdown(report: Report, out: str | Path | None = None) -> str:
                     cells.append(text)
                 lines.append("| " + " | ".join(cells) + " |")
             lines.append("")
+            lines += [" · ".join(_esc(n) for n in t.notes) + ".", ""]
             notes = [f"{c.subset}/{c.metric} ({c.note})" for c in t.columns if c.note]
             if notes:
                 lines += [f"No mark: {'; '.join(notes)}.", ""]

@@ -3,6 +3,14 @@
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
+from typing import Any
+
+#: What each tie rule means, for table footers.
+TIE_NOTES = {
+    "strict": "ties: strict (a tie counts as a failure)",
+    "argmax": "ties: argmax (a tie goes to the candidate listed first, as the peers' argmax)",
+}
 
 
 def _fmt(value: object) -> str:
@@ -11,9 +19,24 @@ def _fmt(value: object) -> str:
     return f"{float(value):6.2f}"
 
 
-def format_metrics_table(metrics: dict, title: str = "") -> str:
-    """Rows = subsets ("all" first), columns = metrics, each cell ``value [lo, hi]``."""
-    subsets = ["all", *sorted(s for s in metrics if s != "all")]
+def aggregate_notes(aggregates: Mapping[str, Any] | None) -> list[str]:
+    """One line per scope that is not a subset: ``all`` (pooled) and the means over subsets."""
+    lines = ["all = pooled over every unit (micro average)"]
+    for name, spec in (aggregates or {}).items():
+        if isinstance(spec, dict) and "mean_of" in spec:
+            lines.append(f"{name} = unweighted mean of {', '.join(spec['mean_of'])} (stratified bootstrap)")
+    for name, spec in ((aggregates or {}).get("not_computed") or {}).items():
+        lines.append(f"{name}: not computed, subsets missing: {', '.join(spec.get('missing_subsets', []))}")
+    return lines
+
+
+def format_metrics_table(
+    metrics: dict, title: str = "", *, ties: str = "strict", aggregates: Mapping[str, Any] | None = None
+) -> str:
+    """Rows = scopes (``all``, the means over subsets, then subsets), columns = metrics, each cell
+    ``value [lo, hi]``; the footer says what each aggregate is and which tie rule was used."""
+    means = [s for s in metrics if s != "all" and isinstance((aggregates or {}).get(s), dict)]
+    subsets = ["all", *means, *sorted(s for s in metrics if s != "all" and s not in means)]
     names: list[str] = []
     for s in subsets:
         for k in metrics.get(s, {}):
@@ -30,11 +53,15 @@ def format_metrics_table(metrics: dict, title: str = "") -> str:
                 text += f" [{_fmt(ci[0]).strip()}, {_fmt(ci[1]).strip()}]"
             row.append(text)
         cells.append(row)
-    return format_table(cells[0], cells[1:], title=title)
+    notes = [TIE_NOTES.get(ties, f"ties: {ties}"), *aggregate_notes(aggregates)]
+    return format_table(cells[0], cells[1:], title=title, notes=notes)
 
 
-def format_table(header: list[str], rows: list[list[str]], *, title: str = "") -> str:
-    """A text table (first column left-aligned, the others right-aligned) with the note on units."""
+def format_table(
+    header: list[str], rows: list[list[str]], *, title: str = "", notes: list[str] | None = None
+) -> str:
+    """A text table (first column left-aligned, the others right-aligned) with the note on intervals
+    and ``notes`` (the tie rule, what each aggregate is) below it."""
     cells = [header, *rows]
     widths = [max(len(r[i]) for r in cells) for i in range(len(header))]
     lines = [title] if title else []
@@ -43,5 +70,8 @@ def format_table(header: list[str], rows: list[list[str]], *, title: str = "") -
         lines.append("  ".join(padded))
         if n == 0:
             lines.append("  ".join("-" * w for w in widths))
-    lines.append("values in %, 95% bootstrap confidence intervals in brackets; ties count as failures")
+    lines.append(
+        "values in %, 95% bootstrap confidence intervals in brackets (a case with several units resampled whole)"
+    )
+    lines += notes or []
     return "\n".join(lines)

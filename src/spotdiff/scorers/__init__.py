@@ -7,6 +7,7 @@ from spotdiff.scorers.base import (
     PairScorer,
     Scorer,
     ScorerOptions,
+    quiet_progress,
 )
 from spotdiff.scorers.factory import ALIASES, load_scorer, resolve_spec
 
@@ -19,5 +20,6 @@ __all__ = [
     "Scorer",
     "ScorerOptions",
     "load_scorer",
+    "quiet_progress",
     "resolve_spec",
 ]

@@ -36,8 +36,10 @@ from spotdiff.cases import as_image_ref
 from spotdiff.errors import ConfigError
 from spotdiff.registry import Registry
 
-#: Capabilities a scorer may declare; they match the ``needs`` of protocols.
-CAPABILITIES = ("image-text", "text-text", "match-prob", "text-prior", "choice", "choice-text")
+#: Capabilities a scorer may declare; all but ``"itm-logits"`` match the ``needs`` of protocols.
+#: ``"itm-logits"``: a pair scorer whose match probability is ``softmax`` of a two-way image-text
+#: matching head; it also returns those logits (:meth:`PairScorer.itm_logits`), which VALSE ranks on.
+CAPABILITIES = ("image-text", "text-text", "match-prob", "text-prior", "choice", "choice-text", "itm-logits")
 
 
 @dataclass
@@ -166,6 +168,11 @@ class PairScorer(Scorer):
     def probe_batch(self, n: int) -> None:
         self.score_pairs(_probe_images(self, n), [[PROBE_TEXT]] * n)
 
+    def itm_logits(self, images: Sequence[Image.Image], texts: Sequence[Sequence[str]]) -> list[np.ndarray]:
+        """For each image, its texts' ``(no-match, match)`` ITM logits (``[n_texts, 2]`` per image);
+        only scorers declaring ``"itm-logits"``."""
+        raise ConfigError(f"model {self.spec!r} does not provide image-text matching logits")
+
     def score_matrix(self, images: Sequence[Image.Image], texts: Sequence[str]) -> np.ndarray:
         rows = self.score_pairs(images, [list(texts)] * len(images))
         return np.array([np.asarray(r, dtype=np.float32).reshape(-1) for r in rows]).reshape(len(images), len(texts))
@@ -266,6 +273,17 @@ def staged(
 SCORERS: Registry[Callable[[str, ScorerOptions], Scorer]] = Registry(
     "scorer family", "spotdiff.scorers", entry_points="spotdiff.scorers"
 )
+
+
+def quiet_progress() -> None:
+    """Silence the model libraries' own progress bars (``--quiet``): transformers' (weight loading)
+    and huggingface_hub's (downloads, cache scans), through each library's own switch."""
+    from huggingface_hub.utils import disable_progress_bars
+    from transformers.utils import logging as hf_logging
+
+    hf_logging.disable_progress_bar()
+    disable_progress_bars()
+
 
 def digest_files(paths: Sequence[Path]) -> str:
     """SHA-256 over files' names and bytes (weights or config), in a stable order."""

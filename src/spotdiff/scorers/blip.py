@@ -9,7 +9,8 @@ Both load a ``BlipForImageTextRetrieval`` checkpoint (``Salesforce/blip-itm-base
 * ``blip-itm``: image-text matching head. The vision encoder runs once per image; that image's
   texts run through the text encoder with cross-attention to the cached image states, and the
   score is ``softmax(itm_head(CLS))[:, 1]``, the match probability of ``forward(...,
-  use_itm_head=True)``.
+  use_itm_head=True)``. :meth:`BlipITMScorer.itm_logits` returns the two logits themselves
+  (``itm_head(CLS)``: no-match, match), which VALSE's ``acc_r`` ranks on.
 """
 
 from __future__ import annotations
@@ -116,7 +117,7 @@ class BlipITCScorer(_BlipBase, EmbeddingScorer):
 class BlipITMScorer(_BlipBase, PairScorer):
     """``blip-itm:``: BLIP's image-text matching head; scores are match probabilities in [0, 1]."""
 
-    capabilities = frozenset({"image-text", "match-prob"})
+    capabilities = frozenset({"image-text", "match-prob", "itm-logits"})
 
     def __init__(self, name_or_path: str, options: ScorerOptions) -> None:
         PairScorer.__init__(self, f"blip-itm:{name_or_path}", options)
@@ -127,9 +128,17 @@ class BlipITMScorer(_BlipBase, PairScorer):
     ) -> list[np.ndarray]:
         import torch
 
+        return [torch.softmax(torch.from_numpy(lg), dim=-1)[:, 1].numpy() for lg in self.itm_logits(images, texts)]
+
+    def itm_logits(
+        self, images: Sequence[Image.Image] | Prepared, texts: Sequence[Sequence[str]]
+    ) -> list[np.ndarray]:
+        """Each image's ``[len(texts[i]), 2]`` ITM logits (no-match, match)."""
+        import torch
+
         if len(images) != len(texts):
-            raise ValueError(f"score_pairs: {len(images)} images but {len(texts)} text lists")
-        results: list[np.ndarray] = [np.zeros(0, dtype=np.float32) for _ in range(len(images))]
+            raise ValueError(f"itm_logits: {len(images)} images but {len(texts)} text lists")
+        results: list[np.ndarray] = [np.zeros((0, 2), dtype=np.float32) for _ in range(len(images))]
         if not any(len(t) for t in texts):
             return results
         pixels = self._pixels(images).to(self.device, self.dtype)
@@ -142,18 +151,19 @@ class BlipITMScorer(_BlipBase, PairScorer):
             with torch.inference_mode():
                 states = self._image_states(pixels[torch.tensor(idx, device=pixels.device)])
                 pairs = [(row, t) for row, i in enumerate(idx) for t in texts[i]]
-                probs = []
+                logits = []
                 for chunk in batches(pairs, self.batch_size):
                     rows = torch.tensor([row for row, _ in chunk], device=states.device)
-                    probs.append(self._match_prob(states[rows], [t for _, t in chunk]))
-            flat = np.concatenate(probs)
+                    logits.append(self._itm_head(states[rows], [t for _, t in chunk]))
+            flat = np.concatenate(logits)
             pos = 0
             for i in idx:
                 results[i] = flat[pos : pos + len(texts[i])]
                 pos += len(texts[i])
         return results
 
-    def _match_prob(self, image_states: Any, texts: Sequence[str]) -> np.ndarray:
+    def _itm_head(self, image_states: Any, texts: Sequence[str]) -> np.ndarray:
+        """``[len(texts), 2]`` ITM logits (no-match, match) of texts against their image states."""
         import torch
 
         input_ids, mask = self._tokens(texts)
@@ -164,8 +174,7 @@ class BlipITMScorer(_BlipBase, PairScorer):
             encoder_hidden_states=image_states,
             encoder_attention_mask=image_atts,
         ).last_hidden_state
-        logits = self.model.itm_head(hidden[:, 0, :]).float()
-        return torch.softmax(logits, dim=-1)[:, 1].cpu().numpy().astype(np.float32)
+        return self.model.itm_head(hidden[:, 0, :]).float().cpu().numpy()
 
 
 @SCORERS.register("blip-itc")

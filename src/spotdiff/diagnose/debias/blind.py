@@ -28,7 +28,7 @@ from spotdiff.benchmarks import get_benchmark
 from spotdiff.cases import Case
 from spotdiff.diagnose.engine import Engine, check_capability
 from spotdiff.errors import ConfigError, DataError
-from spotdiff.jsonio import dumps, round_values, write_json
+from spotdiff.jsonio import dumps, write_json
 from spotdiff.protocols import evaluate, get_protocol
 from spotdiff.scorers import ScorerOptions, load_scorer
 from spotdiff.scorers.null_prior import NULL_DEFAULTS, NULL_N_BY_BENCHMARK
@@ -204,8 +204,8 @@ def write_bias_outputs(out: Path, config: BiasConfig, run: BiasRun) -> None:
         "mode": "blind text prior (VisualGPTScore Table 2a)",
         "protocol": report.protocol,
         "n_cases": report.n_cases,
-        "metrics": report.evaluation.metrics_json() if report.evaluation is not None else report.metrics,
-        "chance": round_values(report.chance),
+        "metrics": report.evaluation.metrics if report.evaluation is not None else report.metrics,
+        "chance": report.chance,
         "subset": config.subset,
         "limit": config.limit,
         "sample": config.sample,
@@ -218,6 +218,6 @@ def write_bias_outputs(out: Path, config: BiasConfig, run: BiasRun) -> None:
     with open(out / "scores.jsonl", "w", encoding="utf-8") as f:
         for case_id, prior in zip(by_case, report.priors, strict=True):
             recs = by_case[case_id]
-            line = {"id": case_id, "subset": recs[0]["subset"], "log_prior": [round(float(x), 6) for x in prior]}
+            line = {"id": case_id, "subset": recs[0]["subset"], "log_prior": [float(x) for x in prior]}
             line["correct"] = {k: v for k, v in recs[0].items() if k not in ("unit", "case", "subset")}
             f.write(dumps(line) + "\n")

@@ -32,7 +32,7 @@ from spotdiff.diagnose.runner import (
 )
 from spotdiff.diagnose.store import RunStore
 from spotdiff.errors import ConfigError, DataError
-from spotdiff.jsonio import round_values, write_json
+from spotdiff.jsonio import write_json
 from spotdiff.seeding import seed_everything
 
 
@@ -147,7 +147,7 @@ def _write_outputs(
     block = {
         "headline": headline(curve, tuned_label),
         "tuned_label": tuned_label,
-        "variants": {name: round_values(r.metrics) for name, r in results.items()},
+        "variants": {name: r.metrics for name, r in results.items()},
         "run_ids": {name: r.run_id for name, r in results.items()},
         "alpha": curve.get("alpha"),
         "metric": curve.get("metric"),

@@ -135,8 +135,8 @@ class DebiasResult:
             "prior": self.prior_info,
             "metric": self.metric,
             "alpha": self.alpha,
-            "alphas": [] if self.alphas is None else [round(float(a), 6) for a in self.alphas],
-            "curves": {m: [None if np.isnan(v) else round(float(v), 4) for v in c] for m, c in self.curves.items()},
+            "alphas": [] if self.alphas is None else [float(a) for a in self.alphas],
+            "curves": {m: [float(v) for v in c] for m, c in self.curves.items()},
             "alpha_star_all": None
             if self.alpha_star_all is None
             else {"alpha": self.alpha_star_all[0], "score": self.alpha_star_all[1]},

@@ -1,0 +1,304 @@
+"""Paired comparison of two evaluations of the same units: a difference, its interval, a p-value.
+
+``paired_comparison(a, b, metric, subset=scope)`` compares two :class:`~spotdiff.protocols.stats.
+Evaluation` objects of the same protocol on the same units (matched by unit id) over one scope:
+``"all"`` (pooled), a subset, ``"subset_mean"`` or a paper grouping (the unweighted mean over the
+scope's subsets). It reports ``a - b`` in percentage points, a paired percentile-bootstrap
+interval and a two-sided p-value of "no difference".
+
+**Independent units.** The units of a case are correlated: a SPEC K x K case gives 2K queries that
+share its images and texts, so testing them as independent overstates the evidence (40 cases of 9
+units each where A alone solves 6 cases and B alone 2 give McNemar ``p = 2.6e-05`` on units, but
+``p = 0.29`` on the 40 cases). The unit of resampling and testing is therefore the *case* whenever
+a case holds several units (and there is more than one case), and the unit otherwise (one-unit
+cases; a single retrieval gallery, whose units are its queries, as in the single-run bootstrap).
+
+**Interval** (``ci``): the same resamples for both evaluations; whole cases (a cluster bootstrap,
+Field & Welsh 2007, "Bootstrapping clustered data", JRSS-B 69(3)) or units, drawn within each subset
+separately for a mean over subsets (a stratified bootstrap).
+
+**Test** (``test``):
+
+* ``"mcnemar-exact"`` — the exact McNemar test, used only when every case is one unit, the metric is
+  a per-unit 0/1 outcome and the scope is pooled or one subset: with ``n10`` units that only A gets
+  right and ``n01`` that only B gets right, ``p = min(1, 2 * P(X <= min(n10, n01)))`` for
+  ``X ~ Binomial(n10 + n01, 1/2)`` (McNemar 1947; ``scipy.stats.binomtest``).
+* ``"sign-flip-cases"`` — otherwise, when cases hold several units: a paired randomization
+  (sign-flip) test over cases (Fisher 1935; Good, *Permutation Tests*, 2005, Sec. 3.6). Under the
+  null hypothesis that A and B are exchangeable within each case, swapping the A and B outcomes of
+  all the units of a case together (each case with probability 1/2, independently) leaves the
+  distribution of the data unchanged. With ``d`` the observed difference of the aggregate and
+  ``d*_1..d*_N`` its values on ``N = n_perm`` random swaps,
+  ``p = (1 + #{j: |d*_j| >= |d|}) / (1 + N)``, a valid p-value for any ``N``. For a mean metric the
+  difference is ``sum_c s_c D_c / n`` with ``D_c`` the case's summed unit differences and
+  ``s_c = +-1``: a sign-flip test on case-level differences, the randomization counterpart of the
+  clustered McNemar test of Obuchowski (1998, Stat. Med. 17) and Durkalski et al. (2003, Stat. Med.
+  22). Units that repeat their case's outcome k times give the same test as one unit per case.
+* ``"sign-flip-units"`` — the same test with each unit swapped on its own, when every case is one
+  unit but the metric is not a per-unit 0/1 outcome (``min(p_c, p_f)``, ARO's macro accuracy, VALSE's
+  ``acc`` with its half points) or the scope is a mean over subsets.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+from scipy.stats import binomtest
+
+from spotdiff.errors import ConfigError, DataError
+from spotdiff.protocols.base import Protocol
+from spotdiff.protocols.stats import Evaluation, clusters, percentile_ci, resample, resample_units, scope_rng
+
+#: The p-value tests :func:`paired_comparison` uses, and when (module docstring).
+TESTS = {
+    "mcnemar-exact": "exact McNemar test on discordant units (every case is one unit; 0/1 outcomes)",
+    "sign-flip-cases": "paired sign-flip randomization test swapping whole cases (cases hold several units)",
+    "sign-flip-units": "paired sign-flip randomization test swapping single units (non-0/1 metrics or means)",
+}
+
+
+@dataclass(frozen=True)
+class PairedComparison:
+    """``a - b`` on one metric and scope over the same units.
+
+    Attributes:
+        metric: the compared metric.
+        scope: ``"all"``, a subset, ``"subset_mean"`` or a paper grouping.
+        n_units: the matched units in the scope on which the metric is defined.
+        n_cases: the cases those units belong to.
+        a, b: the metric of each evaluation on those units (percentages).
+        difference: ``a - b`` in percentage points.
+        ci: paired percentile bootstrap interval of the difference; ``ci_level`` its coverage.
+        p_value: two-sided p-value of "no difference".
+        test: one of :data:`TESTS`.
+        resampling: ``"cases"`` or ``"units"``: what the interval and the test resample.
+        a_only, b_only: units that only ``a`` (only ``b``) gets right, for 0/1 metrics; else None.
+    """
+
+    metric: str
+    scope: str
+    n_units: int
+    n_cases: int
+    a: float
+    b: float
+    difference: float
+    ci: tuple[float, float]
+    ci_level: float
+    p_value: float
+    test: str
+    resampling: str
+    a_only: int | None = None
+    b_only: int | None = None
+
+    def as_json(self) -> dict[str, Any]:
+        """``{"metric", "scope", "a", "b", "diff", "ci95", "p_value", "test", "n_cases", "n_units"}``
+        at full precision (``spotdiff compare --json``)."""
+        return {
+            "metric": self.metric,
+            "scope": self.scope,
+            "a": self.a,
+            "b": self.b,
+            "diff": self.difference,
+            "ci95": [self.ci[0], self.ci[1]],
+            "p_value": self.p_value,
+            "test": self.test,
+            "n_cases": self.n_cases,
+            "n_units": self.n_units,
+        }
+
+
+def _is_binary(v: np.ndarray) -> bool:
+    d = v[~np.isnan(v)]
+    return bool(np.all((d == 0.0) | (d == 1.0)))
+
+
+def scope_subsets(ev: Evaluation, scope: str | None) -> list[str | None]:
+    """The parts of a scope: ``[None]`` (every unit) for ``"all"``, the subset itself, or the subsets
+    a mean scope averages."""
+    if scope is None or scope == "all":
+        return [None]
+    if scope in ev.mean_scopes:
+        return list(ev.mean_scopes[scope])
+    if scope in set(ev.subsets.tolist()):
+        return [scope]
+    raise DataError(f"no units to compare in scope {scope!r}")
+
+
+def _mcnemar(xa: np.ndarray, xb: np.ndarray) -> tuple[float, int, int]:
+    d = ~np.isnan(xa)
+    a_only = int(np.sum((xa[d] == 1) & (xb[d] == 0)))
+    b_only = int(np.sum((xa[d] == 0) & (xb[d] == 1)))
+    p = 1.0 if a_only + b_only == 0 else float(binomtest(a_only, a_only + b_only, 0.5).pvalue)
+    return min(p, 1.0), a_only, b_only
+
+
+def paired_comparison(
+    eval_a: Evaluation,
+    eval_b: Evaluation,
+    metric: str,
+    *,
+    subset: str | None = None,
+    n_boot: int | None = None,
+    n_perm: int = 10_000,
+    seed: int | None = None,
+    ci: float | None = None,
+) -> PairedComparison:
+    """Compare two evaluations of the same units on ``metric`` (``a - b``), cluster-aware.
+
+    Units are matched by id; the two evaluations must hold exactly the same unit ids in the scope
+    and come from the same protocol. ``subset`` is the scope (None or ``"all"``, a subset,
+    ``"subset_mean"`` or a grouping of ``eval_a``). ``n_boot``, ``seed`` and ``ci`` default to
+    ``eval_a``'s; ``n_perm`` is the number of random swaps of the sign-flip test. The module
+    docstring says which test is used when, with the formulas.
+    """
+    if eval_a.protocol.name != eval_b.protocol.name:
+        raise ConfigError(f"cannot compare protocol {eval_a.protocol.name!r} with {eval_b.protocol.name!r}")
+    protocol = eval_a.protocol
+    if metric not in protocol.metrics:
+        raise ConfigError(
+            f"protocol {protocol.name!r} has no metric {metric!r}; it has {', '.join(protocol.metrics)}"
+        )
+    n_boot = eval_a.n_boot if n_boot is None else n_boot
+    seed = eval_a.seed if seed is None else seed
+    ci = eval_a.ci if ci is None else ci
+    scope = "all" if subset is None else subset
+    parts = scope_subsets(eval_a, scope)
+
+    def in_scope(e: Evaluation) -> np.ndarray:
+        if parts == [None]:
+            return np.ones(e.n_units, dtype=bool)
+        return np.isin(e.subsets, np.array(parts, dtype=object))
+
+    mask_a, mask_b = in_scope(eval_a), in_scope(eval_b)
+    ids_a, ids_b = eval_a.unit_ids[mask_a], eval_b.unit_ids[mask_b]
+    set_a, set_b = set(ids_a.tolist()), set(ids_b.tolist())
+    if set_a != set_b:
+        only_a, only_b = sorted(set_a - set_b), sorted(set_b - set_a)
+        raise DataError(
+            f"paired comparison needs the same units: {len(only_a)} only in a (e.g. {only_a[:3]}), "
+            f"{len(only_b)} only in b (e.g. {only_b[:3]})"
+        )
+    if not set_a:
+        raise DataError(f"no units to compare in scope {scope!r}")
+    va, ga = eval_a.select(mask_a)
+    vb, _ = eval_b.select(mask_b)
+    pos_b = {u: k for k, u in enumerate(ids_b.tolist())}  # align b to a's unit order
+    order = np.fromiter((pos_b[u] for u in ids_a.tolist()), dtype=int, count=len(ids_a))
+    vb = {m: v[order] for m, v in vb.items()}
+    cols = [np.arange(len(ids_a))] if parts == [None] else [np.flatnonzero(ga["subset"] == p) for p in parts]
+
+    if metric in protocol.unit_metrics:  # units where the metric is defined (e.g. image queries)
+        defined = ~np.isnan(va[metric]) | ~np.isnan(vb[metric])
+    else:
+        defined = np.ones(len(ids_a), dtype=bool)
+    n_defined = int(defined.sum())
+    n_cases = len(set(ga["case"][defined].tolist()))
+
+    def value(v: dict[str, np.ndarray]) -> float:
+        per_part = [protocol.aggregate({m: x[c] for m, x in v.items()}, {t: g[c] for t, g in ga.items()}) for c in cols]
+        return float(np.mean([p.get(metric, math.nan) for p in per_part]))
+
+    a_val, b_val = value(va), value(vb)
+    diff = a_val - b_val
+    clustered = clusters(ga, len(ids_a)) is not None
+    lo, hi = (math.nan, math.nan)
+    if n_boot > 0:
+        lo, hi = _paired_interval(protocol, metric, va, vb, ga, cols, parts, n_boot, seed, ci)
+    resampling = "cases" if clustered else "units"
+    xa, xb = va.get(metric), vb.get(metric)
+    binary = (
+        xa is not None
+        and np.array_equal(np.isnan(xa), np.isnan(xb))
+        and _is_binary(xa)
+        and _is_binary(xb)
+    )
+    a_only = b_only = None
+    if binary:
+        p_mc, a_only, b_only = _mcnemar(xa, xb)
+        if not clustered and len(cols) == 1:
+            return PairedComparison(
+                metric, scope, n_defined, n_cases, a_val, b_val, diff, (lo, hi), ci, p_mc, "mcnemar-exact",
+                resampling, a_only, b_only,
+            )  # fmt: skip
+    if diff == 0 or math.isnan(diff):
+        p = 1.0
+    else:
+        d_perm = _sign_flips(protocol, metric, va, vb, ga, cols, n_perm, seed, clustered)
+        tol = 1e-9 * max(1.0, abs(diff))
+        p = float((1 + np.sum(np.abs(d_perm) >= abs(diff) - tol)) / (1 + n_perm))
+    test = "sign-flip-cases" if clustered else "sign-flip-units"
+    return PairedComparison(
+        metric, scope, n_defined, n_cases, a_val, b_val, diff, (lo, hi), ci, p, test, resampling, a_only, b_only
+    )
+
+
+def _paired_interval(
+    protocol: Protocol,
+    metric: str,
+    va: Mapping[str, np.ndarray],
+    vb: Mapping[str, np.ndarray],
+    ga: Mapping[str, np.ndarray],
+    cols: list[np.ndarray],
+    parts: list[str | None],
+    n_boot: int,
+    seed: int,
+    ci: float,
+) -> tuple[float, float]:
+    """Percentile interval of ``a - b``: the same resamples (of cases or units) for both, drawn in
+    each part separately and averaged over the parts (stratified for a mean over subsets)."""
+    per_part = []
+    for c, part in zip(cols, parts, strict=True):
+        pa, pb = {m: x[c] for m, x in va.items()}, {m: x[c] for m, x in vb.items()}
+        g = {t: x[c] for t, x in ga.items()}
+
+        def diff(idx: np.ndarray, pa=pa, pb=pb, g=g) -> dict[str, np.ndarray]:
+            da = protocol.aggregate_resamples(pa, g, idx)[metric]
+            db = protocol.aggregate_resamples(pb, g, idx)[metric]
+            return {"d": da - db}
+
+        rng = scope_rng(seed, "all" if part is None else part)
+        per_part.append(resample_units(diff, g, len(c), n_boot, rng)["d"])
+    lo, hi = percentile_ci(np.mean(np.stack(per_part), axis=0), ci)
+    return lo, hi
+
+
+def _sign_flips(
+    protocol: Protocol,
+    metric: str,
+    va: Mapping[str, np.ndarray],
+    vb: Mapping[str, np.ndarray],
+    ga: Mapping[str, np.ndarray],
+    cols: list[np.ndarray],
+    n_perm: int,
+    seed: int,
+    clustered: bool,
+) -> np.ndarray:
+    """``[n_perm]`` values of ``a - b`` with the A/B outcomes of whole cases (or single units)
+    swapped at random, each with probability 1/2 (the same swaps in every part of the scope)."""
+    n = len(ga["case"])
+    if clustered:
+        _, unit_cluster = np.unique(np.asarray(ga["case"]), return_inverse=True)
+        unit_cluster = unit_cluster.reshape(-1)
+    else:
+        unit_cluster = np.arange(n)
+    n_clusters = int(unit_cluster.max()) + 1
+    stacked = []
+    for c in cols:  # each part's units stacked twice: [a outcomes, b outcomes]
+        both = {m: np.concatenate([va[m][c], vb[m][c]]) for m in va}
+        stacked.append((c, both, {t: np.concatenate([x[c], x[c]]) for t, x in ga.items()}))
+
+    def flipped(coins: np.ndarray) -> dict[str, np.ndarray]:
+        d = []
+        for c, both, both_groups in stacked:
+            flip = coins.astype(bool)[:, unit_cluster[c]]  # swap unit k's outcomes where flip[:, k]
+            base = np.arange(len(c))[None, :]
+            da = protocol.aggregate_resamples(both, both_groups, base + len(c) * flip)[metric]
+            db = protocol.aggregate_resamples(both, both_groups, base + len(c) * ~flip)[metric]
+            d.append(da - db)
+        return {"d": np.mean(np.stack(d), axis=0)}
+
+    return resample(flipped, n_clusters, n_perm, np.random.default_rng([seed, 1]), high=2, width=n)["d"]
