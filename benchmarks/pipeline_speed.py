@@ -1,8 +1,8 @@
 """Input-pipeline speed, each ratio measured side by side in one run (issue 17).
 
 Every measurement uses the same JPEG files (synthetic photographs at COCO's 640 x 480, quality 90),
-the same batches of 32 (as many as the engine hands the pipeline at once: 32 batches, 16 with
-``--quick``), the same worker processes and the model's own preprocessing (a CLIP image processor
+the same batches of 32 (as many as the engine hands the pipeline at once: 32 batches per worker;
+32 batches with ``--quick``), the same worker processes and the model's own preprocessing (a CLIP image processor
 at 224 px). Each round measures both sides of each ratio one after the other, so that a change of
 load on a shared machine hits both alike; the ratios reported are the medians over the rounds:
 
@@ -17,7 +17,9 @@ load on a shared machine hits both alike; the ratios reported are the medians ov
    4, ... workers, up to the cores present.
 
 It prints the load average with the figures and ends with ``decode-bound ratio R1; overlap ratio
-R2``. ``--quick`` is the same measurement on fewer images (under 3 minutes on 2 cores).
+R2``. ``--quick`` is the same measurement on fewer images and rounds (under 3 minutes on 2 cores).
+Decoding and the model overlap except while the first batch is decoded and the last one encoded, so
+the overlap ratio of ``B`` balanced batches is at most ``B / (B + 1)``: 0.97 for 32 batches.
 Usage: ``python benchmarks/pipeline_speed.py [--quick]``.
 """
 
@@ -119,9 +121,9 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="fewer images and rounds (under 3 minutes on 2 cores)")
     args = parser.parse_args()
-    # 32 batches: what the engine gives the pipeline per chunk (PIPELINE_BATCHES), 16 in the quick run
-    n_images, rounds = (16 * BATCH, 3) if args.quick else (PIPELINE_BATCHES * BATCH, 5)
     workers = default_workers()
+    # what the engine gives the pipeline per chunk (PIPELINE_BATCHES per worker); 32 batches when quick
+    n_images, rounds = (32 * BATCH, 3) if args.quick else (PIPELINE_BATCHES * max(1, workers) * BATCH, 5)
     scaling = sorted({w for w in (0, 1, 2, 4, 8, 16, 32, 64, 128) if w <= workers} | {workers})
     processor = make_tiny_image_processor(kind="clip", size=224)
     instant = TimedModel(processor, 0.0)

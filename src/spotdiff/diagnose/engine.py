@@ -37,8 +37,9 @@ from spotdiff.scorers.base import EmbeddingScorer, PairScorer, Scorer
 
 #: Cases assembled per chunk (at least); bounds memory on long runs.
 CHUNK_CASES = 2048
-#: A chunk with images grows until it gives the input pipeline this many batches of images, so that
-#: starting the workers and waiting for the first batch are paid once per many batches ...
+#: A chunk with images grows until it gives the input pipeline this many batches of images per
+#: worker process, so that starting the workers and waiting for the first batch are paid once per
+#: many batches, however many workers share each batch ...
 PIPELINE_BATCHES = 32
 #: ... up to this many cases.
 MAX_CHUNK_CASES = 65536
@@ -336,9 +337,9 @@ class Engine:
     # -- cases -----------------------------------------------------------------------------------
     def _chunks(self, cases: Iterable[Case]) -> Iterator[list[Case]]:
         """``cases`` in chunks: :data:`CHUNK_CASES` cases, more when their images make fewer than
-        :data:`PIPELINE_BATCHES` batches (at most :data:`MAX_CHUNK_CASES` cases)."""
+        :data:`PIPELINE_BATCHES` batches per worker (at most :data:`MAX_CHUNK_CASES` cases)."""
         chunk: list[Case] = []
-        images, target = 0, PIPELINE_BATCHES * self._batch_size()
+        images, target = 0, PIPELINE_BATCHES * self._batch_size() * max(1, self.pipeline.workers)
         for case in cases:
             chunk.append(case)
             images += len(case.images)
