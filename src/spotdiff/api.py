@@ -30,8 +30,9 @@ from spotdiff.benchmarks import Benchmark, LoadReport, get_benchmark
 from spotdiff.benchmarks.base import BenchmarkMetadata
 from spotdiff.cases import Case
 from spotdiff.data import resolve_data
+from spotdiff.diagnose.autobatch import DEFAULT_BATCH_SIZE
 from spotdiff.diagnose.cache import default_cache_dir
-from spotdiff.diagnose.runner import EvalConfig, EvalResult, run_eval
+from spotdiff.diagnose.runner import EvalConfig, EvalResult, run_eval, set_batch_size
 from spotdiff.errors import ConfigError, SpotdiffError
 from spotdiff.scorers import Scorer, ScorerOptions, load_scorer
 
@@ -63,12 +64,15 @@ def load_model(spec: str, **options: Any) -> Scorer:
 
     Args:
         spec: the model spec (``spotdiff models`` lists the families).
-        options: ``device`` (default ``auto``), ``dtype``, ``batch_size``, ``seed``, and any
-            family-specific option.
+        options: ``device`` (default ``auto``), ``dtype``, ``batch_size`` (a number or ``"auto"``),
+            ``seed``, and any family-specific option.
     """
     known = {k: options.pop(k) for k in _SCORER_FIELDS if k in options}
     known.setdefault("device", "auto")
-    return load_scorer(spec, ScorerOptions(**known, extra=options))
+    batch_size = known.pop("batch_size", DEFAULT_BATCH_SIZE)
+    scorer = load_scorer(spec, ScorerOptions(**known, extra=options))
+    set_batch_size(scorer, batch_size, default_cache_dir())  # "auto": remembered in the default cache
+    return scorer
 
 
 @dataclass
@@ -185,7 +189,7 @@ def evaluate(model: str | Scorer, benchmark: str, data: str | Path | None = None
     spec = scorer.spec if scorer is not None else str(model)
     cfg = EvalConfig(model=spec, benchmark=benchmark, data=_data_root(benchmark, data), keep_cases=True, **config)
     if scorer is not None and "batch_size" in config:
-        scorer.options.batch_size = cfg.batch_size
+        set_batch_size(scorer, cfg.batch_size, cfg.cache)
     out: EvalResult = run_eval(cfg, scorer=scorer)
     return Result(
         run_id=out.run_id,

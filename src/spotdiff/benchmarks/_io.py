@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -23,6 +23,19 @@ def read_text(path: Path) -> str:
     except UnicodeDecodeError as exc:
         line = raw[: exc.start].count(b"\n") + 1
         raise DataError(f"not valid UTF-8 at byte {exc.start} (line {line})", file=path) from exc
+
+
+def iter_lines(path: Path) -> Iterator[str]:
+    """The file's lines as UTF-8 text (a BOM is accepted), streamed with their line endings (for the
+    ``csv`` module); non-UTF-8 bytes raise the DataError of :func:`read_text`."""
+    try:
+        with open(path, encoding="utf-8-sig", newline="") as f:
+            yield from f
+    except UnicodeDecodeError:
+        read_text(path)  # raises the DataError naming the byte and the line
+        raise
+    except OSError as exc:
+        raise DataError(f"cannot read: {exc}", file=path) from exc
 
 
 def read_json(path: Path) -> Any:

@@ -23,14 +23,13 @@ Rules (each documented in ``layout`` and tested):
 from __future__ import annotations
 
 import csv
-import io
 from collections.abc import Iterator
 from pathlib import Path
 from typing import ClassVar
 
 from rapidfuzz.distance import Levenshtein
 
-from spotdiff.benchmarks._io import frozen_truth, images_dir, read_text
+from spotdiff.benchmarks._io import frozen_truth, images_dir, iter_lines
 from spotdiff.benchmarks.base import BENCHMARKS, Benchmark, BenchmarkMetadata, LoadReport
 from spotdiff.cases import Case, FileImage
 from spotdiff.errors import DataError
@@ -102,8 +101,9 @@ class _VislaBase(Benchmark):
         self.report = LoadReport()
         path = self._tsv_path()
         images = self._images()
-        # newline="" keeps the CRLF inside the csv module, which splits on it itself.
-        reader = csv.reader(io.StringIO(read_text(path), newline=""), delimiter="\t", quoting=csv.QUOTE_NONE)
+        # Streamed line by line (memory does not grow with the file); newline="" keeps the CRLF for
+        # the csv module, which splits on it itself.
+        reader = csv.reader(iter_lines(path), delimiter="\t", quoting=csv.QUOTE_NONE)
         try:
             header = next(reader)
         except StopIteration:

@@ -60,7 +60,24 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--subset", help="evaluate one subset only")
     p.add_argument("--protocol", help="protocol (default: the benchmark's first)")
     p.add_argument("--out", type=Path, help="write metrics.json and scores.jsonl here")
-    p.add_argument("--batch-size", type=int, default=32)
+    p.add_argument(
+        "--batch-size",
+        type=_batch_size,
+        default=32,
+        help="items per model batch (default 32), or 'auto': on CUDA the largest that fits, found once per "
+        "model and device and remembered in the cache directory (on a CPU: the default)",
+    )
+    p.add_argument(
+        "--workers",
+        type=_workers,
+        default=None,
+        help="processes decoding and preprocessing images ahead of the model (default: every core; 0: none)",
+    )
+    p.add_argument(
+        "--gpu-decode",
+        action="store_true",
+        help="decode JPEG images on the model's CUDA device (nvJPEG) and preprocess them there",
+    )
     p.add_argument("--device", default="auto", help="cpu, cuda, cuda:N, mps or auto (default)")
     p.add_argument("--dtype", default="auto", help="auto (float16 on GPU), float32, float16, bfloat16")
     p.add_argument("--limit", type=int, help="evaluate the first N cases only")
@@ -121,6 +138,28 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "-q", "--quiet", action="store_true", help="no progress bars (spotdiff's, transformers' or huggingface_hub's)"
     )
     p.set_defaults(func=run)
+
+
+def _batch_size(value: str) -> int | str:
+    if value == "auto":
+        return value
+    try:
+        n = int(value)
+    except ValueError:
+        n = 0
+    if n < 1:
+        raise argparse.ArgumentTypeError(f"expected a positive integer or 'auto', got {value!r}")
+    return n
+
+
+def _workers(value: str) -> int:
+    try:
+        n = int(value)
+    except ValueError:
+        n = -1
+    if n < 0:
+        raise argparse.ArgumentTypeError(f"expected 0 or a positive integer, got {value!r}")
+    return n
 
 
 def _models(args: argparse.Namespace) -> list[str]:
@@ -188,6 +227,8 @@ def run(args: argparse.Namespace) -> int:
         use_store=not args.no_store,
         n_boot=args.n_boot,
         progress=not args.quiet,
+        workers=args.workers,
+        gpu_decode=args.gpu_decode,
         ties=args.ties,
         overwrite=args.overwrite,
         options=_loader_options(args),
@@ -241,6 +282,8 @@ def _run_grid(
         use_store=not args.no_store,
         n_boot=args.n_boot,
         progress=not args.quiet,
+        workers=args.workers,
+        gpu_decode=args.gpu_decode,
         ties=args.ties,
         overwrite=args.overwrite,
         options=_loader_options(args),

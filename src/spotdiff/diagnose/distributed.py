@@ -39,10 +39,18 @@ from pathlib import Path
 from typing import Any
 
 from spotdiff.diagnose.cache import CACHE_FILE, Cache, Shard, merge_shards
-from spotdiff.diagnose.engine import Engine, check_capability
-from spotdiff.diagnose.runner import EvalConfig, EvalResult, resolve, run_eval, stream_cases
+from spotdiff.diagnose.engine import cache_digest, check_capability
+from spotdiff.diagnose.runner import (
+    EvalConfig,
+    EvalResult,
+    load_eval_scorer,
+    make_engine,
+    resolve,
+    run_eval,
+    stream_cases,
+)
 from spotdiff.errors import ConfigError, DistributedError
-from spotdiff.scorers import Scorer, ScorerOptions, load_scorer, quiet_progress
+from spotdiff.scorers import Scorer
 from spotdiff.seeding import seed_everything
 
 log = logging.getLogger(__name__)
@@ -182,13 +190,6 @@ def _prepare(config: EvalConfig) -> tuple[str, str, bool]:
     return uuid.uuid4().hex[:12], str(cache_dir), temporary
 
 
-def _load(config: EvalConfig, device: str) -> Scorer:
-    if not config.progress:
-        quiet_progress()
-    options = ScorerOptions(device=device, dtype=config.dtype, batch_size=config.batch_size, seed=config.seed)
-    return load_scorer(config.model, options)
-
-
 def _prefill(config: EvalConfig, env: DistEnv, scorer: Scorer, cache_dir: Path, token: str) -> dict:
     """Compute this rank's share of the unique items into its shard; return its counts."""
     if not (cache_dir / CACHE_FILE).is_file():
@@ -199,8 +200,8 @@ def _prefill(config: EvalConfig, env: DistEnv, scorer: Scorer, cache_dir: Path, 
     bench, protocol = resolve(config, scorer.capabilities)
     check_capability(scorer, protocol.needs)
     world, rank = env.world_size, env.rank
-    with Shard(cache_dir, scorer.identity_digest(), f"{token}-rank{env.rank}") as shard:
-        engine = Engine(scorer, progress=config.progress and env.is_main, cache=shard.cache)
+    with Shard(cache_dir, cache_digest(scorer, config.gpu_decode), f"{token}-rank{env.rank}") as shard:
+        engine = make_engine(config, scorer, cache=shard.cache, progress=config.progress and env.is_main)
         cases = stream_cases(bench, config.subset, config.limit)
         engine.prefill(cases, protocol.needs, owns=lambda key: owner(key, world) == rank)
         rows = shard.rows()
@@ -232,7 +233,7 @@ def run_eval_distributed(config: EvalConfig, env: DistEnv | None = None) -> Eval
             holder: dict[str, Scorer] = {}
 
             def work() -> dict:
-                holder["scorer"] = _load(config, device)
+                holder["scorer"] = load_eval_scorer(config, device)
                 return _prefill(config, env, holder["scorer"], cache_dir, token)
 
             per_rank = _step(group, work)

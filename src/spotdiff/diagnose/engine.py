@@ -4,8 +4,10 @@ The published SPEC, VISLA and SugarCrepe code re-encodes every case's images and
 instead collects the unique images (by content key) and unique texts of a chunk of cases, looks
 them up in the persistent cache, encodes only what is missing in batches, and assembles every
 case's score matrix from those rows. Pair scorers run the vision side once per unique image with
-all of that image's texts batched against it. Cases stream through in chunks, so memory does not
-grow with the number of cases.
+all of that image's texts batched against it. Batches are decoded, preprocessed and tokenised
+ahead of the model on the other cores (:mod:`spotdiff.diagnose.pipeline`). Cases stream through in
+chunks, and without a persistent cache the computed rows go to a temporary one on disk, so memory
+does not grow with the number of cases.
 
 A case with ``prompts`` (zero-shot classification) holds labels rather than texts: each label's row
 is CLIP's prompt ensemble (:meth:`Engine.embed_labels`), built once per (templates, labels) and
@@ -18,9 +20,10 @@ VALSE ranks captions on the match logit (:mod:`spotdiff.protocols.valse`).
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
+import tempfile
 from collections.abc import Callable, Iterable, Iterator, Sequence
-from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import numpy as np
@@ -28,11 +31,18 @@ from tqdm.auto import tqdm
 
 from spotdiff.cases import Case, ImageRef
 from spotdiff.diagnose.cache import Cache
+from spotdiff.diagnose.pipeline import InputPipeline
 from spotdiff.errors import ConfigError, DataError
 from spotdiff.scorers.base import EmbeddingScorer, PairScorer, Scorer
 
-#: Cases assembled per chunk; bounds memory on long runs.
+#: Cases assembled per chunk (at least); bounds memory on long runs.
 CHUNK_CASES = 2048
+#: A chunk with images grows until it gives the input pipeline this many batches of images per
+#: worker process, so that starting the workers and waiting for the first batch are paid once per
+#: many batches, however many workers share each batch ...
+PIPELINE_BATCHES = 32
+#: ... up to this many cases.
+MAX_CHUNK_CASES = 65536
 
 #: Needs served per case by a chat scorer's ``answer_choices`` (EqBen Sec. 5.5, protocols.choice).
 CHOICE_NEEDS = ("choice", "choice-text")
@@ -45,6 +55,13 @@ def text_key(text: str) -> str:
 
 def pair_key(image: ImageRef, text: str) -> str:
     return f"{image.key}|{text_key(text)}"
+
+
+def cache_digest(scorer: Scorer, gpu_decode: bool = False) -> str:
+    """The model key of the cache: the scorer's identity digest, and whether images are decoded on
+    the GPU (those pixels differ from the CPU decoder's by rounding, so their rows are kept apart)."""
+    digest = scorer.identity_digest()
+    return hashlib.sha256(f"{digest}|gpu-decode".encode()).hexdigest() if gpu_decode else digest
 
 
 def case_key(case: Case) -> str:
@@ -79,11 +96,16 @@ class Engine:
 
     Args:
         scorer: the model.
-        cache_dir: a persistent cache directory, or None for an in-memory run.
+        cache_dir: a persistent cache directory, or None for a run that keeps its rows in a
+            temporary cache, deleted on :meth:`close`.
         progress: show progress bars (items per second) on long work.
-        load_workers: threads that decode images while the model runs.
+        workers: processes that decode and preprocess images ahead of the model (None: every core;
+            0: in this process); see :class:`~spotdiff.diagnose.pipeline.InputPipeline`.
+        decode_device: decode JPEG files on this device (``"cuda"``: GPU decoding), or None to decode
+            them in the workers; needs a scorer whose image preprocessing is made of tensor operations.
         cache: an already open :class:`Cache` to use instead of ``cache_dir`` (a shard of a
-            sharded run, see :mod:`spotdiff.diagnose.distributed`); the engine closes it.
+            sharded run, see :mod:`spotdiff.diagnose.distributed`, opened under
+            :func:`cache_digest`); the engine closes it.
     """
 
     def __init__(
@@ -92,33 +114,37 @@ class Engine:
         cache_dir: str | Path | None = None,
         *,
         progress: bool = True,
-        load_workers: int = 2,
+        workers: int | None = None,
+        decode_device: str | None = None,
         cache: Cache | None = None,
     ) -> None:
         self.scorer = scorer
-        if cache is None and cache_dir is not None:
-            cache = Cache(cache_dir, scorer.identity_digest())
+        self._scratch: tempfile.TemporaryDirectory | None = None
+        if cache is None and cache_dir is None:  # rows spill to disk, so a long run's memory stays flat
+            self._scratch = tempfile.TemporaryDirectory(prefix="spotdiff-engine-")
+            cache = Cache(self._scratch.name, "scratch")
+        elif cache is None:
+            cache = Cache(cache_dir, cache_digest(scorer, decode_device is not None))
         self.cache = cache
         self.progress = progress
-        self.load_workers = load_workers
+        if decode_device is not None:
+            prepare = scorer.image_preprocessor()
+            if prepare is None or not prepare.on_tensors():
+                raise ConfigError(
+                    f"GPU decoding needs image preprocessing made of tensor operations; model {scorer.spec!r} "
+                    "preprocesses decoded images on the CPU only"
+                )
+        device = str(getattr(scorer, "device", scorer.options.device))
+        self.pipeline = InputPipeline(workers, device=device, decode_device=decode_device)
         self.stats = {"computed": 0, "cached": 0}
-        self._memory: dict[tuple[str, str], np.ndarray] = {}
         self._labels: dict[tuple[tuple[str, ...], tuple[str, ...]], np.ndarray] = {}
 
     # -- storage -------------------------------------------------------------------------------
     def _lookup(self, kind: str, keys: Sequence[str]) -> dict[str, np.ndarray]:
-        found = {k: self._memory[(kind, k)] for k in keys if (kind, k) in self._memory}
-        missing = [k for k in keys if k not in found]
-        if self.cache is not None and missing:
-            found.update(self.cache.get(kind, missing))
-        return found
+        return self.cache.get(kind, keys) if keys else {}
 
     def _store(self, kind: str, items: list[tuple[str, np.ndarray]]) -> None:
-        if self.cache is not None:
-            self.cache.put(kind, items)
-        else:
-            for key, value in items:
-                self._memory[(kind, key)] = value
+        self.cache.put(kind, items)
 
     def _bar(self, total: int, desc: str, unit: str) -> tqdm:
         return tqdm(total=total, desc=desc, unit=unit, disable=not self.progress or total == 0, leave=False)
@@ -126,26 +152,37 @@ class Engine:
     def _batch_size(self) -> int:
         return max(1, int(self.scorer.options.batch_size))
 
-    def _load_images(self, refs: Sequence[ImageRef]) -> list:
-        if self.load_workers <= 1 or len(refs) <= 1:
-            return [r.load() for r in refs]
-        with ThreadPoolExecutor(self.load_workers) as pool:
-            return list(pool.map(lambda r: r.load(), refs))
+    def _batches(self, n: int) -> list[range]:
+        bs = self._batch_size()
+        return [range(start, min(n, start + bs)) for start in range(0, n, bs)]
+
+    def _rows(self, kind: str, inputs: list, batches: list[list[int]]) -> Iterator[np.ndarray]:
+        """The model's rows for each batch of ``inputs``, the next batches prepared meanwhile."""
+        scorer = self.scorer
+        if kind == "prior":
+            for idx in batches:
+                yield scorer.text_logprob([inputs[i] for i in idx])  # type: ignore[attr-defined]
+            return
+        embed = self._embedding_scorer()
+        if kind == "image":
+            for pixels in self.pipeline.images(inputs, batches, scorer.image_preprocessor()):
+                yield embed.encode_images(pixels)
+        else:
+            for tokens in self.pipeline.texts(inputs, batches, scorer.text_preprocessor()):
+                yield embed.encode_texts(tokens)
 
     # -- unique-item encoders --------------------------------------------------------------------
-    def _encode(self, kind: str, keys: list[str], inputs: list, encode, unit: str) -> dict[str, np.ndarray]:
+    def _encode(self, kind: str, keys: list[str], inputs: list, unit: str) -> dict[str, np.ndarray]:
         """Encode ``inputs`` (aligned with ``keys``) that are not cached; return all rows."""
         found = self._lookup(kind, keys)
         self.stats["cached"] += len(found)
         todo = [i for i, k in enumerate(keys) if k not in found]
-        bs = self._batch_size()
-        with self._bar(len(todo), f"encoding {kind}s", unit) as bar:
-            for start in range(0, len(todo), bs):
-                idx = todo[start : start + bs]
-                batch = [inputs[i] for i in idx]
-                if kind == "image":
-                    batch = self._load_images(batch)
-                rows = np.asarray(encode(batch), dtype=np.float32)
+        batches = [[todo[j] for j in b] for b in self._batches(len(todo))]
+        with self._bar(len(todo), f"encoding {kind}s", unit) as bar, contextlib.closing(
+            self._rows(kind, inputs, batches)
+        ) as encoded:
+            for idx, rows in zip(batches, encoded, strict=True):
+                rows = np.asarray(rows, dtype=np.float32)
                 items = [(keys[i], rows[j]) for j, i in enumerate(idx)]
                 self._store(kind, items)
                 found.update(items)
@@ -155,19 +192,19 @@ class Engine:
 
     def embed_texts(self, texts: Sequence[str]) -> np.ndarray:
         """Embeddings of ``texts`` (rows aligned with the input), each unique text encoded once."""
-        scorer = self._embedding_scorer()
+        self._embedding_scorer()
         unique = list(dict.fromkeys(texts))
         keys = [text_key(t) for t in unique]
-        rows = self._encode("text", keys, unique, scorer.encode_texts, "txt")
+        rows = self._encode("text", keys, unique, "txt")
         by_text = {t: rows[k] for t, k in zip(unique, keys, strict=True)}
         return np.stack([by_text[t] for t in texts]) if texts else np.zeros((0, 0), np.float32)
 
     def embed_images(self, images: Sequence[ImageRef]) -> np.ndarray:
         """Embeddings of ``images`` (rows aligned with the input), each unique image encoded once."""
-        scorer = self._embedding_scorer()
+        self._embedding_scorer()
         unique = list({ref.key: ref for ref in images}.values())
         keys = [ref.key for ref in unique]
-        rows = self._encode("image", keys, unique, scorer.encode_images, "img")
+        rows = self._encode("image", keys, unique, "img")
         return np.stack([rows[ref.key] for ref in images]) if images else np.zeros((0, 0), np.float32)
 
     def embed_labels(self, labels: Sequence[str], prompts: Sequence[str]) -> np.ndarray:
@@ -208,7 +245,7 @@ class Engine:
         check_capability(self.scorer, "text-prior")
         unique = list(dict.fromkeys(texts))
         keys = [text_key(t) for t in unique]
-        rows = self._encode("prior", keys, unique, self.scorer.text_logprob, "txt")  # type: ignore[attr-defined]
+        rows = self._encode("prior", keys, unique, "txt")
         by_text = {t: float(rows[k].reshape(-1)[0]) for t, k in zip(unique, keys, strict=True)}
         return np.array([by_text[t] for t in texts], dtype=np.float64)
 
@@ -243,11 +280,12 @@ class Engine:
             for ref, texts in by_image.values()
             if any(k not in found for k in texts.values())
         ]
-        bs = self._batch_size()
-        with self._bar(sum(len(t) for _, t in todo), "scoring pairs", "pair") as bar:
-            for start in range(0, len(todo), bs):
-                group = todo[start : start + bs]
-                images = self._load_images([ref for ref, _ in group])
+        batches = [list(b) for b in self._batches(len(todo))]
+        refs = [ref for ref, _ in todo]
+        feed = self.pipeline.images(refs, batches, self.scorer.image_preprocessor())
+        with self._bar(sum(len(t) for _, t in todo), "scoring pairs", "pair") as bar, contextlib.closing(feed):
+            for idx, images in zip(batches, feed, strict=True):
+                group = [todo[i] for i in idx]
                 outputs = score(images, [texts for _, texts in group])
                 items = []
                 for (ref, texts), out in zip(group, outputs, strict=True):
@@ -269,10 +307,14 @@ class Engine:
         found = self._lookup(need, keys)
         self.stats["cached"] += len(found)
         todo = [k for k, key in enumerate(keys) if key not in found]
-        with self._bar(len(todo), "asking", "case") as bar:
-            for k in todo:
+        refs = [ref for k in todo for ref in cases[k].images]
+        starts = np.cumsum([0] + [len(cases[k].images) for k in todo])
+        per_case = [list(range(starts[j], starts[j + 1])) for j in range(len(todo))]
+        feed = self.pipeline.images(refs, per_case, None)  # each case's images, decoded ahead
+        with self._bar(len(todo), "asking", "case") as bar, contextlib.closing(feed):
+            for k, images in zip(todo, feed, strict=True):
                 case = cases[k]
-                answers = self.scorer.answer_choices(self._load_images(case.images), case.texts, need)  # type: ignore[attr-defined]
+                answers = self.scorer.answer_choices(images, case.texts, need)  # type: ignore[attr-defined]
                 item = (keys[k], np.asarray(answers, dtype=np.float32).reshape(-1))
                 self._store(need, [item])
                 found[keys[k]] = item[1]
@@ -293,16 +335,24 @@ class Engine:
         return np.array([[scores[pair_key(ref, t)] for t in texts] for ref in images], dtype=np.float64)
 
     # -- cases -----------------------------------------------------------------------------------
+    def _chunks(self, cases: Iterable[Case]) -> Iterator[list[Case]]:
+        """``cases`` in chunks: :data:`CHUNK_CASES` cases, more when their images make fewer than
+        :data:`PIPELINE_BATCHES` batches per worker (at most :data:`MAX_CHUNK_CASES` cases)."""
+        chunk: list[Case] = []
+        images, target = 0, PIPELINE_BATCHES * self._batch_size() * max(1, self.pipeline.workers)
+        for case in cases:
+            chunk.append(case)
+            images += len(case.images)
+            if len(chunk) >= CHUNK_CASES and (images == 0 or images >= target or len(chunk) >= MAX_CHUNK_CASES):
+                yield chunk
+                chunk, images = [], 0
+        if chunk:
+            yield chunk
+
     def case_matrices(self, cases: Iterable[Case], need: str) -> Iterator[np.ndarray]:
         """Yield each case's score matrix for a protocol ``need``, streaming chunk by chunk."""
         check_capability(self.scorer, need)
-        chunk: list[Case] = []
-        for case in cases:
-            chunk.append(case)
-            if len(chunk) >= CHUNK_CASES:
-                yield from self._chunk(chunk, need)
-                chunk = []
-        if chunk:
+        for chunk in self._chunks(cases):
             yield from self._chunk(chunk, need)
 
     def prefill(self, cases: Iterable[Case], need: str, owns: Callable[[str], bool] | None = None) -> None:
@@ -313,13 +363,7 @@ class Engine:
         side once per image). A sharded run gives each process the keys that hash to it.
         """
         check_capability(self.scorer, need)
-        chunk: list[Case] = []
-        for case in cases:
-            chunk.append(case)
-            if len(chunk) >= CHUNK_CASES:
-                self._prefill_chunk(chunk, need, owns)
-                chunk = []
-        if chunk:
+        for chunk in self._chunks(cases):
             self._prefill_chunk(chunk, need, owns)
 
     def _prefill_chunk(self, cases: list[Case], need: str, owns: Callable[[str], bool] | None) -> None:
@@ -409,8 +453,9 @@ class Engine:
         ]
 
     def close(self) -> None:
-        if self.cache is not None:
-            self.cache.close()
+        self.cache.close()
+        if self._scratch is not None:
+            self._scratch.cleanup()
 
     def __enter__(self) -> Engine:
         return self

@@ -29,12 +29,15 @@ import numpy as np
 from spotdiff.benchmarks import Benchmark, get_benchmark
 from spotdiff.cases import Case
 from spotdiff.data import data_provenance
-from spotdiff.diagnose.cache import merge_shards
+from spotdiff.diagnose.autobatch import DEFAULT_BATCH_SIZE, resolve_batch_size
+from spotdiff.diagnose.cache import Cache, merge_shards
 from spotdiff.diagnose.engine import Engine, check_capability
 from spotdiff.diagnose.store import RunStore
 from spotdiff.errors import ConfigError, DataError
 from spotdiff.jsonio import dumps, to_jsonable, write_json
-from spotdiff.protocols import Protocol, UnitTable, evaluate_table, get_protocol
+from spotdiff.protocols import Protocol, UnitTable, get_protocol
+from spotdiff.protocols.columns import IdSet
+from spotdiff.protocols.stats import evaluate_units
 from spotdiff.provenance import environment
 from spotdiff.scorers import Scorer, ScorerOptions, load_scorer, quiet_progress
 from spotdiff.seeding import seed_everything
@@ -59,7 +62,8 @@ class EvalConfig:
     subset: str | None = None
     protocol: str | None = None
     out: Path | None = None
-    batch_size: int = 32
+    #: Items per model batch, or ``"auto"``: the largest that fits on the GPU (:mod:`.autobatch`).
+    batch_size: int | str = DEFAULT_BATCH_SIZE
     device: str = "auto"
     dtype: str = "auto"
     limit: int | None = None
@@ -69,6 +73,10 @@ class EvalConfig:
     use_store: bool = True
     n_boot: int = 1000
     progress: bool = True
+    #: Processes decoding and preprocessing images ahead of the model (None: every core; 0: none).
+    workers: int | None = None
+    #: Decode JPEG files on the model's CUDA device instead of in the workers.
+    gpu_decode: bool = False
     ties: str = "strict"
     overwrite: bool = False
     options: dict = field(default_factory=dict)
@@ -142,13 +150,13 @@ def resolve(config: EvalConfig, capabilities: frozenset[str] | None = None) -> t
 
 
 def stream_cases(bench: Benchmark, subset: str | None, limit: int | None) -> Iterator[Case]:
-    seen: set[str] = set()
+    """The benchmark's cases (the first ``limit``); a repeated case id is an error where it appears."""
+    seen = IdSet()  # 16 bytes a case: memory stays flat over millions of cases
     for n, case in enumerate(bench.cases(subset)):
         if limit is not None and n >= limit:
             return
-        if case.id in seen:
+        if not seen.add(case.id):
             raise DataError("duplicate case id", file=bench.root, record=case.id)
-        seen.add(case.id)
         yield case
 
 
@@ -289,10 +297,9 @@ class RunRecorder:
         self._flush()
         if self.n_cases == 0:
             raise DataError("no cases to evaluate", file=self.config.data)
-        evaluation = evaluate_table(
+        metrics, aggregates = evaluate_units(
             self.protocol, self.table, n_boot=self.config.n_boot, seed=self.config.seed, groups=self.groups
         )
-        metrics, aggregates = evaluation.metrics, evaluation.aggregates()
         self.info.update(
             {
                 "load_report": load_report,
@@ -333,6 +340,50 @@ class RunRecorder:
             self.store.fail_run(self.run_id, f"{type(exc).__name__}: {exc}")
 
 
+def set_batch_size(scorer: Scorer, batch_size: int | str, cache_dir: str | Path | None) -> None:
+    """Give ``scorer`` a batch size: a positive number, or ``"auto"``, resolved (and remembered in
+    ``cache_dir``) by :func:`~spotdiff.diagnose.autobatch.resolve_batch_size`."""
+    if batch_size == "auto":
+        scorer.options.batch_size = resolve_batch_size(scorer, cache_dir)
+    elif isinstance(batch_size, int) and not isinstance(batch_size, bool) and batch_size >= 1:
+        scorer.options.batch_size = batch_size
+    else:
+        raise ConfigError(f"--batch-size must be a positive integer or 'auto', got {batch_size!r}")
+
+
+def load_eval_scorer(config: EvalConfig, device: str | None = None) -> Scorer:
+    """The model of ``config`` (on ``device``, default ``config.device``) with its batch size set
+    (:func:`set_batch_size`); the model libraries' own progress bars silenced unless
+    ``config.progress``."""
+    if not config.progress:
+        quiet_progress()
+    options = ScorerOptions(
+        device=device or config.device, dtype=config.dtype, batch_size=DEFAULT_BATCH_SIZE, seed=config.seed
+    )
+    scorer = load_scorer(config.model, options)
+    set_batch_size(scorer, config.batch_size, config.cache)
+    return scorer
+
+
+def make_engine(
+    config: EvalConfig, scorer: Scorer, *, cache: Cache | None = None, progress: bool | None = None
+) -> Engine:
+    """The engine of a run: ``config``'s cache (or an open shard ``cache``), workers and decoding."""
+    decode_device = None
+    if config.gpu_decode:
+        decode_device = str(getattr(scorer, "device", ""))
+        if not decode_device.startswith("cuda"):
+            raise ConfigError(f"--gpu-decode needs the model on a CUDA device; it runs on {decode_device or 'cpu'}")
+    return Engine(
+        scorer,
+        None if cache is not None else config.cache,
+        progress=config.progress if progress is None else progress,
+        workers=config.workers,
+        decode_device=decode_device,
+        cache=cache,
+    )
+
+
 def run_eval(config: EvalConfig, scorer: Scorer | None = None) -> EvalResult:
     """Evaluate ``config.model`` on ``config.benchmark``; write outputs; return the metrics."""
     bench, protocol = resolve(config)
@@ -340,20 +391,18 @@ def run_eval(config: EvalConfig, scorer: Scorer | None = None) -> EvalResult:
     if not config.progress:
         quiet_progress()
     if scorer is None:
-        options = ScorerOptions(
-            device=config.device, dtype=config.dtype, batch_size=config.batch_size, seed=config.seed
-        )
-        scorer = load_scorer(config.model, options)
+        scorer = load_eval_scorer(config)
     protocol = resolve_protocol(type(bench), config.protocol, scorer.capabilities, config.ties)
     check_capability(scorer, protocol.needs)
     identity = scorer.identity()
     if config.cache is not None:
         merge_shards(config.cache)  # work left in shards by a killed sharded run is not lost
     data_digest = bench.data_digest()
+    info = {"batch_size": scorer.options.batch_size, "batch_size_auto": config.batch_size == "auto"}
     with (
-        Engine(scorer, config.cache, progress=config.progress) as engine,
+        make_engine(config, scorer) as engine,
         RunStore(config.store) if config.use_store else contextlib.nullcontext() as store,
-        RunRecorder(config, protocol, identity, data_digest, store=store) as recorder,
+        RunRecorder(config, protocol, identity, data_digest, store=store, info=info) as recorder,
     ):
         cases = stream_cases(bench, config.subset, config.limit)
         for case, matrix in _zip_cases(cases, engine, protocol.needs):

@@ -27,6 +27,7 @@ Paired comparisons of two evaluations live in :mod:`spotdiff.protocols.paired`.
 from __future__ import annotations
 
 import math
+import numbers
 import warnings
 import zlib
 from collections.abc import Callable, Mapping, Sequence
@@ -38,7 +39,9 @@ import numpy as np
 from spotdiff.cases import Case
 from spotdiff.errors import ConfigError, DataError
 from spotdiff.jsonio import round_values
+from spotdiff.protocols import columns
 from spotdiff.protocols.base import Protocol, get_protocol
+from spotdiff.protocols.columns import CodeColumn, FloatColumn, StringColumn
 
 #: Upper bound on the elements of one chunk of the resampling index matrix.
 CHUNK_ELEMENTS = 4_000_000
@@ -274,29 +277,65 @@ class UnitTable:
     """Per-unit outcomes collected case by case (streaming: no score matrix is kept).
 
     ``add(unit_id, case_id, tags, outcomes)`` appends one unit; :meth:`add_case` runs a protocol on
-    one case and appends its units. :func:`evaluate_table` aggregates the table.
+    one case and appends its units. :func:`evaluate_table` aggregates the table. Storage is columnar
+    (:mod:`spotdiff.protocols.columns`): a float64 column per outcome, int32 codes per tag, compact
+    strings for the ids, filled every ``CHUNK`` units, so a million units take tens of megabytes.
+    Unit ids must be unique; :meth:`arrays` checks it.
     """
 
     def __init__(self) -> None:
-        self.unit_ids: list[str] = []
-        self.case_ids: list[str] = []
-        self.tags: list[Mapping[str, str]] = []
-        self.outcomes: list[Mapping[str, float]] = []
-        self._seen: set[str] = set()
+        self._unit_ids = StringColumn()
+        self._case_ids = StringColumn()
+        self._tags: dict[str, CodeColumn] = {}
+        self._values: dict[str, FloatColumn] = {}
+        self._pending: list[tuple[str, str, dict[str, int], Mapping[str, float]]] = []
+        self._last_tags: Mapping[str, str] | None = None
+        self._last_codes: dict[str, int] = {}
 
     def __len__(self) -> int:
-        return len(self.unit_ids)
+        return len(self._unit_ids) + len(self._pending)
 
     def add(self, unit_id: str, case_id: str, tags: Mapping[str, str], outcomes: Mapping[str, float]) -> None:
-        if unit_id in self._seen:
-            raise DataError(f"duplicate unit id {unit_id!r}: case ids must be unique within an evaluation")
         if "subset" not in tags:
             raise DataError(f"unit {unit_id!r}: tags must include 'subset'")
-        self._seen.add(unit_id)
-        self.unit_ids.append(str(unit_id))
-        self.case_ids.append(str(case_id))
-        self.tags.append(tags)
-        self.outcomes.append(outcomes)
+        if tags is not self._last_tags:  # a case's units share one tags dict
+            self._last_tags = tags
+            for name in tags:
+                if name not in self._tags:
+                    self._tags[name] = CodeColumn()
+            self._last_codes = {name: self._tags[name].code(str(value)) for name, value in tags.items()}
+        self._pending.append((str(unit_id), str(case_id), self._last_codes, outcomes))
+        if len(self._pending) >= columns.CHUNK:
+            self._pack()
+
+    def _pack(self) -> None:
+        """Move the pending units into the columns (columns new since then start with ``""`` / NaN)."""
+        rows = self._pending
+        if not rows:
+            return
+        count = len(rows)
+        for r in rows:
+            for metric in r[3]:
+                if metric not in self._values:
+                    self._values[metric] = FloatColumn()
+        blocks = {}
+        for metric in self._values:
+            try:
+                blocks[metric] = np.fromiter((r[3].get(metric, math.nan) for r in rows), dtype=float, count=count)
+            except (TypeError, ValueError) as exc:
+                bad = next((r[0] for r in rows if not isinstance(r[3].get(metric, 0.0), numbers.Real)), "?")
+                raise DataError(f"unit {bad!r}: outcome {metric!r} must be a number ({exc})") from None
+        self._pending = []
+        done = len(self._unit_ids)
+        self._unit_ids.extend([r[0] for r in rows])
+        self._case_ids.extend([r[1] for r in rows])
+        for name, column in self._tags.items():
+            empty = column.code("")
+            column.extend_constant(empty, done - len(column))
+            column.extend(np.fromiter((r[2].get(name, empty) for r in rows), dtype=np.int32, count=count))
+        for metric, column in self._values.items():
+            column.extend_constant(math.nan, done - len(column))
+            column.extend(blocks[metric])
 
     def add_case(self, protocol: Protocol, case: Case, scores: Any) -> list[tuple[str, dict[str, float]]]:
         """Run ``protocol`` on ``case`` and append its units; returns ``(unit id, outcome)`` pairs."""
@@ -305,22 +344,40 @@ class UnitTable:
             self.add(uid, case.id, case.tags, outcome)
         return units
 
+    @property
+    def unit_ids(self) -> np.ndarray:
+        """Every unit's id (an object array of ``str``)."""
+        self._pack()
+        return self._unit_ids.objects()
+
+    @property
+    def case_ids(self) -> np.ndarray:
+        """Every unit's case id (an object array of ``str``)."""
+        self._pack()
+        return self._case_ids.objects()
+
+    @property
+    def n_cases(self) -> int:
+        """The number of distinct case ids."""
+        self._pack()
+        return int(np.unique(self._case_ids.array()).size)
+
     def arrays(self, protocol: Protocol) -> tuple[dict[str, np.ndarray], dict[str, np.ndarray]]:
         """``(values, groups)``: metric -> per-unit floats (NaN where absent), tag -> per-unit str."""
+        self._pack()
+        ids, counts = np.unique(self._unit_ids.array(), return_counts=True)
+        if np.any(counts > 1):
+            raise DataError(
+                f"duplicate unit id {str(ids[counts > 1][0])!r}: case ids must be unique within an evaluation"
+            )
         n = len(self)
         values = {
-            m: np.fromiter((float(o.get(m, math.nan)) for o in self.outcomes), dtype=float, count=n)
+            m: self._values[m].array().copy() if m in self._values else np.full(n, math.nan)
             for m in protocol.unit_metrics
         }
-        names: list[str] = []
-        seen_tags: set[int] = set()
-        for t in self.tags:  # tag dicts are usually shared by a case's units
-            if id(t) not in seen_tags:
-                seen_tags.add(id(t))
-                names.extend(k for k in t if k not in names)
-        groups = {k: np.array([str(t.get(k, "")) for t in self.tags], dtype=object) for k in names}
-        groups["case"] = np.array(self.case_ids, dtype=object)
-        groups["subset"] = np.array([str(t["subset"]) for t in self.tags], dtype=object)
+        groups = {name: column.objects() for name, column in self._tags.items()}
+        groups["case"] = self.case_ids
+        groups["subset"] = groups.get("subset", np.zeros(0, dtype=object))
         return values, groups
 
 
@@ -367,6 +424,30 @@ def evaluate(
     return evaluate_table(protocol, table, n_boot=n_boot, seed=seed, ci=ci, n_cases=len(cases), groups=groups)
 
 
+def evaluate_units(
+    protocol: Protocol | str,
+    table: UnitTable,
+    *,
+    n_boot: int = 1000,
+    seed: int = 0,
+    ci: float = 0.95,
+    groups: Mapping[str, Sequence[str]] | None = None,
+) -> tuple[dict[str, dict[str, Any]], dict[str, Any]]:
+    """``(metrics, aggregates)``: the metrics (full precision) of :func:`evaluate_table` and what each
+    scope is (:meth:`Evaluation.aggregates`), without building the :class:`Evaluation` (whose id
+    arrays cost a Python string per unit)."""
+    protocol = _checked(protocol, ci)
+    values, tags = table.arrays(protocol)
+    metrics, _, means, missing = _aggregate(protocol, values, tags, n_boot=n_boot, seed=seed, ci=ci, groups=groups)
+    return metrics, describe_aggregates(means, missing, protocol.ties)
+
+
+def _checked(protocol: Protocol | str, ci: float) -> Protocol:
+    if not 0.0 < ci < 1.0:
+        raise ConfigError(f"ci must be in (0, 1), got {ci}")
+    return get_protocol(protocol) if isinstance(protocol, str) else protocol
+
+
 def mean_scopes(
     present: Sequence[str], groups: Mapping[str, Sequence[str]] | None
 ) -> tuple[dict[str, tuple[str, ...]], dict[str, tuple[str, ...]]]:
@@ -390,25 +471,20 @@ def mean_scopes(
     return computed, missing
 
 
-def evaluate_table(
-    protocol: Protocol | str,
-    table: UnitTable,
+def _aggregate(
+    protocol: Protocol,
+    values: dict[str, np.ndarray],
+    tags: dict[str, np.ndarray],
     *,
-    n_boot: int = 1000,
-    seed: int = 0,
-    ci: float = 0.95,
-    n_cases: int | None = None,
-    groups: Mapping[str, Sequence[str]] | None = None,
-) -> Evaluation:
-    """Aggregate a :class:`UnitTable`: pooled (``"all"``), per subset, the mean over subsets and the
-    paper ``groups``, each with a percentile bootstrap interval (module docstring)."""
-    if isinstance(protocol, str):
-        protocol = get_protocol(protocol)
-    if not 0.0 < ci < 1.0:
-        raise ConfigError(f"ci must be in (0, 1), got {ci}")
-    values, tags = table.arrays(protocol)
+    n_boot: int,
+    seed: int,
+    ci: float,
+    groups: Mapping[str, Sequence[str]] | None,
+) -> tuple[dict[str, dict[str, Any]], dict[str, dict[str, np.ndarray]], dict, dict]:
+    """``(metrics, boot, mean_scopes, missing_groups)``: pooled, per subset, the mean over subsets and
+    the paper ``groups`` (see :class:`Evaluation`)."""
     subsets = tags["subset"]
-    n = len(table)
+    n = len(subsets)
     present = sorted(set(subsets.tolist()))
     means, missing = mean_scopes(present, groups)
     metrics: dict[str, dict[str, Any]] = {}
@@ -417,7 +493,10 @@ def evaluate_table(
         if scope != "all" and mask.all():  # a single subset: the same units as "all"
             metrics[scope], boot[scope] = dict(metrics["all"]), boot["all"]
             continue
-        v, g = ({m: a[mask] for m, a in values.items()}, {t: a[mask] for t, a in tags.items()})
+        if mask.all():
+            v, g = values, tags
+        else:
+            v, g = ({m: a[mask] for m, a in values.items()}, {t: a[mask] for t, a in tags.items()})
         empty = {m: float("nan") for m in protocol.metrics}
         point = protocol.aggregate(v, g) if mask.any() else empty
         boot[scope] = bootstrap(protocol, v, g, n_boot=n_boot, rng=scope_rng(seed, scope)) if n_boot > 0 else {}
@@ -430,18 +509,38 @@ def evaluate_table(
             }
         metrics[scope] = _entry(protocol, point, boot.get(scope, {}), n_boot, ci)
     order = ["all", *means, *present]
+    return {scope: metrics[scope] for scope in order}, boot, means, missing
+
+
+def evaluate_table(
+    protocol: Protocol | str,
+    table: UnitTable,
+    *,
+    n_boot: int = 1000,
+    seed: int = 0,
+    ci: float = 0.95,
+    n_cases: int | None = None,
+    groups: Mapping[str, Sequence[str]] | None = None,
+) -> Evaluation:
+    """Aggregate a :class:`UnitTable`: pooled (``"all"``), per subset, the mean over subsets and the
+    paper ``groups``, each with a percentile bootstrap interval (module docstring)."""
+    protocol = _checked(protocol, ci)
+    values, tags = table.arrays(protocol)
+    metrics, boot, means, missing = _aggregate(
+        protocol, values, tags, n_boot=n_boot, seed=seed, ci=ci, groups=groups
+    )
     return Evaluation(
         protocol=protocol,
-        unit_ids=np.array(table.unit_ids, dtype=object),
+        unit_ids=table.unit_ids,
         case_ids=tags["case"],
-        subsets=subsets,
+        subsets=tags["subset"],
         values=values,
         groups=tags,
-        metrics={scope: metrics[scope] for scope in order},
+        metrics=metrics,
         boot=boot,
         mean_scopes=means,
         missing_groups=missing,
-        n_cases=len(set(table.case_ids)) if n_cases is None else n_cases,
+        n_cases=table.n_cases if n_cases is None else n_cases,
         n_boot=n_boot,
         seed=seed,
         ci=ci,

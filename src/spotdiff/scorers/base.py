@@ -10,6 +10,13 @@ Two shapes of model share it (docs/architecture.md, "Scorers"):
 A scorer family registers a factory under its spec prefix (``hf-clip``, ``blip-itm``, ...) with
 ``@SCORERS.register(prefix)``; :func:`spotdiff.scorers.factory.load_scorer` parses a spec string
 and builds it.
+
+The input pipeline's contract (optional): a scorer whose :meth:`Scorer.image_preprocessor` returns a
+callable splits its vision side into a CPU stage (decoded images -> the model's pixel tensor, run by
+the engine in worker processes) and the forward pass; ``encode_images`` and ``score_pairs`` then also
+accept the :class:`Prepared` batch that callable returns. :meth:`Scorer.text_preprocessor` does the
+same for texts (tokenisation, run ahead of the model in a thread; ``encode_texts`` accepts its
+output). Scorers that provide neither keep receiving decoded images and strings.
 """
 
 from __future__ import annotations
@@ -84,21 +91,57 @@ class Scorer(ABC):
         provide it, a text-only scorer has none."""
         raise ConfigError(f"model {self.spec!r} does not score images against texts")
 
+    def image_preprocessor(self) -> ImagePreprocessor | None:
+        """The CPU stage of the vision side (decoded images -> :class:`Prepared` pixels), or None.
+
+        The engine runs it in worker processes and hands its output to ``encode_images`` /
+        ``score_pairs``; None (the default) makes the engine hand over decoded images instead.
+        """
+        return None
+
+    def text_preprocessor(self) -> Callable[[Sequence[str]], Prepared] | None:
+        """Tokenisation as its own stage (texts -> :class:`Prepared` tokens), or None (the default)."""
+        return None
+
+    def probe_batch(self, n: int) -> None:
+        """Run the model once on ``n`` worst-case inputs of every kind it encodes (``--batch-size auto``).
+
+        Embedding and pair scorers probe their encoders; other scorers cannot be probed.
+        """
+        raise NotImplementedError(f"{type(self).__name__} cannot probe its batch size")
+
+
+#: A blank image and a text longer than any model's context: the worst case of :meth:`Scorer.probe_batch`.
+PROBE_IMAGE_SIZE = 384
+PROBE_TEXT = " ".join(["a"] * 1024)
+
+
+def _probe_images(scorer: Scorer, n: int) -> Sequence[Image.Image] | Prepared:
+    blank = Image.new("RGB", (PROBE_IMAGE_SIZE, PROBE_IMAGE_SIZE))
+    prepare = scorer.image_preprocessor()
+    return prepare([blank]).tile(n) if prepare is not None else [blank] * n
+
 
 class EmbeddingScorer(Scorer):
     """Embeds images and texts separately; outputs are L2-normalised float32 rows."""
 
     @abstractmethod
-    def encode_images(self, images: Sequence[Image.Image]) -> np.ndarray:
-        """L2-normalised embeddings of decoded images, one row each."""
+    def encode_images(self, images: Sequence[Image.Image] | Prepared) -> np.ndarray:
+        """L2-normalised embeddings of decoded images (or of this scorer's prepared pixels), one row each."""
 
     @abstractmethod
-    def encode_texts(self, texts: Sequence[str]) -> np.ndarray:
-        """L2-normalised embeddings of texts, one row each."""
+    def encode_texts(self, texts: Sequence[str] | Prepared) -> np.ndarray:
+        """L2-normalised embeddings of texts (or of this scorer's prepared tokens), one row each."""
 
     def similarity(self, a: np.ndarray, b: np.ndarray) -> np.ndarray:
         """Similarity between two sets of embeddings (cosine by default)."""
         return a @ b.T
+
+    def probe_batch(self, n: int) -> None:
+        if self.can("image-text"):
+            self.encode_images(_probe_images(self, n))
+        prepare = self.text_preprocessor()
+        self.encode_texts(prepare([PROBE_TEXT]).tile(n) if prepare is not None else [PROBE_TEXT] * n)
 
     def embed_images(self, images: Sequence[Any]) -> np.ndarray:
         """L2-normalised embeddings of paths, PIL images, arrays or image references, one row each."""
@@ -116,8 +159,14 @@ class PairScorer(Scorer):
     """Scores (image, text) pairs jointly; the vision side runs once per image."""
 
     @abstractmethod
-    def score_pairs(self, images: Sequence[Image.Image], texts: Sequence[Sequence[str]]) -> list[np.ndarray]:
-        """For each image, the scores of its texts (one float array per image)."""
+    def score_pairs(
+        self, images: Sequence[Image.Image] | Prepared, texts: Sequence[Sequence[str]]
+    ) -> list[np.ndarray]:
+        """For each image (decoded, or a row of this scorer's prepared pixels), the scores of its texts
+        (one float array per image)."""
+
+    def probe_batch(self, n: int) -> None:
+        self.score_pairs(_probe_images(self, n), [[PROBE_TEXT]] * n)
 
     def itm_logits(self, images: Sequence[Image.Image], texts: Sequence[Sequence[str]]) -> list[np.ndarray]:
         """For each image, its texts' ``(no-match, match)`` ITM logits (``[n_texts, 2]`` per image);
@@ -127,6 +176,98 @@ class PairScorer(Scorer):
     def score_matrix(self, images: Sequence[Image.Image], texts: Sequence[str]) -> np.ndarray:
         rows = self.score_pairs(images, [list(texts)] * len(images))
         return np.array([np.asarray(r, dtype=np.float32).reshape(-1) for r in rows]).reshape(len(images), len(texts))
+
+
+@dataclass(frozen=True)
+class Prepared:
+    """A batch through a scorer's CPU stage: the pixel tensor ``[n, C, H, W]``, or a dict of token
+    tensors with ``n`` rows, that the forward pass takes as it is; or the pieces of such a batch in
+    order (a list, see :meth:`join`), concatenated only where the model runs.
+
+    The engine's DataLoader pins it (:meth:`pin_memory`) on CUDA, and :meth:`to` copies it to the
+    device without blocking, so the copy overlaps the previous batch's forward pass.
+    """
+
+    data: Any
+    n: int
+
+    def __len__(self) -> int:
+        return self.n
+
+    @staticmethod
+    def join(parts: Sequence[Prepared]) -> Prepared:
+        """The batch made of ``parts`` in order (pieces preprocessed by different workers), without
+        copying: :meth:`to` concatenates them on the device."""
+        pieces = [piece for part in parts for piece in (part.data if isinstance(part.data, list) else [part.data])]
+        return Prepared(pieces, sum(part.n for part in parts))
+
+    def _map(self, fn: Callable[[Any], Any]) -> Prepared:
+        def one(data: Any) -> Any:
+            return {k: fn(v) for k, v in data.items()} if isinstance(data, dict) else fn(data)
+
+        return Prepared([one(d) for d in self.data] if isinstance(self.data, list) else one(self.data), self.n)
+
+    def pin_memory(self) -> Prepared:
+        """The batch in page-locked host memory (called by the DataLoader's pinning thread)."""
+        return self._map(lambda t: t.pin_memory())
+
+    def to(self, device: str, dtype: Any = None) -> Any:
+        """The tensors on ``device`` (non-blocking copies, pieces then concatenated there; floating
+        pixels cast to ``dtype`` there)."""
+        import torch
+
+        def move(t: Any) -> Any:
+            t = t.to(device, non_blocking=True)
+            return t.to(dtype) if dtype is not None and t.is_floating_point() else t
+
+        data = self._map(move).data
+        if not isinstance(data, list):
+            return data
+        if len(data) == 1:
+            return data[0]
+        if isinstance(data[0], dict):
+            return {k: torch.cat([d[k] for d in data]) for k in data[0]}
+        return torch.cat(data)
+
+    def tile(self, n: int) -> Prepared:
+        """A batch of ``n`` copies of this one-row batch (the worst case probed by ``--batch-size auto``)."""
+        return self._map(lambda t: t.expand(n, *t.shape[1:]).contiguous())
+
+
+class ImagePreprocessor(ABC):
+    """A scorer's CPU stage for images: decoded images -> :class:`Prepared` pixels, with no model.
+
+    It must be picklable and touch no accelerator: the engine runs it in DataLoader worker processes.
+    Each image's pixels must depend on that image alone (no padding to the batch's largest image):
+    the engine preprocesses a batch in pieces, one per worker, and concatenates them.
+    """
+
+    @abstractmethod
+    def __call__(self, images: Sequence[Image.Image]) -> Prepared:
+        """The pixels of decoded images, on the CPU."""
+
+    def on_tensors(self) -> bool:
+        """Whether :meth:`from_uint8` can run: the preprocessing is made of tensor operations."""
+        return False
+
+    def from_uint8(self, images: Sequence[Any], device: str) -> Prepared:
+        """The same pixels computed on ``device`` from decoded ``uint8`` ``[3, H, W]`` tensors there
+        (GPU JPEG decoding); only when :meth:`on_tensors`."""
+        raise NotImplementedError(f"{type(self).__name__} does not run on tensors")
+
+
+def staged(
+    items: Sequence[Any] | Prepared,
+    prepare: Callable[[Sequence[Any]], Prepared],
+    forward: Callable[[Prepared], np.ndarray],
+    batch_size: int,
+) -> np.ndarray:
+    """``forward(prepare(chunk))`` over chunks of ``batch_size`` raw items, rows concatenated; an
+    already prepared batch goes straight to ``forward`` (the engine's pipeline ran ``prepare``)."""
+    if isinstance(items, Prepared):
+        return forward(items)
+    size = max(1, int(batch_size))
+    return np.concatenate([forward(prepare(items[i : i + size])) for i in range(0, len(items), size)])
 
 
 SCORERS: Registry[Callable[[str, ScorerOptions], Scorer]] = Registry(

@@ -21,8 +21,16 @@ from typing import Any
 import numpy as np
 from PIL import Image
 
-from spotdiff.scorers.base import SCORERS, EmbeddingScorer, PairScorer, ScorerOptions, local_path
-from spotdiff.scorers.hf_dual import TorchScorerMixin, batches, hf_digests, load_hf, rgb, to_unit_numpy
+from spotdiff.scorers.base import SCORERS, EmbeddingScorer, PairScorer, Prepared, ScorerOptions, local_path, staged
+from spotdiff.scorers.hf_dual import (
+    HFImagePreprocessor,
+    HFTokenize,
+    TorchScorerMixin,
+    batches,
+    hf_digests,
+    load_hf,
+    to_unit_numpy,
+)
 
 
 class _BlipBase(TorchScorerMixin):
@@ -50,23 +58,24 @@ class _BlipBase(TorchScorerMixin):
     def _digests(self) -> tuple[str | None, str]:
         return hf_digests(self.name_or_path, self._dir, self.model)
 
-    def _pixels(self, images: Sequence[Image.Image]) -> Any:
-        inputs = self.image_processor(images=[rgb(im) for im in images], return_tensors="pt")
-        return inputs["pixel_values"].to(self.device, self.dtype)
+    def image_preprocessor(self) -> HFImagePreprocessor:
+        return HFImagePreprocessor(self.image_processor)
+
+    def text_preprocessor(self) -> HFTokenize:
+        return HFTokenize(self.tokenizer, padding=True, max_length=self.max_length)
+
+    def _pixels(self, images: Sequence[Image.Image] | Prepared) -> Prepared:
+        return images if isinstance(images, Prepared) else self.image_preprocessor()(images)
 
     def _tokens(self, texts: Sequence[str]) -> tuple[Any, Any]:
-        enc = self.tokenizer(
-            list(texts),
-            padding=True,
-            truncation=self.max_length is not None,
-            max_length=self.max_length,
-            return_tensors="pt",
-        )
-        return enc["input_ids"].to(self.device), enc["attention_mask"].to(self.device)
+        tokens = self.text_preprocessor()(texts).to(self.device)
+        return tokens["input_ids"], tokens["attention_mask"]
 
-    def _image_states(self, images: Sequence[Image.Image]) -> Any:
-        """The vision encoder's last hidden states for a batch of images."""
-        return self.model.vision_model(pixel_values=self._pixels(images)).last_hidden_state
+    def _image_states(self, pixels: Any) -> Any:
+        """The vision encoder's last hidden states for a batch of pixels (prepared, or a tensor on the device)."""
+        if isinstance(pixels, Prepared):
+            pixels = pixels.to(self.device, self.dtype)
+        return self.model.vision_model(pixel_values=pixels).last_hidden_state
 
 
 class BlipITCScorer(_BlipBase, EmbeddingScorer):
@@ -81,26 +90,28 @@ class BlipITCScorer(_BlipBase, EmbeddingScorer):
     def _dim(self) -> int:
         return int(self.model.vision_proj.out_features)
 
-    def encode_images(self, images: Sequence[Image.Image]) -> np.ndarray:
+    def encode_images(self, images: Sequence[Image.Image] | Prepared) -> np.ndarray:
+        if len(images) == 0:
+            return np.zeros((0, self._dim()), dtype=np.float32)
+        return staged(images, self.image_preprocessor(), self._forward_pixels, self.batch_size)
+
+    def encode_texts(self, texts: Sequence[str] | Prepared) -> np.ndarray:
+        if len(texts) == 0:
+            return np.zeros((0, self._dim()), dtype=np.float32)
+        return staged(texts, self.text_preprocessor(), self._forward_tokens, self.batch_size)
+
+    def _forward_pixels(self, pixels: Prepared) -> np.ndarray:
         import torch
 
-        out = [np.zeros((0, self._dim()), dtype=np.float32)]
         with torch.inference_mode():
-            for chunk in batches(list(images), self.batch_size):
-                states = self._image_states(chunk)
-                out.append(to_unit_numpy(self.model.vision_proj(states[:, 0, :])))
-        return np.concatenate(out)
+            return to_unit_numpy(self.model.vision_proj(self._image_states(pixels)[:, 0, :]))
 
-    def encode_texts(self, texts: Sequence[str]) -> np.ndarray:
+    def _forward_tokens(self, tokens: Prepared) -> np.ndarray:
         import torch
 
-        out = [np.zeros((0, self._dim()), dtype=np.float32)]
         with torch.inference_mode():
-            for chunk in batches(list(texts), self.batch_size):
-                input_ids, mask = self._tokens(chunk)
-                states = self.model.text_encoder(input_ids=input_ids, attention_mask=mask).last_hidden_state
-                out.append(to_unit_numpy(self.model.text_proj(states[:, 0, :])))
-        return np.concatenate(out)
+            states = self.model.text_encoder(**tokens.to(self.device)).last_hidden_state
+            return to_unit_numpy(self.model.text_proj(states[:, 0, :]))
 
 
 class BlipITMScorer(_BlipBase, PairScorer):
@@ -112,17 +123,25 @@ class BlipITMScorer(_BlipBase, PairScorer):
         PairScorer.__init__(self, f"blip-itm:{name_or_path}", options)
         self._load("blip-itm", name_or_path, options)
 
-    def score_pairs(self, images: Sequence[Image.Image], texts: Sequence[Sequence[str]]) -> list[np.ndarray]:
+    def score_pairs(
+        self, images: Sequence[Image.Image] | Prepared, texts: Sequence[Sequence[str]]
+    ) -> list[np.ndarray]:
         import torch
 
         return [torch.softmax(torch.from_numpy(lg), dim=-1)[:, 1].numpy() for lg in self.itm_logits(images, texts)]
 
-    def itm_logits(self, images: Sequence[Image.Image], texts: Sequence[Sequence[str]]) -> list[np.ndarray]:
+    def itm_logits(
+        self, images: Sequence[Image.Image] | Prepared, texts: Sequence[Sequence[str]]
+    ) -> list[np.ndarray]:
+        """Each image's ``[len(texts[i]), 2]`` ITM logits (no-match, match)."""
         import torch
 
         if len(images) != len(texts):
             raise ValueError(f"itm_logits: {len(images)} images but {len(texts)} text lists")
-        results: list[np.ndarray] = [np.zeros((0, 2), dtype=np.float32) for _ in images]
+        results: list[np.ndarray] = [np.zeros((0, 2), dtype=np.float32) for _ in range(len(images))]
+        if not any(len(t) for t in texts):
+            return results
+        pixels = self._pixels(images).to(self.device, self.dtype)
         # Vision once per image, a batch of images at a time; then all (image, text) pairs of those
         # images in text batches, each pair attending to its image's cached states.
         for start in range(0, len(images), self.batch_size):
@@ -130,7 +149,7 @@ class BlipITMScorer(_BlipBase, PairScorer):
             if not idx:
                 continue
             with torch.inference_mode():
-                states = self._image_states([images[i] for i in idx])
+                states = self._image_states(pixels[torch.tensor(idx, device=pixels.device)])
                 pairs = [(row, t) for row, i in enumerate(idx) for t in texts[i]]
                 logits = []
                 for chunk in batches(pairs, self.batch_size):

@@ -126,10 +126,12 @@ class ChatVLM:
     Build it with :meth:`load`, or wrap parts already loaded (``vgpt:`` does).
     """
 
-    def __init__(self, model: Any, processor: Any, config: Any, *, device: str, dtype: Any, batch_size: int) -> None:
+    def __init__(
+        self, model: Any, processor: Any, config: Any, *, device: str, dtype: Any, options: ScorerOptions
+    ) -> None:
         self.model, self.processor, self.config = model, processor, config
         self.device, self.dtype = device, dtype
-        self.batch_size = max(1, int(batch_size))
+        self.options = options
         self.tokenizer = getattr(processor, "tokenizer", None)
         if self.tokenizer is None:
             raise ConfigError(f"{type(processor).__name__} has no tokenizer")
@@ -147,6 +149,11 @@ class ChatVLM:
             if i is not None
         }
         self.core = getattr(model, "model", model)  # holds rope_deltas for M-RoPE models
+
+    @property
+    def batch_size(self) -> int:
+        """The scorer's ``options.batch_size`` (``--batch-size auto`` sets it after loading)."""
+        return max(1, int(self.options.batch_size))
 
     @classmethod
     def load(cls, name_or_path: str, options: ScorerOptions, what: str) -> ChatVLM:
@@ -169,7 +176,7 @@ class ChatVLM:
         except (OSError, ValueError, KeyError, TypeError) as exc:
             raise ConfigError(f"{what}: cannot load {name_or_path!r} as an image-text-to-text model: {exc}") from exc
         model.to(device).eval()
-        return cls(model, processor, config, device=device, dtype=dtype, batch_size=options.batch_size)
+        return cls(model, processor, config, device=device, dtype=dtype, options=options)
 
     # -- prompts -------------------------------------------------------------------------------
     @property

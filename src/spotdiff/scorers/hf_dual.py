@@ -24,12 +24,15 @@ from spotdiff.errors import ConfigError
 from spotdiff.scorers.base import (
     SCORERS,
     EmbeddingScorer,
+    ImagePreprocessor,
+    Prepared,
     ScorerOptions,
     hub_snapshot_dir,
     local_path,
     model_dir_digests,
     resolve_device,
     resolve_dtype,
+    staged,
     state_dict_digest,
 )
 
@@ -79,6 +82,50 @@ def hf_digests(name_or_path: str, directory: Path | None, model: Any) -> tuple[s
     return config_sha, weights_sha or state_dict_digest(model)
 
 
+class HFImagePreprocessor(ImagePreprocessor):
+    """A Hugging Face image processor as the CPU stage: decoded images -> ``pixel_values``.
+
+    Processors of the torchvision backend (every processor transformers 5 loads when torchvision is
+    installed) are tensor operations that also run on the GPU, which :meth:`from_uint8` uses.
+    """
+
+    def __init__(self, processor: Any) -> None:
+        self.processor = processor
+
+    def __call__(self, images: Sequence[Image.Image]) -> Prepared:
+        pixels = self.processor(images=[rgb(im) for im in images], return_tensors="pt")["pixel_values"]
+        return Prepared(pixels, len(images))
+
+    def on_tensors(self) -> bool:
+        from transformers.image_processing_backends import TorchvisionBackend
+
+        return isinstance(self.processor, TorchvisionBackend)
+
+    def from_uint8(self, images: Sequence[Any], device: str) -> Prepared:
+        pixels = self.processor(images=list(images), device=device, return_tensors="pt")["pixel_values"]
+        return Prepared(pixels, len(images))
+
+
+class HFTokenize:
+    """A Hugging Face tokenizer as the text stage: texts -> padded ``input_ids`` and ``attention_mask``."""
+
+    def __init__(self, tokenizer: Any, *, padding: str | bool, max_length: int | None) -> None:
+        self.tokenizer = tokenizer
+        self.padding = padding
+        self.max_length = max_length
+
+    def __call__(self, texts: Sequence[str]) -> Prepared:
+        enc = self.tokenizer(
+            list(texts),
+            padding=self.padding,
+            truncation=self.max_length is not None,
+            max_length=self.max_length,
+            return_tensors="pt",
+        )
+        keep = {k: enc[k] for k in ("input_ids", "attention_mask") if k in enc}
+        return Prepared(keep, len(texts))
+
+
 class TorchScorerMixin(ABC):
     """Device, dtype, seed and identity bookkeeping shared by the torch-backed scorers."""
 
@@ -93,9 +140,13 @@ class TorchScorerMixin(ABC):
 
         self.device = resolve_device(options.device)
         self.dtype = resolve_dtype(options.dtype, self.device)
-        self.batch_size = max(1, int(options.batch_size))
         torch.manual_seed(options.seed)
         self._identity: dict[str, Any] | None = None
+
+    @property
+    def batch_size(self) -> int:
+        """``options.batch_size`` (``--batch-size auto`` sets it once the model is loaded)."""
+        return max(1, int(self.options.batch_size))
 
     @abstractmethod
     def _digests(self) -> tuple[str | None, str]:
@@ -173,41 +224,37 @@ class HFDualScorer(TorchScorerMixin, EmbeddingScorer):
             self._dim = self.encode_texts([""]).shape[1]
         return np.zeros((0, self._dim), dtype=np.float32)
 
-    def encode_images(self, images: Sequence[Image.Image]) -> np.ndarray:
-        import torch
+    def image_preprocessor(self) -> HFImagePreprocessor:
+        return HFImagePreprocessor(self.image_processor)
 
+    def text_preprocessor(self) -> HFTokenize:
+        padding: str | bool = "max_length" if self.pad_to_max_length else True
+        return HFTokenize(self.tokenizer, padding=padding, max_length=self.max_length)
+
+    def encode_images(self, images: Sequence[Image.Image] | Prepared) -> np.ndarray:
         if len(images) == 0:
             return self._empty()
-        out = []
-        with torch.inference_mode():
-            for chunk in batches(list(images), self.batch_size):
-                inputs = self.image_processor(images=[rgb(im) for im in chunk], return_tensors="pt")
-                pixels = inputs["pixel_values"].to(self.device, self.dtype)
-                out.append(to_unit_numpy(pooled(self.model.get_image_features(pixel_values=pixels))))
-        return np.concatenate(out)
+        return staged(images, self.image_preprocessor(), self._forward_pixels, self.batch_size)
 
-    def encode_texts(self, texts: Sequence[str]) -> np.ndarray:
-        import torch
-
+    def encode_texts(self, texts: Sequence[str] | Prepared) -> np.ndarray:
         if len(texts) == 0:
             return self._empty()
-        padding: str | bool = "max_length" if self.pad_to_max_length else True
-        out = []
+        rows = staged(texts, self.text_preprocessor(), self._forward_tokens, self.batch_size)
+        self._dim = rows.shape[1]
+        return rows
+
+    def _forward_pixels(self, pixels: Prepared) -> np.ndarray:
+        import torch
+
         with torch.inference_mode():
-            for chunk in batches(list(texts), self.batch_size):
-                enc = self.tokenizer(
-                    list(chunk),
-                    padding=padding,
-                    truncation=self.max_length is not None,
-                    max_length=self.max_length,
-                    return_tensors="pt",
-                )
-                kwargs = {"input_ids": enc["input_ids"].to(self.device)}
-                if "attention_mask" in enc:
-                    kwargs["attention_mask"] = enc["attention_mask"].to(self.device)
-                out.append(to_unit_numpy(pooled(self.model.get_text_features(**kwargs))))
-        self._dim = out[0].shape[1]
-        return np.concatenate(out)
+            features = self.model.get_image_features(pixel_values=pixels.to(self.device, self.dtype))
+            return to_unit_numpy(pooled(features))
+
+    def _forward_tokens(self, tokens: Prepared) -> np.ndarray:
+        import torch
+
+        with torch.inference_mode():
+            return to_unit_numpy(pooled(self.model.get_text_features(**tokens.to(self.device))))
 
 
 @SCORERS.register("hf-clip")

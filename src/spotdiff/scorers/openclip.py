@@ -28,13 +28,16 @@ from spotdiff.errors import ConfigError
 from spotdiff.scorers.base import (
     SCORERS,
     EmbeddingScorer,
+    ImagePreprocessor,
+    Prepared,
     ScorerOptions,
     digest_files,
     local_path,
+    staged,
     state_dict_digest,
 )
 from spotdiff.scorers.factory import OPEN_CLIP_SCHEMAS, parse_open_clip_spec
-from spotdiff.scorers.hf_dual import TorchScorerMixin, batches, rgb, to_unit_numpy
+from spotdiff.scorers.hf_dual import TorchScorerMixin, rgb, to_unit_numpy
 
 _WEIGHT_NAMES = ("*.safetensors", "*.bin", "*.pth", "*.pt")
 
@@ -129,29 +132,97 @@ class OpenClipScorer(TorchScorerMixin, EmbeddingScorer):
             return int(proj.shape[-1])
         return int(self.encode_texts([""]).shape[1])
 
-    def encode_images(self, images: Sequence[Image.Image]) -> np.ndarray:
-        import torch
+    def image_preprocessor(self) -> OpenClipImagePreprocessor:
+        return OpenClipImagePreprocessor(self.preprocess)
 
+    def text_preprocessor(self) -> OpenClipTokenize:
+        return OpenClipTokenize(self.tokenizer)
+
+    def encode_images(self, images: Sequence[Image.Image] | Prepared) -> np.ndarray:
         if len(images) == 0:
             return np.zeros((0, self._dim()), dtype=np.float32)
-        out = []
-        with torch.inference_mode():
-            for chunk in batches(list(images), self.batch_size):
-                pixels = torch.stack([self.preprocess(rgb(im)) for im in chunk]).to(self.device, self.dtype)
-                out.append(to_unit_numpy(self.model.encode_image(pixels)))
-        return np.concatenate(out)
+        return staged(images, self.image_preprocessor(), self._forward_pixels, self.batch_size)
 
-    def encode_texts(self, texts: Sequence[str]) -> np.ndarray:
-        import torch
-
+    def encode_texts(self, texts: Sequence[str] | Prepared) -> np.ndarray:
         if len(texts) == 0:
             return np.zeros((0, self._dim()), dtype=np.float32)
-        out = []
+        return staged(texts, self.text_preprocessor(), self._forward_tokens, self.batch_size)
+
+    def _forward_pixels(self, pixels: Prepared) -> np.ndarray:
+        import torch
+
         with torch.inference_mode():
-            for chunk in batches(list(texts), self.batch_size):
-                tokens = self.tokenizer(list(chunk)).to(self.device)
-                out.append(to_unit_numpy(self.model.encode_text(tokens)))
-        return np.concatenate(out)
+            return to_unit_numpy(self.model.encode_image(pixels.to(self.device, self.dtype)))
+
+    def _forward_tokens(self, tokens: Prepared) -> np.ndarray:
+        import torch
+
+        with torch.inference_mode():
+            return to_unit_numpy(self.model.encode_text(tokens.to(self.device)))
+
+
+class OpenClipImagePreprocessor(ImagePreprocessor):
+    """open_clip's evaluation transform as the CPU stage: decoded images -> stacked pixels.
+
+    :meth:`from_uint8` runs the same transform as tensor operations on any device when it is the
+    standard resize / centre-crop / to-tensor / normalise chain (open_clip's ``image_transform``
+    for evaluation); resizing works on ``uint8`` pixels, rounded as PIL rounds.
+    """
+
+    #: Transforms that leave a 3-channel tensor unchanged (RGB conversion of PIL images).
+    _NO_OPS = ("MaybeConvertMode", "_convert_to_rgb")
+
+    def __init__(self, transform: Any) -> None:
+        self.transform = transform
+
+    def __call__(self, images: Sequence[Image.Image]) -> Prepared:
+        import torch
+
+        return Prepared(torch.stack([self.transform(rgb(im)) for im in images]), len(images))
+
+    def _steps(self) -> list | None:
+        """The transform's steps when each is a resize, centre crop, to-tensor, normalise or RGB no-op."""
+        from torchvision import transforms as T
+
+        steps = list(getattr(self.transform, "transforms", None) or [])
+        known = (T.Resize, T.CenterCrop, T.ToTensor, T.Normalize)  # open_clip's MaybeToTensor is a ToTensor
+        for step in steps:
+            name = getattr(step, "__name__", type(step).__name__)
+            if not isinstance(step, known) and name not in self._NO_OPS:
+                return None
+        return steps or None
+
+    def on_tensors(self) -> bool:
+        return self._steps() is not None
+
+    def from_uint8(self, images: Sequence[Any], device: str) -> Prepared:
+        import torch
+        from torchvision import transforms as T
+        from torchvision.transforms import functional as F
+
+        steps = self._steps() or []
+        out = []
+        for image in images:
+            x = image.to(device)
+            for step in steps:
+                if isinstance(step, T.Resize | T.CenterCrop):
+                    x = step(x)
+                elif isinstance(step, T.ToTensor):
+                    x = x.float() / 255.0
+                elif isinstance(step, T.Normalize):
+                    x = F.normalize(x, step.mean, step.std)
+            out.append(x)
+        return Prepared(torch.stack(out), len(images))
+
+
+class OpenClipTokenize:
+    """open_clip's tokenizer as the text stage: texts -> a ``[n, context_length]`` token tensor."""
+
+    def __init__(self, tokenizer: Any) -> None:
+        self.tokenizer = tokenizer
+
+    def __call__(self, texts: Sequence[str]) -> Prepared:
+        return Prepared(self.tokenizer(list(texts)), len(texts))
 
 
 def _preferred_checkpoint(found: list[Path]) -> Path | None:

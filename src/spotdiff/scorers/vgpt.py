@@ -159,8 +159,7 @@ class VisualGPTScorer(PairScorer):
                     f"prompt= is the question before it (no {{text}})"
                 )
             self.chat = ChatVLM(
-                self.model, self.processor, self.config, device=self.device, dtype=self.dtype,
-                batch_size=options.batch_size,
+                self.model, self.processor, self.config, device=self.device, dtype=self.dtype, options=options
             )  # fmt: skip
             self._chat_prompt = self.chat.render(self.prompt or DESCRIBE_PROMPT, 1, self.system)
         else:

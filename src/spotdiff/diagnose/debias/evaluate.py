@@ -19,12 +19,20 @@ import contextlib
 from dataclasses import dataclass, replace
 
 from spotdiff.diagnose.debias.variants import DebiasConfig, config_dict, debias_variants
-from spotdiff.diagnose.engine import Engine, check_capability
-from spotdiff.diagnose.runner import EvalConfig, EvalResult, RunRecorder, resolve, stream_cases, write_metrics_json
+from spotdiff.diagnose.engine import check_capability
+from spotdiff.diagnose.runner import (
+    EvalConfig,
+    EvalResult,
+    RunRecorder,
+    load_eval_scorer,
+    make_engine,
+    resolve,
+    stream_cases,
+    write_metrics_json,
+)
 from spotdiff.diagnose.store import RunStore
 from spotdiff.errors import ConfigError, DataError
 from spotdiff.jsonio import write_json
-from spotdiff.scorers import ScorerOptions, load_scorer, quiet_progress
 from spotdiff.seeding import seed_everything
 
 
@@ -66,13 +74,10 @@ def run_debiased_eval(config: EvalConfig, debias: DebiasConfig) -> DebiasedRuns:
     if protocol.needs != "image-text":
         raise ConfigError(f"--debias needs an image-text protocol; {protocol.name!r} needs {protocol.needs!r}")
     seed_everything(config.seed)
-    if not config.progress:
-        quiet_progress()
-    options = ScorerOptions(device=config.device, dtype=config.dtype, batch_size=config.batch_size, seed=config.seed)
-    scorer = load_scorer(config.model, options)
+    scorer = load_eval_scorer(config)
     check_capability(scorer, protocol.needs)
     identity = scorer.identity()
-    with Engine(scorer, config.cache, progress=config.progress) as engine:
+    with make_engine(config, scorer) as engine:
         cases = list(stream_cases(bench, config.subset, config.limit))
         bench.report.cases = len(cases)
         if not cases:
