@@ -270,6 +270,23 @@ def staged(
     return np.concatenate([forward(prepare(items[i : i + size])) for i in range(0, len(items), size)])
 
 
+class StagedEncoder:
+    """``encode_images`` / ``encode_texts`` of an embedding scorer whose preprocessors are its CPU
+    stage: raw items are prepared and encoded ``batch_size`` at a time (:func:`staged`), a prepared
+    batch goes straight to the forward pass, and no items give an empty ``[0, dim]``. The scorer
+    supplies ``_dim()``, ``_forward_pixels(Prepared)`` and ``_forward_tokens(Prepared)``."""
+
+    def encode_images(self, images: Sequence[Image.Image] | Prepared) -> np.ndarray:
+        if len(images) == 0:
+            return np.zeros((0, self._dim()), dtype=np.float32)  # type: ignore[attr-defined]
+        return staged(images, self.image_preprocessor(), self._forward_pixels, self.batch_size)  # type: ignore[attr-defined]
+
+    def encode_texts(self, texts: Sequence[str] | Prepared) -> np.ndarray:
+        if len(texts) == 0:
+            return np.zeros((0, self._dim()), dtype=np.float32)  # type: ignore[attr-defined]
+        return staged(texts, self.text_preprocessor(), self._forward_tokens, self.batch_size)  # type: ignore[attr-defined]
+
+
 SCORERS: Registry[Callable[[str, ScorerOptions], Scorer]] = Registry(
     "scorer family", "spotdiff.scorers", entry_points="spotdiff.scorers"
 )

@@ -21,7 +21,15 @@ from typing import Any
 import numpy as np
 from PIL import Image
 
-from spotdiff.scorers.base import SCORERS, EmbeddingScorer, PairScorer, Prepared, ScorerOptions, local_path, staged
+from spotdiff.scorers.base import (
+    SCORERS,
+    EmbeddingScorer,
+    PairScorer,
+    Prepared,
+    ScorerOptions,
+    StagedEncoder,
+    local_path,
+)
 from spotdiff.scorers.hf_dual import (
     HFImagePreprocessor,
     HFTokenize,
@@ -78,7 +86,7 @@ class _BlipBase(TorchScorerMixin):
         return self.model.vision_model(pixel_values=pixels).last_hidden_state
 
 
-class BlipITCScorer(_BlipBase, EmbeddingScorer):
+class BlipITCScorer(StagedEncoder, _BlipBase, EmbeddingScorer):
     """``blip-itc:``: BLIP's contrastive (ITC) embeddings; cosine similarities."""
 
     capabilities = frozenset({"image-text", "text-text"})
@@ -89,16 +97,6 @@ class BlipITCScorer(_BlipBase, EmbeddingScorer):
 
     def _dim(self) -> int:
         return int(self.model.vision_proj.out_features)
-
-    def encode_images(self, images: Sequence[Image.Image] | Prepared) -> np.ndarray:
-        if len(images) == 0:
-            return np.zeros((0, self._dim()), dtype=np.float32)
-        return staged(images, self.image_preprocessor(), self._forward_pixels, self.batch_size)
-
-    def encode_texts(self, texts: Sequence[str] | Prepared) -> np.ndarray:
-        if len(texts) == 0:
-            return np.zeros((0, self._dim()), dtype=np.float32)
-        return staged(texts, self.text_preprocessor(), self._forward_tokens, self.batch_size)
 
     def _forward_pixels(self, pixels: Prepared) -> np.ndarray:
         import torch

@@ -31,9 +31,9 @@ from spotdiff.scorers.base import (
     ImagePreprocessor,
     Prepared,
     ScorerOptions,
+    StagedEncoder,
     digest_files,
     local_path,
-    staged,
     state_dict_digest,
 )
 from spotdiff.scorers.factory import OPEN_CLIP_SCHEMAS, parse_open_clip_spec
@@ -42,7 +42,7 @@ from spotdiff.scorers.hf_dual import TorchScorerMixin, rgb, to_unit_numpy
 _WEIGHT_NAMES = ("*.safetensors", "*.bin", "*.pth", "*.pt")
 
 
-class OpenClipScorer(TorchScorerMixin, EmbeddingScorer):
+class OpenClipScorer(StagedEncoder, TorchScorerMixin, EmbeddingScorer):
     """An open_clip ``CLIP`` / ``CustomTextCLIP`` model."""
 
     capabilities = frozenset({"image-text", "text-text"})
@@ -137,16 +137,6 @@ class OpenClipScorer(TorchScorerMixin, EmbeddingScorer):
 
     def text_preprocessor(self) -> OpenClipTokenize:
         return OpenClipTokenize(self.tokenizer)
-
-    def encode_images(self, images: Sequence[Image.Image] | Prepared) -> np.ndarray:
-        if len(images) == 0:
-            return np.zeros((0, self._dim()), dtype=np.float32)
-        return staged(images, self.image_preprocessor(), self._forward_pixels, self.batch_size)
-
-    def encode_texts(self, texts: Sequence[str] | Prepared) -> np.ndarray:
-        if len(texts) == 0:
-            return np.zeros((0, self._dim()), dtype=np.float32)
-        return staged(texts, self.text_preprocessor(), self._forward_tokens, self.batch_size)
 
     def _forward_pixels(self, pixels: Prepared) -> np.ndarray:
         import torch
