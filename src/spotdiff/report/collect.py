@@ -133,17 +133,13 @@ def evaluation_from_units(
     with the means over subsets and the paper ``groups``."""
     protocol = get_protocol(protocol) if isinstance(protocol, str) else protocol
     table = UnitTable()
-    shared: dict[str, dict] = {}
-    converted: dict[int, dict] = {}
+    shared: dict[str, dict] = {}  # one tags dict per case, shared by its units
     for u in units:
         tags = shared.get(u["case_id"])
         if tags is None:
             tags = shared[u["case_id"]] = {k: str(v) for k, v in (u.get("tags") or {}).items()}
             tags.setdefault("subset", u["subset"])
-        raw = u.get("outcomes") or {}
-        outcomes = converted.get(id(raw))
-        if outcomes is None:
-            outcomes = converted[id(raw)] = {k: _num(v) for k, v in raw.items()}
+        outcomes = {k: _num(v) for k, v in (u.get("outcomes") or {}).items()}
         table.add(u["unit_id"], u["case_id"], tags, outcomes)
     if not len(table):
         raise DataError("the run has no stored units")
