@@ -72,6 +72,17 @@ class ImageRef(ABC):
     def _decode_error(self, exc: Exception) -> DataError:
         return DataError(f"cannot decode image {self.describe()}: {exc}")
 
+    def _decode(self, source: Any, bbox: tuple | None) -> Image.Image:
+        """An encoded image (a path or a binary file object) decoded to RGB and cropped to ``bbox``;
+        a file that does not decode is a :class:`DataError` naming this reference."""
+        try:
+            with Image.open(source) as im:
+                im.load()
+                image = im.convert("RGB")
+        except (OSError, ValueError, SyntaxError) as exc:
+            raise self._decode_error(exc) from exc
+        return _crop(image, bbox)
+
 
 @dataclass(frozen=True, eq=False)
 class FileImage(ImageRef):
@@ -92,13 +103,7 @@ class FileImage(ImageRef):
         return f"file:{digest}" + _crop_suffix(self.bbox)
 
     def load(self) -> Image.Image:
-        try:
-            with Image.open(self.path) as im:
-                im.load()
-                image = im.convert("RGB")
-        except (OSError, ValueError, SyntaxError) as exc:
-            raise self._decode_error(exc) from exc
-        return _crop(image, self.bbox)
+        return self._decode(self.path, self.bbox)
 
     def describe(self) -> str:
         return str(self.path) + (f" (crop {self.bbox})" if self.bbox else "")
@@ -140,14 +145,7 @@ class ParquetImage(ImageRef):
     def load(self) -> Image.Image:
         import io
 
-        data = parquet_image_bytes(self.path, self.row, self.column)
-        try:
-            with Image.open(io.BytesIO(data)) as im:
-                im.load()
-                image = im.convert("RGB")
-        except (OSError, ValueError, SyntaxError) as exc:
-            raise self._decode_error(exc) from exc
-        return _crop(image, self.bbox)
+        return self._decode(io.BytesIO(parquet_image_bytes(self.path, self.row, self.column)), self.bbox)
 
     def describe(self) -> str:
         return f"{self.path} row {self.row} column {self.column!r}" + (f" (crop {self.bbox})" if self.bbox else "")
