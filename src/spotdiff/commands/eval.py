@@ -204,6 +204,27 @@ def _data(args: argparse.Namespace, benchmarks: list[str]) -> dict[str, Path]:
     return out
 
 
+def _run_options(args: argparse.Namespace) -> dict:
+    """The options of every run of this command, a single run's :class:`EvalConfig` or a grid's cells."""
+    return {
+        "batch_size": args.batch_size,
+        "device": args.device,
+        "dtype": args.dtype,
+        "limit": args.limit,
+        "cache": None if args.no_cache else (args.cache or default_cache_dir()),
+        "seed": args.seed,
+        "store": args.store,
+        "use_store": not args.no_store,
+        "n_boot": args.n_boot,
+        "progress": not args.quiet,
+        "workers": args.workers,
+        "gpu_decode": args.gpu_decode,
+        "ties": args.ties,
+        "overwrite": args.overwrite,
+        "options": _loader_options(args),
+    }
+
+
 def run(args: argparse.Namespace) -> int:
     models, benchmarks = _models(args), _benchmarks(args)
     data = _data(args, [name for name, _ in benchmarks])
@@ -217,21 +238,7 @@ def run(args: argparse.Namespace) -> int:
         subset=args.subset or alias_subset,
         protocol=args.protocol,
         out=args.out,
-        batch_size=args.batch_size,
-        device=args.device,
-        dtype=args.dtype,
-        limit=args.limit,
-        cache=None if args.no_cache else (args.cache or default_cache_dir()),
-        seed=args.seed,
-        store=args.store,
-        use_store=not args.no_store,
-        n_boot=args.n_boot,
-        progress=not args.quiet,
-        workers=args.workers,
-        gpu_decode=args.gpu_decode,
-        ties=args.ties,
-        overwrite=args.overwrite,
-        options=_loader_options(args),
+        **_run_options(args),
     )
     if args.debias:
         return _run_debiased(args, config)
@@ -272,21 +279,7 @@ def _run_grid(
         out=args.out,
         subset=args.subset,
         protocol=args.protocol,
-        batch_size=args.batch_size,
-        device=args.device,
-        dtype=args.dtype,
-        limit=args.limit,
-        cache=None if args.no_cache else (args.cache or default_cache_dir()),
-        seed=args.seed,
-        store=args.store,
-        use_store=not args.no_store,
-        n_boot=args.n_boot,
-        progress=not args.quiet,
-        workers=args.workers,
-        gpu_decode=args.gpu_decode,
-        ties=args.ties,
-        overwrite=args.overwrite,
-        options=_loader_options(args),
+        **_run_options(args),
     )
     header, rows = grid.table()
     notes = [TIE_NOTES[args.ties], "each benchmark's main metric on all (pooled over every unit)"]
