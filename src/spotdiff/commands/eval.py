@@ -28,7 +28,7 @@ from spotdiff.report.table import TIE_NOTES, format_metrics_table, format_table
 def register(subparsers: argparse._SubParsersAction) -> None:
     p = subparsers.add_parser(
         "eval",
-        help="evaluate a model on a benchmark",
+        help="evaluate a model on a benchmark, or a grid of models x benchmarks",
         description="Evaluate MODEL on BENCHMARK read from DATA; print metrics with 95%% CIs, "
         "record the run in the run store, and optionally write metrics.json and scores.jsonl. "
         "Several --model / --benchmark (or --models FILE, --suite NAME) run the grid of every model on "

@@ -1,4 +1,5 @@
-"""``spotdiff synth``: write minimal-change datasets (SPEC, EqBen, VISLA formats; training corpora).
+"""``spotdiff synth``: write minimal-change datasets (SPEC, EqBen, VISLA formats; training corpora;
+zero-shot classification sets).
 
 ::
 
@@ -6,11 +7,12 @@
     spotdiff synth eqben  --out DIR [--n 10] ...
     spotdiff synth visla  --out DIR [--n 20] [--relations FILE] ...
     spotdiff synth corpus --out DIR [--n 100] [--image-size 64] ...
+    spotdiff synth zeroshot --out DIR [--n 10] ...
     spotdiff synth contact-sheet DIR --out sheet.png
     spotdiff synth list
 
-``--n`` counts cases per subset (spec), pairs per subset (eqben), scenes (visla) or image-caption
-pairs (corpus). The same options always give byte-identical files, whatever ``--workers``.
+``--n`` counts cases per subset (spec), pairs per subset (eqben), scenes (visla), image-caption
+pairs (corpus) or images (zeroshot). The same options always give byte-identical files, whatever ``--workers``.
 """
 
 from __future__ import annotations
@@ -35,7 +37,7 @@ _DEFAULT_SIZE = {"corpus": 64}
 def register(subparsers: argparse._SubParsersAction) -> None:
     p = subparsers.add_parser(
         "synth",
-        help="synthesize minimal-change data (SPEC, EqBen, VISLA formats, training corpora)",
+        help="synthesize minimal-change data (SPEC, EqBen, VISLA formats, training corpora, zero-shot sets)",
         description=__doc__,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
