@@ -10,12 +10,12 @@ from __future__ import annotations
 import json
 import os
 import shutil
-from collections.abc import Iterable
 from pathlib import Path
 
 from spotdiff.errors import DataError
 from spotdiff.synth.language import sentence, with_article
 from spotdiff.synth.objects import ObjectInstance
+from spotdiff.synth.output import write_jsonl
 from spotdiff.synth.spec import SUBSETS as SPEC_SUBSETS
 
 
@@ -39,7 +39,7 @@ def write_spec_pairs(data: Path, out: Path) -> dict:
             rows.append({"image": rel, "caption": rec["keys"][rec["label"]], "subset": subset})
     if not rows:
         raise DataError(f"no SPEC image2text.json records under {data}")
-    _write_jsonl(out / "captions.jsonl", rows)
+    write_jsonl(out / "captions.jsonl", rows)
     return {"pairs": len(rows), "by_subset": {s: sum(r["subset"] == s for r in rows) for s in SPEC_SUBSETS}}
 
 
@@ -93,6 +93,3 @@ def write_cls_attribute_prompts(data: Path, out: Path) -> dict:
     (folder / "image2text.json").write_text(json.dumps(records, indent=1), encoding="utf-8")
     return {"images": len(records), "classes": len(classes)}
 
-
-def _write_jsonl(path: Path, rows: Iterable[dict]) -> None:
-    path.write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
