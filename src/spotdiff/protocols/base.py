@@ -1,23 +1,8 @@
 """The protocol interface: pure functions from a case's score matrix to per-unit outcomes.
 
-A *unit* is what a metric averages over: usually one case, but one query for gallery retrieval and
-SPEC. ``outcomes(case, scores)`` returns one ``{metric: value}`` dict per unit (1.0 / 0.0 for a
-win / loss; a NaN score always loses). ``unit_ids`` names them.
-
-**Ties** (``--ties``, :data:`spotdiff.cases.TIES`): under ``"strict"`` (the default) the true candidate must score
-strictly higher than every false one, so a tie is a loss and a constant scorer gets 0. Under
-``"argmax"`` a tie goes to the candidate listed first in the benchmark's published order, which is
-what ``numpy.argmax`` / ``torch.argmax`` do in the peers' code (ARO's COCO/Flickr-Order lists the
-true caption first, SPEC's and CLIP_benchmark's code take the argmax); :func:`beats` is the one
-implementation of both rules.
-``aggregate`` turns the stacked unit values into the reported percentages: the default is the mean
-over the units where a metric is defined, x 100, followed by :meth:`Protocol.derive` for derived
-metrics (``min(p_c, p_f)``, ``rsum``). Protocols whose aggregate is not a function of means (ARO's
-per-relation macro average) override both :meth:`aggregate` and :meth:`aggregate_resamples`.
-
-``aggregate_resamples`` is the vectorised form of ``aggregate`` used by the bootstrap
-(:mod:`spotdiff.protocols.stats`): given a ``[B, n]`` matrix of unit indices it returns ``[B]``
-arrays, one value per resample.
+A unit is what a metric averages over (a case, or a query); :func:`beats` is the one implementation of
+both tie rules; ``aggregate`` and ``aggregate_resamples`` give the reported percentages and their
+bootstrap resamples. Details: docs/protocols.md.
 """
 
 from __future__ import annotations

@@ -1,36 +1,8 @@
 """Answer-based minimal-pair evaluation of chat VLMs, with both candidate orders (EqBen Sec. 5.5).
 
-EqBen Sec. 5.5 ("Pilot Study of MLLM on EqBen") asks LLaVA which caption goes with which image and
-finds the group accuracy swings from about 90% to about 0% when the two captions are swapped in the
-prompt (Table 7): the answer follows the order, not the image. These protocols measure that on any
-K x K case with permutation truth (Winoground, EqBen: 2 x 2), from the answers of a chat VLM
-(:class:`spotdiff.scorers.chat.AnswerChooser`):
-
-* a text question per image ``i`` ("which caption matches the image?", the K captions as options
-  A, B, ...) and, for ``choice``, an image question per text ``j`` (the K images in one prompt,
-  "which image matches the caption?"), each asked with the candidates in the case's order
-  ("orig") and reversed ("swap");
-* the score matrix the engine hands over (need ``"choice"`` or ``"choice-text"``) is
-  ``[n_questions, 2, n_readings]``: text questions first (images in case order), then image
-  questions (texts in case order); axis 1 the order (0 orig, 1 swap); axis 2 the reading (0 option
-  likelihood, 1 greedy generation when asked); each value the chosen candidate's index in the case's
-  own order, NaN when there is no answer (a likelihood tie or NaN logits; an unparseable generation).
-
-Per case (one unit), for a reading:
-
-* ``text`` = 1 iff every text question is answered correctly in both orders; ``text_orig`` /
-  ``text_swap`` in that order only (``choice-text``);
-* ``image`` likewise for the image questions; ``group`` = text and image; ``group_orig`` /
-  ``group_swap`` = text and image in one order (EqBen Table 7's two rows);
-* ``consistency`` = the share of the case's questions that get the same (valid) answer in both
-  orders, whether right or wrong (order-consistency rate);
-* ``no_answer`` = the share of the case's question-orders without an answer (counted, never
-  skipped: it is a failure in every score above).
-
-The generation reading's metrics carry a ``gen_`` prefix, and its ``unparsed`` is the share of
-generated answers that :func:`~spotdiff.scorers.chat.parse_choice` could not read; they are left out
-of the report when no generation was asked for. Metrics are
-percentages, overall and per subset, with case-level bootstrap intervals like every protocol.
+From a chat VLM's answers (:class:`spotdiff.scorers.chat.AnswerChooser`) to caption and image questions
+asked in the case's order and reversed: text, image and group scores per order (EqBen Table 7), order
+consistency and unanswered questions. The score layout and the metrics: docs/protocols.md.
 """
 
 from __future__ import annotations

@@ -1,10 +1,6 @@
 """Compact append-only columns: per-unit outcomes of millions of cases in a few bytes each.
 
-A Python list of per-unit dicts costs about a kilobyte per unit. The columns here cost the bytes of
-the values: float64 for outcomes, int32 codes for tag values (each distinct value stored once),
-numpy's variable-width strings (``StringDType``: 16 bytes, plus the characters beyond 15) for ids.
-Appends go to a short Python list that is packed into a numpy chunk every :data:`CHUNK` rows.
-:class:`IdSet` answers "seen before?" for millions of ids in 16 bytes each.
+Costs and layout: docs/protocols.md.
 
 >>> col = StringColumn()
 >>> for s in ("b", "a", "b"):

@@ -1,14 +1,7 @@
 """The per-case equivariance score of a 2 x 2 case (EqBen Sec. 5.4, Fig. 6 and Fig. 13).
 
-For a case with images ``I1, I2``, texts ``T1, T2`` and diagonal truth, EqBen measures how far the
-similarity is from *equivariant*: a change in the image should move the scores as the matching
-change in the text does. With ``s_ab`` the score of image ``a`` against text ``b``::
-
-    d_i2t = (s11 - s12) - (s22 - s21),   d_t2i = (s11 - s21) - (s22 - s12),   score = d_i2t^2 + d_t2i^2
-
-the EqSim-v2 deviation with ``alpha = 0`` on one case; 0 is exactly equivariant, smaller is better.
-One implementation serves NumPy arrays (reports read stored matrices, without importing torch) and
-torch tensors (differentiable, for training diagnostics).
+The EqSim-v2 deviation with ``alpha = 0`` on one case (0 is exactly equivariant), for NumPy arrays
+(reports) and torch tensors (training diagnostics). The formula: docs/protocols.md.
 """
 
 from __future__ import annotations

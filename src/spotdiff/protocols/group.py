@@ -1,19 +1,7 @@
 """Winoground / EqBen text, image and group scores (EqBen paper, Sec. 4, "Benchmarks").
 
-A case is ``K`` images x ``K`` texts whose truth is a permutation (Winoground and EqBen: K = 2,
-diagonal truth). With ``s_ij`` the score of image ``i`` and text ``j`` and ``t(i)`` the true text of
-image ``i``:
-
-* text score = 1 iff for every image ``i``: ``s_i,t(i) > s_ij`` for every other text ``j``
-  (for K = 2: ``s_00 > s_01`` and ``s_11 > s_10``);
-* image score = 1 iff for every text ``j``: its image beats every other image on it
-  (for K = 2: ``s_00 > s_10`` and ``s_11 > s_01``);
-* group score = text score AND image score.
-
-All comparisons are strict ``>``, as the paper writes them: a tie, or a NaN score, is a failure, so
-a constant scorer gets 0 on all three (EqBen Sec. 4 / Winoground Sec. 3.3; Winoground's and EqBen's
-code compare with ``>`` too). Under ``ties="argmax"`` a tie goes to the candidate listed first
-(:func:`~spotdiff.protocols.base.beats`).
+A case is K images x K texts whose truth is a permutation; comparisons are strict (a tie or a NaN
+fails) unless ``ties="argmax"``. The definitions: docs/protocols.md.
 """
 
 from __future__ import annotations

@@ -1,42 +1,8 @@
 """Paired comparison of two evaluations of the same units: a difference, its interval, a p-value.
 
-``paired_comparison(a, b, metric, subset=scope)`` compares two :class:`~spotdiff.protocols.stats.
-Evaluation` objects of the same protocol on the same units (matched by unit id) over one scope:
-``"all"`` (pooled), a subset, ``"subset_mean"`` or a paper grouping (the unweighted mean over the
-scope's subsets). It reports ``a - b`` in percentage points, a paired percentile-bootstrap
-interval and a two-sided p-value of "no difference".
-
-**Independent units.** The units of a case are correlated: a SPEC K x K case gives 2K queries that
-share its images and texts, so testing them as independent overstates the evidence (40 cases of 9
-units each where A alone solves 6 cases and B alone 2 give McNemar ``p = 2.6e-05`` on units, but
-``p = 0.29`` on the 40 cases). The unit of resampling and testing is therefore the *case* whenever
-a case holds several units (and there is more than one case), and the unit otherwise (one-unit
-cases; a single retrieval gallery, whose units are its queries, as in the single-run bootstrap).
-
-**Interval** (``ci``): the same resamples for both evaluations; whole cases (a cluster bootstrap,
-Field & Welsh 2007, "Bootstrapping clustered data", JRSS-B 69(3)) or units, drawn within each subset
-separately for a mean over subsets (a stratified bootstrap).
-
-**Test** (``test``):
-
-* ``"mcnemar-exact"`` — the exact McNemar test, used only when every case is one unit, the metric is
-  a per-unit 0/1 outcome and the scope is pooled or one subset: with ``n10`` units that only A gets
-  right and ``n01`` that only B gets right, ``p = min(1, 2 * P(X <= min(n10, n01)))`` for
-  ``X ~ Binomial(n10 + n01, 1/2)`` (McNemar 1947; ``scipy.stats.binomtest``).
-* ``"sign-flip-cases"`` — otherwise, when cases hold several units: a paired randomization
-  (sign-flip) test over cases (Fisher 1935; Good, *Permutation Tests*, 2005, Sec. 3.6). Under the
-  null hypothesis that A and B are exchangeable within each case, swapping the A and B outcomes of
-  all the units of a case together (each case with probability 1/2, independently) leaves the
-  distribution of the data unchanged. With ``d`` the observed difference of the aggregate and
-  ``d*_1..d*_N`` its values on ``N = n_perm`` random swaps,
-  ``p = (1 + #{j: |d*_j| >= |d|}) / (1 + N)``, a valid p-value for any ``N``. For a mean metric the
-  difference is ``sum_c s_c D_c / n`` with ``D_c`` the case's summed unit differences and
-  ``s_c = +-1``: a sign-flip test on case-level differences, the randomization counterpart of the
-  clustered McNemar test of Obuchowski (1998, Stat. Med. 17) and Durkalski et al. (2003, Stat. Med.
-  22). Units that repeat their case's outcome k times give the same test as one unit per case.
-* ``"sign-flip-units"`` — the same test with each unit swapped on its own, when every case is one
-  unit but the metric is not a per-unit 0/1 outcome (``min(p_c, p_f)``, ARO's macro accuracy, VALSE's
-  ``acc`` with its half points) or the scope is a mean over subsets.
+:func:`paired_comparison` resamples and tests whole cases when cases hold several units: a paired
+bootstrap interval and an exact McNemar or a sign-flip randomization test. The tests, when each
+applies, and their references: docs/statistics.md.
 """
 
 from __future__ import annotations

@@ -1,24 +1,8 @@
-"""Gallery image-text retrieval, R@1/5/10 both ways (COCO / Flickr30K; EqBen Table 2, VisualGPTScore
-Table 4).
+"""Gallery image-text retrieval, R@1/5/10 both ways (COCO / Flickr30K; EqBen Table 2, VisualGPTScore Table 4).
 
-One case is the whole gallery: N images x T texts, ``truth[i, t]`` True when caption ``t`` belongs to
-image ``i`` (COCO and Flickr30K: 5 captions per image). Units are queries:
-
-* an image query (unit ``<case>/i2t/<i>``) succeeds at K when any of its true captions is among
-  the top K texts: the best-scoring true caption's rank is ``1 + #{false texts scoring >= it}``;
-* a text query (unit ``<case>/t2i/<t>``) succeeds at K when its image (the best of its true images)
-  is among the top K images, ranked the same way.
-
-Ties are pessimistic: a false candidate tied with the truth counts as ranked above it (so a
-constant scorer gets R@K = 0 whenever there are at least K false candidates), and a NaN candidate
-counts as above too; a NaN truth score fails. Under ``ties="argmax"`` a tied false candidate counts
-as above only when it is listed before the best true one (index order, as a stable sort or
-``argmax`` breaks ties). ``rsum`` is the sum of the six recalls (the usual
-retrieval summary, 0..600). Queries without any true counterpart (or with no false one) give no
-unit.
-
-Ranks are computed by counting, in chunks of rows, so memory stays ``O(chunk x T)`` beyond the
-score matrix itself (5k x 25k runs without copies of the matrix).
+One case is the whole gallery and its queries are the units; a false candidate tied with the truth
+ranks above it unless ``ties="argmax"``; ranks are counted in chunks of rows. The definitions:
+docs/protocols.md.
 """
 
 from __future__ import annotations

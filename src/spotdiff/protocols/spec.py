@@ -1,21 +1,7 @@
 """SPEC I2T and T2I accuracy (SPEC paper, Sec. 4.1 "Evaluation protocols", Eq. 4 and 5).
 
-A case is ``K`` images x ``K`` texts with diagonal (or any) truth. The paper's ``h(I_j, T_i)`` is 1
-when image ``I_j``'s true text scores strictly higher than all the other candidate texts, and
-``g(T_j, I_i)`` is 1 when text ``T_j``'s true image scores strictly higher than all the other
-candidate images. Ties and NaN scores fail; under ``ties="argmax"`` a tie goes to the candidate
-listed first, as SPEC's code does (``spec/models/*_wrapper.py``: ``scores.argmax(dim=-1) == label``).
-
-Units are queries: one ``i2t`` unit per image row that has a true text and at least one false
-text, one ``t2i`` unit per text column that has a true image and at least one false image. A row
-with several true texts succeeds only if every true text beats every false one. Partial cases are
-therefore supported: SPEC's released files are ``image2text.json`` (one image, K captions: a 1 x K
-case giving one i2t unit) and ``text2image.json`` (one caption, K images: a K x 1 case giving one
-t2i unit), and a K x K case whose truth covers only some rows/columns gives units only for those.
-
-``i2t`` and ``t2i`` are each averaged over their own units (the other is NaN on a unit). Within a
-SPEC subset every case has the same K, so this unit mean equals Eq. 4/5's mean over cases of the
-per-case mean over queries; across subsets with different K ("all") it is a micro average.
+Units are queries (an image row, a text column), so SPEC's partial 1 x K and K x 1 cases are
+supported; ties and NaN fail unless ``ties="argmax"``. The definitions: docs/protocols.md.
 """
 
 from __future__ import annotations

@@ -1,27 +1,8 @@
-"""Evaluation of a protocol over cases, with percentile-bootstrap confidence intervals and the
-aggregates the papers report.
+"""Evaluation of a protocol over cases, with percentile-bootstrap confidence intervals.
 
-``evaluate(protocol, cases, score_matrices)`` runs the protocol on every case, stacks the per-unit
-outcomes and aggregates them at three levels (``Evaluation.metrics``):
-
-* ``"all"``: the protocol's aggregate over every unit, *pooled* (a micro average: a subset with more
-  units weighs more);
-* ``"<subset>"``: the same over one subset's units;
-* ``"subset_mean"`` (when there are several subsets): the *unweighted mean over subsets* of the
-  per-subset values, e.g. SPEC Table 3's "average on all subsets" (``spec/eval.py`` divides the sum
-  of the subset accuracies by their number); and every *paper grouping* a benchmark declares
-  (``groups``: SugarCrepe's REPLACE / SWAP / ADD, VL-CheckList's Object / Attribute / Relation,
-  VALSE's pieces), each the unweighted mean of its subsets' values.
-
-Every value gets a percentile bootstrap interval: resamples are drawn with replacement
-(``numpy.random.default_rng``) and the aggregate is recomputed on each. A case holding several units
-(a SPEC K x K set gives 2K queries) is resampled whole (a cluster bootstrap); otherwise units are
-(:func:`resample_units`). A subset-mean's interval comes from a *stratified* bootstrap: each subset
-is resampled on its own and the mean of the subsets' resampled values is taken, resample by
-resample. Mean metrics (and metrics derived from means, such as ``min(p_c, p_f)``) are computed for
-all resamples at once from a ``[B, n]`` index matrix, in chunks that bound memory.
-
-Paired comparisons of two evaluations live in :mod:`spotdiff.protocols.paired`.
+:func:`evaluate` aggregates per-unit outcomes pooled (``"all"``), per subset, as the unweighted
+``"subset_mean"`` and per paper grouping, each with a cluster or stratified bootstrap interval
+(docs/statistics.md). Paired comparisons live in :mod:`spotdiff.protocols.paired`.
 """
 
 from __future__ import annotations

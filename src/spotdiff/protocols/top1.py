@@ -1,25 +1,8 @@
 """Image-to-text top-1 (R@1) of ARO, Crepe, SugarCrepe and VL-CheckList, and ARO's macro accuracy.
 
-VisualGPTScore Sec. 4 ("Benchmarks and evaluation protocols"): these benchmarks "focus on
-image-to-text retrieval, reporting Recall@1 as each image has a single positive caption and
-multiple negative captions". A case is one image x M texts with exactly one true text; the unit
-scores 1 when the positive's score is strictly greater than every negative's. Ties and NaN fail:
-ARO's own code takes ``argmax`` over ``[false_caption, true_caption]``, which also gives a tie to the
-negative, and a constant scorer must get 0. Under ``ties="argmax"`` a tie goes to the candidate
-listed first (:func:`~spotdiff.protocols.base.beats`): ARO's COCO/Flickr-Order code lists the true
-caption first and counts ``argmax == 0``, so a tie is credited to the true caption there.
-
-``aro-macro`` adds ARO's macro averages (ARO repository, ``dataset_zoo/aro_datasets.py`` and the
-notebook "Replicate ARO! VG-Relation, VG-Attribution"):
-
-* VG-Relation (``tags["relation"]``): accuracy per relation name, then the mean over relations,
-  leaving out the relations ARO lists as symmetric (:data:`ARO_SYMMETRIC_RELATIONS`), for which the
-  swapped caption can also be true;
-* VG-Attribution (``tags["attributes"]``, ARO's ``f"{attributes[0]}_{attributes[1]}"``): accuracy per
-  attribute pair, then the mean over pairs that have at least 25 cases.
-
-Both also report the micro ``accuracy`` over all units (symmetric relations included). Without
-either tag, ``macro_accuracy`` is NaN.
+One image x M texts with one true text (VisualGPTScore Sec. 4); the positive must beat every negative
+strictly unless ``ties="argmax"``. ``aro-macro`` adds ARO's per-relation and per-attribute-pair macro
+averages. The definitions: docs/protocols.md.
 """
 
 from __future__ import annotations

@@ -1,38 +1,8 @@
 """VALSE metrics (VALSE, Parcalabescu et al. 2022, Sec. 5; EqBen paper Sec. 4 / Table 2).
 
-A case is one image x two texts, the caption (true) and the foil (false).
-
-``valse-pairwise`` (any similarity): ``acc_r``, pairwise ranking accuracy, is 1 when
-``s(image, caption) > s(image, foil)``; ties and NaN fail (under ``ties="argmax"`` a tie goes to
-the caption, listed first).
-
-``valse-prob`` (image-text *match probabilities* ``p = P(match | image, text)``): the binary
-image-text-matching metrics that EqBen Table 2 reports as ``acc`` and ``min(p_c, p_f)``. EqBen
-Sec. 4 defines ``p_c`` (``p_f``) as measuring "how well models identify the correct (foil) pair",
-following VALSE. The definitions are those of VALSE's released evaluation code
-(``lxmert_valse_eval.py``), where the model's two-way ITM head decides:
-
-* caption fits: ``p(caption) > 0.5`` (the match logit above the no-match logit);
-* foil detected: ``p(foil) < 0.5`` under ``ties="strict"`` (a probability on the threshold decides
-  nothing, so it fails, as in EqBen's evaluation code ``eval_batch_my.py``: ``result["c1_i0"] < 0.5``);
-  ``p(foil) <= 0.5`` under ``ties="argmax"`` (VALSE's code: ``cross_score[1, 0] >= cross_score[1, 1]``,
-  the argmax of ``[no match, match]`` with the tie going to "no match", listed first);
-* ``p_c`` = fraction of captions that fit, ``p_f`` = fraction of foils detected. Despite their
-  names these are per-class accuracies (recalls), exactly as VALSE computes them;
-* ``acc`` = accuracy over all 2N caption and foil pairs = ``(p_c + p_f) / 2``;
-* ``min_pc_pf`` = ``min(p_c, p_f)``, derived from the aggregates (not averaged per unit);
-* ``acc_r`` = pairwise accuracy, the caption ranked above the foil. VALSE's code ranks on the ITM
-  *match logit* (``cross_score[0, 1] > cross_score[1, 1]``), which orders pairs differently from the
-  probability ``softmax(logits)[1]``; EqBen's code ranks on the probability. When the scorer provides
-  its ITM logits (``blip-itm``: the engine then hands a ``[1, 2, 2]`` matrix of
-  ``(no-match, match)`` logits), ``acc_r`` ranks on the match logit as VALSE does, and ``p`` is
-  ``softmax(logits)[1]`` (the thresholds are decided on the logits, ``l_match > l_no_match`` being
-  ``p > 0.5`` exactly); with probabilities only (``[1, 2]``) it ranks on them, as EqBen does.
-
-A constant scorer (every ``p = 0.5``) therefore gets 0 on every metric under strict ties, and
-``p_f = 100``, ``acc = 50`` under argmax. (Under argmax a tie in ``acc_r`` goes to the caption,
-listed first; VALSE's own pairwise comparison is strict, but an exact tie of two logits only happens
-when the foil repeats the caption, and VALSE's validity rule drops those samples.)
+``valse-pairwise``: ``acc_r``, the caption ranked above the foil. ``valse-prob``: ``acc``, ``p_c``,
+``p_f``, ``min(p_c, p_f)`` and ``acc_r`` from match probabilities or ITM logits, as VALSE's released
+code computes them. The definitions and thresholds: docs/protocols.md.
 """
 
 from __future__ import annotations

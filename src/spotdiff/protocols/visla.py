@@ -1,33 +1,8 @@
 """VISLA triplet accuracy, text-to-text and image-to-text (VISLA paper, Sec. 4, Table 1, App. B).
 
-A case holds the triplet ``(P1, P2, N)``: two semantically equivalent positive captions and a
-lexically close negative. Roles come from ``case.roles`` (``"p1"``, ``"p2"``, ``"n"``); without roles
-the positives are the true texts in order (first = P1) and N the false one. VISLA orders the
-positives so that P1 has more lexical overlap with N (Sec. 4.3, Table 3 caption); the loader keeps
-that order.
-
-``visla-t2t`` (text-text similarities ``S``, ``[3, 3]``): Table 1, a query is P1 or P2, its
-positive is the other one, the negative is N. App. B: "we compute pairwise cosine similarity
-scores S(P1, P2), S(P1, N), S(P2, N) ... report the accuracy of the model, assigning the last rank
-to the negative captions".
-
-* ``p2_n`` (query P1: P2 ranked above N) = ``S(P1, P2) > S(P1, N)``;
-* ``p1_n`` (query P2: P1 ranked above N) = ``S(P2, P1) > S(P2, N)``;
-* ``accuracy`` = N ranked last for both queries = ``p1_n AND p2_n``, i.e. for a symmetric ``S``,
-  ``S(P1, P2) > S(P1, N)`` and ``S(P1, P2) > S(P2, N)``.
-
-Table 3 ("P1-N and P2-N refer to the accuracy of ranking positive caption 1 and positive caption 2
-above the Negative caption; P1 have more lexical overlap with N") fixes which is which: since
-``S(P1, N)`` is inflated by lexical overlap, ranking P2 above N for the query P1 is the hard
-comparison. Published all-MiniLM-L6-v2 on generic VISLA: accuracy 58.89 (Table 2), P1-N 93.22,
-P2-N 60.12 (Table 3), consistent with ``accuracy <= min(p1_n, p2_n)`` under this reading.
-
-``visla-i2t`` (image-text similarities, ``[1, 3]``, Table 1 row I2T, App. B): the image is the
-query and both captions are positives. ``p1_n = S(I, P1) > S(I, N)``, ``p2_n = S(I, P2) > S(I, N)``,
-``accuracy`` = both (N ranked last).
-
-All comparisons are strict: a tie or a NaN is a failure. Under ``ties="argmax"`` a tie goes to the
-text listed first in the case (:func:`~spotdiff.protocols.base.beats`; the loader lists P1, P2, N).
+A case is the triplet (P1, P2, N); ``accuracy`` is N ranked last for both queries, ``p1_n`` / ``p2_n``
+each comparison alone; comparisons are strict unless ``ties="argmax"``. The definitions, and which of
+P1-N / P2-N is which (Table 3): docs/protocols.md.
 """
 
 from __future__ import annotations

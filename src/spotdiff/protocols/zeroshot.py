@@ -1,23 +1,7 @@
 """Zero-shot image classification: top-1, top-5 and mean per-class recall (CLIP_benchmark's metrics).
 
-A case is one image against every class label (``1 x C``, one true label; the engine scores each
-label by CLIP's prompt ensemble, see :class:`spotdiff.cases.Case`); the unit is the image, its class
-the tag ``"label"``. With ``r`` the pessimistic 0-based rank of the true class,
-``r = #{other classes c : s_c >= s_true}`` (a NaN score counts as above; a NaN true score fails):
-
-* ``top1 = 100 * mean_i [r_i < 1]``: the true class strictly beats every other, so ties fail, as
-  everywhere in spotdiff (CLIP_benchmark's ``topk`` would break a tie by index);
-* ``top5 = 100 * mean_i [r_i < 5]``: a class tied with the true one counts as ranked above it, so a
-  tie across the fifth place fails; undefined (NaN) with fewer than 5 classes, as in CLIP_benchmark;
-* ``mean_per_class_recall = 100 * mean_c mean_{i in c} [r_i < 1]``: the top-1 recall of each class
-  present in the data, averaged over classes (``sklearn.metrics.balanced_accuracy_score``, which
-  CLIP_benchmark reports).
-
-Under ``ties="argmax"`` a class tied with the true one counts as ranked above it only when it is
-listed first, as CLIP_benchmark's ``topk`` / ``argmax`` break ties by index.
-
-The bootstrap resamples images (each image is its own case); the per-class mean is recomputed on
-every resample over the classes the resample holds.
+One image against every class label (``1 x C``); a class tied with the true one ranks above it unless
+``ties="argmax"``. The definitions: docs/protocols.md.
 """
 
 from __future__ import annotations
