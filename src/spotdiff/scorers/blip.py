@@ -1,16 +1,7 @@
 """BLIP image-text retrieval models: ``blip-itc:`` (embeddings) and ``blip-itm:`` (match probability).
 
-Both load a ``BlipForImageTextRetrieval`` checkpoint (``Salesforce/blip-itm-base-coco`` or a local
-``save_pretrained`` folder) and call its pieces directly, as its ``forward`` does:
-
-* ``blip-itc``: image-text contrastive head. Image embedding = normalised ``vision_proj`` of the
-  vision encoder's CLS state; text embedding = normalised ``text_proj`` of the text encoder's CLS
-  state (no cross-attention). Equal to ``forward(..., use_itm_head=False)``.
-* ``blip-itm``: image-text matching head. The vision encoder runs once per image; that image's
-  texts run through the text encoder with cross-attention to the cached image states, and the
-  score is ``softmax(itm_head(CLS))[:, 1]``, the match probability of ``forward(...,
-  use_itm_head=True)``. :meth:`BlipITMScorer.itm_logits` returns the two logits themselves
-  (``itm_head(CLS)``: no-match, match), which VALSE's ``acc_r`` ranks on.
+Both load a ``BlipForImageTextRetrieval`` checkpoint and call its pieces directly, as its ``forward``
+does; ``blip-itm`` runs the vision encoder once per image. Details: docs/scorers.md.
 """
 
 from __future__ import annotations

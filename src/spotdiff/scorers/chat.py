@@ -1,33 +1,8 @@
 """Chat vision-language models: what the ``vqa:`` scorer and the chat backend of ``vgpt:`` share.
 
-A chat VLM (LLaVA, Qwen2-VL / Qwen2.5-VL, Idefics3 / SmolVLM, InternVL, ...) is loaded by hub name
-or local path with ``AutoProcessor`` and ``AutoModelForImageTextToText`` (:meth:`ChatVLM.load`).
-Every prompt is the model's own chat template applied to one user turn whose content is typed
-items, ``[{"type": "image"}] * n + [{"type": "text", "text": question}]``, optionally after a
-system turn, with the generation prompt added (:meth:`ChatVLM.render`); the processor then expands
-each image placeholder into the model's image tokens. An answer ``a`` is scored as the tokens
-``tokenizer(a, add_special_tokens=False)`` placed directly after that prompt (the assistant's
-reply), by teacher forcing: one forward pass gives ``log P(a_k | prompt, a_<k)`` for every k.
-
-Prefix reuse (what t2v_metrics does not do): the requests of one image (or image tuple) share the
-image and most of the prompt (system turn, image tokens, the question's words before the text).
-:meth:`ChatVLM.target_logprobs` finds the longest common token prefix of those prompts, runs the
-model on it once (vision tower included) with ``use_cache=True``, and scores every request's
-remaining prompt tokens and answer tokens in batches against a copy of that KV cache
-(``past_key_values``). Positions continue where the prefix ends (for M-RoPE models such as
-Qwen2-VL, at ``prefix length + rope_deltas`` on all three axes, as the model's own generation does).
-The token-level split is checked against the processor's expanded sequence; where it cannot be made
-safely (a prompt whose image comes after text-dependent tokens, prefix-LM models such as PaliGemma
-whose prompt attends bidirectionally), the requests are scored whole, without reuse. Both paths give
-the same numbers to floating-point accuracy (tested to 1e-4).
-
-Answer-based questions (EqBen Sec. 5.5): :class:`AnswerChooser` asks a chat VLM which candidate
-matches, as a lettered multiple-choice question, and reads the answer by option likelihood (the
-next-token log-probabilities of the letters; no sampling) and, optionally, by greedy generation
-parsed strictly (see :mod:`spotdiff.protocols.choice` for the metrics).
-
-NaN logits (seen with Qwen-VL models in float16) propagate to NaN scores, which every protocol
-counts as a failure; :class:`NanCounter` counts them and warns once per call with a hint.
+:class:`ChatVLM` loads a chat VLM, renders prompts with the model's own chat template and scores
+answers by teacher forcing, reusing the KV cache of its prompts' common prefix; :class:`AnswerChooser`
+asks multiple-choice questions (EqBen Sec. 5.5). Prompt layout and prefix reuse: docs/scorers.md.
 """
 
 from __future__ import annotations

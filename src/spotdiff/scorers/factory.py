@@ -1,10 +1,7 @@
 """The one place that parses model names (as open_clip's ``factory.py``): spec strings -> scorers.
 
-A model is named ``family:rest`` (``hf-clip:openai/clip-vit-base-patch32``, ``open-clip:ViT-B-32@openai``,
-``vgpt:PATH?prompt=...``) or by an alias (``minilm``). :func:`resolve_spec` splits the family off,
-:func:`parse_spec_options` reads a ``?key=value&...`` query, :func:`parse_open_clip_spec` reads
-open_clip's ``ARCH@PRETRAINED``, :func:`hf_name` the name or path of a Hugging Face family's model,
-and :func:`load_scorer` builds the registered family's scorer.
+A model is named ``family:rest`` or by an alias (``minilm``); :func:`load_scorer` builds the
+registered family's scorer.
 
 >>> resolve_spec("hf-clip:openai/clip-vit-base-patch32")
 ('hf-clip', 'openai/clip-vit-base-patch32')

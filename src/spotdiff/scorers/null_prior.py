@@ -1,22 +1,8 @@
 """VisualGPTScore's null images and Monte Carlo language prior (Sec. 4, Eq. 6; App. 8).
 
-P(t) is estimated by Monte Carlo over images (Eq. 6), ``P(t) ~ 1/n sum_k VisualGPTScore(t, i_k)``;
-with content-free Gaussian-noise "null" images (Sec. 4; App. 8 "Details of gaussian noise
-samples") the estimate needs no data. Paper defaults: mean 1.0, std 0.25, a fixed seed, n = 100 for
-Winoground, 30 for EqBen and 10 for the other benchmarks (:data:`NULL_DEFAULTS`,
-:data:`NULL_N_BY_BENCHMARK`; Table 2a used 3 images of mean 0.4).
-
-The paper does not say in which units the mean and std are. Two readings are supported
-(``space``): ``"normalized"`` (the default) draws the noise as values of the model's normalised
-input (after the image processor's ``(x - image_mean) / image_std``), and ``"pixel"`` as [0, 1]
-intensities. The default is the reading the paper supports: Table 5 says the mean is "calculated
-from the LAION subset", and no mean of LAION's [0, 1] intensities can be 1.0 (it would be a white
-image); in pixel units N(1.0, 0.25) also clips about half of all values to white. In BLIP's
-normalised space (image_mean ~0.48, image_std ~0.27) a value of 1.0 is an intensity of about 0.75
-and std 0.25 about 0.07, a content-free grey texture with no clipping.
-
-The ``vgpt:`` scorer uses these for its ``text-prior`` capability; :mod:`spotdiff.diagnose.debias`
-for the alpha-debiasing of Sec. 5-6.
+P(t) is the mean VisualGPTScore over images (Eq. 6), by default Gaussian-noise null images with the
+paper's defaults (:data:`NULL_DEFAULTS`, :data:`NULL_N_BY_BENCHMARK`). In which units the noise is
+drawn, and why: docs/debiasing.md.
 """
 
 from __future__ import annotations

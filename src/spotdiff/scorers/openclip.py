@@ -1,16 +1,7 @@
-"""open_clip models: ``open-clip:ARCH@PRETRAINED``.
-
-Spec forms::
-
-    open-clip:ViT-B-32@openai               built-in architecture, published weights tag
-    open-clip:ViT-B-32@/path/epoch_10.pt    built-in architecture, local checkpoint (.pt/.bin/.safetensors)
-    open-clip:/path/MyArch.json@/path/c.pt  custom architecture (an open_clip config JSON), local checkpoint
-    open-clip:local-dir:/path/to/folder     open_clip's own layout (open_clip_config.json + weights)
-    open-clip:hf-hub:org/repo               open_clip's hub layout
+"""open_clip models: ``open-clip:ARCH@PRETRAINED``, and open_clip's local and hub layouts.
 
 Images use open_clip's evaluation transform, texts its tokenizer; embeddings are L2-normalised.
-The weights digest is the checkpoint file's SHA-256 when the weights come from a file, else a digest
-of the loaded state_dict tensors.
+Spec forms and the weights digest: docs/scorers.md.
 """
 
 from __future__ import annotations

