@@ -1,21 +1,8 @@
 """Where a number comes from: the software, the machine, and the hub revisions of model and data.
 
-:func:`environment` is the ``"environment"`` block that every run records (``metrics.json`` and the
-run store, through :class:`spotdiff.diagnose.runner.RunRecorder`):
-
-* ``python``, and the versions of ``torch``, ``transformers``, ``open_clip_torch``,
-  ``sentence-transformers``, ``huggingface-hub``, ``numpy`` and ``spotdiff`` (installed distribution
-  metadata; ``None`` when one is not installed);
-* ``git``: the commit of the checkout spotdiff runs from and whether tracked files differ from it
-  (``None`` for an installed package);
-* ``device``: the device the model ran on and its name (``torch.cuda.get_device_name`` for CUDA, the
-  CPU model from ``/proc/cpuinfo`` or :func:`platform.processor` otherwise);
-* ``model_hub`` / ``data_hub``: ``{"repo", "revision"}`` when the model or the data came from the
-  Hugging Face hub, read from the hub cache's snapshot folder (``<cache>/models--org--name/snapshots/
-  <commit>``, the layout ``huggingface_hub`` writes); for data fetched into a data home
-  (``spotdiff data fetch``) the revisions its manifest records, per part; else ``None``.
-
-Nothing here touches the network: hub revisions come from what is cached.
+:func:`environment` is the ``"environment"`` block that every run records: package versions, the git
+commit, the device, and hub revisions read from what is cached (nothing here touches the network).
+Its fields: docs/architecture.md.
 """
 
 from __future__ import annotations

@@ -1,15 +1,8 @@
 """The run store: one SQLite file recording every evaluation and every per-case score.
 
-A run row records the model's identity (spec, config and weight digests), the benchmark, the data
-location and digest, the protocol, the seed, the package version and the time; ``metrics`` holds
-one row per (subset, metric) with its confidence interval; ``units`` holds each case's (or query's)
-score matrix and per-metric outcome, so every reported number can be traced to cases. An evaluation
-made during training (``spotdiff train --eval``) records the training run's id and the optimizer step
-(columns ``training`` and ``step``, NULL for ordinary runs); a store written before those columns
-existed gains them, empty, the first time it is opened.
-
-The default location is ``$SPOTDIFF_STORE`` or ``~/.local/share/spotdiff/runs.sqlite``. WAL mode
-and a busy timeout let several runs write to one store at the same time.
+Runs, their metrics with confidence intervals, and each unit's score matrix and outcomes, so every
+reported number traces to cases. Default location ``$SPOTDIFF_STORE`` or
+``~/.local/share/spotdiff/runs.sqlite``; what it records: docs/architecture.md.
 """
 
 from __future__ import annotations

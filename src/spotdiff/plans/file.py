@@ -1,25 +1,7 @@
 """Plan files: a study as YAML stages of ordinary ``spotdiff`` commands (``spotdiff run PLAN.yaml``).
 
-.. code-block:: yaml
-
-    name: hard negatives against plain fine-tuning
-    vars: {seed: 0, steps: 300}          # {name} in a command is replaced; `--set steps=50` overrides
-    store: runs.sqlite                    # the run store the stages record into (relative to the plan's folder)
-    stages:
-      - name: synth-spec
-        title: SPEC candidate sets
-        run: synth spec --out data/spec --n 50 --seed {seed}
-        outputs: [data/spec]
-      - name: train-hn
-        after: [synth-spec]               # the stages that must finish first
-        run:                              # one command, or a list run in order
-          - train --from-config small --cases spec=data/spec --loss spec-hn --steps {steps} --out models/hn
-        outputs: [models/hn]
-
-Commands are ``spotdiff`` command lines without the leading ``spotdiff``, run in the plan's working
-folder. A stage is skipped when its fingerprint (its commands after substitution, its ``params``, the
-spotdiff version and the fingerprints of the stages it runs after) and its outputs are unchanged
-(:class:`spotdiff.plans.runner.Runner`). Every error names the file, the stage and the field.
+:func:`load_plan` reads and checks a plan file, :func:`dump_plan` writes one; every error names the
+file, the stage and the field. The format: docs/plans.md.
 """
 
 from __future__ import annotations
