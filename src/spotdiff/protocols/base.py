@@ -28,7 +28,7 @@ NEEDS = ("image-text", "text-text", "match-prob", "text-prior", "choice", "choic
 class Protocol(ABC):
     """Base class of every protocol; subclasses register with ``@PROTOCOLS.register(name)``.
 
-    An instance holds its tie rule ``ties`` (:data:`spotdiff.cases.TIES`; the module docstring says what each does).
+    An instance holds its tie rule ``ties`` (:data:`spotdiff.cases.TIES`; docs/statistics.md says what each does).
 
     Class attributes:
         name: the registry name.
@@ -105,6 +105,11 @@ class Protocol(ABC):
         """``aggregate`` for each row of ``idx`` (``[B, n]`` unit indices), as ``[B]`` arrays.
 
         The default is exact for mean metrics and their derivations and fully vectorised.
+
+        Args:
+            values: metric -> per-unit values.
+            groups: tag -> per-unit tag values (``"case"``, ``"subset"``, the benchmark's tags).
+            idx: ``[B, n]`` unit indices, one resample per row.
         """
         out: dict[str, Any] = {}
         counts: dict[bytes, np.ndarray] = {}  # resampled defined-unit counts, per NaN pattern
@@ -123,6 +128,11 @@ def resampled_mean(
     """Mean of ``v`` over each row of ``idx`` ignoring NaN (NaN where a row has no defined unit).
 
     ``cache`` shares the per-row defined counts between metrics with the same NaN pattern.
+
+    Args:
+        v: per-unit values, NaN where undefined.
+        idx: ``[B, n]`` unit indices.
+        cache: per-row defined counts by NaN pattern, filled and reused across calls.
     """
     defined = ~np.isnan(v)
     if defined.all():
@@ -148,6 +158,12 @@ def beats(scores: np.ndarray, pos: np.ndarray, neg: np.ndarray, ties: str) -> bo
     first, ``s[p] > s[n]`` when ``n`` comes before ``p`` and ``s[p] >= s[n]`` when it comes after
     (for one positive, exactly "``argmax(scores)`` is the positive"). A NaN score on either side loses.
 
+    Args:
+        scores: one score per candidate, in the published order.
+        pos: indices of the true candidates.
+        neg: indices of the false candidates.
+        ties: ``"strict"`` or ``"argmax"``.
+
     >>> import numpy as np
     >>> s = np.array([0.5, 0.5, 0.1])
     >>> beats(s, np.array([0]), np.array([1, 2]), "strict"), beats(s, np.array([0]), np.array([1, 2]), "argmax")
@@ -165,7 +181,14 @@ def beats(scores: np.ndarray, pos: np.ndarray, neg: np.ndarray, ties: str) -> bo
 
 
 def as_scores(case: Case, scores: Any, shape: tuple[int, int], what: str) -> np.ndarray:
-    """``scores`` as a float array of exactly ``shape``; a 1-D vector is accepted for one row."""
+    """``scores`` as a float array of exactly ``shape``; a 1-D vector is accepted for one row.
+
+    Args:
+        case: the case the scores belong to (named in errors).
+        scores: the score matrix the engine handed over.
+        shape: the shape the protocol needs.
+        what: the kind of scores, named in errors (``"image-text"``, ...).
+    """
     s = np.asarray(scores)
     if s.ndim == 1 and shape[0] == 1:
         s = s.reshape(1, -1)

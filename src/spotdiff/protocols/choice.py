@@ -105,6 +105,13 @@ class AnswerChoice(Protocol):
     def aggregate_resamples(
         self, values: dict[str, np.ndarray], groups: dict[str, np.ndarray], idx: np.ndarray
     ) -> dict[str, np.ndarray]:
+        """:meth:`Protocol.aggregate_resamples`, leaving out the generation reading when none was asked.
+
+        Args:
+            values: metric -> per-unit values.
+            groups: tag -> per-unit tag values.
+            idx: ``[B, n]`` unit indices, one resample per row.
+        """
         return super().aggregate_resamples(_asked(values), groups, idx)
 
 

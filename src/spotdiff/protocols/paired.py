@@ -19,7 +19,7 @@ from spotdiff.errors import ConfigError, DataError
 from spotdiff.protocols.base import Protocol
 from spotdiff.protocols.stats import Evaluation, clusters, percentile_ci, resample, resample_units, scope_rng
 
-#: The p-value tests :func:`paired_comparison` uses, and when (module docstring).
+#: The p-value tests :func:`paired_comparison` uses, and when (docs/statistics.md).
 TESTS = {
     "mcnemar-exact": "exact McNemar test on discordant units (every case is one unit; 0/1 outcomes)",
     "sign-flip-cases": "paired sign-flip randomization test swapping whole cases (cases hold several units)",
@@ -116,10 +116,17 @@ def paired_comparison(
     """Compare two evaluations of the same units on ``metric`` (``a - b``), cluster-aware.
 
     Units are matched by id; the two evaluations must hold exactly the same unit ids in the scope
-    and come from the same protocol. ``subset`` is the scope (None or ``"all"``, a subset,
-    ``"subset_mean"`` or a grouping of ``eval_a``). ``n_boot``, ``seed`` and ``ci`` default to
-    ``eval_a``'s; ``n_perm`` is the number of random swaps of the sign-flip test. The module
-    docstring says which test is used when, with the formulas.
+    and come from the same protocol. Which test is used when, with the formulas: docs/statistics.md.
+
+    Args:
+        eval_a: the first evaluation (A).
+        eval_b: the second (B), of the same protocol and units.
+        metric: the metric compared.
+        subset: the scope: None or ``"all"``, a subset, ``"subset_mean"`` or a grouping of ``eval_a``.
+        n_boot: bootstrap resamples (default ``eval_a``'s).
+        n_perm: the number of random swaps of the sign-flip test.
+        seed: seed of the resamples and swaps (default ``eval_a``'s).
+        ci: the interval's coverage (default ``eval_a``'s).
     """
     if eval_a.protocol.name != eval_b.protocol.name:
         raise ConfigError(f"cannot compare protocol {eval_a.protocol.name!r} with {eval_b.protocol.name!r}")

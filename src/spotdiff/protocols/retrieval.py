@@ -35,6 +35,12 @@ def retrieval_ranks(
     where the query has no usable true score. Under ``ties="argmax"`` a false candidate with the
     same score counts only when its index is lower than the first true candidate with the best
     score. Processes ``chunk`` image rows at a time.
+
+    Args:
+        scores: ``[N, T]`` image-text scores.
+        truth: ``[N, T]`` booleans, True where text ``t`` belongs to image ``i``.
+        chunk: image rows per step (default: about two million entries).
+        ties: ``"strict"`` or ``"argmax"``.
     """
     n, t = scores.shape
     if chunk is None:

@@ -130,8 +130,16 @@ def resample(
     high: int | None = None,
     width: int | None = None,
 ) -> dict[str, np.ndarray]:
-    """Apply ``fn`` to ``n_boot`` rows of ``n`` draws in ``[0, high)`` (default ``n``: resampling
-    indices), drawn in memory-bounded chunks (``width``: the row length ``fn`` expands a row to)."""
+    """Apply ``fn`` to ``n_boot`` rows of ``n`` draws in ``[0, high)``, drawn in memory-bounded chunks.
+
+    Args:
+        fn: ``[b, n]`` index rows -> ``{name: [b]}``.
+        n: draws per row.
+        n_boot: the number of rows.
+        rng: the random generator.
+        high: draws lie in ``[0, high)`` (default ``n``).
+        width: the row length ``fn`` expands a row to, for the chunk size (default ``n``).
+    """
     per_chunk = max(1, CHUNK_ELEMENTS // max(width or n, 1))
     parts: dict[str, list[np.ndarray]] = {}
     done = 0
@@ -183,6 +191,13 @@ def resample_units(
     Units are resampled with replacement, or whole cases when :func:`clusters` says the units of
     a case must move together (a cluster bootstrap: each resample draws as many cases as there are,
     with replacement, and takes all units of each).
+
+    Args:
+        fn: ``[B, n']`` unit indices -> ``{name: [B]}``.
+        groups: tag -> per-unit tag values (``"case"`` decides the clusters).
+        n: the number of units.
+        n_boot: the number of resamples.
+        rng: the random generator.
     """
     if n == 0 or n_boot <= 0:
         return {}
@@ -219,7 +234,15 @@ def bootstrap(
     rng: np.random.Generator,
 ) -> dict[str, np.ndarray]:
     """``[n_boot]`` bootstrap values of each reported metric (:func:`resample_units`: whole cases
-    when cases hold several units, since the units of one case share its images and texts)."""
+    when cases hold several units, since the units of one case share its images and texts).
+
+    Args:
+        protocol: the protocol whose ``aggregate_resamples`` is applied.
+        values: metric -> per-unit values.
+        groups: tag -> per-unit tag values.
+        n_boot: the number of resamples.
+        rng: the random generator.
+    """
     arrays = list(groups.values()) or list(values.values())
     n = len(arrays[0]) if arrays else 0
     return resample_units(lambda idx: protocol.aggregate_resamples(values, groups, idx), groups, n, n_boot, rng)
@@ -238,7 +261,13 @@ def describe_aggregates(
     mean_scopes: Mapping[str, Sequence[str]], missing: Mapping[str, Sequence[str]], ties: str
 ) -> dict[str, Any]:
     """The ``aggregates`` block of ``metrics.json``: what ``"all"``, each subset, ``subset_mean`` and
-    each paper grouping are, how their intervals were computed, and the tie rule."""
+    each paper grouping are, how their intervals were computed, and the tie rule.
+
+    Args:
+        mean_scopes: ``subset_mean`` and each paper grouping -> the subsets it averages.
+        missing: paper groupings not computed -> their subsets that were not evaluated.
+        ties: the tie rule of the run.
+    """
     out: dict[str, Any] = {
         "all": "pooled: the protocol's aggregate over every unit (a micro average)",
         "<subset>": "the protocol's aggregate over the subset's units",
@@ -277,6 +306,14 @@ class UnitTable:
         return len(self._unit_ids) + len(self._pending)
 
     def add(self, unit_id: str, case_id: str, tags: Mapping[str, str], outcomes: Mapping[str, float]) -> None:
+        """Append one unit.
+
+        Args:
+            unit_id: the unit's id (unique in the table).
+            case_id: the id of its case.
+            tags: its case's tags, ``"subset"`` included.
+            outcomes: metric -> the unit's value.
+        """
         if "subset" not in tags:
             raise DataError(f"unit {unit_id!r}: tags must include 'subset'")
         if tags is not self._last_tags:  # a case's units share one tags dict
@@ -319,7 +356,13 @@ class UnitTable:
             column.extend(blocks[metric])
 
     def add_case(self, protocol: Protocol, case: Case, scores: Any) -> list[tuple[str, dict[str, float]]]:
-        """Run ``protocol`` on ``case`` and append its units; returns ``(unit id, outcome)`` pairs."""
+        """Run ``protocol`` on ``case`` and append its units; returns ``(unit id, outcome)`` pairs.
+
+        Args:
+            protocol: the protocol to run.
+            case: the case.
+            scores: its score matrix.
+        """
         units = protocol.units(case, scores)
         for uid, outcome in units:
             self.add(uid, case.id, case.tags, outcome)
@@ -416,7 +459,16 @@ def evaluate_units(
 ) -> tuple[dict[str, dict[str, Any]], dict[str, Any]]:
     """``(metrics, aggregates)``: the metrics (full precision) of :func:`evaluate_table` and what each
     scope is (:meth:`Evaluation.aggregates`), without building the :class:`Evaluation` (whose id
-    arrays cost a Python string per unit)."""
+    arrays cost a Python string per unit).
+
+    Args:
+        protocol: a protocol or its registered name.
+        table: the collected units.
+        n_boot: bootstrap resamples.
+        seed: seed of the resamples.
+        ci: the intervals' coverage.
+        groups: paper groupings -> the subsets each averages.
+    """
     protocol = _checked(protocol, ci)
     values, tags = table.arrays(protocol)
     metrics, _, means, missing = _aggregate(protocol, values, tags, n_boot=n_boot, seed=seed, ci=ci, groups=groups)
@@ -504,7 +556,17 @@ def evaluate_table(
     groups: Mapping[str, Sequence[str]] | None = None,
 ) -> Evaluation:
     """Aggregate a :class:`UnitTable`: pooled (``"all"``), per subset, the mean over subsets and the
-    paper ``groups``, each with a percentile bootstrap interval (module docstring)."""
+    paper ``groups``, each with a percentile bootstrap interval (docs/statistics.md).
+
+    Args:
+        protocol: a protocol or its registered name.
+        table: the collected units.
+        n_boot: bootstrap resamples.
+        seed: seed of the resamples.
+        ci: the intervals' coverage.
+        n_cases: the number of cases evaluated (default: the cases in ``table``).
+        groups: paper groupings -> the subsets each averages.
+    """
     protocol = _checked(protocol, ci)
     values, tags = table.arrays(protocol)
     metrics, boot, means, missing = _aggregate(

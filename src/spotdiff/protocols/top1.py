@@ -52,7 +52,15 @@ ARO_MIN_ATTRIBUTE_COUNT = 25
 
 
 def top1_correct(case: Case, scores: np.ndarray, protocol: str, what: str, ties: str = "strict") -> float:
-    """1.0 when the case's single positive text beats every negative under ``ties``, else 0.0."""
+    """1.0 when the case's single positive text beats every negative under ``ties``, else 0.0.
+
+    Args:
+        case: a one-image case with exactly one true text.
+        scores: its score matrix.
+        protocol: the protocol's name, for errors.
+        what: the kind of scores, for errors.
+        ties: ``"strict"`` or ``"argmax"``.
+    """
     pos, neg = one_row_positive(case, protocol)
     s = as_scores(case, scores, case.truth.shape, what)[0]
     return float(beats(s, np.array([pos]), neg, ties))
@@ -138,6 +146,13 @@ class AroMacro(ImageToTextTop1):
     def aggregate_resamples(
         self, values: dict[str, np.ndarray], groups: dict[str, np.ndarray], idx: np.ndarray
     ) -> dict[str, np.ndarray]:
+        """The micro ``accuracy`` and ARO's ``macro_accuracy`` of each resample.
+
+        Args:
+            values: metric -> per-unit values.
+            groups: tag -> per-unit tag values (``"relation"`` or ``"attributes"``).
+            idx: ``[B, n]`` unit indices, one resample per row.
+        """
         v = np.asarray(values["accuracy"], dtype=float)
         out: dict[str, Any] = {"accuracy": resampled_mean(v, idx) * 100.0}
         coded = self._codes(groups)

@@ -21,6 +21,11 @@ def true_class_rank(scores: np.ndarray, positive: int, ties: str = "strict") -> 
     (NaN entries count as higher; under ``ties="argmax"`` an equal entry counts only when listed
     before the true one); ``inf`` when the true score is NaN.
 
+    Args:
+        scores: one score per class.
+        positive: the index of the true class.
+        ties: ``"strict"`` or ``"argmax"``.
+
     >>> true_class_rank(np.array([0.2, 0.5, 0.5, 0.1]), 1)
     1.0
     >>> true_class_rank(np.array([0.2, 0.5, 0.5, 0.1]), 1, "argmax")
@@ -43,9 +48,12 @@ def true_class_rank(scores: np.ndarray, positive: int, ties: str = "strict") -> 
 def class_recall(values: np.ndarray, classes: np.ndarray, idx: np.ndarray | None = None) -> np.ndarray:
     """Mean over classes of the per-class mean of ``values`` (``[B]``, one per row of ``idx``).
 
-    ``classes`` are integer codes aligned with ``values``; ``idx`` (``[B, n]`` unit indices, default
-    one row of all units) selects the units of each resample; classes absent from a row are left out
-    of its mean.
+    Classes absent from a row are left out of its mean.
+
+    Args:
+        values: per-unit 0/1 outcomes.
+        classes: integer class codes aligned with ``values``.
+        idx: ``[B, n]`` unit indices (default: one row of all units).
 
     >>> class_recall(np.array([1.0, 0.0, 1.0, 1.0]), np.array([0, 0, 1, 1]))
     array([0.75])
@@ -112,6 +120,13 @@ class ZeroShot(Protocol):
     def aggregate_resamples(
         self, values: dict[str, np.ndarray], groups: dict[str, np.ndarray], idx: np.ndarray
     ) -> dict[str, np.ndarray]:
+        """The mean metrics and ``mean_per_class_recall`` of each resample.
+
+        Args:
+            values: metric -> per-unit values.
+            groups: tag -> per-unit tag values (``"label"``: the class).
+            idx: ``[B, n]`` unit indices, one resample per row.
+        """
         out: dict[str, Any] = super().aggregate_resamples(values, groups, idx)
         top1 = np.nan_to_num(np.asarray(values["top1"], dtype=float))
         out["mean_per_class_recall"] = class_recall(top1, self._codes(groups), idx) * 100.0
