@@ -86,7 +86,14 @@ class NanCounter:
 
 
 def check_gguf_config(config: Any, name: str, gguf_file: str | None, what: str) -> None:
-    """Refuse a GGUF checkpoint without a vision tower, naming what to use instead."""
+    """Refuse a GGUF checkpoint without a vision tower, naming what to use instead.
+
+    Args:
+        config: the model config read from the file.
+        name: the model's name or path, for the message.
+        gguf_file: the GGUF file's name, None for a checkpoint folder.
+        what: what is loading it, for the message.
+    """
     if gguf_file and not hasattr(config, "vision_config"):
         raise ConfigError(
             f"{what}: {name} is a text-only {config.model_type!r} GGUF (transformers reads GGUF files only "
@@ -96,9 +103,17 @@ def check_gguf_config(config: Any, name: str, gguf_file: str | None, what: str) 
 
 
 class ChatVLM:
-    """A loaded chat VLM: model, processor and the prompt / scoring machinery described above.
+    """A loaded chat VLM: model, processor and the prompt / scoring machinery (docs/scorers.md).
 
     Build it with :meth:`load`, or wrap parts already loaded (``vgpt:`` does).
+
+    Args:
+        model: the loaded ``AutoModelForImageTextToText``.
+        processor: its ``AutoProcessor`` (with a tokenizer).
+        config: the model's config.
+        device: the device the model is on.
+        dtype: the model's dtype.
+        options: the scorer options (batch size, ...).
     """
 
     def __init__(
@@ -132,7 +147,13 @@ class ChatVLM:
 
     @classmethod
     def load(cls, name_or_path: str, options: ScorerOptions, what: str) -> ChatVLM:
-        """Load ``AutoProcessor`` + ``AutoModelForImageTextToText`` by hub name, path or GGUF file."""
+        """Load ``AutoProcessor`` + ``AutoModelForImageTextToText`` by hub name, path or GGUF file.
+
+        Args:
+            name_or_path: a hub name, a local folder or a GGUF file.
+            options: the scorer options (device, dtype, ...).
+            what: what is loading it, named in errors.
+        """
         from transformers import AutoConfig, AutoModelForImageTextToText, AutoProcessor
 
         device, dtype = load_device_dtype(options)
@@ -160,7 +181,13 @@ class ChatVLM:
 
     def render(self, question: str, n_images: int = 1, system: str | None = None) -> str:
         """The chat-templated prompt: [system turn,] one user turn (``n_images`` images, then the
-        question), and the generation prompt."""
+        question), and the generation prompt.
+
+        Args:
+            question: the user turn's text.
+            n_images: image placeholders before the question.
+            system: a system turn, None for the template's own.
+        """
         if not self.has_chat_template:
             raise ConfigError(
                 f"{type(self.processor).__name__} of this model has no chat template; chat scoring needs the "
@@ -215,9 +242,14 @@ class ChatVLM:
         """``log P(target_k | prompt, target_<k, images)`` for each request (float64 arrays).
 
         With ``reuse`` the requests of each image tuple share one forward pass over their common
-        prefix (see the module docstring); prefixes of equal length are run together, ``batch_size``
+        prefix (docs/scorers.md); prefixes of equal length are run together, ``batch_size``
         image tuples at a time, and their requests' remaining tokens ``batch_size`` at a time.
         Otherwise each request is one full sequence, batched.
+
+        Args:
+            images: the images the requests index into.
+            requests: the prompts and target tokens to score.
+            reuse: share the forward pass over each image tuple's common prompt prefix.
         """
         import torch
 
@@ -368,7 +400,13 @@ class ChatVLM:
         return list(out.items())
 
     def generate(self, images: Sequence[Image.Image], prompt: str, max_new_tokens: int) -> str:
-        """Greedy decoding (no sampling) after ``prompt``; the new text, special tokens dropped."""
+        """Greedy decoding (no sampling) after ``prompt``; the new text, special tokens dropped.
+
+        Args:
+            images: the images the prompt shows.
+            prompt: the rendered prompt (:meth:`render`).
+            max_new_tokens: the most tokens generated.
+        """
         import torch
 
         enc = self.process([prompt], [list(images)])
@@ -449,6 +487,12 @@ class AnswerChooser:
     (images in case order), then the image questions (texts in case order); axis 1 is the order
     (0: as in the case, 1: reversed); axis 2 the reading (0: likelihood, 1: generation when asked).
     Values are the chosen candidate's index in the case's own order, NaN for no answer.
+
+    Args:
+        chat: the loaded chat VLM.
+        system: a system turn, None for the template's own.
+        generate: N > 0 also reads each answer by greedy generation of up to N tokens.
+        multi_image: whether image questions may show several images (default: by the model type).
     """
 
     def __init__(
@@ -495,7 +539,13 @@ class AnswerChooser:
     def answer_choices(
         self, images: Sequence[Image.Image], texts: Sequence[str], *, image_questions: bool
     ) -> np.ndarray:
-        """The choices of one K x K case (see the class docstring)."""
+        """The choices of one K x K case (see the class docstring).
+
+        Args:
+            images: the case's K images.
+            texts: its K texts.
+            image_questions: also ask the image questions (the model must take several images).
+        """
         k = len(texts)
         if len(images) != k:
             raise ConfigError(f"answer-based questions need K images x K texts, got {len(images)} x {k}")

@@ -65,7 +65,13 @@ def family_capabilities(family: str) -> frozenset[str] | None:
 
 def parse_spec_options(rest: str, options: ScorerOptions, known: Sequence[str]) -> tuple[str, dict[str, str]]:
     """Split ``name?key=value&...`` into the model name and its options (``options.extra`` first,
-    then the query string, which wins)."""
+    then the query string, which wins).
+
+    Args:
+        rest: the spec after the family prefix.
+        options: the scorer options, whose ``extra`` may hold options too.
+        known: the option names the family accepts (any other is a ``ConfigError``).
+    """
     name, _, query = rest.partition("?")
     opts: dict[str, Any] = {k: v for k, v in options.extra.items() if k in known}
     for key, value in parse_qsl(query, keep_blank_values=True):

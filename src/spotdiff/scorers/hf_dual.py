@@ -59,7 +59,14 @@ def pooled(output: Any) -> Any:
 
 
 def load_hf(family: str, name_or_path: str, loader: Any, **kwargs: Any) -> Any:
-    """``loader.from_pretrained(name_or_path)``, turning load failures into :class:`ConfigError`."""
+    """``loader.from_pretrained(name_or_path)``, turning load failures into :class:`ConfigError`.
+
+    Args:
+        family: the scorer family, named in errors.
+        name_or_path: a hub name or a local folder.
+        loader: a transformers class with ``from_pretrained``.
+        **kwargs: passed to ``from_pretrained``.
+    """
     try:
         return loader.from_pretrained(name_or_path, **kwargs)
     except (OSError, ValueError, KeyError, TypeError) as exc:
@@ -68,7 +75,13 @@ def load_hf(family: str, name_or_path: str, loader: Any, **kwargs: Any) -> Any:
 
 def hf_digests(name_or_path: str, directory: Path | None, model: Any) -> tuple[str | None, str]:
     """(config digest, weights digest) from the model files on disk (a local folder or the cached hub
-    snapshot); the weights digest falls back to the in-memory state_dict."""
+    snapshot); the weights digest falls back to the in-memory state_dict.
+
+    Args:
+        name_or_path: the hub name or path the model was loaded from.
+        directory: its local folder, None for a hub name (the cached snapshot is read).
+        model: the loaded model, for the fallback digest.
+    """
     folder = directory if directory is not None else hub_snapshot_dir(name_or_path)
     config_sha, weights_sha = (None, None)
     if folder is not None and folder.is_dir():
@@ -101,7 +114,13 @@ class HFImagePreprocessor(ImagePreprocessor):
 
 
 class HFTokenize:
-    """A Hugging Face tokenizer as the text stage: texts -> padded ``input_ids`` and ``attention_mask``."""
+    """A Hugging Face tokenizer as the text stage: texts -> padded ``input_ids`` and ``attention_mask``.
+
+    Args:
+        tokenizer: the Hugging Face tokenizer.
+        padding: its ``padding`` argument (``"max_length"`` pads every text to ``max_length``).
+        max_length: truncate to this length, None for no truncation.
+    """
 
     def __init__(self, tokenizer: Any, *, padding: str | bool, max_length: int | None) -> None:
         self.tokenizer = tokenizer
@@ -163,7 +182,15 @@ class TorchScorerMixin(ABC):
 
 
 class HFDualScorer(TorchScorerMixin, EmbeddingScorer):
-    """A Hugging Face model with ``get_image_features`` and ``get_text_features``."""
+    """A Hugging Face model with ``get_image_features`` and ``get_text_features``.
+
+    Args:
+        family: the spec's family (``hf-clip``, ``hf-siglip``, ``hf-dual``).
+        name_or_path: a hub name or a local ``save_pretrained`` folder.
+        options: the scorer options.
+        model_class: the transformers class that loads it.
+        pad_to_max_length: pad texts to the model's max length (always for SigLIP).
+    """
 
     capabilities = frozenset({"image-text", "text-text"})
 

@@ -135,9 +135,12 @@ def load_device_dtype(options: ScorerOptions) -> tuple[str, Any]:
 def gather_token_logprobs(logits, targets, mask):
     """``log softmax(logits)[b, k, targets[b, k]]`` in float32, 0 where ``mask`` is False.
 
-    ``logits`` [B, K, V] are the predictions for the ``targets`` [B, K] (already aligned, i.e.
-    shifted by the caller); the whole batch is scored in parallel (Sec. 3: Eq. 2 needs one
-    forward pass, no decoding loop).
+    The whole batch is scored in parallel (Sec. 3: Eq. 2 needs one forward pass, no decoding loop).
+
+    Args:
+        logits: ``[B, K, V]`` predictions for ``targets`` (already aligned: shifted by the caller).
+        targets: ``[B, K]`` token ids.
+        mask: ``[B, K]`` booleans, True where a token is scored.
     """
     import torch
 

@@ -20,7 +20,7 @@ from spotdiff.errors import ConfigError
 #: deviation of 0.25 ... 10 images for the rest of the benchmarks ... fix the sampling seed").
 NULL_DEFAULTS: dict[str, Any] = {"n": 10, "mean": 1.0, "std": 0.25, "seed": 0, "space": "normalized"}
 
-#: The units of the null images' mean and std (see the module docstring).
+#: The units of the null images' mean and std (see docs/debiasing.md).
 NULL_SPACES = ("normalized", "pixel")
 
 #: App. 8: "By default, we use 100 images for Winoground, 30 images for EqBen".
@@ -44,6 +44,14 @@ def null_images(
     (:func:`null_normalization`), clipped and quantised by :class:`spotdiff.cases.NoiseImage`.
     ``size`` (width, height) should be the model's input size (``VisualGPTScorer.image_size``) so
     that resizing does not smooth the noise; None keeps NoiseImage's default.
+
+    Args:
+        n: the number of images.
+        seed: the seed the images' own seeds are spawned from.
+        mean: the noise's mean.
+        std: its standard deviation.
+        size: (width, height), the model's input size; None keeps ``NoiseImage``'s default.
+        normalization: the model's ``(image_mean, image_std)``; None draws [0, 1] intensities.
     """
     if n < 1:
         raise ConfigError(f"the number of null images must be at least 1, got {n}")

@@ -127,5 +127,11 @@ class VQAScorer(PairScorer):
         return out
 
     def answer_choices(self, images: Sequence[Image.Image], texts: Sequence[str], need: str) -> np.ndarray:
-        """Answer-based choices of one K x K case (:class:`~spotdiff.scorers.chat.AnswerChooser`)."""
+        """Answer-based choices of one K x K case (:class:`~spotdiff.scorers.chat.AnswerChooser`).
+
+        Args:
+            images: the case's K images.
+            texts: its K texts.
+            need: ``"choice"`` (caption and image questions) or ``"choice-text"`` (caption questions only).
+        """
         return self.chooser.answer_choices(images, texts, image_questions=need == "choice")
