@@ -149,8 +149,14 @@ def environment(
     data_path: str | Path | None = None,
     data_source: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
-    """The ``"environment"`` block of a run (module docstring); ``data_source`` is the fetched
-    data's provenance when the data came from a data home."""
+    """The ``"environment"`` block of a run (its fields: docs/architecture.md).
+
+    Args:
+        device: the device the model ran on.
+        model_identity: the scorer's identity, which names the hub model or path.
+        data_path: the data's folder (a hub cache snapshot gives its revision).
+        data_source: the fetched data's provenance when the data came from a data home.
+    """
     source = model_source(model_identity or {})
     return {
         "python": sys.version.split()[0],

@@ -40,7 +40,13 @@ def run_demo(
     config: DemoConfig, *, run_command: Callable[[list[str]], int], echo: Callable[[str], None] = print
 ) -> dict:
     """Run (or resume) the whole demo, each command through ``run_command`` (``spotdiff.commands.main``);
-    return the findings."""
+    return the findings.
+
+    Args:
+        config: the demo's profile, seed, output folder and worker count.
+        run_command: executes one ``spotdiff`` argv and returns its exit status.
+        echo: prints each stage's command as it starts.
+    """
     if config.workers < 1:
         raise ConfigError("--workers must be at least 1")
     out = config.out.resolve()

@@ -162,7 +162,22 @@ class RunStore:
         step: int | None = None,
     ) -> str:
         """Record a new run as ``running`` and return its id (``training``/``step``: the training run and
-        optimizer step of an evaluation made during training)."""
+        optimizer step of an evaluation made during training).
+
+        Args:
+            benchmark: the benchmark's registered name.
+            subset: the evaluated subset, None for all.
+            protocol: the protocol's name.
+            model: the model spec.
+            model_identity: the scorer's identity (spec, config and weight digests).
+            data_path: where the data was read from.
+            data_digest: the digest of the data.
+            seed: the run's seed.
+            version: the spotdiff version.
+            info: further JSON-able facts about the run.
+            training: the id of the training run an evaluation was made during, else None.
+            step: that training run's optimizer step, else None.
+        """
         run_id = uuid.uuid4().hex[:12]
         created = datetime.now(UTC).isoformat(timespec="seconds")
         self._tx(
@@ -210,7 +225,14 @@ class RunStore:
             self._tx([("INSERT OR REPLACE INTO units VALUES (?, ?, ?, ?, ?, ?, ?)", rows)])
 
     def finish_run(self, run_id: str, metrics: dict, n_cases: int, info: dict | None = None) -> None:
-        """Store the final metrics (``{subset: {metric: value, metric_ci95: [lo, hi]}}``)."""
+        """Mark the run done and store its final metrics.
+
+        Args:
+            run_id: the id :meth:`start_run` returned.
+            metrics: ``{subset: {metric: value, metric_ci95: [lo, hi]}}``.
+            n_cases: the number of cases evaluated.
+            info: when given, replaces the run's ``info``.
+        """
         rows = []
         for subset, values in metrics.items():
             for metric, value in values.items():
@@ -258,7 +280,13 @@ class RunStore:
     def runs(
         self, *, benchmark: str | None = None, status: str | None = None, training: str | None = None
     ) -> list[Run]:
-        """All runs, newest first, optionally filtered (``training``: the evaluations of one training run)."""
+        """All runs, newest first, optionally filtered (``training``: the evaluations of one training run).
+
+        Args:
+            benchmark: only runs of this benchmark.
+            status: only runs with this status (``running``, ``done``, ``failed: ...``).
+            training: only the evaluations made during this training run.
+        """
         sql, params = f"SELECT {_RUN_COLUMNS} FROM runs", []
         where = []
         if training:

@@ -34,7 +34,13 @@ class Plan:
 
 
 def parse_plan(text: str, *, source: str = "<plan>", overrides: Mapping[str, str] | None = None) -> Plan:
-    """Parse and check a plan (see the module docstring); ``overrides`` replace ``vars`` values."""
+    """Parse and check a plan (the format: docs/plans.md); ``overrides`` replace ``vars`` values.
+
+    Args:
+        text: the plan's YAML text.
+        source: the file name errors name.
+        overrides: ``vars`` values given on the command line (``--set name=value``).
+    """
     try:
         doc = yaml.safe_load(text)
     except yaml.YAMLError as exc:
@@ -119,7 +125,13 @@ def _substitute(line: str, variables: Mapping[str, Any], source: str, stage: str
 
 
 def dump_plan(name: str, stages: Sequence[Stage], *, store: str = "runs.sqlite") -> str:
-    """A plan file with these stages (commands written out, no variables), for a user to copy and edit."""
+    """A plan file with these stages (commands written out, no variables), for a user to copy and edit.
+
+    Args:
+        name: the plan's name.
+        stages: its stages.
+        store: the run store the stages record into, relative to the plan's folder.
+    """
     doc = {
         "name": name,
         "store": store,

@@ -148,6 +148,14 @@ class Runner:
     ``cpu_count // workers`` torch threads, its output going to ``out/logs/NAME.log``. A stage is up
     to date when its record holds the same fingerprint, its outputs exist and the runs its record
     names are finished in the run store ``out/store``.
+
+    Args:
+        out: the folder the commands run in.
+        stages: the plan's stages.
+        run_command: executes one command's argv and returns its exit status.
+        workers: how many commands run at a time (at least 1).
+        store: the run store's file name in ``out``.
+        echo: prints each command as it starts.
     """
 
     def __init__(
@@ -406,7 +414,14 @@ def _runs_exist(store: Path, ids: list[str]) -> bool:
 
 
 def write_commands(stages: Sequence[Stage], path: Path, *, title: str, epilogue: Sequence[str] = ()) -> Path:
-    """The plan as an executable shell script of its commands, in an order that respects dependencies."""
+    """The plan as an executable shell script of its commands, in an order that respects dependencies.
+
+    Args:
+        stages: the stages, in an order that respects their dependencies.
+        path: the script to write (made executable).
+        title: the script's comment line.
+        epilogue: lines appended after the stages' commands.
+    """
     lines = [
         "#!/usr/bin/env bash",
         f"# {title}",

@@ -89,6 +89,13 @@ def alpha_curves(
 ) -> dict[str, np.ndarray]:
     """Per-unit outcomes of ``protocol`` on ``S - alpha * log P(t)`` for every alpha (Eq. 12).
 
+    Args:
+        protocol: the protocol whose per-unit outcomes are computed.
+        cases: the evaluated cases.
+        matrices: each case's log score matrix ``S``.
+        log_priors: each case's log P(t), one per text.
+        alphas: the ``[A]`` grid (:func:`alpha_grid`).
+
     Returns metric -> ``[n_units, A]`` (units in :func:`spotdiff.protocols.evaluate` order, NaN where
     a metric is undefined). Exact on the grid: the outcome of a case changes only where two of its
     debiased entries cross, so the protocol runs once per stretch of alphas between crossings.
@@ -183,7 +190,14 @@ def tune_alpha(curve: np.ndarray, alphas: np.ndarray) -> tuple[float, float]:
 
 
 def split_indices(n: int, n_splits: int, val_fraction: float, seed: int) -> tuple[np.ndarray, np.ndarray]:
-    """``(val, test)`` unit indices, ``[n_splits, n_val]`` and ``[n_splits, n - n_val]``: random halves."""
+    """``(val, test)`` unit indices, ``[n_splits, n_val]`` and ``[n_splits, n - n_val]``: random halves.
+
+    Args:
+        n: the number of units.
+        n_splits: how many random splits.
+        val_fraction: share of the units in each validation part (at least 1, at most ``n - 1`` units).
+        seed: seed of ``numpy.random.default_rng``.
+    """
     n_val = min(n - 1, max(1, round(n * val_fraction)))
     ranks = np.argsort(np.random.default_rng(seed).random((n_splits, n)), axis=1)
     return ranks[:, :n_val], ranks[:, n_val:]
@@ -195,7 +209,15 @@ def aggregate_alpha_scores(
     """``[S, A]`` scores (percent) of ``metric`` as the protocol itself aggregates it, for every alpha
     and every set of units ``idx`` ``[S, m]``: a macro average (ARO's per-relation accuracy) and other
     non-mean metrics are tuned on what the benchmark reports, not on the unit mean. The curves are
-    piecewise constant in alpha, so the protocol runs once per run of identical columns."""
+    piecewise constant in alpha, so the protocol runs once per run of identical columns.
+
+    Args:
+        protocol: the protocol whose ``aggregate_resamples`` gives the reported value.
+        unit_curves: metric -> ``[n_units, A]`` per-unit outcomes (:func:`alpha_curves`).
+        groups: tag -> per-unit tag values, as the protocol aggregates them.
+        metric: the metric to score.
+        idx: ``[S, m]`` unit indices, one set of units per row.
+    """
     n_alphas = next(iter(unit_curves.values())).shape[1]
     out = np.empty((idx.shape[0], n_alphas))
     previous: dict[str, np.ndarray] | None = None

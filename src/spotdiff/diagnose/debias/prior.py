@@ -19,7 +19,13 @@ def gallery_log_prior(matrix: np.ndarray) -> np.ndarray:
 
 
 def debias(log_vgs: np.ndarray, log_prior: np.ndarray, alpha: float) -> np.ndarray:
-    """``log VisualGPTScore - alpha * log P(t)`` (Eq. 12); ``log_prior`` broadcasts over rows."""
+    """``log VisualGPTScore - alpha * log P(t)`` (Eq. 12); ``log_prior`` broadcasts over rows.
+
+    Args:
+        log_vgs: log VisualGPTScore matrix ``[n_images, n_texts]``.
+        log_prior: log P(t) of each text.
+        alpha: in [0, 1]; 0 is the raw score, 1 PMI (a ``ConfigError`` otherwise).
+    """
     if not 0.0 <= float(alpha) <= 1.0:
         raise ConfigError(f"alpha must lie in [0, 1] (Eq. 12), got {alpha}")
     return np.asarray(log_vgs, dtype=np.float64) - float(alpha) * np.asarray(log_prior, dtype=np.float64)
