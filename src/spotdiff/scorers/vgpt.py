@@ -75,12 +75,7 @@ Pairs = list[tuple[int, str]]
 
 @SCORERS.register("vgpt")
 class VisualGPTScorer(PairScorer):
-    """log VisualGPTScore (Eq. 2) of (image, text) pairs; vision once per unique image.
-
-    The model loads through :meth:`ChatVLM.load <spotdiff.scorers.chat.ChatVLM.load>`; its backend
-    (:class:`BlipBackend`, :class:`ChatBackend` or :class:`GenericBackend`, named by ``.backend``)
-    computes the per-token terms.
-    """
+    """log VisualGPTScore (Eq. 2) of (image, text) pairs; vision once per unique image."""
 
     capabilities = frozenset({"image-text", "text-prior"})
     OPTIONS = ("prompt", "system", "null_n", "null_mean", "null_std", "null_seed", "null_space")
@@ -113,7 +108,7 @@ class VisualGPTScorer(PairScorer):
         torch.manual_seed(options.seed)
         self._null_cache: dict[tuple, Any] = {}
         if self.config.model_type == "blip":
-            self.scoring: Backend = BlipBackend(vlm, self.prompt)
+            self.scoring: Backend = BlipBackend(vlm, self.prompt)  # the backend computes Eq. 1's terms
         elif vlm.has_chat_template:
             self.scoring = ChatBackend(vlm, self.prompt, self.system)
         else:
