@@ -388,7 +388,7 @@ def evaluate_grid(
         config: settings for every cell, the keywords of :func:`evaluate` (an unknown one is a
             ``TypeError`` before any model loads).
     """
-    unknown = sorted(set(config) - EVALUATE_SETTINGS - {"out"})
+    unknown = sorted(set(config) - EVALUATE_SETTINGS)
     if unknown:
         raise TypeError(f"evaluate_grid() got unexpected keyword arguments {unknown}")
     cells: list[GridCell] = []
