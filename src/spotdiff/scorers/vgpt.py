@@ -12,34 +12,33 @@ encoder runs once per unique image; all texts of a call are then batched against
 embeddings. :meth:`VisualGPTScorer.token_logprobs` returns the per-token terms of Eq. 1 for
 inspection.
 
-Backends:
+Backends (every model loads through :meth:`ChatVLM.load <spotdiff.scorers.chat.ChatVLM.load>`):
 
-* ``BlipForConditionalGeneration`` (the paper's model; ``Salesforce/blip-image-captioning-*`` or a
-  local checkpoint): the sequence is ``[BOS] prompt text [SEP]`` with BLIP's decoder BOS
-  (``text_config.bos_token_id``, ``[DEC]``) in place of ``[CLS]``, exactly as BLIP's captioning
-  loss and ``generate`` build it. The scored tokens are the text's tokens and the final ``[SEP]``
-  (the end of the caption is part of P(t|i)); the prompt tokens are conditioning only, as in
-  BLIP's loss, which masks the prompt. The default prompt is empty (override with ``prompt=``;
-  BLIP's captioning fine-tunes used ``"a picture of "``).
-* other image-conditioned LMs loaded with ``AutoModelForImageTextToText`` (BLIP-2, InstructBLIP,
-  LLaVA, ...), through a prompt template ``prompt="... {text}"`` whose text before ``{text}`` is the
-  conditioning prefix. Decoder-only language models score the last tokens of the processed
-  sequence (the text's tokens); encoder-decoder ones (BLIP-2/InstructBLIP with Flan-T5) read the
-  prefix in the encoder and score the text as the decoder's labels. The vision tower
-  (``vision_model`` / ``vision_tower``) runs once per unique image: its outputs are cached and
-  handed back, expanded, for every text of that image.
+* :class:`BlipBackend`, ``BlipForConditionalGeneration`` (the paper's model;
+  ``Salesforce/blip-image-captioning-*`` or a local checkpoint): the sequence is
+  ``[BOS] prompt text [SEP]`` with BLIP's decoder BOS (``text_config.bos_token_id``, ``[DEC]``) in
+  place of ``[CLS]``, exactly as BLIP's captioning loss and ``generate`` build it. The scored tokens
+  are the text's tokens and the final ``[SEP]`` (the end of the caption is part of P(t|i)); the
+  prompt tokens are conditioning only, as in BLIP's loss, which masks the prompt. The default
+  prompt is empty (override with ``prompt=``; BLIP's captioning fine-tunes used ``"a picture of "``).
+* :class:`ChatBackend`, chat VLMs (a processor with a chat template: LLaVA, Qwen2-VL, Idefics3 /
+  SmolVLM, ...): the caption is scored as the assistant's answer to a describe-the-image question,
+  through the model's own chat template (:mod:`spotdiff.scorers.chat`): the prompt is one user turn
+  (the image, then ``prompt``, default :data:`DESCRIBE_PROMPT`) after an optional ``system`` turn,
+  with the generation prompt added, and the scored tokens are ``tokenizer(text,
+  add_special_tokens=False)`` right after it. The image and prompt are encoded once per unique
+  image (their KV cache) and the image's captions are batched against it.
+* :class:`GenericBackend`, other image-conditioned LMs (BLIP-2, InstructBLIP, LLaVA, ...), through a
+  prompt template ``prompt="... {text}"`` whose text before ``{text}`` is the conditioning prefix.
+  Decoder-only language models score the last tokens of the processed sequence (the text's
+  tokens); encoder-decoder ones (BLIP-2/InstructBLIP with Flan-T5) read the prefix in the encoder
+  and score the text as the decoder's labels. The vision tower (``vision_model`` /
+  ``vision_tower``) runs once per unique image: its outputs are cached and handed back, expanded,
+  for every text of that image.
 
 ``text_logprob`` gives the "blind" prior ``log P(t|null)`` of Sec. 4 (Eq. 6 with null images): the
 log of the mean VisualGPTScore over ``null_n`` seeded Gaussian-noise images, so a ``vgpt:`` model
 also serves the ``"text-prior"`` need (Table 2a, column ``P(t|null)``).
-
-* chat VLMs (a processor with a chat template: LLaVA, Qwen2-VL, Idefics3 / SmolVLM, ...): the caption
-  is scored as the assistant's answer to a describe-the-image question, through the model's own
-  chat template (:mod:`spotdiff.scorers.chat`): the prompt is one user turn (the image, then
-  ``prompt``, default :data:`DESCRIBE_PROMPT`) after an optional ``system`` turn, with the
-  generation prompt added, and the scored tokens are ``tokenizer(text, add_special_tokens=False)``
-  right after it. The image and prompt are encoded once per unique image (their KV cache) and the
-  image's captions are batched against it.
 
 A ``.gguf`` path is passed to transformers as ``gguf_file``; transformers reads GGUF files only for
 text-only language models, so such a file gives a clear error pointing to ``lm:`` for its prior.
@@ -53,7 +52,7 @@ Example: ``vgpt:Salesforce/blip-image-captioning-large``, ``vgpt:/ckpt/blip?prom
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from typing import Any
 
 import numpy as np
@@ -61,21 +60,17 @@ from PIL import Image
 
 from spotdiff.cases import ImageRef
 from spotdiff.errors import ConfigError
-from spotdiff.scorers.base import SCORERS, PairScorer, ScorerOptions, local_path
-from spotdiff.scorers.chat import ChatVLM, Request, check_gguf_config
+from spotdiff.scorers.base import SCORERS, PairScorer, ScorerOptions
+from spotdiff.scorers.chat import ChatVLM, Request
 from spotdiff.scorers.factory import parse_spec_options
-from spotdiff.scorers.lm import (
-    TokenScores,
-    gather_token_logprobs,
-    gguf_source,
-    load_device_dtype,
-    model_identity_digests,
-)
+from spotdiff.scorers.lm import TokenScores, gather_token_logprobs, model_identity_digests
 
 __all__ = ["DESCRIBE_PROMPT", "VisualGPTScorer"]
 
 #: The user turn that asks a chat VLM for the caption whose likelihood is scored.
 DESCRIBE_PROMPT = "Describe this image in one sentence."
+
+Pairs = list[tuple[int, str]]
 
 
 @SCORERS.register("vgpt")
@@ -88,7 +83,6 @@ class VisualGPTScorer(PairScorer):
     def __init__(self, rest: str, options: ScorerOptions) -> None:
         super().__init__(f"vgpt:{rest}", options)
         import torch
-        from transformers import AutoConfig, AutoProcessor
 
         from spotdiff.scorers.null_prior import NULL_DEFAULTS, null_normalization
 
@@ -105,65 +99,30 @@ class VisualGPTScorer(PairScorer):
             }
         except ValueError as exc:
             raise ConfigError(f"bad null-image option in {self.spec!r}: {exc}") from exc
-        self.device, self.dtype = load_device_dtype(options)
-        source, gguf_file = gguf_source(self.name, "vgpt model")
-        if gguf_file is None:
-            local_path(self.name, "vgpt model")
-        kw = {"gguf_file": gguf_file} if gguf_file else {}
-        try:
-            self.config = AutoConfig.from_pretrained(source, **kw)
-            check_gguf_config(self.config, self.name, gguf_file, "vgpt model")
-            self.processor = AutoProcessor.from_pretrained(source, **kw)
-        except (OSError, ValueError, KeyError) as exc:
-            raise ConfigError(f"cannot load {self.name!r} for spec {self.spec!r}: {exc}") from exc
-        self.tokenizer = getattr(self.processor, "tokenizer", None)
-        if self.tokenizer is None:
-            raise ConfigError(f"{self.name!r}: its processor has no tokenizer")
+        vlm = ChatVLM.load(self.name, options, "vgpt model", check=self._check_config)
+        self.model, self.processor, self.config, self.tokenizer = vlm.model, vlm.processor, vlm.config, vlm.tokenizer
+        self.device, self.dtype = vlm.device, vlm.dtype
         self.image_processor = getattr(self.processor, "image_processor", None)
         # what puts null images in the null_space asked for (None: pixel units); fails before any data
         self.null_normalization = null_normalization(self.null["space"], self.image_processor)
-        self.backend = "blip" if self.config.model_type == "blip" else "generic"
-        archs = getattr(self.config, "architectures", None) or []
-        if self.backend == "blip" and archs and "BlipForConditionalGeneration" not in archs:
+        torch.manual_seed(options.seed)
+        self._null_cache: dict[tuple, Any] = {}
+        if self.config.model_type == "blip":
+            self.scoring: Backend = BlipBackend(vlm, self.prompt)  # the backend computes Eq. 1's terms
+        elif vlm.has_chat_template:
+            self.scoring = ChatBackend(vlm, self.prompt, self.system)
+        else:
+            self.scoring = GenericBackend(vlm, self.prompt)
+        self.backend = self.scoring.name
+
+    def _check_config(self, config: Any) -> None:
+        """Refuse a BLIP checkpoint without the captioning decoder before its weights load."""
+        archs = getattr(config, "architectures", None) or []
+        if config.model_type == "blip" and archs and "BlipForConditionalGeneration" not in archs:
             raise ConfigError(
                 f"{self.name!r} is a {', '.join(archs)} checkpoint without BLIP's captioning decoder; "
                 f"vgpt: needs BlipForConditionalGeneration (e.g. Salesforce/blip-image-captioning-large)"
             )
-        try:
-            if self.backend == "blip":
-                from transformers import BlipForConditionalGeneration
-
-                self.model = BlipForConditionalGeneration.from_pretrained(source, dtype=self.dtype, **kw)
-            else:
-                from transformers import AutoModelForImageTextToText
-
-                self.model = AutoModelForImageTextToText.from_pretrained(source, dtype=self.dtype, **kw)
-        except (OSError, ValueError, KeyError) as exc:
-            raise ConfigError(f"cannot load {self.name!r} as an image-conditioned LM: {exc}") from exc
-        self.model.to(self.device).eval()
-        torch.manual_seed(options.seed)
-        self._null_cache: dict[tuple, Any] = {}
-        if self.backend == "blip":
-            tc = self.config.text_config
-            self.bos_id = int(tc.bos_token_id)
-            sep = self.tokenizer.sep_token_id
-            self.eos_id = int(sep if sep is not None else tc.sep_token_id)
-            self.pad_id = int(tc.pad_token_id if tc.pad_token_id is not None else 0)
-            self.max_length = int(tc.max_position_embeddings)
-            self._prompt_ids = self._plain_ids(self.prompt) if self.prompt else []
-        elif getattr(self.processor, "chat_template", None):
-            self.backend = "chat"
-            if "{text}" in self.prompt:
-                raise ConfigError(
-                    f"prompt {self.prompt!r}: for a chat model the caption is the assistant's answer and "
-                    f"prompt= is the question before it (no {{text}})"
-                )
-            self.chat = ChatVLM(
-                self.model, self.processor, self.config, device=self.device, dtype=self.dtype, options=options
-            )  # fmt: skip
-            self._chat_prompt = self.chat.render(self.prompt or DESCRIBE_PROMPT, 1, self.system)
-        else:
-            self._setup_generic()
 
     # -- identity ------------------------------------------------------------------------------
     def identity(self) -> dict[str, Any]:
@@ -172,7 +131,7 @@ class VisualGPTScorer(PairScorer):
             "class": type(self.model).__name__,
             **model_identity_digests(self.name, self.config),
             "prompt": self.prompt,
-            **({"backend": "chat", "chat_prompt": self._chat_prompt} if self.backend == "chat" else {}),
+            **self.scoring.identity(),
             "null": self.null,
             "device": self.device,
             "dtype": str(self.dtype).replace("torch.", ""),
@@ -232,54 +191,92 @@ class VisualGPTScorer(PairScorer):
         rows = self.score_pairs(imgs, [list(texts)] * len(imgs))
         return log_prior_from_scores(np.stack(rows))
 
-    # -- shared machinery ----------------------------------------------------------------------
-    def _plain_ids(self, text: str) -> list[int]:
-        return list(self.tokenizer(text, add_special_tokens=False)["input_ids"])
-
-    def _batches(self, n: int):
-        bs = max(1, int(self.options.batch_size))
-        for start in range(0, n, bs):
-            yield range(start, min(n, start + bs))
-
-    def _pairs_token_logprobs(self, images: list[Image.Image], pairs: list[tuple[int, str]]) -> list[TokenScores]:
+    def _pairs_token_logprobs(self, images: list[Image.Image], pairs: Pairs) -> list[TokenScores]:
         import torch
 
         with torch.inference_mode():
-            if self.backend == "blip":
-                return self._blip_pairs(images, pairs)
-            if self.backend == "chat":
-                return self._chat_pairs(images, pairs)
-            return self._generic_pairs(images, pairs)
+            return self.scoring.pairs(images, pairs)
 
-    def _pixels(self, images: list[Image.Image]):
+
+class Backend:
+    """How one family of image-conditioned LMs gives Eq. 1's per-token terms of (image, text) pairs.
+
+    Args:
+        vlm: the loaded model, processor and config (:meth:`ChatVLM.load`); its options' batch size
+            is read at each call, so ``--batch-size auto`` set after loading applies.
+        prompt: the scorer's ``prompt`` option.
+    """
+
+    #: the backend's name (``VisualGPTScorer.backend``)
+    name = ""
+
+    def __init__(self, vlm: ChatVLM, prompt: str) -> None:
+        self.vlm, self.prompt = vlm, prompt
+        self.model, self.processor, self.config, self.tokenizer = vlm.model, vlm.processor, vlm.config, vlm.tokenizer
+        self.device, self.dtype = vlm.device, vlm.dtype
+        self.image_processor = getattr(self.processor, "image_processor", None)
+
+    def identity(self) -> dict[str, Any]:
+        """What the backend adds to the scorer's identity."""
+        return {}
+
+    def pairs(self, images: list[Image.Image], pairs: Pairs) -> list[TokenScores]:
+        """Per-token log-probabilities of each ``(image index, text)`` pair (under inference mode)."""
+        raise NotImplementedError
+
+    def plain_ids(self, text: str) -> list[int]:
+        return list(self.tokenizer(text, add_special_tokens=False)["input_ids"])
+
+    def batches(self, n: int) -> Iterator[range]:
+        bs = self.vlm.batch_size
+        for start in range(0, n, bs):
+            yield range(start, min(n, start + bs))
+
+    def pixels(self, images: list[Image.Image]):
         import torch
 
         pv = self.image_processor(images=images, return_tensors="pt")["pixel_values"]
         return pv.to(self.device, dtype=self.dtype if self.dtype != torch.float32 else pv.dtype)
 
-    # -- BLIP ----------------------------------------------------------------------------------
-    def _blip_ids(self, text: str) -> tuple[list[int], int]:
+
+class BlipBackend(Backend):
+    """``BlipForConditionalGeneration``: ``[BOS] prompt text [SEP]`` through BLIP's text decoder
+    against the cached image embeddings (see the module docstring)."""
+
+    name = "blip"
+
+    def __init__(self, vlm: ChatVLM, prompt: str) -> None:
+        super().__init__(vlm, prompt)
+        tc = self.config.text_config
+        self.bos_id = int(tc.bos_token_id)
+        sep = self.tokenizer.sep_token_id
+        self.eos_id = int(sep if sep is not None else tc.sep_token_id)
+        self.pad_id = int(tc.pad_token_id if tc.pad_token_id is not None else 0)
+        self.max_length = int(tc.max_position_embeddings)
+        self.prompt_ids = self.plain_ids(prompt) if prompt else []
+
+    def encode(self, text: str) -> tuple[list[int], int]:
         """``[BOS] prompt text [SEP]`` and the index of the first scored (text) token."""
-        head = [self.bos_id, *self._prompt_ids]
-        body = [*self._plain_ids(text)[: max(1, self.max_length - len(head) - 1)], self.eos_id]
+        head = [self.bos_id, *self.prompt_ids]
+        body = [*self.plain_ids(text)[: max(1, self.max_length - len(head) - 1)], self.eos_id]
         return head + body, len(head)
 
-    def _blip_pairs(self, images: list[Image.Image], pairs: list[tuple[int, str]]) -> list[TokenScores]:
+    def pairs(self, images: list[Image.Image], pairs: Pairs) -> list[TokenScores]:
         import torch
 
         device = self.device
         embeds = []
-        for idx in self._batches(len(images)):  # the vision encoder: once per unique image
-            pv = self._pixels([images[i] for i in idx])
+        for idx in self.batches(len(images)):  # the vision encoder: once per unique image
+            pv = self.pixels([images[i] for i in idx])
             embeds.append(self.model.vision_model(pixel_values=pv).last_hidden_state)
         image_embeds = torch.cat(embeds) if embeds else None
         encoded: dict[str, tuple[list[int], int]] = {}
         for _, t in pairs:
             if t not in encoded:
-                encoded[t] = self._blip_ids(t)
+                encoded[t] = self.encode(t)
         out: list[TokenScores | None] = [None] * len(pairs)
         order = sorted(range(len(pairs)), key=lambda k: len(encoded[pairs[k][1]][0]))  # less padding
-        for idx in self._batches(len(pairs)):
+        for idx in self.batches(len(pairs)):
             batch = [pairs[order[k]] for k in idx]
             seqs = [encoded[t] for _, t in batch]
             width = max(len(s) for s, _ in seqs)
@@ -303,25 +300,55 @@ class VisualGPTScorer(PairScorer):
                 out[order[idx[b]]] = TokenScores(toks, lp[b, first - 1 : len(s) - 1].astype(np.float64))
         return out  # type: ignore[return-value]
 
-    # -- chat VLMs ------------------------------------------------------------------------------
-    def _chat_pairs(self, images: list[Image.Image], pairs: list[tuple[int, str]]) -> list[TokenScores]:
-        """The caption as the assistant's answer after the describe prompt; prefix reused per image."""
-        reqs = [Request((i,), self._chat_prompt, self.chat.answer_ids(t)) for i, t in pairs]
-        lps = self.chat.target_logprobs(images, reqs)
+
+class ChatBackend(Backend):
+    """A chat VLM: the caption as the assistant's answer after the describe prompt, the prompt's
+    prefix reused per image (:meth:`ChatVLM.target_logprobs`).
+
+    Args:
+        vlm: the loaded chat VLM.
+        prompt: the question before the answer (default :data:`DESCRIBE_PROMPT`).
+        system: an optional system turn.
+    """
+
+    name = "chat"
+
+    def __init__(self, vlm: ChatVLM, prompt: str, system: str | None) -> None:
+        super().__init__(vlm, prompt)
+        if "{text}" in prompt:
+            raise ConfigError(
+                f"prompt {prompt!r}: for a chat model the caption is the assistant's answer and "
+                f"prompt= is the question before it (no {{text}})"
+            )
+        self.chat_prompt = vlm.render(prompt or DESCRIBE_PROMPT, 1, system)
+
+    def identity(self) -> dict[str, Any]:
+        return {"backend": self.name, "chat_prompt": self.chat_prompt}
+
+    def pairs(self, images: list[Image.Image], pairs: Pairs) -> list[TokenScores]:
+        reqs = [Request((i,), self.chat_prompt, self.vlm.answer_ids(t)) for i, t in pairs]
+        lps = self.vlm.target_logprobs(images, reqs)
         return [
             TokenScores(tuple(self.tokenizer.convert_ids_to_tokens(list(r.target))), lp)
             for r, lp in zip(reqs, lps, strict=True)
         ]
 
-    # -- generic image-text-to-text models -------------------------------------------------------
-    def _setup_generic(self) -> None:
-        template = self.prompt or "{text}"
+
+class GenericBackend(Backend):
+    """Other image-text-to-text models (BLIP-2, InstructBLIP, LLaVA without a chat template, ...):
+    ``prompt="... {text}"``, the text last; the vision tower run once per unique image."""
+
+    name = "generic"
+
+    def __init__(self, vlm: ChatVLM, prompt: str) -> None:
+        super().__init__(vlm, prompt)
+        template = prompt or "{text}"
         if "{text}" not in template:
             template = template + "{text}"
         prefix, _, suffix = template.partition("{text}")
         if suffix.strip():
             raise ConfigError(
-                f"prompt template {self.prompt!r}: the text must come last (tokens after it would not "
+                f"prompt template {prompt!r}: the text must come last (tokens after it would not "
                 f"change P(text | image, prefix))"
             )
         self.prefix = prefix
@@ -330,9 +357,9 @@ class VisualGPTScorer(PairScorer):
             getattr(self.config, "is_encoder_decoder", False)
         )
         self.pad_id = self.tokenizer.pad_token_id if self.tokenizer.pad_token_id is not None else 0
-        self._vision_owner, self._vision_attr = _find_vision_tower(self.model)
+        self.vision_owner, self.vision_attr = _find_vision_tower(self.model)
 
-    def _n_scored_tokens(self, text: str) -> int:
+    def n_scored_tokens(self, text: str) -> int:
         """How many final tokens of the processed sequence belong to ``text``: its own tokens (the
         prefix's trailing space joins the text) plus the end tokens the tokenizer appends."""
         tok = self.tokenizer
@@ -347,49 +374,54 @@ class VisualGPTScorer(PairScorer):
         base = len(tok(self.prefix.rstrip(), add_special_tokens=False)["input_ids"]) if self.prefix.strip() else 0
         return max(1, len(plain) - base) + suffix
 
-    def _generic_pairs(self, images: list[Image.Image], pairs: list[tuple[int, str]]) -> list[TokenScores]:
+    def pairs(self, images: list[Image.Image], pairs: Pairs) -> list[TokenScores]:
+        vision = _cached_vision(self, [self.pixels([im]) for im in images], {})
+        out: list[TokenScores] = []
+        for idx in self.batches(len(pairs)):
+            batch = [pairs[k] for k in idx]
+            score = self._seq2seq_batch if self.is_seq2seq else self._causal_batch
+            with vision([i for i, _ in batch]):
+                out.extend(score([images[i] for i, _ in batch], [t for _, t in batch]))
+        return out
+
+    def _seq2seq_batch(self, imgs: list[Image.Image], texts: list[str]) -> list[TokenScores]:
+        """The prefix read by the encoder, each text scored as the decoder's labels."""
         import torch
 
         device = self.device
-        pixels = [self._pixels([im]) for im in images]
-        vision = _cached_vision(self, pixels, {})
-        out: list[TokenScores] = []
-        for idx in self._batches(len(pairs)):
-            batch = [pairs[k] for k in idx]
-            imgs = [images[i] for i, _ in batch]
-            if self.is_seq2seq:
-                inputs = self.processor(images=imgs, text=[self.prefix] * len(batch), return_tensors="pt", padding=True)
-                labels = [list(self.tokenizer(t, add_special_tokens=True)["input_ids"]) for _, t in batch]
-                width = max(len(x) for x in labels)
-                lab = torch.full((len(batch), width), -100, dtype=torch.long)
-                for b, x in enumerate(labels):
-                    lab[b, : len(x)] = torch.tensor(x)
-                inputs = {k: v.to(device) for k, v in inputs.items()}
-                with vision([i for i, _ in batch]):
-                    logits = self.model(**inputs, labels=lab.to(device)).logits
-                lab = lab.to(device)
-                lp = gather_token_logprobs(logits[:, -width:], lab, lab != -100).cpu().numpy()
-                for b, x in enumerate(labels):
-                    toks = tuple(self.tokenizer.convert_ids_to_tokens(x))
-                    out.append(TokenScores(toks, lp[b, : len(x)].astype(np.float64)))
-                continue
-            texts = [self.prefix + t for _, t in batch]
-            self.tokenizer.padding_side = "right"
-            inputs = self.processor(images=imgs, text=texts, return_tensors="pt", padding=True)
-            inputs = {k: v.to(device) for k, v in inputs.items()}
-            with vision([i for i, _ in batch]):
-                logits = self.model(**inputs).logits
-            ids = inputs["input_ids"]
-            att = inputs["attention_mask"]
-            lengths = att.sum(dim=1).tolist()
-            # logits may cover extra positions (query tokens prepended as embeddings): align on the right
-            logits = logits[:, -ids.shape[1] :]
-            lp = gather_token_logprobs(logits[:, :-1], ids[:, 1:], att[:, 1:].bool()).cpu().numpy()
-            for b, (_, t) in enumerate(batch):
-                n = min(self._n_scored_tokens(t), int(lengths[b]) - 1)
-                end = int(lengths[b])
-                toks = tuple(self.tokenizer.convert_ids_to_tokens(ids[b, end - n : end].tolist()))
-                out.append(TokenScores(toks, lp[b, end - n - 1 : end - 1].astype(np.float64)))
+        inputs = self.processor(images=imgs, text=[self.prefix] * len(texts), return_tensors="pt", padding=True)
+        labels = [list(self.tokenizer(t, add_special_tokens=True)["input_ids"]) for t in texts]
+        width = max(len(x) for x in labels)
+        lab = torch.full((len(texts), width), -100, dtype=torch.long)
+        for b, x in enumerate(labels):
+            lab[b, : len(x)] = torch.tensor(x)
+        inputs = {k: v.to(device) for k, v in inputs.items()}
+        logits = self.model(**inputs, labels=lab.to(device)).logits
+        lab = lab.to(device)
+        lp = gather_token_logprobs(logits[:, -width:], lab, lab != -100).cpu().numpy()
+        return [
+            TokenScores(tuple(self.tokenizer.convert_ids_to_tokens(x)), lp[b, : len(x)].astype(np.float64))
+            for b, x in enumerate(labels)
+        ]
+
+    def _causal_batch(self, imgs: list[Image.Image], texts: list[str]) -> list[TokenScores]:
+        """``prefix + text`` as one sequence; the text's tokens are the last of each row."""
+        self.tokenizer.padding_side = "right"
+        inputs = self.processor(images=imgs, text=[self.prefix + t for t in texts], return_tensors="pt", padding=True)
+        inputs = {k: v.to(self.device) for k, v in inputs.items()}
+        logits = self.model(**inputs).logits
+        ids = inputs["input_ids"]
+        att = inputs["attention_mask"]
+        lengths = att.sum(dim=1).tolist()
+        # logits may cover extra positions (query tokens prepended as embeddings): align on the right
+        logits = logits[:, -ids.shape[1] :]
+        lp = gather_token_logprobs(logits[:, :-1], ids[:, 1:], att[:, 1:].bool()).cpu().numpy()
+        out = []
+        for b, t in enumerate(texts):
+            n = min(self.n_scored_tokens(t), int(lengths[b]) - 1)
+            end = int(lengths[b])
+            toks = tuple(self.tokenizer.convert_ids_to_tokens(ids[b, end - n : end].tolist()))
+            out.append(TokenScores(toks, lp[b, end - n - 1 : end - 1].astype(np.float64)))
         return out
 
 
@@ -441,8 +473,8 @@ class _cached_vision:
     arguments, then stacks the cached per-image outputs in the batch's order.
     """
 
-    def __init__(self, scorer: VisualGPTScorer, pixels: list, cache: dict) -> None:
-        self.scorer, self.pixels, self.cache = scorer, pixels, cache
+    def __init__(self, backend: GenericBackend, pixels: list, cache: dict) -> None:
+        self.backend, self.pixels, self.cache = backend, pixels, cache
         self.index: list[int] = []
         self.tower = None
 
@@ -451,7 +483,7 @@ class _cached_vision:
         return self
 
     def __enter__(self) -> _cached_vision:
-        owner, attr = self.scorer._vision_owner, self.scorer._vision_attr
+        owner, attr = self.backend.vision_owner, self.backend.vision_attr
         if owner is None:
             return self
         self.tower = getattr(owner, attr)
@@ -460,7 +492,7 @@ class _cached_vision:
 
     def __exit__(self, *exc) -> None:
         if self.tower is not None:
-            setattr(self.scorer._vision_owner, self.scorer._vision_attr, self.tower)
+            setattr(self.backend.vision_owner, self.backend.vision_attr, self.tower)
             self.tower = None
 
     def run(self, inner, kwargs: dict):
