@@ -1,6 +1,7 @@
 """The loader interface: a benchmark reads its published format from a local directory.
 
-Each benchmark module defines one :class:`Benchmark` subclass and registers it by name with
+Each benchmark module defines one :class:`Benchmark` subclass with its declaration
+(:class:`~spotdiff.benchmarks.metadata.BenchmarkMetadata`) and registers it by name with
 ``@BENCHMARKS.register("name")``. ``cases()`` validates every record and yields :class:`Case`
 objects with the subset as a tag; records dropped by a documented rule are counted in ``report``.
 """
@@ -15,6 +16,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import ClassVar
 
+from spotdiff.benchmarks.metadata import BenchmarkMetadata
 from spotdiff.cases import Case, check_ties, file_digest
 from spotdiff.errors import ConfigError, DataError
 from spotdiff.registry import Registry
@@ -41,51 +43,12 @@ class LoadReport:
         return text
 
 
-@dataclass(frozen=True)
-class BenchmarkMetadata:
-    """What a benchmark is and where it comes from: a short declaration over the shared loader logic
-    (as MTEB's task metadata).
-
-    Attributes:
-        paper: authors, title and venue of the paper that introduced it.
-        reference: the official repository or page.
-        citation: BibTeX of ``paper``.
-        main_score: ``(protocol, metric)`` the paper headlines (``spotdiff benchmarks`` shows it).
-        reproduces: the tables of the source papers its numbers correspond to.
-        license: the data's licence or terms, as the official source states them.
-        groups: the paper groupings of subsets the papers report, name -> subsets; each is reported
-            as the unweighted mean of its subsets' values (``metrics.json`` scopes beside
-            ``"all"`` and ``"subset_mean"``).
-        groups_source: where those groupings come from (paper, table, section).
-        ties: which tie rule each peer's published code uses on this benchmark (``--ties``).
-    """
-
-    paper: str
-    reference: str
-    citation: str
-    main_score: tuple[str, str]
-    reproduces: str = ""
-    license: str = ""
-    groups: tuple[tuple[str, tuple[str, ...]], ...] = ()
-    groups_source: str = ""
-    ties: str = ""
-
-    @property
-    def subset_groups(self) -> dict[str, tuple[str, ...]]:
-        """:attr:`groups` as a dict."""
-        return dict(self.groups)
-
-
 class Benchmark(ABC):
     """Base class of every loader.
 
-    Class attributes a subclass sets:
-        name: the registry name.
-        protocols: protocol names that apply, the default first.
-        subsets: the known subset names (``()`` when open-ended).
-        layout: the expected data layout, shown by ``spotdiff benchmarks``.
-        description: one line on what it is, with its paper.
-        metadata: paper, reference, citation and main score (:class:`BenchmarkMetadata`).
+    A subclass sets ``metadata``, its declaration (:class:`BenchmarkMetadata`); ``protocols``,
+    ``subsets``, ``layout`` and ``description`` are read from it, and ``name`` is set by
+    ``@BENCHMARKS.register(name)``.
 
     ``ties`` is the run's tie rule (:data:`spotdiff.cases.TIES`); a loader whose published
     peer relies on argmax tie-breaking reads it (ARO-Order keeps perturbations identical to the
@@ -98,6 +61,14 @@ class Benchmark(ABC):
     layout: ClassVar[str] = ""
     description: ClassVar[str] = ""
     metadata: ClassVar[BenchmarkMetadata]
+
+    def __init_subclass__(cls, **kwargs: object) -> None:
+        super().__init_subclass__(**kwargs)
+        meta = cls.__dict__.get("metadata")
+        if meta is not None:
+            cls.protocols, cls.subsets, cls.layout, cls.description = (
+                meta.protocols, meta.subsets, meta.layout, meta.description
+            )
 
     def __init__(self, root: str | Path, *, ties: str = "strict", **options: object) -> None:
         self.root = Path(root)
@@ -171,8 +142,14 @@ class SubsetFilesBenchmark(Benchmark):
         return [p for p in (self._data_dir() / f"{s}.json" for s in self.subsets) if p.is_file()]
 
 
+def _named(name: str, cls: type[Benchmark]) -> None:
+    """Give a registered benchmark its registry name, in the class and in its declaration."""
+    cls.name = name
+    cls.metadata = cls.metadata.named(name)
+
+
 BENCHMARKS: Registry[type[Benchmark]] = Registry(
-    "benchmark", "spotdiff.benchmarks", entry_points="spotdiff.benchmarks"
+    "benchmark", "spotdiff.benchmarks", entry_points="spotdiff.benchmarks", on_register=_named
 )
 
 

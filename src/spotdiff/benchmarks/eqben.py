@@ -42,6 +42,7 @@ from typing import Any
 
 from spotdiff.benchmarks._io import field, find_file, frozen_truth, read_json
 from spotdiff.benchmarks.base import BENCHMARKS, Benchmark, BenchmarkMetadata, LoadReport
+from spotdiff.benchmarks.sources import Part, RemoteFile, Unpack, UrlSource, google_drive
 from spotdiff.cases import Case, FileImage, ImageRef, NpyImage
 from spotdiff.errors import ConfigError, DataError
 
@@ -126,12 +127,60 @@ CITATION = """\
 """
 
 
+_PARTS = (
+    Part(
+        "annotations",
+        "annotations",
+        UrlSource(
+            (RemoteFile(google_drive("18BSRf1SnBtGiEc42mzRLirXaBLzYE5Tt"), "eqben_subset_10percent_final.json"),),
+            origin="Google Drive link of the EqBen README (10% subset, Winoground style)",
+        ),
+        note="the open-label 10% subset (~25K pairs); no checksum could be checked offline",
+    ),
+    Part(
+        "images",
+        "images",
+        UrlSource(
+            (RemoteFile(google_drive("13Iuirsvx34-9F_1Mjhs4Dqn59yokyUjy"), "eqben_subset_images.tar.gz",
+                        None, None, Unpack("images")),),
+            origin="Google Drive link of the EqBen README (subset images, ~10 GB)",
+        ),
+    ),
+    Part(
+        "full",
+        "both",
+        UrlSource(
+            (
+                RemoteFile(google_drive("1gNR4K2Cv4rbnjVRdHuBV6PuoJ5MlRXnZ"), "full/private_info_global.json"),
+                RemoteFile(google_drive("1e608uhd36ak_v7SnlMVaYcekBc4gBqzn"), "eqben_full_images.tar.gz",
+                           None, None, Unpack("full/images")),
+            ),
+            origin="Google Drive links of the EqBen README (full test set: original annotation and images, ~100 GB)",
+        ),
+        optional=True,
+        note="evaluate with --data $(spotdiff data path eqben)/full",
+    ),
+    Part(
+        "vllm",
+        "both",
+        UrlSource(
+            (RemoteFile(google_drive("11YUTf06uzRHtFV8rYi96z4vTPi8_GNEM"), "eqben_vllm.zip", None, None,
+                        Unpack("vllm", ("all_select.json", "images"))),),
+            origin="Google Drive file that t2v_metrics' EqBen_Mini downloads",
+        ),
+        optional=True,
+        note="t2v_metrics' EqBen_Mini set; evaluate with --data $(spotdiff data path eqben)/vllm",
+    ),
+)
+
+
 @BENCHMARKS.register("eqben")
 class EqBen(Benchmark):
-    name = "eqben"
-    protocols = ("group", "choice", "choice-text")
-    subsets = SUBSETS
-    layout = """\
+    metadata = BenchmarkMetadata(
+        title="EqBen (Wang et al., ICCV 2023)",
+        protocols=("group", "choice", "choice-text"),
+        subsets=SUBSETS,
+        layout="""\
 DIR/all_select.json (t2v_metrics eqben_vllm), DIR/eqben_subset_10percent_final.json (10% subset) or
   DIR/private_info_global.json; or DIR may be the annotation file itself (option file=NAME picks one)
   Winoground style: [{"image0": "<subset>/...", "image1": ..., "caption0": str, "caption1": str}]
@@ -144,12 +193,9 @@ images: option images=PATH, else <annotation dir>/images if present, else <annot
   .npy = BGR array (YouCook2)
 case: 2 images x 2 texts [caption0, caption1], diagonal truth; id = record index (sample_cnt for
   the full set)
-tags: subset, kind (natural/synthetic), family (eqbenkubric for the 3 Kubric splits), format"""
-    description = (
-        "EqBen: image pairs with visual-minimal changes from video and synthetic engines, 2 x 2 "
-        "Winoground-style cases (Wang et al., Equivariant Similarity for VL Foundation Models, ICCV 2023)"
-    )
-    metadata = BenchmarkMetadata(
+tags: subset, kind (natural/synthetic), family (eqbenkubric for the 3 Kubric splits), format""",
+        description="EqBen: image pairs with visual-minimal changes from video and synthetic engines, 2 x 2 "
+        "Winoground-style cases (Wang et al., Equivariant Similarity for VL Foundation Models, ICCV 2023)",
         paper=(
             "Wang, Lin, Li, Lin, Yang, Zhang, Liu, Wang. Equivariant Similarity for Vision-Language "
             "Foundation Models. ICCV 2023"
@@ -158,7 +204,8 @@ tags: subset, kind (natural/synthetic), family (eqbenkubric for the 3 Kubric spl
         citation=CITATION,
         main_score=("group", "group"),
         reproduces="EqBen Table 2 and Fig. 6",
-        license="images from the source video and synthetic engines, under their own terms",
+        license="Apache-2.0 (repository); data terms not stated",
+        parts=_PARTS,
         ties="strict, as EqBen's evaluation code (eval_batch_my.py: c0_i0 > c1_i0 ...); MTEB-style argmax "
         "(each image's argmax text, each text's argmax image, first listed wins a tie): --ties argmax",
     )

@@ -55,6 +55,7 @@ import numpy as np
 
 from spotdiff.benchmarks._io import field, read_json
 from spotdiff.benchmarks.base import BENCHMARKS, Benchmark, BenchmarkMetadata, LoadReport
+from spotdiff.benchmarks.sources import HubSource, Part, Unpack
 from spotdiff.cases import Case, FileImage
 from spotdiff.errors import DataError
 
@@ -133,10 +134,11 @@ CITATION = """\
 
 @BENCHMARKS.register("spec")
 class Spec(Benchmark):
-    name = "spec"
-    protocols = ("spec",)
-    subsets = _FOLDERS
-    layout = """\
+    metadata = BenchmarkMetadata(
+        title="SPEC (Peng et al., CVPR 2024)",
+        protocols=("spec",),
+        subsets=_FOLDERS,
+        layout="""\
 DIR/<subset>/{image2text.json,text2image.json} for absolute_size relative_size absolute_spatial
   relative_spatial existence count (DIR may also hold them under data/, or be one subset folder);
   a subset folder may be absent; one with neither file is a DataError
@@ -149,12 +151,9 @@ case: the text2image image sets group the records; a set whose K images are all 
   and whose K captions are all text2image queries, with agreeing labels, is one K x K case with
   diagonal truth (id <subset>/set<n>); other records are one case each, 1 x K (image2text, id
   <subset>/i2t/<index>) or K x 1 (text2image, id <subset>/t2i/<index>)
-tags: subset, dimension (size/position/existence/count), k, form (set/i2t/t2i)"""
-    description = (
-        "SPEC: K-way synthetic image and caption candidate sets for size, position, existence and count; "
-        "I2T and T2I accuracy (Peng et al., Synthesize, Diagnose, and Optimize, CVPR 2024)"
-    )
-    metadata = BenchmarkMetadata(
+tags: subset, dimension (size/position/existence/count), k, form (set/i2t/t2i)""",
+        description="SPEC: K-way synthetic image and caption candidate sets for size, position, existence and count; "
+        "I2T and T2I accuracy (Peng et al., Synthesize, Diagnose, and Optimize, CVPR 2024)",
         paper=(
             "Peng, Xie, You, Lan, Wu. Synthesize, Diagnose, and Optimize: Towards Fine-Grained Vision-"
             "Language Understanding. CVPR 2024"
@@ -163,7 +162,17 @@ tags: subset, dimension (size/position/existence/count), k, form (set/i2t/t2i)""
         citation=CITATION,
         main_score=("spec", "i2t"),
         reproduces="SPEC Tables 2-4",
-        license="see the repository",
+        license="Apache-2.0 (the hub dataset card); no licence file in the GitHub repository",
+        parts=(
+            Part(
+                "data",
+                "both",
+                HubSource("wjpoom/SPEC", "694dfdc74fe72acdc932fd5fc919b6b0268f7a07", ("data.zip",),
+                          unpack=(("data.zip", Unpack("")),)),
+                note="data.zip (about 1.56 GB, as the SPEC README downloads it), unpacked into the six subset "
+                "folders",
+            ),
+        ),
         groups=(),
         groups_source="SPEC Table 3 reports the unweighted mean over the six subsets (spec/eval.py: the sum of "
         "the subset accuracies / their number): metrics.json 'subset_mean'",

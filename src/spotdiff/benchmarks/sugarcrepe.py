@@ -16,6 +16,8 @@ from collections.abc import Iterator
 
 from spotdiff.benchmarks._io import field, frozen_truth, images_dir, read_json_unique
 from spotdiff.benchmarks.base import BENCHMARKS, BenchmarkMetadata, LoadReport, SubsetFilesBenchmark
+from spotdiff.benchmarks.shared import images_part
+from spotdiff.benchmarks.sources import Part, github_subset_files
 from spotdiff.cases import Case, FileImage
 from spotdiff.errors import DataError
 
@@ -23,6 +25,17 @@ _TRUTH = frozen_truth([[True, False]])
 _ROLES = ("positive", "negative")
 
 SUBSETS = ("add_att", "add_obj", "replace_att", "replace_obj", "replace_rel", "swap_att", "swap_obj")
+_REPOSITORY = ("RAIVNLab/sugar-crepe", "0047054b243992f0fad63d6f64f7544862daf846")
+#: ``data/<subset>.json`` of the repository at that commit: size and sha256.
+_FILES = (
+    ("add_att", 158863, "012d88d729693d193760e6f3393b06a1cf874380a9db0062e937201199fe044d"),
+    ("add_obj", 484593, "1b9d76b93139a937b8dc1ada92a4f05ecc821bb3c291d752428bafadd4bb0682"),
+    ("replace_att", 176843, "9fe55fd4c0a9ad1f85d486d9f6d0215b41f867eb025026e7f7b5ce44352545ee"),
+    ("replace_obj", 361126, "9d299600639947e9d15281a9ded1382b376cf4ea088a8d08a1314bfe76e81898"),
+    ("replace_rel", 312629, "356bcc2fc4c6aed3f4d9fd50acc58489bb1fe70c28791f9368d4cbf9ea39cdc9"),
+    ("swap_att", 154665, "7a7ce04e5c4c80412b48c6f0c1347fb1a2f5d54c0be6aa429b64d390e442f8d0"),
+    ("swap_obj", 57569, "073cdb8e253d053614e80710834d9773b09dbc1dd0a412f6f9492262caa1dcad"),
+)
 
 
 CITATION = """\
@@ -37,21 +50,19 @@ CITATION = """\
 
 @BENCHMARKS.register("sugarcrepe")
 class SugarCrepe(SubsetFilesBenchmark):
-    name = "sugarcrepe"
-    protocols = ("i2t-top1",)
-    subsets = SUBSETS
-    layout = """\
+    metadata = BenchmarkMetadata(
+        title="SugarCrepe (Hsieh et al., NeurIPS 2023)",
+        protocols=("i2t-top1",),
+        subsets=SUBSETS,
+        layout="""\
 DIR/<subset>.json for the 7 subsets (add_att add_obj replace_att replace_obj replace_rel swap_att
   swap_obj); DIR may also be a sugar-crepe checkout (DIR/data/) or t2v_metrics' datasets/sugar_crepe
   each file: {"<id>": {"filename": COCO val2017 name, "caption": ..., "negative_caption": ...}}
 images: <images>/<filename>, <images> = option images=PATH, default DIR/images (COCO val2017)
 case: 1 image x 2 texts [caption, negative_caption], truth [[1, 0]]; id <subset>/<id>
-tags: subset, operation (add/replace/swap), target (att/obj/rel)"""
-    description = (
-        "SugarCrepe: 7,511 COCO images with a caption and one hard negative in 7 subsets; "
-        "I2T top-1 (Hsieh et al., SugarCrepe, NeurIPS 2023)"
-    )
-    metadata = BenchmarkMetadata(
+tags: subset, operation (add/replace/swap), target (att/obj/rel)""",
+        description="SugarCrepe: 7,511 COCO images with a caption and one hard negative in 7 subsets; "
+        "I2T top-1 (Hsieh et al., SugarCrepe, NeurIPS 2023)",
         paper=(
             "Hsieh, Zhang, Ma, Kembhavi, Krishna. SugarCrepe: Fixing Hackable Benchmarks for Vision-"
             "Language Compositionality. NeurIPS 2023 Datasets and Benchmarks"
@@ -60,7 +71,17 @@ tags: subset, operation (add/replace/swap), target (att/obj/rel)"""
         citation=CITATION,
         main_score=("i2t-top1", "accuracy"),
         reproduces="SugarCrepe Table 2; VisualGPTScore Table 2",
-        license="MIT (annotations); COCO val2017 images under Flickr terms",
+        license="MIT (annotations); COCO images under the Flickr terms",
+        parts=(
+            Part(
+                "annotations",
+                "annotations",
+                github_subset_files(*_REPOSITORY, _FILES),
+                license="MIT",
+            ),
+            images_part(("coco-val2017", "")),
+        ),
+        data_notes="The README names COCO val2017 as the images; CLIP_benchmark downloads the same archive.",
         groups=(
             ("REPLACE", ("replace_att", "replace_obj", "replace_rel")),
             ("SWAP", ("swap_att", "swap_obj")),

@@ -27,6 +27,7 @@ from pathlib import Path
 from spotdiff.benchmarks._io import field, find_file, frozen_truth, read_jsonl
 from spotdiff.benchmarks._parquet import find_parquet, iter_rows
 from spotdiff.benchmarks.base import BENCHMARKS, Benchmark, BenchmarkMetadata, LoadReport
+from spotdiff.benchmarks.sources import HubSource, Part
 from spotdiff.cases import Case, FileImage, ImageRef
 from spotdiff.errors import DataError
 
@@ -48,10 +49,11 @@ CITATION = """\
 
 @BENCHMARKS.register("winoground")
 class Winoground(Benchmark):
-    name = "winoground"
-    protocols = ("group", "choice", "choice-text")
-    subsets = SUBSETS
-    layout = """\
+    metadata = BenchmarkMetadata(
+        title="Winoground (Thrush et al., CVPR 2022)",
+        protocols=("group", "choice", "choice-text"),
+        subsets=SUBSETS,
+        layout="""\
 DIR/examples.jsonl (or DIR/data/examples.jsonl, or DIR = the file itself), one JSON per line:
   {"id": int, "image_0": "ex_0_img_0", "image_1": ..., "caption_0": str, "caption_1": str,
    "tag": str, "secondary_tag": str (may be ""), "num_main_preds": int,
@@ -60,12 +62,9 @@ images: <images>/<image id>.png, <images> = option images=PATH, default <example
 case: 2 images x 2 texts [caption_0, caption_1], diagonal truth; id = str(id)
 subset = collapsed_tag; tags: tag, secondary_tag, collapsed_tag, num_main_preds
 or the hub parquet layout: DIR/data/test-*.parquet (or DIR/*.parquet) with the same fields as columns,
-  image_0 / image_1 holding the image bytes (read lazily, keyed by their sha256)"""
-    description = (
-        "Winoground: 400 expert-curated pairs of images and captions with the same words reordered "
-        "(Thrush et al., Winoground, CVPR 2022)"
-    )
-    metadata = BenchmarkMetadata(
+  image_0 / image_1 holding the image bytes (read lazily, keyed by their sha256)""",
+        description="Winoground: 400 expert-curated pairs of images and captions with the same words reordered "
+        "(Thrush et al., Winoground, CVPR 2022)",
         paper=(
             "Thrush, Jiang, Bartolo, Singh, Williams, Kiela, Ross. Winoground: Probing Vision and "
             "Language Models for Visio-Linguistic Compositionality. CVPR 2022"
@@ -74,7 +73,19 @@ or the hub parquet layout: DIR/data/test-*.parquet (or DIR/*.parquet) with the s
         citation=CITATION,
         main_score=("group", "group"),
         reproduces="Winoground Table 3; EqBen Table 3; VisualGPTScore Table 2",
-        license="gated: Meta's licence must be accepted on the hub",
+        license="Winoground licence agreement (license_agreement.txt in the repository): research use only; "
+        "images licensed from Getty Images",
+        parts=(
+            Part(
+                "data",
+                "both",
+                HubSource("facebook/winoground", "b400e173549071916ad1b3d449293bc8d8b4b763", ("data/*.parquet",),
+                          gated=True),
+                note="the revision MTEB pins; the captions, tags and image bytes in parquet",
+            ),
+        ),
+        data_notes="Gated: log in at huggingface.co, accept the conditions on the dataset page, create a read "
+        "token and set HF_TOKEN (or run `hf auth login`).",
         ties="strict, as Winoground's and EqBen's code (c0_i0 > c1_i0 ...); MTEB's "
         "ImageTextPairClassificationEvaluator takes argmax per image and per text (first listed wins a tie): "
         "--ties argmax",
