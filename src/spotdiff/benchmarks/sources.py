@@ -19,6 +19,7 @@ manifest, so ``spotdiff data verify`` catches any later change. :mod:`spotdiff.d
 from __future__ import annotations
 
 from dataclasses import dataclass
+from importlib import resources
 from typing import ClassVar, Literal
 
 from spotdiff.errors import ConfigError
@@ -260,9 +261,16 @@ def google_drive(file_id: str) -> str:
     return f"https://drive.usercontent.google.com/download?id={file_id}&export=download&confirm=t"
 
 
-def github_subset_files(repo: str, commit: str, files: tuple[tuple[str, int, str], ...]) -> UrlSource:
-    """``data/<subset>.json`` of a GitHub repository at a commit; ``files``: (subset, size, sha256)."""
-    return github_files(repo, commit, [(f"data/{s}.json", f"{s}.json", n, f"sha256:{h}") for s, n, h in files])
+def pinned_files(name: str, strip: str = "") -> list[tuple[str, str, int | None, str]]:
+    """The files pinned in ``pins/<name>.tsv`` (path in the repository, size or ``-``, checksum text) as
+    :func:`github_files` takes them; each lands at its path less the prefix ``strip``."""
+    text = resources.files("spotdiff.benchmarks").joinpath(f"pins/{name}.tsv").read_text(encoding="utf-8")
+    rows = []
+    for line in text.splitlines():
+        if line.strip() and not line.startswith("#"):
+            path, size, check = line.split("\t")
+            rows.append((path, path.removeprefix(strip), None if size == "-" else int(size), check))
+    return rows
 
 
 def github_files(repo: str, commit: str, files: list[tuple[str, str, int | None, str]]) -> UrlSource:

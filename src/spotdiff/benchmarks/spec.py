@@ -46,7 +46,7 @@ DataError.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from dataclasses import field as dc_field
 from pathlib import Path
@@ -60,6 +60,16 @@ from spotdiff.cases import Case, FileImage
 from spotdiff.errors import DataError
 
 SUBSETS = ("absolute_size", "relative_size", "absolute_spatial", "relative_spatial", "existence", "count")
+#: Candidate-set size K per subset (paper Sec. 3.3 / Table 1: size 3, relative position 4, absolute
+#: position and count 9, existence 2); chance level of I2T / T2I is 1 / K.
+SPEC_K = {
+    "absolute_size": 3,
+    "relative_size": 3,
+    "absolute_spatial": 9,
+    "relative_spatial": 4,
+    "existence": 2,
+    "count": 9,
+}
 _DIMENSION = {
     "absolute_size": "size",
     "relative_size": "size",
@@ -82,6 +92,26 @@ class _Record:
     query: str
     keys: list[str]
     label: int
+
+
+def _answers(records: list[_Record], path: Path, what: Callable[[str], str],
+             check: Callable[[_Record], None]) -> dict[str, str]:
+    """Query -> the candidate its label picks, over one candidate set's records of one file.
+
+    Args:
+        records: the records, in file order.
+        path: their file, named in errors.
+        what: how an error names a query.
+        check: called on each record first; raises a DataError for an inconsistent one.
+    """
+    out: dict[str, str] = {}
+    for rec in records:
+        check(rec)
+        if rec.query in out:
+            raise DataError(f"{what(rec.query)} is queried twice in one candidate set", file=path, record=rec.index,
+                            field="query")
+        out[rec.query] = rec.keys[rec.label]
+    return out
 
 
 @dataclass
@@ -312,44 +342,21 @@ tags: subset, dimension (size/position/existence/count), k, form (set/i2t/t2i)""
         group: _Group, i2t_path: Path, t2i_path: Path
     ) -> tuple[list[str], list[str], np.ndarray] | None:
         """The K x K case of a complete group, None for a partial one; DataError if inconsistent."""
-        captions: list[str] | None = None
-        caption_set: frozenset[str] | None = None
-        image_to_caption: dict[str, str] = {}
-        for rec in group.i2t:
-            if caption_set is None:
-                captions, caption_set = list(rec.keys), frozenset(rec.keys)
-            elif frozenset(rec.keys) != caption_set:
-                raise DataError(
-                    "image2text records of one candidate image set list different caption sets",
-                    file=i2t_path,
-                    record=rec.index,
-                    field="keys",
-                )
-            if rec.query in image_to_caption:
-                raise DataError(
-                    f"image {rec.query!r} is queried twice in one candidate set",
-                    file=i2t_path,
-                    record=rec.index,
-                    field="query",
-                )
-            image_to_caption[rec.query] = rec.keys[rec.label]
-        caption_to_image: dict[str, str] = {}
-        for rec in group.t2i:
+        captions = list(group.i2t[0].keys) if group.i2t else None
+        caption_set = frozenset(captions) if captions is not None else None
+
+        def same_captions(rec: _Record) -> None:
+            if frozenset(rec.keys) != caption_set:
+                raise DataError("image2text records of one candidate image set list different caption sets",
+                                file=i2t_path, record=rec.index, field="keys")
+
+        def among_captions(rec: _Record) -> None:
             if caption_set is not None and rec.query not in caption_set:
-                raise DataError(
-                    f"caption {rec.query!r:.60} is not among the image2text candidates of its image set",
-                    file=t2i_path,
-                    record=rec.index,
-                    field="query",
-                )
-            if rec.query in caption_to_image:
-                raise DataError(
-                    f"caption {rec.query!r:.60} is queried twice in one candidate set",
-                    file=t2i_path,
-                    record=rec.index,
-                    field="query",
-                )
-            caption_to_image[rec.query] = rec.keys[rec.label]
+                raise DataError(f"caption {rec.query!r:.60} is not among the image2text candidates of its image set",
+                                file=t2i_path, record=rec.index, field="query")
+
+        image_to_caption = _answers(group.i2t, i2t_path, lambda q: f"image {q!r}", same_captions)
+        caption_to_image = _answers(group.t2i, t2i_path, lambda q: f"caption {q!r:.60}", among_captions)
         if captions is None:
             return None
         images = group.images

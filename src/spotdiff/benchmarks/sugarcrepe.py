@@ -17,7 +17,7 @@ from collections.abc import Iterator
 from spotdiff.benchmarks._io import field, frozen_truth, images_dir, read_json_unique
 from spotdiff.benchmarks.base import BENCHMARKS, BenchmarkMetadata, LoadReport, SubsetFilesBenchmark
 from spotdiff.benchmarks.shared import images_part
-from spotdiff.benchmarks.sources import Part, github_subset_files
+from spotdiff.benchmarks.sources import Part, github_files, pinned_files
 from spotdiff.cases import Case, FileImage
 from spotdiff.errors import DataError
 
@@ -26,16 +26,6 @@ _ROLES = ("positive", "negative")
 
 SUBSETS = ("add_att", "add_obj", "replace_att", "replace_obj", "replace_rel", "swap_att", "swap_obj")
 _REPOSITORY = ("RAIVNLab/sugar-crepe", "0047054b243992f0fad63d6f64f7544862daf846")
-#: ``data/<subset>.json`` of the repository at that commit: size and sha256.
-_FILES = (
-    ("add_att", 158863, "012d88d729693d193760e6f3393b06a1cf874380a9db0062e937201199fe044d"),
-    ("add_obj", 484593, "1b9d76b93139a937b8dc1ada92a4f05ecc821bb3c291d752428bafadd4bb0682"),
-    ("replace_att", 176843, "9fe55fd4c0a9ad1f85d486d9f6d0215b41f867eb025026e7f7b5ce44352545ee"),
-    ("replace_obj", 361126, "9d299600639947e9d15281a9ded1382b376cf4ea088a8d08a1314bfe76e81898"),
-    ("replace_rel", 312629, "356bcc2fc4c6aed3f4d9fd50acc58489bb1fe70c28791f9368d4cbf9ea39cdc9"),
-    ("swap_att", 154665, "7a7ce04e5c4c80412b48c6f0c1347fb1a2f5d54c0be6aa429b64d390e442f8d0"),
-    ("swap_obj", 57569, "073cdb8e253d053614e80710834d9773b09dbc1dd0a412f6f9492262caa1dcad"),
-)
 
 
 CITATION = """\
@@ -76,7 +66,7 @@ tags: subset, operation (add/replace/swap), target (att/obj/rel)""",
             Part(
                 "annotations",
                 "annotations",
-                github_subset_files(*_REPOSITORY, _FILES),
+                github_files(*_REPOSITORY, pinned_files("sugarcrepe", strip="data/")),
                 license="MIT",
             ),
             images_part(("coco-val2017", "")),

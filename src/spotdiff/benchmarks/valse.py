@@ -23,7 +23,7 @@ from collections.abc import Iterator
 from spotdiff.benchmarks._io import field, frozen_truth, images_dir, option_bool, read_json_unique
 from spotdiff.benchmarks.base import BENCHMARKS, BenchmarkMetadata, LoadReport, SubsetFilesBenchmark
 from spotdiff.benchmarks.shared import images_part
-from spotdiff.benchmarks.sources import Part, github_subset_files
+from spotdiff.benchmarks.sources import Part, github_files, pinned_files
 from spotdiff.cases import Case, FileImage
 from spotdiff.errors import DataError
 
@@ -44,20 +44,6 @@ SUBSETS = (
     "relations",
 )
 _REPOSITORY = ("Heidelberg-NLP/VALSE", "2152d90d4aecd11f7f74cf03420abcb63efff9c5")
-#: ``data/<subset>.json`` of the repository at that commit: size and sha256.
-_FILES = (
-    ("actant-swap", 503017, "915294ac3ade7c4c067b1c6841d0db93b60cb8a61ac8e2fb6b125c2a1c0ca93a"),
-    ("action-replacement", 664129, "336ba134f29a3475d0508809067218909a6bd30f079c59309d19244eccb7917f"),
-    ("coreference-hard", 95649, "ef54d8d971d9e0f264e07de08d9915c6e3d6129a2f239888f2b938f5c2eb4139"),
-    ("coreference-standard", 592329, "dae1d9eb018acb54e29a1c4983f3563f86ec3b6beb4037a261564270b0473e95"),
-    ("counting-adversarial", 407394, "0d23529308449c98b37a91048a865a5f377325eceb9accd73f2947bc512d12b0"),
-    ("counting-hard", 537197, "2cc83615653675fb50914ce2d8ab4041cce1278eed7ac0abf6f319dbce5c967a"),
-    ("counting-small-quant", 534996, "ca0645885b05738f6c6df2dffec70c669aaff64114017f33425821faab4bc374"),
-    ("existence", 420403, "b20fca52eba86c544083d423345a2e28e60e601ef61c56c9ac1c73a95a3a6d18"),
-    ("foil-it", 538911, "6f6f0d7494271ed28f6e6f075c3ba36ba1bc45d00ecf7403920f060915130460"),
-    ("plurals", 1097122, "43760db7fc8c6f2a21d3536d52f81539cb101f3370e8d2effb09de43d91486a3"),
-    ("relations", 664587, "061fc557459c318ccd6734d07c21cfa5bf5ae87aa6b1110b8f5ec3d6b2911043"),
-)
 VALID_MIN_CAPTION_VOTES = 2
 SKIP_INVALID = "mturk caption < 2 (VALSE validity rule)"
 
@@ -102,7 +88,8 @@ tags: subset, linguistic_phenomena, dataset""",
         reproduces="VALSE Table 2; EqBen Table 3",
         license="MIT (annotations); images under their datasets' terms",
         parts=(
-            Part("annotations", "annotations", github_subset_files(*_REPOSITORY, _FILES), license="MIT"),
+            Part("annotations", "annotations", github_files(*_REPOSITORY, pinned_files("valse", strip="data/")),
+                 license="MIT"),
             # The `dataset` / `original_split` fields: SWiG test, VisDial v1.0 val (val2018 images) and
             # train (COCO train2014), Visual7W, FOIL (COCO val2014), COCO 2017 val.
             images_part(

@@ -33,7 +33,6 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from dataclasses import dataclass
-from importlib import resources
 from pathlib import Path
 
 import yaml
@@ -48,7 +47,7 @@ from spotdiff.benchmarks._io import (
 )
 from spotdiff.benchmarks.base import BENCHMARKS, Benchmark, BenchmarkMetadata, LoadReport
 from spotdiff.benchmarks.shared import images_part
-from spotdiff.benchmarks.sources import ManualSource, Part, github_files
+from spotdiff.benchmarks.sources import ManualSource, Part, github_files, pinned_files
 from spotdiff.cases import Case, FileImage
 from spotdiff.errors import ConfigError, DataError
 
@@ -110,17 +109,6 @@ _REPOSITORY = ("om-ai-lab/VL-CheckList", "6f8d6a3281c401b89e4e154f46c6974ec2df3a
 _NO_LICENCE = "no licence file in the repository"
 
 
-def _pinned_files() -> list[tuple[str, str, int | None, str]]:
-    """The repository's files at that commit, their sizes and checksums (``pins/vl-checklist.tsv``)."""
-    text = resources.files("spotdiff.benchmarks").joinpath("pins/vl-checklist.tsv").read_text(encoding="utf-8")
-    rows = []
-    for line in text.splitlines():
-        if line.strip() and not line.startswith("#"):
-            path, size, check = line.split("\t")
-            rows.append((path, path, None if size == "-" else int(size), check))
-    return rows
-
-
 _HAKE = Part(
     "images-hake",
     "images",
@@ -170,7 +158,8 @@ tags: subset, category, source (vg/vaw/swig/hake), corpus (yaml name), variant (
         reproduces="VL-CheckList Table 2; VisualGPTScore Table 2",
         license=f"{_NO_LICENCE}; images under their datasets' terms",
         parts=(
-            Part("annotations", "annotations", github_files(*_REPOSITORY, _pinned_files()), license=_NO_LICENCE),
+            Part("annotations", "annotations", github_files(*_REPOSITORY, pinned_files("vl-checklist")),
+                 license=_NO_LICENCE),
             images_part(("visual-genome", ""), link="images/vg", name="images-vg"),
             images_part(("swig-images-512", ""), link="images/swig", name="images-swig"),
             _HAKE,
