@@ -16,8 +16,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import ClassVar
 
+from spotdiff.benchmarks._io import frozen_truth, images_dir, read_json_unique
 from spotdiff.benchmarks.metadata import BenchmarkMetadata
-from spotdiff.cases import Case, check_ties, file_digest
+from spotdiff.cases import Case, FileImage, ImageRef, check_ties, file_digest
 from spotdiff.errors import ConfigError, DataError
 from spotdiff.registry import Registry
 
@@ -41,6 +42,15 @@ class LoadReport:
         for rule, n in sorted(self.skipped.items()):
             text += f"; skipped {n} ({rule})"
         return text
+
+
+_PAIR_TRUTH = frozen_truth([[True, False], [False, True]])
+_FIRST_TRUE = frozen_truth([[True, False]])
+
+
+def pair_case(case_id: str, captions: tuple[str, str], images: tuple[ImageRef, ImageRef], tags: dict[str, str]) -> Case:
+    """A Winoground-style case: 2 images x 2 captions, caption k describes image k (diagonal truth)."""
+    return Case(id=case_id, texts=captions, truth=_PAIR_TRUTH, images=images, tags=tags)
 
 
 class Benchmark(ABC):
@@ -117,12 +127,40 @@ class Benchmark(ABC):
 
 
 class SubsetFilesBenchmark(Benchmark):
-    """A benchmark published as one ``<subset>.json`` per subset in one folder (SugarCrepe, VALSE).
+    """A benchmark published as one ``<subset>.json`` per subset in one folder (SugarCrepe, VALSE): a JSON
+    object keyed by ``record_key``, each record one image and a true and a false text.
 
     The folder is ``root`` or one of ``search_dirs`` below it; a folder may hold only some subsets.
     """
 
     search_dirs: ClassVar[tuple[str, ...]] = ("", "data")
+    record_key: ClassVar[str] = "record id"
+    case_roles: ClassVar[tuple[str, str]] = ("positive", "negative")
+
+    def _records(self, subset: str | None) -> Iterator[tuple[str, Path, str, object]]:
+        """``(subset, file, record id, record)`` of the subset files in order, counted in a fresh report."""
+        self.check_subset(subset)
+        self.report = LoadReport()
+        self._image_root = images_dir(self.root, self.options)
+        self._image_refs: dict[str, FileImage] = {}
+        for name in (subset,) if subset else self.subsets:
+            path = self._file(name)
+            data = read_json_unique(path)
+            if not isinstance(data, dict):
+                raise DataError(f"expected a JSON object keyed by {self.record_key}, got {type(data).__name__}",
+                                file=path)
+            for key, record in data.items():
+                self.report.records += 1
+                yield name, path, key, record
+
+    def _case(self, subset: str, key: str, image_file: str, texts: tuple[str, str], tags: dict[str, str]) -> Case:
+        """Record ``key`` of ``subset``: 1 image x 2 texts, the first true (truth [[1, 0]]); images are shared
+        between the records that name the same file."""
+        image = self._image_refs.get(image_file)
+        if image is None:
+            image = self._image_refs[image_file] = FileImage(self._image_root / image_file)
+        return Case(id=f"{subset}/{key}", texts=texts, truth=_FIRST_TRUE, images=(image,), tags=tags,
+                    roles=self.case_roles)
 
     def _data_dir(self) -> Path:
         for candidate in (self.root / d if d else self.root for d in self.search_dirs):

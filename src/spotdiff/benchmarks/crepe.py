@@ -41,7 +41,7 @@ from pathlib import Path
 
 import numpy as np
 
-from spotdiff.benchmarks._io import images_dir, read_csv_rows
+from spotdiff.benchmarks._io import images_dir, nonempty_strings, read_csv_rows
 from spotdiff.benchmarks.base import BENCHMARKS, Benchmark, BenchmarkMetadata, LoadReport
 from spotdiff.benchmarks.shared import images_part
 from spotdiff.benchmarks.sources import GIT_TREE, Checksum, Part, RemoteFile, Unpack, UrlSource, github_raw
@@ -300,14 +300,4 @@ tags: subset, split, neg_type, complexity (productivity), compounds + train_data
                 record=where,
                 field=column,
             )
-        out = []
-        for k, item in enumerate(value):
-            if not isinstance(item, str) or not item.strip():
-                raise DataError(
-                    f"negative {k} is not a non-empty string: {item!r:.60}",
-                    file=path,
-                    record=where,
-                    field=column,
-                )
-            out.append(item.strip())
-        return out
+        return [s.strip() for s in nonempty_strings(value, "negative", file=path, record_id=where, name=column)]

@@ -40,8 +40,8 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from spotdiff.benchmarks._io import field, find_file, frozen_truth, read_json
-from spotdiff.benchmarks.base import BENCHMARKS, Benchmark, BenchmarkMetadata, LoadReport
+from spotdiff.benchmarks._io import field, find_file, read_json
+from spotdiff.benchmarks.base import BENCHMARKS, Benchmark, BenchmarkMetadata, LoadReport, pair_case
 from spotdiff.benchmarks.sources import Part, RemoteFile, Unpack, UrlSource, google_drive
 from spotdiff.cases import Case, FileImage, ImageRef, NpyImage
 from spotdiff.errors import ConfigError, DataError
@@ -79,14 +79,15 @@ PRIVATE_IDX = "private_random_idx.json"
 PRIVATE_INFO = "private_info.json"
 _SLOTS = ("c0i0", "c0i1", "c1i0", "c1i1")
 
-_TRUTH = frozen_truth([[True, False], [False, True]])
-
-
 def _image_ref(base: Path, rel: str) -> ImageRef:
     path = base / rel
     if path.suffix.lower() == ".npy":
         return NpyImage(path, bgr=True)
     return FileImage(path)
+
+
+def _image_pair(base: Path, image0: str, image1: str) -> tuple[ImageRef, ImageRef]:
+    return _image_ref(base, image0), _image_ref(base, image1)
 
 
 def _caption(record: Any, name: str, *, file: Path, record_id: object) -> str:
@@ -283,13 +284,7 @@ tags: subset, kind (natural/synthetic), family (eqbenkubric for the 3 Kubric spl
                 )
             if subset is not None and name != subset:
                 continue
-            yield Case(
-                id=str(i),
-                texts=(caption0, caption1),
-                truth=_TRUTH,
-                images=(_image_ref(base, image0), _image_ref(base, image1)),
-                tags=_tags(name, "paired"),
-            )
+            yield pair_case(str(i), (caption0, caption1), _image_pair(base, image0, image1), _tags(name, "paired"))
 
     def _full_cases(self, ann: Path, data: list, subset: str | None) -> Iterator[Case]:
         private = self._private_files(ann)
@@ -382,10 +377,4 @@ tags: subset, kind (natural/synthetic), family (eqbenkubric for the 3 Kubric spl
             name = sample_subset[cnt]
             if subset is not None and name != subset:
                 continue
-            yield Case(
-                id=str(cnt),
-                texts=(caption0, caption1),
-                truth=_TRUTH,
-                images=(_image_ref(base, image0), _image_ref(base, image1)),
-                tags=_tags(name, "full"),
-            )
+            yield pair_case(str(cnt), (caption0, caption1), _image_pair(base, image0, image1), _tags(name, "full"))

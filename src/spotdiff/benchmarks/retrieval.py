@@ -25,7 +25,7 @@ from pathlib import Path
 
 import numpy as np
 
-from spotdiff.benchmarks._io import find_file, option_bool, option_choice, option_int, read_json
+from spotdiff.benchmarks._io import find_file, nonempty_strings, option_bool, option_choice, option_int, read_json
 from spotdiff.benchmarks.base import BENCHMARKS, Benchmark, BenchmarkMetadata, LoadReport
 from spotdiff.benchmarks.shared import hub_test_images, karpathy_parts
 from spotdiff.cases import Case, FileImage
@@ -90,15 +90,7 @@ def read_karpathy(path: Path) -> list[tuple[str, list[str]]]:
                 record=i,
                 field="caption",
             )
-        for k, caption in enumerate(captions):
-            if not isinstance(caption, str) or not caption.strip():
-                raise DataError(
-                    f"caption {k} is not a non-empty string: {caption!r:.60}",
-                    file=path,
-                    record=i,
-                    field="caption",
-                )
-        out.append((image, list(captions)))
+        out.append((image, nonempty_strings(captions, "caption", file=path, record_id=i, name="caption")))
     return out
 
 

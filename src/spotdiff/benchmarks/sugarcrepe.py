@@ -14,15 +14,11 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
-from spotdiff.benchmarks._io import field, frozen_truth, images_dir, read_json_unique
-from spotdiff.benchmarks.base import BENCHMARKS, BenchmarkMetadata, LoadReport, SubsetFilesBenchmark
+from spotdiff.benchmarks._io import field
+from spotdiff.benchmarks.base import BENCHMARKS, BenchmarkMetadata, SubsetFilesBenchmark
 from spotdiff.benchmarks.shared import images_part
 from spotdiff.benchmarks.sources import Part, github_files, pinned_files
-from spotdiff.cases import Case, FileImage
-from spotdiff.errors import DataError
-
-_TRUTH = frozen_truth([[True, False]])
-_ROLES = ("positive", "negative")
+from spotdiff.cases import Case
 
 SUBSETS = ("add_att", "add_obj", "replace_att", "replace_obj", "replace_rel", "swap_att", "swap_obj")
 _REPOSITORY = ("RAIVNLab/sugar-crepe", "0047054b243992f0fad63d6f64f7544862daf846")
@@ -87,31 +83,10 @@ tags: subset, operation (add/replace/swap), target (att/obj/rel)""",
     search_dirs = ("", "data", "sugar_crepe")
 
     def cases(self, subset: str | None = None) -> Iterator[Case]:
-        self.check_subset(subset)
-        self.report = LoadReport()
-        images = images_dir(self.root, self.options)
-        refs: dict[str, FileImage] = {}
-        for name in (subset,) if subset else SUBSETS:
-            path = self._file(name)
-            data = read_json_unique(path)
-            if not isinstance(data, dict):
-                raise DataError(
-                    f"expected a JSON object keyed by record id, got {type(data).__name__}", file=path
-                )
+        for name, path, key, record in self._records(subset):
+            filename = field(record, "filename", str, file=path, record_id=key).strip()
+            caption = field(record, "caption", str, file=path, record_id=key).strip()
+            negative = field(record, "negative_caption", str, file=path, record_id=key).strip()
             operation, _, target = name.partition("_")
-            for key, record in data.items():
-                self.report.records += 1
-                filename = field(record, "filename", str, file=path, record_id=key).strip()
-                caption = field(record, "caption", str, file=path, record_id=key).strip()
-                negative = field(record, "negative_caption", str, file=path, record_id=key).strip()
-                image = refs.get(filename)
-                if image is None:
-                    image = refs[filename] = FileImage(images / filename)
-                yield Case(
-                    id=f"{name}/{key}",
-                    texts=(caption, negative),
-                    truth=_TRUTH,
-                    images=(image,),
-                    tags={"subset": name, "operation": operation, "target": target},
-                    roles=_ROLES,
-                )
+            yield self._case(name, key, filename, (caption, negative),
+                             {"subset": name, "operation": operation, "target": target})

@@ -20,15 +20,12 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
-from spotdiff.benchmarks._io import field, frozen_truth, images_dir, option_bool, read_json_unique
-from spotdiff.benchmarks.base import BENCHMARKS, BenchmarkMetadata, LoadReport, SubsetFilesBenchmark
+from spotdiff.benchmarks._io import field, option_bool
+from spotdiff.benchmarks.base import BENCHMARKS, BenchmarkMetadata, SubsetFilesBenchmark
 from spotdiff.benchmarks.shared import images_part
 from spotdiff.benchmarks.sources import Part, github_files, pinned_files
-from spotdiff.cases import Case, FileImage
+from spotdiff.cases import Case
 from spotdiff.errors import DataError
-
-_TRUTH = frozen_truth([[True, False]])
-_ROLES = ("caption", "foil")
 
 SUBSETS = (
     "actant-swap",
@@ -61,6 +58,8 @@ CITATION = """\
 
 @BENCHMARKS.register("valse")
 class Valse(SubsetFilesBenchmark):
+    record_key = "sample id"
+    case_roles = ("caption", "foil")
     metadata = BenchmarkMetadata(
         title="VALSE (Parcalabescu et al., ACL 2022)",
         protocols=("valse-pairwise", "valse-prob"),
@@ -120,45 +119,23 @@ tags: subset, linguistic_phenomena, dataset""",
     )
 
     def cases(self, subset: str | None = None) -> Iterator[Case]:
-        self.check_subset(subset)
-        self.report = LoadReport()
         keep_all = option_bool(self.options, "all_records", False)
-        images = images_dir(self.root, self.options)
-        refs: dict[str, FileImage] = {}
-        for name in (subset,) if subset else SUBSETS:
-            path = self._file(name)
-            data = read_json_unique(path)
-            if not isinstance(data, dict):
-                raise DataError(
-                    f"expected a JSON object keyed by sample id, got {type(data).__name__}", file=path
-                )
-            for key, record in data.items():
-                self.report.records += 1
-                image_file = field(record, "image_file", str, file=path, record_id=key).strip()
-                caption = field(record, "caption", str, file=path, record_id=key).strip()
-                foil = field(record, "foil", str, file=path, record_id=key).strip()
-                dataset = field(record, "dataset", str, file=path, record_id=key).strip()
-                phenomenon = field(record, "linguistic_phenomena", str, file=path, record_id=key).strip()
-                mturk = field(record, "mturk", dict, file=path, record_id=key)
-                votes = mturk.get("caption")
-                if isinstance(votes, bool) or not isinstance(votes, int):
-                    problem = "missing" if votes is None else f"expected an int, got {votes!r:.40}"
-                    raise DataError(problem, file=path, record=key, field="mturk.caption")
-                valid = votes >= VALID_MIN_CAPTION_VOTES
-                if not valid and not keep_all:
-                    self.report.skip(SKIP_INVALID)
-                    continue
-                image = refs.get(image_file)
-                if image is None:
-                    image = refs[image_file] = FileImage(images / image_file)
-                tags = {"subset": name, "linguistic_phenomena": phenomenon, "dataset": dataset}
-                if keep_all:
-                    tags["valid"] = "1" if valid else "0"
-                yield Case(
-                    id=f"{name}/{key}",
-                    texts=(caption, foil),
-                    truth=_TRUTH,
-                    images=(image,),
-                    tags=tags,
-                    roles=_ROLES,
-                )
+        for name, path, key, record in self._records(subset):
+            image_file = field(record, "image_file", str, file=path, record_id=key).strip()
+            caption = field(record, "caption", str, file=path, record_id=key).strip()
+            foil = field(record, "foil", str, file=path, record_id=key).strip()
+            dataset = field(record, "dataset", str, file=path, record_id=key).strip()
+            phenomenon = field(record, "linguistic_phenomena", str, file=path, record_id=key).strip()
+            mturk = field(record, "mturk", dict, file=path, record_id=key)
+            votes = mturk.get("caption")
+            if isinstance(votes, bool) or not isinstance(votes, int):
+                problem = "missing" if votes is None else f"expected an int, got {votes!r:.40}"
+                raise DataError(problem, file=path, record=key, field="mturk.caption")
+            valid = votes >= VALID_MIN_CAPTION_VOTES
+            if not valid and not keep_all:
+                self.report.skip(SKIP_INVALID)
+                continue
+            tags = {"subset": name, "linguistic_phenomena": phenomenon, "dataset": dataset}
+            if keep_all:
+                tags["valid"] = "1" if valid else "0"
+            yield self._case(name, key, image_file, (caption, foil), tags)

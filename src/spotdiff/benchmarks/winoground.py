@@ -24,16 +24,15 @@ from __future__ import annotations
 from collections.abc import Iterator
 from pathlib import Path
 
-from spotdiff.benchmarks._io import field, find_file, frozen_truth, read_jsonl
+from spotdiff.benchmarks._io import field, find_file, read_jsonl
 from spotdiff.benchmarks._parquet import find_parquet, iter_rows
-from spotdiff.benchmarks.base import BENCHMARKS, Benchmark, BenchmarkMetadata, LoadReport
+from spotdiff.benchmarks.base import BENCHMARKS, Benchmark, BenchmarkMetadata, LoadReport, pair_case
 from spotdiff.benchmarks.sources import HubSource, Part
 from spotdiff.cases import Case, FileImage, ImageRef
 from spotdiff.errors import DataError
 
 SUBSETS = ("Object", "Relation", "Both")
 PARQUET = ("data/test-*.parquet", "data/*.parquet", "*.parquet")
-_TRUTH = frozen_truth([[True, False], [False, True]])
 
 
 CITATION = """\
@@ -168,16 +167,11 @@ or the hub parquet layout: DIR/data/test-*.parquet (or DIR/*.parquet) with the s
                 )
             if subset is not None and collapsed != subset:
                 continue
-            yield Case(
-                id=str(ex_id),
-                texts=(caption_0, caption_1),
-                truth=_TRUTH,
-                images=refs,
-                tags={
-                    "subset": collapsed,
-                    "tag": tag,
-                    "secondary_tag": secondary,
-                    "collapsed_tag": collapsed,
-                    "num_main_preds": str(n_preds),
-                },
-            )
+            tags = {
+                "subset": collapsed,
+                "tag": tag,
+                "secondary_tag": secondary,
+                "collapsed_tag": collapsed,
+                "num_main_preds": str(n_preds),
+            }
+            yield pair_case(str(ex_id), (caption_0, caption_1), refs, tags)
