@@ -124,7 +124,33 @@ MIEB_PARQUET = ("mieb/data/test-*.parquet", "data/test-*.parquet", "*.parquet")
 MIEB_SOURCES = ("auto", "official", "mieb")
 
 
-class _VisualGenome(Benchmark):
+class _Mirrored(Benchmark):
+    """An ARO set that MTEB mirrors: read from the mirror when :meth:`_mieb` selects it, else from the
+    official annotation file (``_annotation()``, which a subclass or a sibling base provides)."""
+
+    @abstractmethod
+    def _mieb(self) -> list[Path] | None:
+        """MTEB's parquet files when the options select them, else None."""
+
+    @abstractmethod
+    def _mieb_cases(self, files: list[Path]) -> Iterator[Case]:
+        """The cases of MTEB's mirror."""
+
+    @abstractmethod
+    def _official_cases(self) -> Iterator[Case]:
+        """The cases of the official files."""
+
+    def data_files(self) -> list[Path]:
+        return self._mieb() or [self._annotation()]  # type: ignore[attr-defined]
+
+    def cases(self, subset: str | None = None) -> Iterator[Case]:
+        self.check_subset(subset)
+        self.report = LoadReport()
+        files = self._mieb()
+        yield from self._official_cases() if files is None else self._mieb_cases(files)
+
+
+class _VisualGenome(_Mirrored):
     annotation = ""
     kind = ""
 
@@ -144,9 +170,6 @@ class _VisualGenome(Benchmark):
                 pass
         return find_parquet(self.root, MIEB_PARQUET, what=f"MTEB {self.name} (no {self.annotation} either)")
 
-    def data_files(self) -> list[Path]:
-        return self._mieb() or [self._annotation()]
-
     def _images(self, ann: Path) -> Path:
         value = self.options.get("images")
         return Path(str(value)).expanduser() if value else ann.parent / "images"
@@ -155,13 +178,7 @@ class _VisualGenome(Benchmark):
     def _grouping(self, record: object, *, file: Path, record_id: int) -> dict[str, str]:
         """Implemented by each subclass."""
 
-    def cases(self, subset: str | None = None) -> Iterator[Case]:
-        self.check_subset(subset)
-        self.report = LoadReport()
-        files = self._mieb()
-        if files is not None:
-            yield from self._mieb_cases(files)
-            return
+    def _official_cases(self) -> Iterator[Case]:
         ann = self._annotation()
         data = read_json(ann)
         if not isinstance(data, list):
@@ -232,13 +249,29 @@ MTEB's mirror (spotdiff data fetch NAME --part mieb): DIR/mieb/data/test-*.parqu
   default, reads it when the JSON is absent); crop=false keeps the whole image as MTEB does"""
 
 
-def _vg_declaration(kind: str, annotation: str, drive_id: str, mieb: Part, **fields: str) -> BenchmarkMetadata:
-    """VG-Relation or VG-Attribution: its JSON file (a Google Drive file of ARO's code), the images, MTEB's mirror."""
+def _vg_declaration(label: str, kind: str, annotation: str, drive_id: str, mieb: Part, what: str, extra: str,
+                    tags: str) -> BenchmarkMetadata:
+    """VG-Relation or VG-Attribution: its JSON file (a Google Drive file of ARO's code), the images, MTEB's mirror.
+
+    Args:
+        label: the name ARO's paper gives it.
+        kind: its one subset.
+        annotation: the JSON file's name.
+        drive_id: the Google Drive id of that file.
+        mieb: MTEB's mirror (:func:`~spotdiff.benchmarks.shared.mieb_part`).
+        what: the cases and the main score, for the description.
+        extra: the record's grouping field, for the layout.
+        tags: the grouping tag, for the layout.
+    """
     annotations = UrlSource(
         (RemoteFile(google_drive(drive_id), annotation),),
         origin="Google Drive file of ARO's dataset_zoo/aro_datasets.py",
     )
     return BenchmarkMetadata(
+        title=f"ARO {label} (Yuksekgonul et al., ICLR 2023)",
+        description=f"ARO {label}: {what} (Yuksekgonul et al., ARO, ICLR 2023)",
+        layout=_VG_LAYOUT.format(file=annotation, extra=extra, kind=kind, tags=tags),
+        reproduces=f"ARO Table 1 ({label}); VisualGPTScore Table 2b",
         paper=_PAPER,
         reference=_REFERENCE,
         citation=CITATION,
@@ -253,7 +286,6 @@ def _vg_declaration(kind: str, annotation: str, drive_id: str, mieb: Part, **fie
         ),
         subsets=(kind,),
         ties=_VG_TIES,
-        **fields,
     )
 
 
@@ -262,16 +294,10 @@ class AroVGRelation(_VisualGenome):
     annotation = "visual_genome_relation.json"
     kind = "vg-relation"
     metadata = _vg_declaration(
-        kind,
-        annotation,
-        "1kX2iCHEv0CADL8dSO1nMdW-V0NqIAiP3",
+        "VG-Relation", kind, annotation, "1kX2iCHEv0CADL8dSO1nMdW-V0NqIAiP3",
         mieb_part("mteb/ARO-Visual-Relation", "53c1115ab5871ab33b09d5bb8856236d46bdaf2d", 765255644),
-        title="ARO VG-Relation (Yuksekgonul et al., ICLR 2023)",
-        description="ARO VG-Relation: 23,937 Visual Genome crops with a true and a subject/object-swapped caption; "
-        "macro accuracy over relations (Yuksekgonul et al., ARO, ICLR 2023)",
-        layout=_VG_LAYOUT.format(file=annotation, extra='"relation_name": str', kind=kind,
-                                 tags="relation (relation_name)"),
-        reproduces="ARO Table 1 (VG-Relation); VisualGPTScore Table 2b",
+        "23,937 Visual Genome crops with a true and a subject/object-swapped caption; macro accuracy over relations",
+        '"relation_name": str', "relation (relation_name)",
     )
 
     def _grouping(self, record: object, *, file: Path, record_id: int) -> dict[str, str]:
@@ -284,16 +310,10 @@ class AroVGAttribution(_VisualGenome):
     annotation = "visual_genome_attribution.json"
     kind = "vg-attribution"
     metadata = _vg_declaration(
-        kind,
-        annotation,
-        "13tWvOrNOLHxl3Rm9cR3geAdHx2qR3-Tw",
+        "VG-Attribution", kind, annotation, "13tWvOrNOLHxl3Rm9cR3geAdHx2qR3-Tw",
         mieb_part("mteb/ARO-Visual-Attribution", "25fe9b460426ff67cdb0608a737c94f8f49a901e", None),
-        title="ARO VG-Attribution (Yuksekgonul et al., ICLR 2023)",
-        description="ARO VG-Attribution: 28,748 Visual Genome crops with a true and an attribute-swapped caption; "
-        "macro accuracy over attribute pairs (Yuksekgonul et al., ARO, ICLR 2023)",
-        layout=_VG_LAYOUT.format(file=annotation, extra='"attributes": [2 strings]', kind=kind,
-                                 tags='attributes ("<a0>_<a1>")'),
-        reproduces="ARO Table 1 (VG-Attribution); VisualGPTScore Table 2b",
+        "28,748 Visual Genome crops with a true and an attribute-swapped caption; macro accuracy over attribute pairs",
+        '"attributes": [2 strings]', 'attributes ("<a0>_<a1>")',
     )
 
     def _grouping(self, record: object, *, file: Path, record_id: int) -> dict[str, str]:
@@ -318,7 +338,7 @@ _ORDER_ROLES = ("true", *TextShuffler.PERTURBATIONS)
 MIEB_HARD_TEXTS = ("hard_text_1", "hard_text_2", "hard_text_3", "hard_text_4")
 
 
-class _Order(_KarpathyBenchmark):
+class _Order(_Mirrored, _KarpathyBenchmark):
     def shuffler(self) -> TextShuffler:
         shuffler = TextShuffler(
             option_choice(self.options, "pos_tagger", POS_TAGGERS, "auto"),
@@ -342,9 +362,6 @@ class _Order(_KarpathyBenchmark):
         if self._split() != "test":
             raise ConfigError(f"{self.name}: MTEB's mirror (perturbations=mieb) holds the test split only")
         return find_parquet(self.root, MIEB_PARQUET, what=f"MTEB {self.name} (fetch it with --part mieb)")
-
-    def data_files(self) -> list[Path]:
-        return self._mieb() or [self._annotation()]
 
     def _mieb_cases(self, files: list[Path]) -> Iterator[Case]:
         tags = {"subset": "test", "dataset": self.dataset, "perturbations": "mieb"}
@@ -375,13 +392,7 @@ class _Order(_KarpathyBenchmark):
                        roles=tuple(roles))
             n += 1
 
-    def cases(self, subset: str | None = None) -> Iterator[Case]:
-        self.check_subset(subset)
-        self.report = LoadReport()
-        files = self._mieb()
-        if files is not None:
-            yield from self._mieb_cases(files)
-            return
+    def _official_cases(self) -> Iterator[Case]:
         split = self._split()
         ann = self._annotation()
         records = read_karpathy(ann)
@@ -405,12 +416,8 @@ class _Order(_KarpathyBenchmark):
                 rng = np.random.default_rng([seed, i, j])
                 true = pre_caption(caption, max_words)
                 if not true.strip():
-                    raise DataError(
-                        f"caption {j} is empty after pre_caption: {caption!r:.60}",
-                        file=ann,
-                        record=i,
-                        field="caption",
-                    )
+                    raise DataError(f"caption {j} is empty after pre_caption: {caption!r:.60}",
+                                    file=ann, record=i, field="caption")
                 texts, roles = [true], ["true"]
                 for role, text in zip(TextShuffler.PERTURBATIONS, shuffler.perturb(caption, rng), strict=True):
                     text = pre_caption(text, max_words)

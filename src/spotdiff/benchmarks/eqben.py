@@ -104,12 +104,8 @@ def _caption(record: Any, name: str, *, file: Path, record_id: object) -> str:
 def _subset_of(path: str, *, file: Path, record_id: object, name: str) -> str:
     subset = path.split("/")[0]
     if subset not in SUBSETS:
-        raise DataError(
-            f"unknown EqBen sub-dataset {subset!r} (first path component); known: {', '.join(SUBSETS)}",
-            file=file,
-            record=record_id,
-            field=name,
-        )
+        raise DataError(f"unknown EqBen sub-dataset {subset!r} (first path component); known: {', '.join(SUBSETS)}",
+                        file=file, record=record_id, field=name)
     return subset
 
 
@@ -276,12 +272,8 @@ tags: subset, kind (natural/synthetic), family (eqbenkubric for the 3 Kubric spl
             name = _subset_of(image0, file=ann, record_id=i, name="image0")
             other = _subset_of(image1, file=ann, record_id=i, name="image1")
             if other != name:
-                raise DataError(
-                    f"image1 is in sub-dataset {other!r} but image0 in {name!r}",
-                    file=ann,
-                    record=i,
-                    field="image1",
-                )
+                raise DataError(f"image1 is in sub-dataset {other!r} but image0 in {name!r}",
+                                file=ann, record=i, field="image1")
             if subset is not None and name != subset:
                 continue
             yield pair_case(str(i), (caption0, caption1), _image_pair(base, image0, image1), _tags(name, "paired"))
@@ -330,12 +322,8 @@ tags: subset, kind (natural/synthetic), family (eqbenkubric for the 3 Kubric spl
                 )
             name = _subset_of(image, file=ann, record_id=i, name="image")
             if name != dataset:
-                raise DataError(
-                    f"image is in sub-dataset {name!r} but the ground truth says {dataset!r}",
-                    file=ann,
-                    record=i,
-                    field="image",
-                )
+                raise DataError(f"image is in sub-dataset {name!r} but the ground truth says {dataset!r}",
+                                file=ann, record=i, field="image")
             slots = samples.setdefault(cnt, {})
             if slot in slots:
                 raise DataError(

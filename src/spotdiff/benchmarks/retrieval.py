@@ -177,12 +177,8 @@ class _Retrieval(_KarpathyBenchmark):
             for caption in captions:
                 text = pre_caption(caption, max_words) if clean else caption
                 if not text.strip():
-                    raise DataError(
-                        f"caption {caption!r:.60} is empty after pre_caption",
-                        file=ann,
-                        record=i,
-                        field="caption",
-                    )
+                    raise DataError(f"caption {caption!r:.60} is empty after pre_caption",
+                                    file=ann, record=i, field="caption")
                 texts.append(text)
                 owner.append(i)
         if not records:

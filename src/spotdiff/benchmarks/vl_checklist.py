@@ -259,12 +259,8 @@ tags: subset, category, source (vg/vaw/swig/hake), corpus (yaml name), variant (
                     raise DataError("expected a list of corpus names", file=path, record=key, field=source)
                 for corpus in corpora:
                     if corpus not in known:
-                        raise DataError(
-                            f"unknown subset {corpus!r}: no corpus/v1 yaml file of that name",
-                            file=path,
-                            record=key,
-                            field=source,
-                        )
+                        raise DataError(f"unknown subset {corpus!r}: no corpus/v1 yaml file of that name",
+                                        file=path, record=key, field=source)
                     names.add(corpus)
         return groups
 

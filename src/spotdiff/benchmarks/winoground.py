@@ -150,21 +150,13 @@ or the hub parquet layout: DIR/data/test-*.parquet (or DIR/*.parquet) with the s
             if secondary is None:
                 secondary = ""
             if not isinstance(secondary, str):
-                raise DataError(
-                    f"expected str, got {type(secondary).__name__}",
-                    file=path,
-                    record=where,
-                    field="secondary_tag",
-                )
+                raise DataError(f"expected str, got {type(secondary).__name__}",
+                                file=path, record=where, field="secondary_tag")
             n_preds = field(record, "num_main_preds", int, file=path, record_id=where)
             collapsed = field(record, "collapsed_tag", str, file=path, record_id=where)
             if collapsed not in SUBSETS:
-                raise DataError(
-                    f"unknown collapsed_tag {collapsed!r}; known: {', '.join(SUBSETS)}",
-                    file=path,
-                    record=where,
-                    field="collapsed_tag",
-                )
+                raise DataError(f"unknown collapsed_tag {collapsed!r}; known: {', '.join(SUBSETS)}",
+                                file=path, record=where, field="collapsed_tag")
             if subset is not None and collapsed != subset:
                 continue
             tags = {
