@@ -98,6 +98,12 @@ _ORDER_TIES = (
 _VG_ROLES = ("false_caption", "true_caption")
 
 
+def _vg_case(case_id: str, true_caption: str, false_caption: str, image: ImageRef, tags: dict[str, str]) -> Case:
+    """1 image x 2 texts in ARO's order ``[false_caption, true_caption]``, the true caption marked."""
+    return Case(id=case_id, texts=(false_caption, true_caption), truth=_VG_TRUTH, images=(image,), tags=tags,
+                roles=_VG_ROLES)
+
+
 def _number(record: object, name: str, *, file: Path, record_id: object) -> float:
     value = field(record, name, (int, float), file=file, record_id=record_id)
     if not np.isfinite(value):
@@ -202,14 +208,7 @@ class _VisualGenome(_Mirrored):
             image = refs.get(key)
             if image is None:
                 image = refs[key] = FileImage(images / image_path, bbox=(x, y, w, h))
-            yield Case(
-                id=str(i),
-                texts=(false_caption, true_caption),
-                truth=_VG_TRUTH,
-                images=(image,),
-                tags=tags,
-                roles=_VG_ROLES,
-            )
+            yield _vg_case(str(i), true_caption, false_caption, image, tags)
 
     def _mieb_cases(self, files: list[Path]) -> Iterator[Case]:
         crop = option_bool(self.options, "crop", True)
@@ -227,14 +226,7 @@ class _VisualGenome(_Mirrored):
                     raise DataError(f"box size must be positive, got {bbox}", file=path, record=where, field="bbox")
                 image = ParquetImage(image.path, image.row, image.column, image.sha256, bbox)  # type: ignore[arg-type]
             tags = {"subset": self.kind, "source": "mieb", **self._grouping(record, file=path, record_id=n)}
-            yield Case(
-                id=str(n),
-                texts=(false_caption, true_caption),
-                truth=_VG_TRUTH,
-                images=(image,),
-                tags=tags,
-                roles=_VG_ROLES,
-            )
+            yield _vg_case(str(n), true_caption, false_caption, image, tags)
 
 
 _VG_LAYOUT = """\
