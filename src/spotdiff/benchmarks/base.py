@@ -49,7 +49,14 @@ _FIRST_TRUE = frozen_truth([[True, False]])
 
 
 def pair_case(case_id: str, captions: tuple[str, str], images: tuple[ImageRef, ImageRef], tags: dict[str, str]) -> Case:
-    """A Winoground-style case: 2 images x 2 captions, caption k describes image k (diagonal truth)."""
+    """A Winoground-style case: 2 images x 2 captions, caption k describes image k (diagonal truth).
+
+    Args:
+        case_id: the case id.
+        captions: caption 0 and caption 1.
+        images: image 0 and image 1.
+        tags: the case's tags, its subset among them.
+    """
     return Case(id=case_id, texts=captions, truth=_PAIR_TRUTH, images=images, tags=tags)
 
 

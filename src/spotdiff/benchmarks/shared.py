@@ -160,7 +160,15 @@ COLLECTIONS: dict[str, Collection] = {
 
 def images_part(*folders: tuple[str, str], link: str = "images", name: str = "images", optional: bool = False,
                 note: str = "") -> Part:
-    """A part linking shared image collections (``(collection, folder)`` pairs) into the folder ``link``."""
+    """A part linking shared image collections into the benchmark folder; its licence is theirs.
+
+    Args:
+        folders: ``(collection name, folder inside it)`` pairs (:class:`~spotdiff.benchmarks.sources.ImagesSource`).
+        link: where they appear in the benchmark folder.
+        name: the part's name.
+        optional: fetched only when named (``--part NAME``).
+        note: what ``spotdiff data list`` adds about it.
+    """
     licence = "; ".join(dict.fromkeys(COLLECTIONS[c].license for c, _ in folders))
     return Part(name, "images", ImagesSource(tuple(folders), link), optional=optional, license=licence, note=note)
 
@@ -196,7 +204,13 @@ def _karpathy(name: str) -> Part:
 
 
 def mieb_part(repo: str, revision: str, size: int | None) -> Part:
-    """MTEB's revision-pinned parquet mirror of an ARO set (optional part ``mieb``)."""
+    """MTEB's revision-pinned parquet mirror of an ARO set (optional part ``mieb``).
+
+    Args:
+        repo: the hub dataset.
+        revision: the commit MTEB's task pins.
+        size: its download size in bytes, when the hub states it.
+    """
     return Part(
         "mieb",
         "both",

@@ -252,7 +252,13 @@ class Part:
 
 
 def github_raw(repo: str, commit: str, path: str) -> str:
-    """The raw.githubusercontent.com URL of ``path`` in ``repo`` at ``commit``."""
+    """The raw.githubusercontent.com URL of a file of a GitHub repository at a commit.
+
+    Args:
+        repo: ``owner/name``.
+        commit: the commit (40 hex digits).
+        path: the file's path in the repository.
+    """
     return f"https://raw.githubusercontent.com/{repo}/{commit}/{path}"
 
 
@@ -274,8 +280,14 @@ def pinned_files(name: str, strip: str = "") -> list[tuple[str, str, int | None,
 
 
 def github_files(repo: str, commit: str, files: list[tuple[str, str, int | None, str]]) -> UrlSource:
-    """Files of a GitHub repository at a commit; ``files``: (path in the repository, local path, size,
-    checksum text)."""
+    """Files of a GitHub repository at a commit, each with its checksum (origin: measured here, or the tree's
+    git blob id for ``git:`` values).
+
+    Args:
+        repo: ``owner/name``.
+        commit: the commit (40 hex digits).
+        files: (path in the repository, local path, size or None, checksum text as :meth:`Checksum.parse` reads).
+    """
     return UrlSource(
         files=tuple(
             RemoteFile(

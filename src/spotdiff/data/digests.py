@@ -9,7 +9,13 @@ from pathlib import Path
 
 
 def file_digests(path: str | Path, algorithms: Iterable[str], chunk: int = 1 << 20) -> dict[str, str]:
-    """The digests of a file for each algorithm in ``algorithms``, reading the file once."""
+    """The digests of a file for each algorithm, reading the file once.
+
+    Args:
+        path: the file.
+        algorithms: names from :data:`~spotdiff.benchmarks.sources.ALGORITHMS`.
+        chunk: bytes read at a time.
+    """
     hashers = {}
     for algorithm in set(algorithms):
         if algorithm == "git-blob-sha1":
