@@ -44,11 +44,11 @@ parquet files as lazy :class:`~spotdiff.cases.ParquetImage` references.
 **POS tagging (important).** ARO tags nouns (NN, NNS, NNP, NNPS) and adjectives (JJ, JJR, JJS) with
 spaCy ``en_core_web_sm`` and tokenizes the trigram perturbations with ``nltk.word_tokenize``. Option
 ``pos_tagger`` chooses: ``spacy`` (ARO's exact rule; needs spaCy and ``en_core_web_sm``), ``heuristic``
-(:func:`heuristic_pos`, a small closed-class lexicon plus suffix and context rules written for
-caption-style English: an approximation, NOT the ARO perturbation), or ``auto`` (default: spaCy when
-it loads, else the heuristic, with a logged warning). Option ``tokenizer`` (``auto``/``nltk``/
-``regex``) does the same for ``nltk.word_tokenize`` versus :func:`regex_tokenize`, a Penn-Treebank-like
-regular expression. Every case records the choices in ``tags["pos_tagger"]`` and
+(a small closed-class lexicon plus suffix and context rules written for caption-style English: an
+approximation, NOT the ARO perturbation), or ``auto`` (default: spaCy when it loads, else the
+heuristic, with a logged warning). Option ``tokenizer`` (``auto``/``nltk``/``regex``) does the same
+for ``nltk.word_tokenize`` versus a Penn-Treebank-like regular expression (both stand-ins in
+:mod:`spotdiff.benchmarks.word_order`). Every case records the choices in ``tags["pos_tagger"]`` and
 ``tags["tokenizer"]``; results computed with ``heuristic-*`` or ``regex-*`` are not ARO numbers.
 """
 
