@@ -90,7 +90,7 @@ def test_a_valid_declaration_passes():
         ({"protocols": ()}, "protocols must be non-empty"),
         ({"license": " "}, "license is empty"),
         ({"subsets": ("x", "x"), "groups": ()}, "repeated subset"),
-        ({"parts": ()}, "parts must be non-empty"),
+        ({"parts": (_valid().parts[0], _valid().parts[0])}, "repeated data part in ['annotations', 'annotations']"),
         (
             {"parts": (Part("data", "both", HubSource("a/toy", "main", ("*.parquet",))),)},
             "part 'data': hub revision 'main' is not a commit",
@@ -115,6 +115,13 @@ def test_a_declaration_that_contradicts_itself_fails_at_once(change, message):
     with pytest.raises(ConfigError, match=re.escape("benchmark declaration 'Toy (A et al., 2024)'")) as err:
         replace(_valid(), **change)
     assert message in str(err.value)
+
+
+def test_a_benchmark_without_a_declaration_cannot_register():
+    with pytest.raises(ConfigError, match="declares no metadata"):
+        @BENCHMARKS.register("undeclared")
+        class Undeclared(Benchmark):
+            pass
 
 
 def test_a_part_that_does_not_exist_is_named():

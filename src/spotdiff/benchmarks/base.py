@@ -189,6 +189,9 @@ class SubsetFilesBenchmark(Benchmark):
 
 def _named(name: str, cls: type[Benchmark]) -> None:
     """Give a registered benchmark its registry name, in the class and in its declaration."""
+    if not isinstance(getattr(cls, "metadata", None), BenchmarkMetadata):
+        raise ConfigError(f"benchmark {name!r} ({cls.__module__}.{cls.__qualname__}) declares no metadata = "
+                          "BenchmarkMetadata(...)")
     cls.name = name
     cls.metadata = cls.metadata.named(name)
 

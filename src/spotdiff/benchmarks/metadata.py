@@ -30,8 +30,9 @@ class BenchmarkMetadata:
         protocols: protocol names that apply, the default first.
         main_score: ``(protocol, metric)`` the paper headlines; the protocol is one of ``protocols``.
         layout: the expected data layout, shown by ``spotdiff benchmarks``.
-        parts: the data to fetch, official source first (:class:`~spotdiff.benchmarks.sources.Part`);
-            every hub source and every GitHub source is pinned to a commit.
+        parts: the data to fetch, official source first (:class:`~spotdiff.benchmarks.sources.Part`;
+            none for a benchmark read only from local files); every hub source and every GitHub source
+            is pinned to a commit.
         subsets: the known subset names (``()`` when open-ended).
         reproduces: the tables of the source papers its numbers correspond to.
         groups: the paper groupings of subsets, name -> known subsets; each is reported as the
@@ -76,8 +77,8 @@ class BenchmarkMetadata:
             if unknown or not members:
                 self._fail(f"group {group!r} names unknown subsets {unknown!r}; known: {', '.join(self.subsets)}")
         names = [p.name for p in self.parts]
-        if not self.parts or len(set(names)) != len(names):
-            self._fail(f"parts must be non-empty and distinct, got {names!r}")
+        if len(set(names)) != len(names):
+            self._fail(f"repeated data part in {names!r}")
         for part in self.parts:
             self._check_pinned(part)
 
