@@ -6,6 +6,7 @@ from pathlib import Path
 
 import pytest
 
+from spotdiff.benchmarks import BENCHMARKS
 from spotdiff.commands import benchmarks, models
 
 DOCS = Path(__file__).resolve().parents[1] / "docs"
@@ -15,3 +16,13 @@ DOCS = Path(__file__).resolve().parents[1] / "docs"
 def test_generated_page_is_current(page: str, render) -> None:
     """Regenerate with `spotdiff benchmarks --markdown > docs/benchmarks.md` (and models)."""
     assert (DOCS / page).read_text(encoding="utf-8") == render()
+
+
+def test_data_page_lists_every_benchmark_with_its_declared_licence() -> None:
+    """docs/data.md's benchmark table: one row per registered benchmark, licence as its declaration says."""
+    rows = {}
+    for line in (DOCS / "data.md").read_text(encoding="utf-8").splitlines():
+        cells = [c.strip() for c in line.strip().strip("|").split(" | ")]
+        if line.startswith("| ") and cells[0] in BENCHMARKS:
+            rows[cells[0]] = cells[2]
+    assert rows == {name: BENCHMARKS.get(name).metadata.license for name in BENCHMARKS.names()}

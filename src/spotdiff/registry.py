@@ -4,7 +4,8 @@ Modules in a family's package register themselves with a decorator; the package 
 modules on first use, so adding a benchmark, scorer or engine is adding one file. A third-party
 package extends a family without forking through an entry point in the family's group
 (``spotdiff.scorers``, ``spotdiff.benchmarks``, ...): the entry point names a module that registers
-itself with the decorator on import, or an object registered under the entry point's name.
+itself with the decorator on import, or an object registered under the entry point's name. A family
+may name what it registers (``on_register``): a benchmark's name is written only in its decorator.
 """
 
 from __future__ import annotations
@@ -22,12 +23,26 @@ T = TypeVar("T")
 
 
 class Registry(Generic[T]):
-    """Maps names to registered objects of one family, importing the family's modules lazily."""
+    """Maps names to registered objects of one family, importing the family's modules lazily.
 
-    def __init__(self, family: str, package: str, entry_points: str | None = None) -> None:
+    Args:
+        family: what the objects are, in messages ("benchmark").
+        package: the package whose modules register themselves.
+        entry_points: the entry point group of third-party plugins.
+        on_register: called with ``(name, object)`` when an object is registered (e.g. to set its name).
+    """
+
+    def __init__(
+        self,
+        family: str,
+        package: str,
+        entry_points: str | None = None,
+        on_register: Callable[[str, T], None] | None = None,
+    ) -> None:
         self.family = family
         self.package = package
         self.entry_points = entry_points
+        self.on_register = on_register
         self._items: dict[str, T] = {}
         self._discovered = False
 
@@ -35,10 +50,15 @@ class Registry(Generic[T]):
         def decorator(obj: T) -> T:
             if name in self._items and self._items[name] is not obj:
                 raise ValueError(f"{self.family} {name!r} is registered twice")
-            self._items[name] = obj
+            self._add(name, obj)
             return obj
 
         return decorator
+
+    def _add(self, name: str, obj: T) -> None:
+        if self.on_register is not None:
+            self.on_register(name, obj)
+        self._items[name] = obj
 
     def _discover(self) -> None:
         if self._discovered:
@@ -58,7 +78,7 @@ class Registry(Generic[T]):
                         f"{self.entry_points}): {type(exc).__name__}: {exc}"
                     ) from exc
                 if not isinstance(obj, ModuleType) and ep.name not in self._items:
-                    self._items[ep.name] = obj
+                    self._add(ep.name, obj)
 
     def get(self, name: str) -> T:
         self._discover()

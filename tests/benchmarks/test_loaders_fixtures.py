@@ -14,17 +14,16 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from spotdiff.benchmarks import BENCHMARKS, get_benchmark
-from spotdiff.benchmarks.aro import (
+from spotdiff.benchmarks.aro import SKIP_IDENTICAL, SKIP_NO_NEGATIVE
+from spotdiff.benchmarks.crepe import SKIP_EMPTY
+from spotdiff.benchmarks.retrieval import pre_caption
+from spotdiff.benchmarks.word_order import (
     HEURISTIC_TAGGER,
     REGEX_TOKENIZER,
-    SKIP_IDENTICAL,
-    SKIP_NO_NEGATIVE,
     TextShuffler,
     heuristic_pos,
     regex_tokenize,
 )
-from spotdiff.benchmarks.crepe import SKIP_EMPTY
-from spotdiff.benchmarks.retrieval import pre_caption
 from spotdiff.cases import FileImage, NpyImage
 from spotdiff.errors import ConfigError, DataError
 from spotdiff.testing.formats import (

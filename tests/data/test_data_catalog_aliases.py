@@ -9,9 +9,10 @@ import re
 import pytest
 
 from spotdiff.benchmarks import ALIASES, BENCHMARKS, canonical_benchmark, get_benchmark
+from spotdiff.benchmarks.sources import HubSource, ImagesSource, UrlSource
 from spotdiff.cli import main
 from spotdiff.data import CATALOG, COLLECTIONS, benchmark_sources
-from spotdiff.data.sources import HubSource, ImagesSource, UrlSource, file_digests
+from spotdiff.data.digests import file_digests
 from spotdiff.errors import ConfigError
 from spotdiff.testing.tiny_models import make_tiny_clip, tiny_images
 

@@ -10,9 +10,9 @@ import zipfile
 
 import pytest
 
+from spotdiff.benchmarks.shared import COLLECTIONS
 from spotdiff.cli import main
 from spotdiff.data import benchmark_sources, benchmark_state, fetch_benchmark, resolve_data, verify_benchmark
-from spotdiff.data.catalog import COLLECTIONS
 from spotdiff.data.fetch import FetchIncomplete
 from spotdiff.data.home import SHARED, STAGING
 from spotdiff.errors import ConfigError

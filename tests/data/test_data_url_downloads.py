@@ -10,10 +10,10 @@ from pathlib import Path
 
 import pytest
 
+from spotdiff.benchmarks.sources import Checksum, RemoteFile, Unpack, UrlSource
 from spotdiff.data.download import RETRIES, mirror_url
 from spotdiff.data.fetch import fetch_source
 from spotdiff.data.home import STAGING
-from spotdiff.data.sources import Checksum, RemoteFile, Unpack, UrlSource
 from spotdiff.errors import SourceError
 
 URL = "https://example.org/datasets/blob.bin"

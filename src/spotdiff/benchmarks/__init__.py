@@ -4,9 +4,18 @@ from spotdiff.benchmarks.base import (
     ALIASES,
     BENCHMARKS,
     Benchmark,
+    BenchmarkMetadata,
     LoadReport,
     canonical_benchmark,
     get_benchmark,
 )
 
-__all__ = ["ALIASES", "BENCHMARKS", "Benchmark", "LoadReport", "canonical_benchmark", "get_benchmark"]
+__all__ = [
+    "ALIASES",
+    "BENCHMARKS",
+    "Benchmark",
+    "BenchmarkMetadata",
+    "LoadReport",
+    "canonical_benchmark",
+    "get_benchmark",
+]

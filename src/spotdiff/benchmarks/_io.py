@@ -231,3 +231,18 @@ def read_csv_rows(path: Path, required: Iterable[str] = ()) -> list[tuple[int, d
     except csv.Error as exc:
         raise DataError(f"CSV syntax error: {exc}", file=path, record=f"line {reader.line_num}") from exc
     return out
+
+
+def nonempty_strings(items: list | tuple, what: str, *, file: Path, record_id: object, name: str) -> list[str]:
+    """``items`` as a list, each checked to be a non-empty string.
+
+    Args:
+        items: the strings.
+        what: what an item is, in the error: "<what> k is not a non-empty string".
+        file: the file, record_id: the record and name: the field that hold them, named in the error.
+    """
+    for k, item in enumerate(items):
+        if not isinstance(item, str) or not item.strip():
+            raise DataError(f"{what} {k} is not a non-empty string: {item!r:.60}", file=file, record=record_id,
+                            field=name)
+    return list(items)

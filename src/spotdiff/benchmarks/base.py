@@ -1,6 +1,7 @@
 """The loader interface: a benchmark reads its published format from a local directory.
 
-Each benchmark module defines one :class:`Benchmark` subclass and registers it by name with
+Each benchmark module defines one :class:`Benchmark` subclass with its declaration
+(:class:`~spotdiff.benchmarks.metadata.BenchmarkMetadata`) and registers it by name with
 ``@BENCHMARKS.register("name")``. ``cases()`` validates every record and yields :class:`Case`
 objects with the subset as a tag; records dropped by a documented rule are counted in ``report``.
 """
@@ -15,7 +16,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import ClassVar
 
-from spotdiff.cases import Case, check_ties, file_digest
+from spotdiff.benchmarks._io import frozen_truth, images_dir, read_json_unique
+from spotdiff.benchmarks.metadata import BenchmarkMetadata
+from spotdiff.cases import Case, FileImage, ImageRef, check_ties, file_digest
 from spotdiff.errors import ConfigError, DataError
 from spotdiff.registry import Registry
 
@@ -41,51 +44,28 @@ class LoadReport:
         return text
 
 
-@dataclass(frozen=True)
-class BenchmarkMetadata:
-    """What a benchmark is and where it comes from: a short declaration over the shared loader logic
-    (as MTEB's task metadata).
+_PAIR_TRUTH = frozen_truth([[True, False], [False, True]])
+_FIRST_TRUE = frozen_truth([[True, False]])
 
-    Attributes:
-        paper: authors, title and venue of the paper that introduced it.
-        reference: the official repository or page.
-        citation: BibTeX of ``paper``.
-        main_score: ``(protocol, metric)`` the paper headlines (``spotdiff benchmarks`` shows it).
-        reproduces: the tables of the source papers its numbers correspond to.
-        license: the data's licence or terms, as the official source states them.
-        groups: the paper groupings of subsets the papers report, name -> subsets; each is reported
-            as the unweighted mean of its subsets' values (``metrics.json`` scopes beside
-            ``"all"`` and ``"subset_mean"``).
-        groups_source: where those groupings come from (paper, table, section).
-        ties: which tie rule each peer's published code uses on this benchmark (``--ties``).
+
+def pair_case(case_id: str, captions: tuple[str, str], images: tuple[ImageRef, ImageRef], tags: dict[str, str]) -> Case:
+    """A Winoground-style case: 2 images x 2 captions, caption k describes image k (diagonal truth).
+
+    Args:
+        case_id: the case id.
+        captions: caption 0 and caption 1.
+        images: image 0 and image 1.
+        tags: the case's tags, its subset among them.
     """
-
-    paper: str
-    reference: str
-    citation: str
-    main_score: tuple[str, str]
-    reproduces: str = ""
-    license: str = ""
-    groups: tuple[tuple[str, tuple[str, ...]], ...] = ()
-    groups_source: str = ""
-    ties: str = ""
-
-    @property
-    def subset_groups(self) -> dict[str, tuple[str, ...]]:
-        """:attr:`groups` as a dict."""
-        return dict(self.groups)
+    return Case(id=case_id, texts=captions, truth=_PAIR_TRUTH, images=images, tags=tags)
 
 
 class Benchmark(ABC):
     """Base class of every loader.
 
-    Class attributes a subclass sets:
-        name: the registry name.
-        protocols: protocol names that apply, the default first.
-        subsets: the known subset names (``()`` when open-ended).
-        layout: the expected data layout, shown by ``spotdiff benchmarks``.
-        description: one line on what it is, with its paper.
-        metadata: paper, reference, citation and main score (:class:`BenchmarkMetadata`).
+    A subclass sets ``metadata``, its declaration (:class:`BenchmarkMetadata`); ``protocols``,
+    ``subsets``, ``layout`` and ``description`` are read from it, and ``name`` is set by
+    ``@BENCHMARKS.register(name)``.
 
     ``ties`` is the run's tie rule (:data:`spotdiff.cases.TIES`); a loader whose published
     peer relies on argmax tie-breaking reads it (ARO-Order keeps perturbations identical to the
@@ -98,6 +78,14 @@ class Benchmark(ABC):
     layout: ClassVar[str] = ""
     description: ClassVar[str] = ""
     metadata: ClassVar[BenchmarkMetadata]
+
+    def __init_subclass__(cls, **kwargs: object) -> None:
+        super().__init_subclass__(**kwargs)
+        meta = cls.__dict__.get("metadata")
+        if meta is not None:
+            cls.protocols, cls.subsets, cls.layout, cls.description = (
+                meta.protocols, meta.subsets, meta.layout, meta.description
+            )
 
     def __init__(self, root: str | Path, *, ties: str = "strict", **options: object) -> None:
         self.root = Path(root)
@@ -146,12 +134,40 @@ class Benchmark(ABC):
 
 
 class SubsetFilesBenchmark(Benchmark):
-    """A benchmark published as one ``<subset>.json`` per subset in one folder (SugarCrepe, VALSE).
+    """A benchmark published as one ``<subset>.json`` per subset in one folder (SugarCrepe, VALSE): a JSON
+    object keyed by ``record_key``, each record one image and a true and a false text.
 
     The folder is ``root`` or one of ``search_dirs`` below it; a folder may hold only some subsets.
     """
 
     search_dirs: ClassVar[tuple[str, ...]] = ("", "data")
+    record_key: ClassVar[str] = "record id"
+    case_roles: ClassVar[tuple[str, str]] = ("positive", "negative")
+
+    def _records(self, subset: str | None) -> Iterator[tuple[str, Path, str, object]]:
+        """``(subset, file, record id, record)`` of the subset files in order, counted in a fresh report."""
+        self.check_subset(subset)
+        self.report = LoadReport()
+        self._image_root = images_dir(self.root, self.options)
+        self._image_refs: dict[str, FileImage] = {}
+        for name in (subset,) if subset else self.subsets:
+            path = self._file(name)
+            data = read_json_unique(path)
+            if not isinstance(data, dict):
+                raise DataError(f"expected a JSON object keyed by {self.record_key}, got {type(data).__name__}",
+                                file=path)
+            for key, record in data.items():
+                self.report.records += 1
+                yield name, path, key, record
+
+    def _case(self, subset: str, key: str, image_file: str, texts: tuple[str, str], tags: dict[str, str]) -> Case:
+        """Record ``key`` of ``subset``: 1 image x 2 texts, the first true (truth [[1, 0]]); images are shared
+        between the records that name the same file."""
+        image = self._image_refs.get(image_file)
+        if image is None:
+            image = self._image_refs[image_file] = FileImage(self._image_root / image_file)
+        return Case(id=f"{subset}/{key}", texts=texts, truth=_FIRST_TRUE, images=(image,), tags=tags,
+                    roles=self.case_roles)
 
     def _data_dir(self) -> Path:
         for candidate in (self.root / d if d else self.root for d in self.search_dirs):
@@ -171,8 +187,17 @@ class SubsetFilesBenchmark(Benchmark):
         return [p for p in (self._data_dir() / f"{s}.json" for s in self.subsets) if p.is_file()]
 
 
+def _named(name: str, cls: type[Benchmark]) -> None:
+    """Give a registered benchmark its registry name, in the class and in its declaration."""
+    if not isinstance(getattr(cls, "metadata", None), BenchmarkMetadata):
+        raise ConfigError(f"benchmark {name!r} ({cls.__module__}.{cls.__qualname__}) declares no metadata = "
+                          "BenchmarkMetadata(...)")
+    cls.name = name
+    cls.metadata = cls.metadata.named(name)
+
+
 BENCHMARKS: Registry[type[Benchmark]] = Registry(
-    "benchmark", "spotdiff.benchmarks", entry_points="spotdiff.benchmarks"
+    "benchmark", "spotdiff.benchmarks", entry_points="spotdiff.benchmarks", on_register=_named
 )
 
 

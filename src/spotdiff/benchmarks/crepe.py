@@ -41,8 +41,10 @@ from pathlib import Path
 
 import numpy as np
 
-from spotdiff.benchmarks._io import images_dir, read_csv_rows
+from spotdiff.benchmarks._io import images_dir, nonempty_strings, read_csv_rows
 from spotdiff.benchmarks.base import BENCHMARKS, Benchmark, BenchmarkMetadata, LoadReport
+from spotdiff.benchmarks.shared import images_part
+from spotdiff.benchmarks.sources import GIT_TREE, Checksum, Part, RemoteFile, Unpack, UrlSource, github_raw
 from spotdiff.cases import Case, FileImage
 from spotdiff.errors import ConfigError, DataError
 
@@ -102,12 +104,29 @@ CITATION = """\
 """
 
 
+_REPOSITORY = ("RAIVNLab/CREPE", "1fa81c425f442396fe304f170c8eb6dc0747c814")
+_NO_LICENCE = "no licence file in the repository"
+_ANNOTATIONS = UrlSource(
+    tuple(
+        RemoteFile(github_raw(*_REPOSITORY, f"data/{name}.zip"), f"{name}.zip", Checksum.parse(f"git:{blob}", GIT_TREE),
+                   None, Unpack(name))
+        for name, blob in (
+            ("prod_hard_negatives", "e73068643923319ab8bd38a43404a34221d41b41"),
+            ("syst_hard_negatives", "54eebe3a52eaacd978a08f2a5c1aaa7e53b82b4b"),
+        )
+    ),
+    origin="github.com/RAIVNLab/CREPE",
+    revision=_REPOSITORY[1],
+)
+
+
 @BENCHMARKS.register("crepe")
 class Crepe(Benchmark):
-    name = "crepe"
-    protocols = ("i2t-top1",)
-    subsets = SUBSETS
-    layout = """\
+    metadata = BenchmarkMetadata(
+        title="CREPE (Ma et al., CVPR 2023)",
+        protocols=("i2t-top1",),
+        subsets=SUBSETS,
+        layout="""\
 DIR/prod_hard_negatives/{atom,swap,negate}/prod_vg_hard_negs_<type>_complexity_<4..12>.csv
   -> subset prod/<type>/complexity_<n> (prod_hard_negatives/prod_vg_hard_negs_<type>_all.csv ->
   prod/<type>/all, only when that type has no per-complexity files)
@@ -119,12 +138,9 @@ images: <images>/<image_id>.jpg (or <images>/VG_100K[_2]/<image_id>.jpg), croppe
   <images> = option images=PATH, default DIR/images
 case: 1 image x (1 + negatives) texts [caption, *negatives], truth on the caption; id <subset>/<row>;
   rows with no negatives are skipped
-tags: subset, split, neg_type, complexity (productivity), compounds + train_data (systematicity)"""
-    description = (
-        "CREPE: Visual Genome crops with compositional hard negatives (productivity: atom/swap/negate at "
-        "complexity 4-12; systematicity), I2T top-1 (Ma et al., CREPE, CVPR 2023)"
-    )
-    metadata = BenchmarkMetadata(
+tags: subset, split, neg_type, complexity (productivity), compounds + train_data (systematicity)""",
+        description="CREPE: Visual Genome crops with compositional hard negatives (productivity: atom/swap/negate at "
+        "complexity 4-12; systematicity), I2T top-1 (Ma et al., CREPE, CVPR 2023)",
         paper=(
             "Ma, Hong, Gul, Gandhi, Gu, Krishna. CREPE: Can Vision-Language Foundation Models Reason "
             "Compositionally? CVPR 2023"
@@ -133,7 +149,11 @@ tags: subset, split, neg_type, complexity (productivity), compounds + train_data
         citation=CITATION,
         main_score=("i2t-top1", "accuracy"),
         reproduces="CREPE Figs. 3-5; VisualGPTScore Table 2",
-        license="Visual Genome images: CC BY 4.0",
+        license=f"{_NO_LICENCE}; Visual Genome images CC BY 4.0",
+        parts=(
+            Part("annotations", "annotations", _ANNOTATIONS, license=_NO_LICENCE),
+            images_part(("visual-genome", "")),
+        ),
         ties="strict by default; --ties argmax gives a tie to the candidate listed first (the true caption); "
         "CREPE's own code's tie rule is not checked here",
     )
@@ -280,14 +300,4 @@ tags: subset, split, neg_type, complexity (productivity), compounds + train_data
                 record=where,
                 field=column,
             )
-        out = []
-        for k, item in enumerate(value):
-            if not isinstance(item, str) or not item.strip():
-                raise DataError(
-                    f"negative {k} is not a non-empty string: {item!r:.60}",
-                    file=path,
-                    record=where,
-                    field=column,
-                )
-            out.append(item.strip())
-        return out
+        return [s.strip() for s in nonempty_strings(value, "negative", file=path, record_id=where, name=column)]

@@ -40,8 +40,9 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from spotdiff.benchmarks._io import field, find_file, frozen_truth, read_json
-from spotdiff.benchmarks.base import BENCHMARKS, Benchmark, BenchmarkMetadata, LoadReport
+from spotdiff.benchmarks._io import field, find_file, read_json
+from spotdiff.benchmarks.base import BENCHMARKS, Benchmark, BenchmarkMetadata, LoadReport, pair_case
+from spotdiff.benchmarks.sources import Part, RemoteFile, Unpack, UrlSource, google_drive
 from spotdiff.cases import Case, FileImage, ImageRef, NpyImage
 from spotdiff.errors import ConfigError, DataError
 
@@ -78,14 +79,15 @@ PRIVATE_IDX = "private_random_idx.json"
 PRIVATE_INFO = "private_info.json"
 _SLOTS = ("c0i0", "c0i1", "c1i0", "c1i1")
 
-_TRUTH = frozen_truth([[True, False], [False, True]])
-
-
 def _image_ref(base: Path, rel: str) -> ImageRef:
     path = base / rel
     if path.suffix.lower() == ".npy":
         return NpyImage(path, bgr=True)
     return FileImage(path)
+
+
+def _image_pair(base: Path, image0: str, image1: str) -> tuple[ImageRef, ImageRef]:
+    return _image_ref(base, image0), _image_ref(base, image1)
 
 
 def _caption(record: Any, name: str, *, file: Path, record_id: object) -> str:
@@ -102,12 +104,8 @@ def _caption(record: Any, name: str, *, file: Path, record_id: object) -> str:
 def _subset_of(path: str, *, file: Path, record_id: object, name: str) -> str:
     subset = path.split("/")[0]
     if subset not in SUBSETS:
-        raise DataError(
-            f"unknown EqBen sub-dataset {subset!r} (first path component); known: {', '.join(SUBSETS)}",
-            file=file,
-            record=record_id,
-            field=name,
-        )
+        raise DataError(f"unknown EqBen sub-dataset {subset!r} (first path component); known: {', '.join(SUBSETS)}",
+                        file=file, record=record_id, field=name)
     return subset
 
 
@@ -126,12 +124,60 @@ CITATION = """\
 """
 
 
+_PARTS = (
+    Part(
+        "annotations",
+        "annotations",
+        UrlSource(
+            (RemoteFile(google_drive("18BSRf1SnBtGiEc42mzRLirXaBLzYE5Tt"), "eqben_subset_10percent_final.json"),),
+            origin="Google Drive link of the EqBen README (10% subset, Winoground style)",
+        ),
+        note="the open-label 10% subset (~25K pairs); no checksum could be checked offline",
+    ),
+    Part(
+        "images",
+        "images",
+        UrlSource(
+            (RemoteFile(google_drive("13Iuirsvx34-9F_1Mjhs4Dqn59yokyUjy"), "eqben_subset_images.tar.gz",
+                        None, None, Unpack("images")),),
+            origin="Google Drive link of the EqBen README (subset images, ~10 GB)",
+        ),
+    ),
+    Part(
+        "full",
+        "both",
+        UrlSource(
+            (
+                RemoteFile(google_drive("1gNR4K2Cv4rbnjVRdHuBV6PuoJ5MlRXnZ"), "full/private_info_global.json"),
+                RemoteFile(google_drive("1e608uhd36ak_v7SnlMVaYcekBc4gBqzn"), "eqben_full_images.tar.gz",
+                           None, None, Unpack("full/images")),
+            ),
+            origin="Google Drive links of the EqBen README (full test set: original annotation and images, ~100 GB)",
+        ),
+        optional=True,
+        note="evaluate with --data $(spotdiff data path eqben)/full",
+    ),
+    Part(
+        "vllm",
+        "both",
+        UrlSource(
+            (RemoteFile(google_drive("11YUTf06uzRHtFV8rYi96z4vTPi8_GNEM"), "eqben_vllm.zip", None, None,
+                        Unpack("vllm", ("all_select.json", "images"))),),
+            origin="Google Drive file that t2v_metrics' EqBen_Mini downloads",
+        ),
+        optional=True,
+        note="t2v_metrics' EqBen_Mini set; evaluate with --data $(spotdiff data path eqben)/vllm",
+    ),
+)
+
+
 @BENCHMARKS.register("eqben")
 class EqBen(Benchmark):
-    name = "eqben"
-    protocols = ("group", "choice", "choice-text")
-    subsets = SUBSETS
-    layout = """\
+    metadata = BenchmarkMetadata(
+        title="EqBen (Wang et al., ICCV 2023)",
+        protocols=("group", "choice", "choice-text"),
+        subsets=SUBSETS,
+        layout="""\
 DIR/all_select.json (t2v_metrics eqben_vllm), DIR/eqben_subset_10percent_final.json (10% subset) or
   DIR/private_info_global.json; or DIR may be the annotation file itself (option file=NAME picks one)
   Winoground style: [{"image0": "<subset>/...", "image1": ..., "caption0": str, "caption1": str}]
@@ -144,12 +190,9 @@ images: option images=PATH, else <annotation dir>/images if present, else <annot
   .npy = BGR array (YouCook2)
 case: 2 images x 2 texts [caption0, caption1], diagonal truth; id = record index (sample_cnt for
   the full set)
-tags: subset, kind (natural/synthetic), family (eqbenkubric for the 3 Kubric splits), format"""
-    description = (
-        "EqBen: image pairs with visual-minimal changes from video and synthetic engines, 2 x 2 "
-        "Winoground-style cases (Wang et al., Equivariant Similarity for VL Foundation Models, ICCV 2023)"
-    )
-    metadata = BenchmarkMetadata(
+tags: subset, kind (natural/synthetic), family (eqbenkubric for the 3 Kubric splits), format""",
+        description="EqBen: image pairs with visual-minimal changes from video and synthetic engines, 2 x 2 "
+        "Winoground-style cases (Wang et al., Equivariant Similarity for VL Foundation Models, ICCV 2023)",
         paper=(
             "Wang, Lin, Li, Lin, Yang, Zhang, Liu, Wang. Equivariant Similarity for Vision-Language "
             "Foundation Models. ICCV 2023"
@@ -158,7 +201,8 @@ tags: subset, kind (natural/synthetic), family (eqbenkubric for the 3 Kubric spl
         citation=CITATION,
         main_score=("group", "group"),
         reproduces="EqBen Table 2 and Fig. 6",
-        license="images from the source video and synthetic engines, under their own terms",
+        license="Apache-2.0 (repository); data terms not stated",
+        parts=_PARTS,
         ties="strict, as EqBen's evaluation code (eval_batch_my.py: c0_i0 > c1_i0 ...); MTEB-style argmax "
         "(each image's argmax text, each text's argmax image, first listed wins a tie): --ties argmax",
     )
@@ -228,21 +272,11 @@ tags: subset, kind (natural/synthetic), family (eqbenkubric for the 3 Kubric spl
             name = _subset_of(image0, file=ann, record_id=i, name="image0")
             other = _subset_of(image1, file=ann, record_id=i, name="image1")
             if other != name:
-                raise DataError(
-                    f"image1 is in sub-dataset {other!r} but image0 in {name!r}",
-                    file=ann,
-                    record=i,
-                    field="image1",
-                )
+                raise DataError(f"image1 is in sub-dataset {other!r} but image0 in {name!r}",
+                                file=ann, record=i, field="image1")
             if subset is not None and name != subset:
                 continue
-            yield Case(
-                id=str(i),
-                texts=(caption0, caption1),
-                truth=_TRUTH,
-                images=(_image_ref(base, image0), _image_ref(base, image1)),
-                tags=_tags(name, "paired"),
-            )
+            yield pair_case(str(i), (caption0, caption1), _image_pair(base, image0, image1), _tags(name, "paired"))
 
     def _full_cases(self, ann: Path, data: list, subset: str | None) -> Iterator[Case]:
         private = self._private_files(ann)
@@ -288,12 +322,8 @@ tags: subset, kind (natural/synthetic), family (eqbenkubric for the 3 Kubric spl
                 )
             name = _subset_of(image, file=ann, record_id=i, name="image")
             if name != dataset:
-                raise DataError(
-                    f"image is in sub-dataset {name!r} but the ground truth says {dataset!r}",
-                    file=ann,
-                    record=i,
-                    field="image",
-                )
+                raise DataError(f"image is in sub-dataset {name!r} but the ground truth says {dataset!r}",
+                                file=ann, record=i, field="image")
             slots = samples.setdefault(cnt, {})
             if slot in slots:
                 raise DataError(
@@ -335,10 +365,4 @@ tags: subset, kind (natural/synthetic), family (eqbenkubric for the 3 Kubric spl
             name = sample_subset[cnt]
             if subset is not None and name != subset:
                 continue
-            yield Case(
-                id=str(cnt),
-                texts=(caption0, caption1),
-                truth=_TRUTH,
-                images=(_image_ref(base, image0), _image_ref(base, image1)),
-                tags=_tags(name, "full"),
-            )
+            yield pair_case(str(cnt), (caption0, caption1), _image_pair(base, image0, image1), _tags(name, "full"))

@@ -25,8 +25,9 @@ from pathlib import Path
 
 import numpy as np
 
-from spotdiff.benchmarks._io import find_file, option_bool, option_choice, option_int, read_json
+from spotdiff.benchmarks._io import find_file, nonempty_strings, option_bool, option_choice, option_int, read_json
 from spotdiff.benchmarks.base import BENCHMARKS, Benchmark, BenchmarkMetadata, LoadReport
+from spotdiff.benchmarks.shared import hub_test_images, karpathy_parts
 from spotdiff.cases import Case, FileImage
 from spotdiff.errors import ConfigError, DataError
 
@@ -89,15 +90,7 @@ def read_karpathy(path: Path) -> list[tuple[str, list[str]]]:
                 record=i,
                 field="caption",
             )
-        for k, caption in enumerate(captions):
-            if not isinstance(caption, str) or not caption.strip():
-                raise DataError(
-                    f"caption {k} is not a non-empty string: {caption!r:.60}",
-                    file=path,
-                    record=i,
-                    field="caption",
-                )
-        out.append((image, list(captions)))
+        out.append((image, nonempty_strings(captions, "caption", file=path, record_id=i, name="caption")))
     return out
 
 
@@ -168,9 +161,6 @@ class _KarpathyBenchmark(Benchmark):
 
 
 class _Retrieval(_KarpathyBenchmark):
-    protocols = ("retrieval",)
-    subsets = SPLITS
-
     def cases(self, subset: str | None = None) -> Iterator[Case]:
         self.check_subset(subset)
         self.report = LoadReport()
@@ -187,12 +177,8 @@ class _Retrieval(_KarpathyBenchmark):
             for caption in captions:
                 text = pre_caption(caption, max_words) if clean else caption
                 if not text.strip():
-                    raise DataError(
-                        f"caption {caption!r:.60} is empty after pre_caption",
-                        file=ann,
-                        record=i,
-                        field="caption",
-                    )
+                    raise DataError(f"caption {caption!r:.60} is empty after pre_caption",
+                                    file=ann, record=i, field="caption")
                 texts.append(text)
                 owner.append(i)
         if not records:
@@ -217,47 +203,48 @@ texts verbatim; option pre_caption=true applies BLIP's pre_caption (max_words=30
 tags: subset = the split, dataset"""
 
 
+def _declare(dataset: str, **fields: str) -> BenchmarkMetadata:
+    """A Karpathy test split of ``dataset`` (coco or flickr) as a retrieval benchmark."""
+    return BenchmarkMetadata(
+        protocols=("retrieval",),
+        subsets=SPLITS,
+        layout=_LAYOUT.format(file=KARPATHY_FILES[dataset].format(split="test"), name=dataset),
+        parts=(*karpathy_parts(dataset), hub_test_images(dataset)),
+        main_score=("retrieval", "rsum"),
+        ties=RETRIEVAL_TIES,
+        **fields,
+    )
+
+
 @BENCHMARKS.register("coco-retrieval")
 class CocoRetrieval(_Retrieval):
-    name = "coco-retrieval"
     dataset = "coco"
-    layout = _LAYOUT.format(file="coco_karpathy_test.json", name="coco")
-    description = (
-        "COCO Karpathy 5K test split image-text retrieval, R@1/5/10 both directions "
-        "(Karpathy & Fei-Fei 2015; BLIP annotation files, as in ARO and VisualGPTScore)"
-    )
-    metadata = BenchmarkMetadata(
-        paper=(
-            "Lin et al. Microsoft COCO: Common Objects in Context. ECCV 2014; Karpathy and Fei-Fei. Deep "
-            "Visual-Semantic Alignments for Generating Image Descriptions. CVPR 2015 (5K test split)"
-        ),
+    metadata = _declare(
+        dataset,
+        title="COCO Karpathy 5K test retrieval",
+        description="COCO Karpathy 5K test split image-text retrieval, R@1/5/10 both directions "
+        "(Karpathy & Fei-Fei 2015; BLIP annotation files, as in ARO and VisualGPTScore)",
+        paper="Lin et al. Microsoft COCO: Common Objects in Context. ECCV 2014; Karpathy and Fei-Fei. Deep "
+        "Visual-Semantic Alignments for Generating Image Descriptions. CVPR 2015 (5K test split)",
         reference="https://cocodataset.org",
         citation=COCO_CITATION + KARPATHY_CITATION,
-        main_score=("retrieval", "rsum"),
         reproduces="VisualGPTScore Table 4b; ARO Table 6",
-        license="COCO annotations CC BY 4.0; images under Flickr terms",
-        ties=RETRIEVAL_TIES,
+        license="COCO captions CC BY 4.0; images under the Flickr terms",
     )
 
 
 @BENCHMARKS.register("flickr-retrieval")
 class FlickrRetrieval(_Retrieval):
-    name = "flickr-retrieval"
     dataset = "flickr"
-    layout = _LAYOUT.format(file="flickr30k_test.json", name="flickr")
-    description = (
-        "Flickr30K 1K test split image-text retrieval, R@1/5/10 both directions "
-        "(Young et al. 2014, Karpathy split; BLIP annotation files, as in ARO and VisualGPTScore)"
-    )
-    metadata = BenchmarkMetadata(
-        paper=(
-            "Young, Lai, Hodosh, Hockenmaier. From Image Descriptions to Visual Denotations. TACL 2014; "
-            "Karpathy and Fei-Fei. CVPR 2015 (1K test split)"
-        ),
+    metadata = _declare(
+        dataset,
+        title="Flickr30K Karpathy 1K test retrieval",
+        description="Flickr30K 1K test split image-text retrieval, R@1/5/10 both directions "
+        "(Young et al. 2014, Karpathy split; BLIP annotation files, as in ARO and VisualGPTScore)",
+        paper="Young, Lai, Hodosh, Hockenmaier. From Image Descriptions to Visual Denotations. TACL 2014; "
+        "Karpathy and Fei-Fei. CVPR 2015 (1K test split)",
         reference="https://shannon.cs.illinois.edu/DenotationGraph/",
         citation=FLICKR_CITATION + KARPATHY_CITATION,
-        main_score=("retrieval", "rsum"),
         reproduces="VisualGPTScore Table 4b",
-        license="Flickr30K: non-commercial research use, by request form",
-        ties=RETRIEVAL_TIES,
+        license="Flickr30K: non-commercial research (request form)",
     )

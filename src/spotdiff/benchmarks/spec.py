@@ -46,7 +46,7 @@ DataError.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from dataclasses import field as dc_field
 from pathlib import Path
@@ -55,10 +55,21 @@ import numpy as np
 
 from spotdiff.benchmarks._io import field, read_json
 from spotdiff.benchmarks.base import BENCHMARKS, Benchmark, BenchmarkMetadata, LoadReport
+from spotdiff.benchmarks.sources import HubSource, Part, Unpack
 from spotdiff.cases import Case, FileImage
 from spotdiff.errors import DataError
 
 SUBSETS = ("absolute_size", "relative_size", "absolute_spatial", "relative_spatial", "existence", "count")
+#: Candidate-set size K per subset (paper Sec. 3.3 / Table 1: size 3, relative position 4, absolute
+#: position and count 9, existence 2); chance level of I2T / T2I is 1 / K.
+SPEC_K = {
+    "absolute_size": 3,
+    "relative_size": 3,
+    "absolute_spatial": 9,
+    "relative_spatial": 4,
+    "existence": 2,
+    "count": 9,
+}
 _DIMENSION = {
     "absolute_size": "size",
     "relative_size": "size",
@@ -81,6 +92,26 @@ class _Record:
     query: str
     keys: list[str]
     label: int
+
+
+def _answers(records: list[_Record], path: Path, what: Callable[[str], str],
+             check: Callable[[_Record], None]) -> dict[str, str]:
+    """Query -> the candidate its label picks, over one candidate set's records of one file.
+
+    Args:
+        records: the records, in file order.
+        path: their file, named in errors.
+        what: how an error names a query.
+        check: called on each record first; raises a DataError for an inconsistent one.
+    """
+    out: dict[str, str] = {}
+    for rec in records:
+        check(rec)
+        if rec.query in out:
+            raise DataError(f"{what(rec.query)} is queried twice in one candidate set", file=path, record=rec.index,
+                            field="query")
+        out[rec.query] = rec.keys[rec.label]
+    return out
 
 
 @dataclass
@@ -133,10 +164,11 @@ CITATION = """\
 
 @BENCHMARKS.register("spec")
 class Spec(Benchmark):
-    name = "spec"
-    protocols = ("spec",)
-    subsets = _FOLDERS
-    layout = """\
+    metadata = BenchmarkMetadata(
+        title="SPEC (Peng et al., CVPR 2024)",
+        protocols=("spec",),
+        subsets=_FOLDERS,
+        layout="""\
 DIR/<subset>/{image2text.json,text2image.json} for absolute_size relative_size absolute_spatial
   relative_spatial existence count (DIR may also hold them under data/, or be one subset folder);
   a subset folder may be absent; one with neither file is a DataError
@@ -149,12 +181,9 @@ case: the text2image image sets group the records; a set whose K images are all 
   and whose K captions are all text2image queries, with agreeing labels, is one K x K case with
   diagonal truth (id <subset>/set<n>); other records are one case each, 1 x K (image2text, id
   <subset>/i2t/<index>) or K x 1 (text2image, id <subset>/t2i/<index>)
-tags: subset, dimension (size/position/existence/count), k, form (set/i2t/t2i)"""
-    description = (
-        "SPEC: K-way synthetic image and caption candidate sets for size, position, existence and count; "
-        "I2T and T2I accuracy (Peng et al., Synthesize, Diagnose, and Optimize, CVPR 2024)"
-    )
-    metadata = BenchmarkMetadata(
+tags: subset, dimension (size/position/existence/count), k, form (set/i2t/t2i)""",
+        description="SPEC: K-way synthetic image and caption candidate sets for size, position, existence and count; "
+        "I2T and T2I accuracy (Peng et al., Synthesize, Diagnose, and Optimize, CVPR 2024)",
         paper=(
             "Peng, Xie, You, Lan, Wu. Synthesize, Diagnose, and Optimize: Towards Fine-Grained Vision-"
             "Language Understanding. CVPR 2024"
@@ -163,7 +192,17 @@ tags: subset, dimension (size/position/existence/count), k, form (set/i2t/t2i)""
         citation=CITATION,
         main_score=("spec", "i2t"),
         reproduces="SPEC Tables 2-4",
-        license="see the repository",
+        license="Apache-2.0 (the hub dataset card); no licence file in the GitHub repository",
+        parts=(
+            Part(
+                "data",
+                "both",
+                HubSource("wjpoom/SPEC", "694dfdc74fe72acdc932fd5fc919b6b0268f7a07", ("data.zip",),
+                          unpack=(("data.zip", Unpack("")),)),
+                note="data.zip (about 1.56 GB, as the SPEC README downloads it), unpacked into the six subset "
+                "folders",
+            ),
+        ),
         groups=(),
         groups_source="SPEC Table 3 reports the unweighted mean over the six subsets (spec/eval.py: the sum of "
         "the subset accuracies / their number): metrics.json 'subset_mean'",
@@ -303,44 +342,21 @@ tags: subset, dimension (size/position/existence/count), k, form (set/i2t/t2i)""
         group: _Group, i2t_path: Path, t2i_path: Path
     ) -> tuple[list[str], list[str], np.ndarray] | None:
         """The K x K case of a complete group, None for a partial one; DataError if inconsistent."""
-        captions: list[str] | None = None
-        caption_set: frozenset[str] | None = None
-        image_to_caption: dict[str, str] = {}
-        for rec in group.i2t:
-            if caption_set is None:
-                captions, caption_set = list(rec.keys), frozenset(rec.keys)
-            elif frozenset(rec.keys) != caption_set:
-                raise DataError(
-                    "image2text records of one candidate image set list different caption sets",
-                    file=i2t_path,
-                    record=rec.index,
-                    field="keys",
-                )
-            if rec.query in image_to_caption:
-                raise DataError(
-                    f"image {rec.query!r} is queried twice in one candidate set",
-                    file=i2t_path,
-                    record=rec.index,
-                    field="query",
-                )
-            image_to_caption[rec.query] = rec.keys[rec.label]
-        caption_to_image: dict[str, str] = {}
-        for rec in group.t2i:
+        captions = list(group.i2t[0].keys) if group.i2t else None
+        caption_set = frozenset(captions) if captions is not None else None
+
+        def same_captions(rec: _Record) -> None:
+            if frozenset(rec.keys) != caption_set:
+                raise DataError("image2text records of one candidate image set list different caption sets",
+                                file=i2t_path, record=rec.index, field="keys")
+
+        def among_captions(rec: _Record) -> None:
             if caption_set is not None and rec.query not in caption_set:
-                raise DataError(
-                    f"caption {rec.query!r:.60} is not among the image2text candidates of its image set",
-                    file=t2i_path,
-                    record=rec.index,
-                    field="query",
-                )
-            if rec.query in caption_to_image:
-                raise DataError(
-                    f"caption {rec.query!r:.60} is queried twice in one candidate set",
-                    file=t2i_path,
-                    record=rec.index,
-                    field="query",
-                )
-            caption_to_image[rec.query] = rec.keys[rec.label]
+                raise DataError(f"caption {rec.query!r:.60} is not among the image2text candidates of its image set",
+                                file=t2i_path, record=rec.index, field="query")
+
+        image_to_caption = _answers(group.i2t, i2t_path, lambda q: f"image {q!r}", same_captions)
+        caption_to_image = _answers(group.t2i, t2i_path, lambda q: f"caption {q!r:.60}", among_captions)
         if captions is None:
             return None
         images = group.images

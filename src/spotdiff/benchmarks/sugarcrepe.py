@@ -14,15 +14,14 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
-from spotdiff.benchmarks._io import field, frozen_truth, images_dir, read_json_unique
-from spotdiff.benchmarks.base import BENCHMARKS, BenchmarkMetadata, LoadReport, SubsetFilesBenchmark
-from spotdiff.cases import Case, FileImage
-from spotdiff.errors import DataError
-
-_TRUTH = frozen_truth([[True, False]])
-_ROLES = ("positive", "negative")
+from spotdiff.benchmarks._io import field
+from spotdiff.benchmarks.base import BENCHMARKS, BenchmarkMetadata, SubsetFilesBenchmark
+from spotdiff.benchmarks.shared import images_part
+from spotdiff.benchmarks.sources import Part, github_files, pinned_files
+from spotdiff.cases import Case
 
 SUBSETS = ("add_att", "add_obj", "replace_att", "replace_obj", "replace_rel", "swap_att", "swap_obj")
+_REPOSITORY = ("RAIVNLab/sugar-crepe", "0047054b243992f0fad63d6f64f7544862daf846")
 
 
 CITATION = """\
@@ -37,21 +36,19 @@ CITATION = """\
 
 @BENCHMARKS.register("sugarcrepe")
 class SugarCrepe(SubsetFilesBenchmark):
-    name = "sugarcrepe"
-    protocols = ("i2t-top1",)
-    subsets = SUBSETS
-    layout = """\
+    metadata = BenchmarkMetadata(
+        title="SugarCrepe (Hsieh et al., NeurIPS 2023)",
+        protocols=("i2t-top1",),
+        subsets=SUBSETS,
+        layout="""\
 DIR/<subset>.json for the 7 subsets (add_att add_obj replace_att replace_obj replace_rel swap_att
   swap_obj); DIR may also be a sugar-crepe checkout (DIR/data/) or t2v_metrics' datasets/sugar_crepe
   each file: {"<id>": {"filename": COCO val2017 name, "caption": ..., "negative_caption": ...}}
 images: <images>/<filename>, <images> = option images=PATH, default DIR/images (COCO val2017)
 case: 1 image x 2 texts [caption, negative_caption], truth [[1, 0]]; id <subset>/<id>
-tags: subset, operation (add/replace/swap), target (att/obj/rel)"""
-    description = (
-        "SugarCrepe: 7,511 COCO images with a caption and one hard negative in 7 subsets; "
-        "I2T top-1 (Hsieh et al., SugarCrepe, NeurIPS 2023)"
-    )
-    metadata = BenchmarkMetadata(
+tags: subset, operation (add/replace/swap), target (att/obj/rel)""",
+        description="SugarCrepe: 7,511 COCO images with a caption and one hard negative in 7 subsets; "
+        "I2T top-1 (Hsieh et al., SugarCrepe, NeurIPS 2023)",
         paper=(
             "Hsieh, Zhang, Ma, Kembhavi, Krishna. SugarCrepe: Fixing Hackable Benchmarks for Vision-"
             "Language Compositionality. NeurIPS 2023 Datasets and Benchmarks"
@@ -60,7 +57,17 @@ tags: subset, operation (add/replace/swap), target (att/obj/rel)"""
         citation=CITATION,
         main_score=("i2t-top1", "accuracy"),
         reproduces="SugarCrepe Table 2; VisualGPTScore Table 2",
-        license="MIT (annotations); COCO val2017 images under Flickr terms",
+        license="MIT (annotations); COCO images under the Flickr terms",
+        parts=(
+            Part(
+                "annotations",
+                "annotations",
+                github_files(*_REPOSITORY, pinned_files("sugarcrepe", strip="data/")),
+                license="MIT",
+            ),
+            images_part(("coco-val2017", "")),
+        ),
+        data_notes="The README names COCO val2017 as the images; CLIP_benchmark downloads the same archive.",
         groups=(
             ("REPLACE", ("replace_att", "replace_obj", "replace_rel")),
             ("SWAP", ("swap_att", "swap_obj")),
@@ -76,31 +83,10 @@ tags: subset, operation (add/replace/swap), target (att/obj/rel)"""
     search_dirs = ("", "data", "sugar_crepe")
 
     def cases(self, subset: str | None = None) -> Iterator[Case]:
-        self.check_subset(subset)
-        self.report = LoadReport()
-        images = images_dir(self.root, self.options)
-        refs: dict[str, FileImage] = {}
-        for name in (subset,) if subset else SUBSETS:
-            path = self._file(name)
-            data = read_json_unique(path)
-            if not isinstance(data, dict):
-                raise DataError(
-                    f"expected a JSON object keyed by record id, got {type(data).__name__}", file=path
-                )
+        for name, path, key, record in self._records(subset):
+            filename = field(record, "filename", str, file=path, record_id=key).strip()
+            caption = field(record, "caption", str, file=path, record_id=key).strip()
+            negative = field(record, "negative_caption", str, file=path, record_id=key).strip()
             operation, _, target = name.partition("_")
-            for key, record in data.items():
-                self.report.records += 1
-                filename = field(record, "filename", str, file=path, record_id=key).strip()
-                caption = field(record, "caption", str, file=path, record_id=key).strip()
-                negative = field(record, "negative_caption", str, file=path, record_id=key).strip()
-                image = refs.get(filename)
-                if image is None:
-                    image = refs[filename] = FileImage(images / filename)
-                yield Case(
-                    id=f"{name}/{key}",
-                    texts=(caption, negative),
-                    truth=_TRUTH,
-                    images=(image,),
-                    tags={"subset": name, "operation": operation, "target": target},
-                    roles=_ROLES,
-                )
+            yield self._case(name, key, filename, (caption, negative),
+                             {"subset": name, "operation": operation, "target": target})

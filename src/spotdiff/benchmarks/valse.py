@@ -20,13 +20,12 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
-from spotdiff.benchmarks._io import field, frozen_truth, images_dir, option_bool, read_json_unique
-from spotdiff.benchmarks.base import BENCHMARKS, BenchmarkMetadata, LoadReport, SubsetFilesBenchmark
-from spotdiff.cases import Case, FileImage
+from spotdiff.benchmarks._io import field, option_bool
+from spotdiff.benchmarks.base import BENCHMARKS, BenchmarkMetadata, SubsetFilesBenchmark
+from spotdiff.benchmarks.shared import images_part
+from spotdiff.benchmarks.sources import Part, github_files, pinned_files
+from spotdiff.cases import Case
 from spotdiff.errors import DataError
-
-_TRUTH = frozen_truth([[True, False]])
-_ROLES = ("caption", "foil")
 
 SUBSETS = (
     "actant-swap",
@@ -41,6 +40,7 @@ SUBSETS = (
     "plurals",
     "relations",
 )
+_REPOSITORY = ("Heidelberg-NLP/VALSE", "2152d90d4aecd11f7f74cf03420abcb63efff9c5")
 VALID_MIN_CAPTION_VOTES = 2
 SKIP_INVALID = "mturk caption < 2 (VALSE validity rule)"
 
@@ -58,10 +58,13 @@ CITATION = """\
 
 @BENCHMARKS.register("valse")
 class Valse(SubsetFilesBenchmark):
-    name = "valse"
-    protocols = ("valse-pairwise", "valse-prob")
-    subsets = SUBSETS
-    layout = """\
+    record_key = "sample id"
+    case_roles = ("caption", "foil")
+    metadata = BenchmarkMetadata(
+        title="VALSE (Parcalabescu et al., ACL 2022)",
+        protocols=("valse-pairwise", "valse-prob"),
+        subsets=SUBSETS,
+        layout="""\
 DIR/<subset>.json for the 11 subsets (actant-swap action-replacement coreference-hard
   coreference-standard counting-adversarial counting-hard counting-small-quant existence foil-it
   plurals relations); DIR may also be a VALSE checkout (DIR/data/)
@@ -71,12 +74,9 @@ images: <images>/<image_file>, <images> = option images=PATH, default DIR/images
   holding the SWiG, VisDial, Visual7W and COCO images under their published file names)
 case: 1 image x 2 texts [caption, foil], truth [[1, 0]]; id <subset>/<sample id>
 keeps samples with mturk.caption >= 2 (VALSE rule); option all_records=true keeps all (tag valid)
-tags: subset, linguistic_phenomena, dataset"""
-    description = (
-        "VALSE: 11 foiling tests of linguistic phenomena, 7,702 valid of 8,782 samples; pairwise "
-        "accuracy and acc/p_c/p_f/min (Parcalabescu et al., VALSE, ACL 2022; metrics as in EqBen)"
-    )
-    metadata = BenchmarkMetadata(
+tags: subset, linguistic_phenomena, dataset""",
+        description="VALSE: 11 foiling tests of linguistic phenomena, 7,702 valid of 8,782 samples; pairwise "
+        "accuracy and acc/p_c/p_f/min (Parcalabescu et al., VALSE, ACL 2022; metrics as in EqBen)",
         paper=(
             "Parcalabescu, Cafagna, Muradjan, Frank, Calixto, Gatt. VALSE: A Task-Independent Benchmark "
             "for Vision and Language Models Centered on Linguistic Phenomena. ACL 2022"
@@ -85,7 +85,22 @@ tags: subset, linguistic_phenomena, dataset"""
         citation=CITATION,
         main_score=("valse-pairwise", "acc_r"),
         reproduces="VALSE Table 2; EqBen Table 3",
-        license="MIT (annotations); images from the datasets each piece names",
+        license="MIT (annotations); images under their datasets' terms",
+        parts=(
+            Part("annotations", "annotations", github_files(*_REPOSITORY, pinned_files("valse", strip="data/")),
+                 license="MIT"),
+            # The `dataset` / `original_split` fields: SWiG test, VisDial v1.0 val (val2018 images) and
+            # train (COCO train2014), Visual7W, FOIL (COCO val2014), COCO 2017 val.
+            images_part(
+                ("swig-images-512", ""),
+                ("visdial-val2018", ""),
+                ("coco-train2014", ""),
+                ("coco-val2014", ""),
+                ("coco-val2017", ""),
+                ("visual7w", ""),
+            ),
+        ),
+        data_notes="VALSE's README asks for each source dataset's own download; these are those datasets' archives.",
         groups=(
             ("existence", ("existence",)),
             ("plurality", ("plurals",)),
@@ -104,45 +119,23 @@ tags: subset, linguistic_phenomena, dataset"""
     )
 
     def cases(self, subset: str | None = None) -> Iterator[Case]:
-        self.check_subset(subset)
-        self.report = LoadReport()
         keep_all = option_bool(self.options, "all_records", False)
-        images = images_dir(self.root, self.options)
-        refs: dict[str, FileImage] = {}
-        for name in (subset,) if subset else SUBSETS:
-            path = self._file(name)
-            data = read_json_unique(path)
-            if not isinstance(data, dict):
-                raise DataError(
-                    f"expected a JSON object keyed by sample id, got {type(data).__name__}", file=path
-                )
-            for key, record in data.items():
-                self.report.records += 1
-                image_file = field(record, "image_file", str, file=path, record_id=key).strip()
-                caption = field(record, "caption", str, file=path, record_id=key).strip()
-                foil = field(record, "foil", str, file=path, record_id=key).strip()
-                dataset = field(record, "dataset", str, file=path, record_id=key).strip()
-                phenomenon = field(record, "linguistic_phenomena", str, file=path, record_id=key).strip()
-                mturk = field(record, "mturk", dict, file=path, record_id=key)
-                votes = mturk.get("caption")
-                if isinstance(votes, bool) or not isinstance(votes, int):
-                    problem = "missing" if votes is None else f"expected an int, got {votes!r:.40}"
-                    raise DataError(problem, file=path, record=key, field="mturk.caption")
-                valid = votes >= VALID_MIN_CAPTION_VOTES
-                if not valid and not keep_all:
-                    self.report.skip(SKIP_INVALID)
-                    continue
-                image = refs.get(image_file)
-                if image is None:
-                    image = refs[image_file] = FileImage(images / image_file)
-                tags = {"subset": name, "linguistic_phenomena": phenomenon, "dataset": dataset}
-                if keep_all:
-                    tags["valid"] = "1" if valid else "0"
-                yield Case(
-                    id=f"{name}/{key}",
-                    texts=(caption, foil),
-                    truth=_TRUTH,
-                    images=(image,),
-                    tags=tags,
-                    roles=_ROLES,
-                )
+        for name, path, key, record in self._records(subset):
+            image_file = field(record, "image_file", str, file=path, record_id=key).strip()
+            caption = field(record, "caption", str, file=path, record_id=key).strip()
+            foil = field(record, "foil", str, file=path, record_id=key).strip()
+            dataset = field(record, "dataset", str, file=path, record_id=key).strip()
+            phenomenon = field(record, "linguistic_phenomena", str, file=path, record_id=key).strip()
+            mturk = field(record, "mturk", dict, file=path, record_id=key)
+            votes = mturk.get("caption")
+            if isinstance(votes, bool) or not isinstance(votes, int):
+                problem = "missing" if votes is None else f"expected an int, got {votes!r:.40}"
+                raise DataError(problem, file=path, record=key, field="mturk.caption")
+            valid = votes >= VALID_MIN_CAPTION_VOTES
+            if not valid and not keep_all:
+                self.report.skip(SKIP_INVALID)
+                continue
+            tags = {"subset": name, "linguistic_phenomena": phenomenon, "dataset": dataset}
+            if keep_all:
+                tags["valid"] = "1" if valid else "0"
+            yield self._case(name, key, image_file, (caption, foil), tags)

@@ -31,6 +31,8 @@ from rapidfuzz.distance import Levenshtein
 
 from spotdiff.benchmarks._io import frozen_truth, images_dir, iter_lines
 from spotdiff.benchmarks.base import BENCHMARKS, Benchmark, BenchmarkMetadata, LoadReport
+from spotdiff.benchmarks.shared import images_part
+from spotdiff.benchmarks.sources import Part, github_files
 from spotdiff.cases import Case, FileImage
 from spotdiff.errors import DataError
 
@@ -78,8 +80,6 @@ class _VislaBase(Benchmark):
     header: ClassVar[tuple[str, ...]] = ()
     subset_name: ClassVar[str] = ""
     skip_empty_negative: ClassVar[bool] = False
-
-    protocols = ("visla-i2t", "visla-t2t")
 
     def _tsv_path(self) -> Path:
         if self.root.is_file():
@@ -159,33 +159,50 @@ P1 = the positive with the smaller character Levenshtein distance to N (ties kee
   tags: subset={subset}, swapped=1 when the file's 2nd positive became P1, d_p1_n, d_p2_n"""
 
 
-@BENCHMARKS.register("visla-generic")
-class VislaGeneric(_VislaBase):
-    name = "visla-generic"
-    subsets = ("generic",)
-    file_name = "Generic_VISLA.tsv"
-    header = ("filename", "caption", "second positive", "negative_caption")
-    subset_name = "generic"
-    layout = _LAYOUT.format(file=file_name, header=" | ".join(header), subset=subset_name)
-    description = (
-        "VISLA Generic: 973 (P1, P2, N) caption triplets on COCO val2017 images; I2T and T2T "
-        "triplet accuracy (Dumpala et al., VISLA Benchmark, 2024)"
-    )
-    metadata = BenchmarkMetadata(
+_VISLA = ("Sri-Harsha/visla_benchmark", "adedd6974a3448ac9881466f801483dda13282e1")
+_NO_LICENCE = "no licence file in the repository"
+
+
+def _declare(subset: str, file_name: str, size: int, sha256: str, images: Part, *, description: str,
+             layout: str) -> BenchmarkMetadata:
+    """One VISLA set: its TSV file of the official repository (size, digest) and its images."""
+    annotations = github_files(*_VISLA, [(f"data/{file_name}", file_name, size, f"sha256:{sha256}")])
+    return BenchmarkMetadata(
+        title=f"VISLA {subset.title()} (Dumpala et al., 2024)",
+        description=description,
         paper=_PAPER,
         reference=_REFERENCE,
         citation=CITATION,
+        license=f"{_NO_LICENCE}; COCO images under the Flickr terms",
+        protocols=("visla-i2t", "visla-t2t"),
         main_score=("visla-i2t", "accuracy"),
-        reproduces="VISLA Tables 2-3 (generic)",
-        license="COCO images: Flickr terms; annotations: see the repository",
+        layout=layout,
+        parts=(Part("annotations", "annotations", annotations, license=_NO_LICENCE), images),
+        subsets=(subset,),
+        reproduces=f"VISLA Tables 2-3 ({subset})",
         ties=VISLA_TIES,
+    )
+
+
+@BENCHMARKS.register("visla-generic")
+class VislaGeneric(_VislaBase):
+    file_name = "Generic_VISLA.tsv"
+    header = ("filename", "caption", "second positive", "negative_caption")
+    subset_name = "generic"
+    metadata = _declare(
+        subset_name,
+        file_name,
+        186537,
+        "99cad867a688d70af10e08ed2548720c95f88d774fb3e5e41bf6fddcab3fc6a6",
+        images_part(("coco-val2017", "")),
+        description="VISLA Generic: 973 (P1, P2, N) caption triplets on COCO val2017 images; I2T and T2T "
+        "triplet accuracy (Dumpala et al., VISLA Benchmark, 2024)",
+        layout=_LAYOUT.format(file=file_name, header=" | ".join(header), subset=subset_name),
     )
 
 
 @BENCHMARKS.register("visla-spatial")
 class VislaSpatial(_VislaBase):
-    name = "visla-spatial"
-    subsets = ("spatial",)
     file_name = "Spatial_VISLA.tsv"
     header = (
         "image",
@@ -196,21 +213,16 @@ class VislaSpatial(_VislaBase):
     )
     subset_name = "spatial"
     skip_empty_negative = True
-    layout = (
-        _LAYOUT.format(file=file_name, header=" | ".join(header), subset=subset_name)
+    metadata = _declare(
+        subset_name,
+        file_name,
+        104032,
+        "f1ec14db70183bf6748cf71324e98062f9f7c395d8202f60dbfabb7a6f1ab891",
+        # VISLA paper Sec. 3.2: the Spatial set is built on VSR, a subset of COCO 2017 (train and val).
+        images_part(("coco-train2017", ""), ("coco-val2017", "")),
+        description="VISLA Spatial: 640 (P1, P2, N) spatial-relation triplets on COCO images; I2T and T2T "
+        "triplet accuracy (Dumpala et al., VISLA Benchmark, 2024)",
+        layout=_LAYOUT.format(file=file_name, header=" | ".join(header), subset=subset_name)
         + "\nrows with an empty negative are skipped (12 in the published file: 652 rows -> 640 cases);"
-        + "\nthe 'Reference-2 (Completely irrelevant)' column is not used"
-    )
-    description = (
-        "VISLA Spatial: 640 (P1, P2, N) spatial-relation triplets on COCO images; I2T and T2T "
-        "triplet accuracy (Dumpala et al., VISLA Benchmark, 2024)"
-    )
-    metadata = BenchmarkMetadata(
-        paper=_PAPER,
-        reference=_REFERENCE,
-        citation=CITATION,
-        main_score=("visla-i2t", "accuracy"),
-        reproduces="VISLA Tables 2-3 (spatial)",
-        license="Visual Genome images: CC BY 4.0",
-        ties=VISLA_TIES,
+        + "\nthe 'Reference-2 (Completely irrelevant)' column is not used",
     )

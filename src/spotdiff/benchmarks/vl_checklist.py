@@ -46,6 +46,8 @@ from spotdiff.benchmarks._io import (
     read_text,
 )
 from spotdiff.benchmarks.base import BENCHMARKS, Benchmark, BenchmarkMetadata, LoadReport
+from spotdiff.benchmarks.shared import images_part
+from spotdiff.benchmarks.sources import ManualSource, Part, github_files, pinned_files
 from spotdiff.cases import Case, FileImage
 from spotdiff.errors import ConfigError, DataError
 
@@ -103,12 +105,37 @@ CITATION = """\
 """
 
 
+_REPOSITORY = ("om-ai-lab/VL-CheckList", "6f8d6a3281c401b89e4e154f46c6974ec2df3a82")
+_NO_LICENCE = "no licence file in the repository"
+
+
+_HAKE = Part(
+    "images-hake",
+    "images",
+    ManualSource(
+        "HAKE images",
+        "https://github.com/DirtyHarryLYL/HAKE/tree/master/Images#download-images-for-hake",
+        "HAKE's images come from HICO-DET, V-COCO, OpenImages, HCVRD, PIC and HAKE's own crawl, each "
+        "with its own download (some by request). Follow "
+        "https://github.com/DirtyHarryLYL/HAKE/tree/master/Images#download-images-for-hake and put "
+        "them under {target}/images/hake/ as hake_images_20190730/, hake_images_20200614/, hcvrd/, "
+        "hico_20160224_det/images/{{train2015,test2015}}/, openimages/, pic/ and vcoco/{{train2014,"
+        "val2014}}/ (VL-CheckList DATASETS.md).",
+        ("images/hake/hake_images_20190730", "images/hake/hcvrd", "images/hake/hico_20160224_det",
+         "images/hake/openimages", "images/hake/pic", "images/hake/vcoco"),
+    ),
+    license="HAKE and its source datasets' terms",
+    note="needed by the HAKE corpora only; the VG, VAW and SWiG corpora evaluate without it",
+)
+
+
 @BENCHMARKS.register("vl-checklist")
 class VLCheckList(Benchmark):
-    name = "vl-checklist"
-    protocols = ("i2t-top1",)
-    subsets = SUBSETS
-    layout = """\
+    metadata = BenchmarkMetadata(
+        title="VL-CheckList (Zhao et al., arXiv:2207.00221)",
+        protocols=("i2t-top1",),
+        subsets=SUBSETS,
+        layout="""\
 DIR/corpus/v1/<Category>/<...>/<source>.yaml  {ANNO_PATH: data/...json (relative to DIR),
   IMG_ROOT: vg/|swig/|hake/, TYPE: TUPLE_JSON}; DIR/data/**.json: [[image_path, {"POS": [...],
   "NEG": [...]}], ...]; DIR/corpus.json (optional) groups corpus names under short keys
@@ -118,12 +145,9 @@ case: 1 image x 2 texts [POS[0], NEG[0]] per record, truth [[1, 0]] (official IT
 subsets: Attribute/{action,color,material,size,state} Object/{Location,Size} Relation/{action,spatial};
   a filter may also name a category, a yaml folder, a corpus name or a corpus.json key
 a yaml whose annotation file is missing is skipped and reported (option strict=true: error)
-tags: subset, category, source (vg/vaw/swig/hake), corpus (yaml name), variant (Object only)"""
-    description = (
-        "VL-CheckList: objects, attributes and relations on VG/VAW/SWiG/HAKE images, positive vs "
-        "paired negative phrase; I2T top-1 (Zhao et al., VL-CheckList, arXiv:2207.00221)"
-    )
-    metadata = BenchmarkMetadata(
+tags: subset, category, source (vg/vaw/swig/hake), corpus (yaml name), variant (Object only)""",
+        description="VL-CheckList: objects, attributes and relations on VG/VAW/SWiG/HAKE images, positive vs "
+        "paired negative phrase; I2T top-1 (Zhao et al., VL-CheckList, arXiv:2207.00221)",
         paper=(
             "Zhao, Zhang, Xu, Zhong, Zhao, Li, Yang, Chen, Shen. VL-CheckList: Evaluating Pre-trained "
             "Vision-Language Models with Objects, Attributes and Relations. arXiv:2207.00221, 2022"
@@ -132,7 +156,14 @@ tags: subset, category, source (vg/vaw/swig/hake), corpus (yaml name), variant (
         citation=CITATION,
         main_score=("i2t-top1", "accuracy"),
         reproduces="VL-CheckList Table 2; VisualGPTScore Table 2",
-        license="images from Visual Genome, SWiG, HAKE, COCO, HICO under their own terms",
+        license=f"{_NO_LICENCE}; images under their datasets' terms",
+        parts=(
+            Part("annotations", "annotations", github_files(*_REPOSITORY, pinned_files("vl-checklist")),
+                 license=_NO_LICENCE),
+            images_part(("visual-genome", ""), link="images/vg", name="images-vg"),
+            images_part(("swig-images-512", ""), link="images/swig", name="images-swig"),
+            _HAKE,
+        ),
         groups=(
             ("Object", ("Object/Location", "Object/Size")),
             ("Attribute", tuple(s for s in SUBSETS if s.startswith("Attribute/"))),
@@ -228,12 +259,8 @@ tags: subset, category, source (vg/vaw/swig/hake), corpus (yaml name), variant (
                     raise DataError("expected a list of corpus names", file=path, record=key, field=source)
                 for corpus in corpora:
                     if corpus not in known:
-                        raise DataError(
-                            f"unknown subset {corpus!r}: no corpus/v1 yaml file of that name",
-                            file=path,
-                            record=key,
-                            field=source,
-                        )
+                        raise DataError(f"unknown subset {corpus!r}: no corpus/v1 yaml file of that name",
+                                        file=path, record=key, field=source)
                     names.add(corpus)
         return groups
 

@@ -24,15 +24,15 @@ from __future__ import annotations
 from collections.abc import Iterator
 from pathlib import Path
 
-from spotdiff.benchmarks._io import field, find_file, frozen_truth, read_jsonl
+from spotdiff.benchmarks._io import field, find_file, read_jsonl
 from spotdiff.benchmarks._parquet import find_parquet, iter_rows
-from spotdiff.benchmarks.base import BENCHMARKS, Benchmark, BenchmarkMetadata, LoadReport
+from spotdiff.benchmarks.base import BENCHMARKS, Benchmark, BenchmarkMetadata, LoadReport, pair_case
+from spotdiff.benchmarks.sources import HubSource, Part
 from spotdiff.cases import Case, FileImage, ImageRef
 from spotdiff.errors import DataError
 
 SUBSETS = ("Object", "Relation", "Both")
 PARQUET = ("data/test-*.parquet", "data/*.parquet", "*.parquet")
-_TRUTH = frozen_truth([[True, False], [False, True]])
 
 
 CITATION = """\
@@ -48,10 +48,11 @@ CITATION = """\
 
 @BENCHMARKS.register("winoground")
 class Winoground(Benchmark):
-    name = "winoground"
-    protocols = ("group", "choice", "choice-text")
-    subsets = SUBSETS
-    layout = """\
+    metadata = BenchmarkMetadata(
+        title="Winoground (Thrush et al., CVPR 2022)",
+        protocols=("group", "choice", "choice-text"),
+        subsets=SUBSETS,
+        layout="""\
 DIR/examples.jsonl (or DIR/data/examples.jsonl, or DIR = the file itself), one JSON per line:
   {"id": int, "image_0": "ex_0_img_0", "image_1": ..., "caption_0": str, "caption_1": str,
    "tag": str, "secondary_tag": str (may be ""), "num_main_preds": int,
@@ -60,12 +61,9 @@ images: <images>/<image id>.png, <images> = option images=PATH, default <example
 case: 2 images x 2 texts [caption_0, caption_1], diagonal truth; id = str(id)
 subset = collapsed_tag; tags: tag, secondary_tag, collapsed_tag, num_main_preds
 or the hub parquet layout: DIR/data/test-*.parquet (or DIR/*.parquet) with the same fields as columns,
-  image_0 / image_1 holding the image bytes (read lazily, keyed by their sha256)"""
-    description = (
-        "Winoground: 400 expert-curated pairs of images and captions with the same words reordered "
-        "(Thrush et al., Winoground, CVPR 2022)"
-    )
-    metadata = BenchmarkMetadata(
+  image_0 / image_1 holding the image bytes (read lazily, keyed by their sha256)""",
+        description="Winoground: 400 expert-curated pairs of images and captions with the same words reordered "
+        "(Thrush et al., Winoground, CVPR 2022)",
         paper=(
             "Thrush, Jiang, Bartolo, Singh, Williams, Kiela, Ross. Winoground: Probing Vision and "
             "Language Models for Visio-Linguistic Compositionality. CVPR 2022"
@@ -74,7 +72,19 @@ or the hub parquet layout: DIR/data/test-*.parquet (or DIR/*.parquet) with the s
         citation=CITATION,
         main_score=("group", "group"),
         reproduces="Winoground Table 3; EqBen Table 3; VisualGPTScore Table 2",
-        license="gated: Meta's licence must be accepted on the hub",
+        license="Winoground licence agreement (license_agreement.txt in the repository): research use only; "
+        "images licensed from Getty Images",
+        parts=(
+            Part(
+                "data",
+                "both",
+                HubSource("facebook/winoground", "b400e173549071916ad1b3d449293bc8d8b4b763", ("data/*.parquet",),
+                          gated=True),
+                note="the revision MTEB pins; the captions, tags and image bytes in parquet",
+            ),
+        ),
+        data_notes="Gated: log in at huggingface.co, accept the conditions on the dataset page, create a read "
+        "token and set HF_TOKEN (or run `hf auth login`).",
         ties="strict, as Winoground's and EqBen's code (c0_i0 > c1_i0 ...); MTEB's "
         "ImageTextPairClassificationEvaluator takes argmax per image and per text (first listed wins a tie): "
         "--ties argmax",
@@ -140,33 +150,20 @@ or the hub parquet layout: DIR/data/test-*.parquet (or DIR/*.parquet) with the s
             if secondary is None:
                 secondary = ""
             if not isinstance(secondary, str):
-                raise DataError(
-                    f"expected str, got {type(secondary).__name__}",
-                    file=path,
-                    record=where,
-                    field="secondary_tag",
-                )
+                raise DataError(f"expected str, got {type(secondary).__name__}",
+                                file=path, record=where, field="secondary_tag")
             n_preds = field(record, "num_main_preds", int, file=path, record_id=where)
             collapsed = field(record, "collapsed_tag", str, file=path, record_id=where)
             if collapsed not in SUBSETS:
-                raise DataError(
-                    f"unknown collapsed_tag {collapsed!r}; known: {', '.join(SUBSETS)}",
-                    file=path,
-                    record=where,
-                    field="collapsed_tag",
-                )
+                raise DataError(f"unknown collapsed_tag {collapsed!r}; known: {', '.join(SUBSETS)}",
+                                file=path, record=where, field="collapsed_tag")
             if subset is not None and collapsed != subset:
                 continue
-            yield Case(
-                id=str(ex_id),
-                texts=(caption_0, caption_1),
-                truth=_TRUTH,
-                images=refs,
-                tags={
-                    "subset": collapsed,
-                    "tag": tag,
-                    "secondary_tag": secondary,
-                    "collapsed_tag": collapsed,
-                    "num_main_preds": str(n_preds),
-                },
-            )
+            tags = {
+                "subset": collapsed,
+                "tag": tag,
+                "secondary_tag": secondary,
+                "collapsed_tag": collapsed,
+                "num_main_preds": str(n_preds),
+            }
+            yield pair_case(str(ex_id), (caption_0, caption_1), refs, tags)

@@ -55,6 +55,7 @@ from PIL import Image
 
 from spotdiff.benchmarks._io import option_choice, read_json, read_text
 from spotdiff.benchmarks.base import BENCHMARKS, Benchmark, BenchmarkMetadata, LoadReport
+from spotdiff.benchmarks.sources import MEASURED, Checksum, ManualSource, Part, RemoteFile, UrlSource
 from spotdiff.benchmarks.zeroshot_data import DATASETS, IMAGENET_CLASSNAMES, IMAGENET_TEMPLATES, ZeroShotDataset
 from spotdiff.cases import ArrayImage, Case, FileImage, ImageRef
 from spotdiff.errors import ConfigError, DataError
@@ -168,29 +169,63 @@ class _Samples:
     folders: list[str] = field(default_factory=list)
 
 
+_PARTS = (
+    Part(
+        "classnames",
+        "annotations",
+        UrlSource(
+            (RemoteFile(IMAGENET_CLASSNAMES.url, "en_classnames.json",
+                        Checksum("sha256", IMAGENET_CLASSNAMES.sha256, MEASURED), 39429),),
+            origin="github.com/LAION-AI/CLIP_benchmark",
+            revision=IMAGENET_CLASSNAMES.url.split("/")[5],
+        ),
+        license="MIT (CLIP_benchmark)",
+        note="the OpenAI class names of ImageNet-1k and others: -o classnames=<this file> (key imagenet1k); "
+        "git blob 86de297547d0ec07b9b7ffe6345b5af4e433fc2e",
+    ),
+    Part(
+        "datasets",
+        "images",
+        ManualSource(
+            "a zero-shot classification dataset",
+            "https://github.com/LAION-AI/CLIP_benchmark/blob/main/benchmark/webdatasets.txt",
+            "Each dataset is its own folder under {target}: a hub webdataset (hf download --repo-type dataset "
+            "clip-benchmark/wds_<name> --local-dir {target}/<name>, names as in CLIP_benchmark's "
+            "benchmark/webdatasets.txt with / written -), torchvision's CIFAR-10/100 "
+            "(torchvision.datasets.CIFAR10(root='{target}/cifar10', download=True)), or ImageNet val as "
+            "torchvision's ImageNet lays it out ({target}/imagenet1k/val/<wnid>/); then evaluate with "
+            "--data {target}/<name> -o dataset=<name> (spotdiff benchmarks zeroshot-classification).",
+            (),
+        ),
+        optional=True,
+        license="per dataset",
+    ),
+)
+
+
 @BENCHMARKS.register("zeroshot-classification")
 class ZeroShotClassification(Benchmark):
-    name = "zeroshot-classification"
-    protocols = ("zeroshot",)
-    description = (
-        "zero-shot image classification with prompt ensembles, top-1 / top-5 / mean per-class recall, in the "
-        "CLIP_benchmark convention (Radford et al. 2021; Cherti et al. 2023): ImageNet-1k, CIFAR-10/100 and the "
-        "ELEVATER / VTAB sets as built-in datasets (-o dataset=NAME), or any image folder"
-    )
-    layout = (
-        "DIR in one of four formats (option format=wds|cifar|parquet|folder; by default the first found):\n"
-        "  wds:    DIR/<split>/nshards.txt, DIR/<split>/0.tar ... (<key>.webp|png|jpg + <key>.cls),\n"
-        "          DIR/classnames.txt, DIR/zeroshot_classification_templates.txt (hub: clip-benchmark/wds_<name>)\n"
-        "  cifar:  DIR/cifar-10-batches-py/{test_batch,batches.meta} or DIR/cifar-100-python/{test,meta}\n"
-        "  parquet: DIR/data/<split>-*.parquet (hub datasets: image/img + label columns, ClassLabel names)\n"
-        "  folder: DIR/<class>/<image> (torchvision ImageFolder, sorted classes); ImageNet val: DIR/val/<wnid>/\n"
-        "options: dataset=NAME, a built-in dataset: " + ", ".join(DATASETS) + "\n"
-        "  classnames=FILE: a JSON list, a CLIP_benchmark JSON object or one name a line; ImageNet's 1,000\n"
-        "    OpenAI names: " + IMAGENET_CLASSNAMES.url + " (key imagenet1k)\n"
-        "  templates=FILE: a JSON list of strings with {c}, or one a line; split=test|val|train\n"
-        "case: one image x every class name, the true class positive; id <split>/<sample>; tags subset, label"
-    )
     metadata = BenchmarkMetadata(
+        title="Zero-shot classification in the CLIP_benchmark convention (Radford et al. 2021; Cherti et al. 2023)",
+        protocols=("zeroshot",),
+        description=(
+            "zero-shot image classification with prompt ensembles, top-1 / top-5 / mean per-class recall, in the "
+            "CLIP_benchmark convention (Radford et al. 2021; Cherti et al. 2023): ImageNet-1k, CIFAR-10/100 and the "
+            "ELEVATER / VTAB sets as built-in datasets (-o dataset=NAME), or any image folder"
+        ),
+        layout=(
+            "DIR in one of four formats (option format=wds|cifar|parquet|folder; by default the first found):\n"
+            "  wds:    DIR/<split>/nshards.txt, DIR/<split>/0.tar ... (<key>.webp|png|jpg + <key>.cls),\n"
+            "          DIR/classnames.txt, DIR/zeroshot_classification_templates.txt (hub: clip-benchmark/wds_<name>)\n"
+            "  cifar:  DIR/cifar-10-batches-py/{test_batch,batches.meta} or DIR/cifar-100-python/{test,meta}\n"
+            "  parquet: DIR/data/<split>-*.parquet (hub datasets: image/img + label columns, ClassLabel names)\n"
+            "  folder: DIR/<class>/<image> (torchvision ImageFolder, sorted classes); ImageNet val: DIR/val/<wnid>/\n"
+            "options: dataset=NAME, a built-in dataset: " + ", ".join(DATASETS) + "\n"
+            "  classnames=FILE: a JSON list, a CLIP_benchmark JSON object or one name a line; ImageNet's 1,000\n"
+            "    OpenAI names: " + IMAGENET_CLASSNAMES.url + " (key imagenet1k)\n"
+            "  templates=FILE: a JSON list of strings with {c}, or one a line; split=test|val|train\n"
+            "case: one image x every class name, the true class positive; id <split>/<sample>; tags subset, label"
+        ),
         paper=(
             "Radford et al. Learning Transferable Visual Models From Natural Language Supervision. ICML 2021 "
             "(zero-shot classification with prompt ensembles, Sec. 3.1.4); Cherti et al. Reproducible Scaling Laws "
@@ -216,7 +251,11 @@ class ZeroShotClassification(Benchmark):
 """,
         main_score=("zeroshot", "top1"),
         reproduces="SPEC Table 3 'Zero-shot' (ELEVATER average); the retention checks of SPEC Sec. 5.2",
-        license="per dataset (ImageNet: non-commercial research terms; CIFAR: MIT-style terms of its authors)",
+        license="per dataset (ImageNet: non-commercial research terms; CIFAR: MIT-style terms of its authors); "
+        "CLIP_benchmark's code and lists: MIT",
+        parts=_PARTS,
+        data_notes="The images are per dataset and large (ImageNet val 6.4 GB); only the class-name list is fetched "
+        "by default. Built-in datasets: spotdiff.benchmarks.zeroshot_data.",
     )
 
     # ------------------------------------------------------------------------------- options

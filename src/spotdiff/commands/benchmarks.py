@@ -43,6 +43,7 @@ def run(args: argparse.Namespace) -> int:
         meta = bench.metadata
         print(textwrap.indent(textwrap.fill(f"paper: {meta.paper}", 96), "    "))
         print(f"    reference: {meta.reference}")
+        print(f"    licence: {meta.license}")
         print(f"    main score: {meta.main_score[1]} ({meta.main_score[0]}); reproduces {meta.reproduces or '-'}")
         print(f"    protocols: {', '.join(bench.protocols)} (default {bench.protocols[0]})")
         if bench.subsets:

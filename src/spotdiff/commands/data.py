@@ -68,9 +68,9 @@ def _size(n: int | None) -> str:
 
 
 def run_list(args: argparse.Namespace) -> int:
+    from spotdiff.benchmarks.sources import ImagesSource, ManualSource
     from spotdiff.data import CATALOG, COLLECTIONS, benchmark_sources, benchmark_state
     from spotdiff.data.home import collection_state
-    from spotdiff.data.sources import ImagesSource, ManualSource
 
     decls = [benchmark_sources(n) for n in args.names] if args.names else list(CATALOG.values())
     for decl in decls:
@@ -102,8 +102,8 @@ def run_list(args: argparse.Namespace) -> int:
                           f"{coll.source.describe()}{manual}")
             if ps.status not in ("ready", "verified", "absent") and ps.detail:
                 print(f"      -> {ps.detail}")
-        if decl.notes:
-            print(f"    note: {decl.notes}")
+        if decl.data_notes:
+            print(f"    note: {decl.data_notes}")
         print(f"    folder: {state.folder}")
     return 0
 

@@ -3,11 +3,12 @@
 ``fetch_benchmark(name)`` brings a benchmark's data from its official source into the data home
 (``$SPOTDIFF_DATA``, default ``~/.cache/spotdiff/data``); ``resolve_data(name, None)`` is where
 ``eval``, ``bias``, ``train --cases`` and ``report`` find it when ``--data`` is omitted, and
-``data_provenance(folder)`` is the source record saved with every run. The declarations live in
-:mod:`spotdiff.data.catalog`.
+``data_provenance(folder)`` is the source record saved with every run. What to fetch is each
+benchmark's declaration (:mod:`spotdiff.benchmarks.metadata`), looked up in :mod:`spotdiff.data.catalog`.
 """
 
-from spotdiff.data.catalog import CATALOG, COLLECTIONS, benchmark_sources
+from spotdiff.benchmarks.shared import COLLECTIONS
+from spotdiff.data.catalog import CATALOG, benchmark_sources
 from spotdiff.data.fetch import FetchIncomplete, PartOutcome, fetch_benchmark, select_parts
 from spotdiff.data.home import (
     BenchmarkState,

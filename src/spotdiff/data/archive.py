@@ -1,6 +1,6 @@
 """Unpacking downloaded archives into place, and digests of unpacked trees.
 
-:func:`extract` implements :class:`~spotdiff.data.sources.Unpack`: the archive is extracted into a
+:func:`extract` implements :class:`~spotdiff.benchmarks.sources.Unpack`: the archive is extracted into a
 temporary folder beside its destination, its *content root* is found, the declared ``expect`` paths
 are checked, and the content is renamed into place (one atomic rename when the destination does not
 exist yet). A corrupt or unsafe archive (a member that would land outside the destination) is a
@@ -16,7 +16,7 @@ import tarfile
 import zipfile
 from pathlib import Path, PurePosixPath
 
-from spotdiff.data.sources import Unpack
+from spotdiff.benchmarks.sources import Unpack
 from spotdiff.errors import SourceError
 
 #: Entries ignored when looking for an archive's content root and when linking or hashing trees.

@@ -26,7 +26,8 @@ from urllib.parse import urlsplit
 import httpx2
 from tqdm.auto import tqdm
 
-from spotdiff.data.sources import RemoteFile, file_digests
+from spotdiff.benchmarks.sources import RemoteFile
+from spotdiff.data.digests import file_digests
 from spotdiff.errors import SourceError
 
 log = logging.getLogger(__name__)

@@ -16,8 +16,19 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from spotdiff.benchmarks.metadata import BenchmarkMetadata
+from spotdiff.benchmarks.shared import COLLECTIONS
+from spotdiff.benchmarks.sources import (
+    Collection,
+    HubSource,
+    ImagesSource,
+    ManualSource,
+    Part,
+    Source,
+    UrlSource,
+)
 from spotdiff.data.archive import JUNK, _replace, extract, tree_digest
-from spotdiff.data.catalog import COLLECTIONS, benchmark_sources
+from spotdiff.data.catalog import benchmark_sources
 from spotdiff.data.download import download_all
 from spotdiff.data.home import (
     MANIFEST,
@@ -31,16 +42,6 @@ from spotdiff.data.home import (
     source_state,
 )
 from spotdiff.data.hub import fetch_hub
-from spotdiff.data.sources import (
-    BenchmarkSources,
-    Collection,
-    HubSource,
-    ImagesSource,
-    ManualSource,
-    Part,
-    Source,
-    UrlSource,
-)
 from spotdiff.errors import ConfigError, SourceError
 
 ROLES = ("annotations", "images")
@@ -67,7 +68,7 @@ class FetchIncomplete(SourceError):
         super().__init__("\n".join(lines))
 
 
-def select_parts(decl: BenchmarkSources, parts: Sequence[str] | None = None, role: str | None = None) -> list[Part]:
+def select_parts(decl: BenchmarkMetadata, parts: Sequence[str] | None = None, role: str | None = None) -> list[Part]:
     """The parts a fetch covers: the named ones, else the required ones; ``role`` keeps annotations or images
     (a part holding both, such as a parquet file with image bytes, counts as either)."""
     if role is not None and role not in ROLES:

@@ -27,7 +27,9 @@ from pathlib import Path
 
 from filelock import FileLock
 
-from spotdiff.data.sources import BenchmarkSources, Collection, ImagesSource, ManualSource, Part, Source
+from spotdiff.benchmarks.metadata import BenchmarkMetadata
+from spotdiff.benchmarks.shared import COLLECTIONS
+from spotdiff.benchmarks.sources import Collection, ImagesSource, ManualSource, Part, Source
 from spotdiff.errors import ConfigError, DataError
 
 log = logging.getLogger(__name__)
@@ -140,8 +142,6 @@ def source_state(source: Source, target: Path, manifest: Manifest, key: str, roo
     if isinstance(source, ImagesSource):
         problems = []
         for coll_name, folder in source.folders:
-            from spotdiff.data.catalog import COLLECTIONS
-
             state = collection_state(COLLECTIONS[coll_name], root)
             if state.status not in READY:
                 problems.append(f"{coll_name}: {state.status}" + (f" ({state.detail})" if state.detail else ""))
@@ -167,14 +167,14 @@ def collection_state(collection: Collection, root: str | Path | None = None) -> 
     return source_state(collection.source, folder, Manifest.load(folder, collection.name), "content", root)
 
 
-def part_state(decl: BenchmarkSources, part: Part, root: str | Path | None = None) -> PartState:
+def part_state(decl: BenchmarkMetadata, part: Part, root: str | Path | None = None) -> PartState:
     folder = benchmark_dir(decl.name, root)
     state = source_state(part.source, folder, Manifest.load(folder, decl.name), part.name, root)
     state.name = part.name
     return state
 
 
-def benchmark_state(decl: BenchmarkSources, root: str | Path | None = None) -> BenchmarkState:
+def benchmark_state(decl: BenchmarkMetadata, root: str | Path | None = None) -> BenchmarkState:
     """The status of every part and of the benchmark (see the module docstring)."""
     folder = benchmark_dir(decl.name, root)
     parts = {p.name: part_state(decl, p, root) for p in decl.parts}

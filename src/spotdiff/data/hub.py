@@ -15,8 +15,9 @@ import logging
 import os
 from pathlib import Path
 
+from spotdiff.benchmarks.sources import HubSource
+from spotdiff.data.digests import file_digests
 from spotdiff.data.download import offline
-from spotdiff.data.sources import HubSource, file_digests
 from spotdiff.errors import SourceError
 
 log = logging.getLogger(__name__)

@@ -11,10 +11,12 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
+from spotdiff.benchmarks.shared import COLLECTIONS
+from spotdiff.benchmarks.sources import ImagesSource, ManualSource, Source, UrlSource
 from spotdiff.data.archive import tree_digest
-from spotdiff.data.catalog import COLLECTIONS, benchmark_sources
+from spotdiff.data.catalog import benchmark_sources
+from spotdiff.data.digests import file_digests
 from spotdiff.data.home import Manifest, benchmark_dir, collection_dir, locked, now
-from spotdiff.data.sources import ImagesSource, ManualSource, Source, UrlSource, file_digests
 
 
 @dataclass

@@ -45,6 +45,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from spotdiff.benchmarks.spec import SUBSETS
 from spotdiff.errors import ConfigError, SpotdiffError
 from spotdiff.synth import ENGINES, SynthEngine, parse_subsets
 from spotdiff.synth.canvas import Rendered, placement_at, placement_box
@@ -65,7 +66,6 @@ from spotdiff.synth.objects import ObjectInstance
 from spotdiff.synth.output import default_workers, parallel_map, save_png, write_json
 from spotdiff.synth.pipeline import Composer, Infeasible, Pipeline, make_pipeline
 
-SUBSETS = ("absolute_size", "relative_size", "absolute_spatial", "relative_spatial", "existence", "count")
 LABELS: dict[str, tuple] = {
     "absolute_size": ("small", "medium", "large"),
     "relative_size": ("smaller than", "equal to", "larger than"),

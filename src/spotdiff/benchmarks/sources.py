@@ -1,6 +1,6 @@
-"""Declarations of where a benchmark's files come from: data, not code (as MTEB declares its tasks).
+"""The types a benchmark declares its data sources with: plain, validated values (no downloading).
 
-A benchmark is a :class:`BenchmarkSources` made of named :class:`Part` s. Each part has one source:
+A benchmark's declaration lists named :class:`Part` s. Each part has one source:
 
 * :class:`UrlSource`: files at plain URLs, each with its size and a checksum where one is known,
   optionally unpacked (:class:`Unpack`);
@@ -13,16 +13,13 @@ A benchmark is a :class:`BenchmarkSources` made of named :class:`Part` s. Each p
 Checksums say where their value comes from (:attr:`Checksum.origin`): measured here on a byte-identical
 copy, taken from the source repository's git tree (a git blob id), or published by the host. A
 source without a checksum is fetched on trust and the sha256 measured then is recorded in the
-manifest, so ``spotdiff data verify`` catches any later change.
+manifest, so ``spotdiff data verify`` catches any later change. :mod:`spotdiff.data` fetches them.
 """
 
 from __future__ import annotations
 
-import hashlib
-import os
-from collections.abc import Iterable
 from dataclasses import dataclass
-from pathlib import Path
+from importlib import resources
 from typing import ClassVar, Literal
 
 from spotdiff.errors import ConfigError
@@ -31,6 +28,8 @@ Role = Literal["annotations", "images", "both"]
 
 ALGORITHMS = ("sha256", "md5", "git-blob-sha1")
 _PREFIX = {"sha256": "sha256", "md5": "md5", "git": "git-blob-sha1"}
+MEASURED = "measured here on a byte-identical copy (git blob id matches the repository tree)"
+GIT_TREE = "git blob id listed by the repository tree at the pinned commit"
 
 
 @dataclass(frozen=True)
@@ -60,25 +59,6 @@ class Checksum:
 
     def __str__(self) -> str:
         return f"{self.algorithm}:{self.value}"
-
-
-def file_digests(path: str | Path, algorithms: Iterable[str], chunk: int = 1 << 20) -> dict[str, str]:
-    """The digests of a file for each algorithm in ``algorithms``, reading the file once."""
-    hashers = {}
-    for algorithm in set(algorithms):
-        if algorithm == "git-blob-sha1":
-            h = hashlib.sha1(usedforsecurity=False)
-            h.update(b"blob %d\0" % os.path.getsize(path))
-        elif algorithm == "md5":
-            h = hashlib.md5(usedforsecurity=False)
-        else:
-            h = hashlib.new(algorithm)
-        hashers[algorithm] = h
-    with open(path, "rb") as f:
-        while block := f.read(chunk):
-            for h in hashers.values():
-                h.update(block)
-    return {algorithm: h.hexdigest() for algorithm, h in hashers.items()}
 
 
 @dataclass(frozen=True)
@@ -271,25 +251,53 @@ class Part:
     note: str = ""
 
 
-@dataclass(frozen=True)
-class BenchmarkSources:
-    """Everything needed to fetch one benchmark, official source first."""
+def github_raw(repo: str, commit: str, path: str) -> str:
+    """The raw.githubusercontent.com URL of a file of a GitHub repository at a commit.
 
-    name: str
-    title: str
-    license: str
-    homepage: str
-    parts: tuple[Part, ...]
-    notes: str = ""
+    Args:
+        repo: ``owner/name``.
+        commit: the commit (40 hex digits).
+        path: the file's path in the repository.
+    """
+    return f"https://raw.githubusercontent.com/{repo}/{commit}/{path}"
 
-    def part(self, name: str) -> Part:
-        for part in self.parts:
-            if part.name == name:
-                return part
-        raise ConfigError(
-            f"benchmark {self.name!r} has no data part {name!r}; parts: {', '.join(p.name for p in self.parts)}"
-        )
 
-    @property
-    def required(self) -> tuple[Part, ...]:
-        return tuple(p for p in self.parts if not p.optional)
+def google_drive(file_id: str) -> str:
+    """The direct-download URL of a public Google Drive file (the endpoint ``gdown`` uses)."""
+    return f"https://drive.usercontent.google.com/download?id={file_id}&export=download&confirm=t"
+
+
+def pinned_files(name: str, strip: str = "") -> list[tuple[str, str, int | None, str]]:
+    """The files pinned in ``pins/<name>.tsv`` (path in the repository, size or ``-``, checksum text) as
+    :func:`github_files` takes them; each lands at its path less the prefix ``strip``."""
+    text = resources.files("spotdiff.benchmarks").joinpath(f"pins/{name}.tsv").read_text(encoding="utf-8")
+    rows = []
+    for line in text.splitlines():
+        if line.strip() and not line.startswith("#"):
+            path, size, check = line.split("\t")
+            rows.append((path, path.removeprefix(strip), None if size == "-" else int(size), check))
+    return rows
+
+
+def github_files(repo: str, commit: str, files: list[tuple[str, str, int | None, str]]) -> UrlSource:
+    """Files of a GitHub repository at a commit, each with its checksum (origin: measured here, or the tree's
+    git blob id for ``git:`` values).
+
+    Args:
+        repo: ``owner/name``.
+        commit: the commit (40 hex digits).
+        files: (path in the repository, local path, size or None, checksum text as :meth:`Checksum.parse` reads).
+    """
+    return UrlSource(
+        files=tuple(
+            RemoteFile(
+                github_raw(repo, commit, path),
+                local,
+                Checksum.parse(check, GIT_TREE if check.startswith("git:") else MEASURED),
+                size,
+            )
+            for path, local, size, check in files
+        ),
+        origin=f"github.com/{repo}",
+        revision=commit,
+    )

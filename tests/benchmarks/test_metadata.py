@@ -1,0 +1,129 @@
+"""A benchmark is declared once: the registry names it, the declaration checks itself, and every command
+that describes a benchmark reads the same declaration."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import replace
+
+import pytest
+
+from spotdiff.benchmarks import BENCHMARKS
+from spotdiff.benchmarks.base import Benchmark
+from spotdiff.benchmarks.metadata import BenchmarkMetadata
+from spotdiff.benchmarks.shared import images_part
+from spotdiff.benchmarks.sources import HubSource, ImagesSource, Part, RemoteFile, UrlSource, github_files
+from spotdiff.cli import main
+from spotdiff.errors import ConfigError
+from spotdiff.registry import Registry
+
+_COMMIT = "0" * 40
+
+
+def _valid() -> BenchmarkMetadata:
+    return BenchmarkMetadata(
+        title="Toy (A et al., 2024)",
+        description="Toy: a declaration for tests (A et al., 2024)",
+        paper="A. Toy. 2024",
+        reference="https://example.org/toy",
+        citation="@misc{toy}",
+        license="MIT",
+        protocols=("i2t-top1", "group"),
+        main_score=("i2t-top1", "accuracy"),
+        layout="DIR/toy.json",
+        parts=(
+            Part("annotations", "annotations", github_files("a/toy", _COMMIT, [("toy.json", "toy.json", 1, "md5:00")])),
+            images_part(("coco-val2017", "")),
+        ),
+        subsets=("x", "y"),
+        groups=(("both", ("x", "y")),),
+    )
+
+
+def _licence_lines(text: str) -> list[str]:
+    return [line.strip() for line in text.splitlines() if line.strip().startswith("licence:")]
+
+
+@pytest.mark.parametrize("name", BENCHMARKS.names())
+def test_data_list_and_benchmarks_show_the_same_licence(name, tmp_path, capsys):
+    assert main(["data", "list", name, "--root", str(tmp_path)]) == 0
+    listed = _licence_lines(capsys.readouterr().out)
+    assert main(["benchmarks", name]) == 0
+    described = _licence_lines(capsys.readouterr().out)
+    assert listed == described == [f"licence: {BENCHMARKS.get(name).metadata.license}"]
+
+
+@pytest.mark.parametrize("name", BENCHMARKS.names())
+def test_the_registry_names_every_benchmark_and_its_declaration(name):
+    cls = BENCHMARKS.get(name)
+    assert cls.name == cls.metadata.name == name
+    meta = cls.metadata
+    assert (cls.protocols, cls.subsets, cls.layout, cls.description) == (
+        meta.protocols, meta.subsets, meta.layout, meta.description
+    )
+
+
+def test_a_registered_class_takes_its_name_from_the_decorator():
+    registry: Registry[type[Benchmark]] = Registry(
+        "benchmark", "spotdiff.benchmarks", on_register=BENCHMARKS.on_register
+    )
+
+    @registry.register("toy")
+    class Toy(Benchmark):
+        metadata = _valid()
+
+    assert Toy.name == Toy.metadata.name == "toy"
+    assert Toy.protocols == ("i2t-top1", "group") and Toy.subsets == ("x", "y")
+
+
+def test_a_valid_declaration_passes():
+    meta = _valid()
+    assert meta.subset_groups == {"both": ("x", "y")}
+    assert [p.name for p in meta.required] == ["annotations", "images"]
+
+
+@pytest.mark.parametrize(
+    ("change", "message"),
+    [
+        ({"main_score": ("retrieval", "rsum")}, "main score's protocol 'retrieval' is not one of i2t-top1, group"),
+        ({"groups": (("g", ("x", "z")),)}, "group 'g' names unknown subsets ['z']"),
+        ({"protocols": ()}, "protocols must be non-empty"),
+        ({"license": " "}, "license is empty"),
+        ({"subsets": ("x", "x"), "groups": ()}, "repeated subset"),
+        ({"parts": (_valid().parts[0], _valid().parts[0])}, "repeated data part in ['annotations', 'annotations']"),
+        (
+            {"parts": (Part("data", "both", HubSource("a/toy", "main", ("*.parquet",))),)},
+            "part 'data': hub revision 'main' is not a commit",
+        ),
+        (
+            {"parts": (Part("a", "annotations", UrlSource((RemoteFile("https://x/a.json", "a.json"),),
+                                                          "github.com/a/toy")),)},
+            "part 'a': github.com/a/toy is not pinned to a commit",
+        ),
+        (
+            {"parts": (Part("a", "annotations", UrlSource((RemoteFile("https://x/main/a.json", "a.json"),),
+                                                          "github.com/a/toy", _COMMIT)),)},
+            f"is not at revision {_COMMIT}",
+        ),
+        (
+            {"parts": (Part("images", "images", ImagesSource((("no-such-images", ""),), "images")),)},
+            "unknown image collections ['no-such-images']",
+        ),
+    ],
+)
+def test_a_declaration_that_contradicts_itself_fails_at_once(change, message):
+    with pytest.raises(ConfigError, match=re.escape("benchmark declaration 'Toy (A et al., 2024)'")) as err:
+        replace(_valid(), **change)
+    assert message in str(err.value)
+
+
+def test_a_benchmark_without_a_declaration_cannot_register():
+    with pytest.raises(ConfigError, match="declares no metadata"):
+        @BENCHMARKS.register("undeclared")
+        class Undeclared(Benchmark):
+            pass
+
+
+def test_a_part_that_does_not_exist_is_named():
+    with pytest.raises(ConfigError, match="has no data part 'nope'; parts: annotations, images"):
+        _valid().part("nope")
