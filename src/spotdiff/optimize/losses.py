@@ -1,36 +1,11 @@
-"""Training losses as pure functions of similarity matrices (torch).
-
-Conventions shared by every function here:
-
-* ``similarity[i, j]`` is the score of image ``i`` against text ``j`` (rows images, columns texts);
-  for the contrastive losses it is a cosine similarity, and ``logit_scale`` is the *multiplicative*
-  temperature (CLIP's ``logit_scale.exp()``), so the logits are ``logit_scale * similarity``.
-* Matched pairs sit on the diagonal: ``(I_i, T_i)`` is a positive pair.
-* ``reduction`` is ``"mean"`` (over anchors, the default), ``"sum"`` or ``"none"`` (per anchor).
-
-The losses:
-
-* :func:`clip_contrastive_loss`: CLIP's symmetric InfoNCE (Radford et al. 2021, Fig. 3).
-* :func:`siglip_loss`: SigLIP's pairwise sigmoid loss with its learned bias (Zhai et al. 2023,
-  Sec. 3.1, Algorithm 1): the contrastive term for models trained with it (SigLIP).
-* :func:`spec_hn_i2t`, :func:`spec_hn_t2i`, :func:`spec_hn_loss`, :func:`spec_loss`: SPEC's
-  hard-negative-aware contrastive loss (SPEC paper, Sec. 5.1, Eq. 6-9); :func:`siglip_hn_loss` the
-  same hard negatives for sigmoid scores.
-* :func:`eqsim_v1`, :func:`eqsim_v2`, :func:`eqsim_loss`: EqSim (EqBen paper, Sec. 3, Eq. 5-6 and
-  App. C), with margin ``alpha``, weight ``beta``, and the v1 / v2 / hybrid variants, plus the EqBen
-  reference code's variant (``"reference"``); scores normalised by a softmax (ITC), a sigmoid (ITM)
-  or SigLIP's own sigmoid with its bias.
-
-SigLIP-style models (a learned ``logit_bias``) use the sigmoid forms: :func:`siglip_loss` instead of
-:func:`clip_contrastive_loss`, :func:`siglip_hn_loss` instead of :func:`spec_hn_loss`, and EqSim on
-``score="sigmoid"``; ``spotdiff train`` picks them from the model (:mod:`spotdiff.optimize.loop`).
-
-The per-case equivariance score (EqBen Sec. 5.4, Fig. 6) is a diagnostic metric:
-:mod:`spotdiff.protocols.equivariance` (numpy arrays or torch tensors alike).
+"""Training losses as pure functions of similarity matrices (torch): CLIP's InfoNCE, SigLIP's sigmoid
+loss, SPEC's hard-negative terms (Eq. 6-9) and EqBen's EqSim (Sec. 3, App. C), each with its sigmoid
+form for SigLIP-style models. Conventions and the paper mapping: docs/training.md.
 """
 
 from __future__ import annotations
 
+import functools
 from typing import Literal
 
 import torch
@@ -43,6 +18,8 @@ EqSimVariant = Literal["v1", "v2", "hybrid", "reference"]
 __all__ = [
     "clip_contrastive_loss",
     "close_pair_mask",
+    "contrastive_loss",
+    "contrastive_name",
     "eqsim_loss",
     "eqsim_pair_scores",
     "eqsim_reference",
@@ -131,6 +108,21 @@ def siglip_loss(
     return _reduce(torch.where(eye, pos, neg).sum(dim=1), reduction)
 
 
+def contrastive_loss(
+    similarity: torch.Tensor, logit_scale: float | torch.Tensor = 1.0, logit_bias: float | torch.Tensor | None = None
+) -> torch.Tensor:
+    """A model's own contrastive loss: :func:`siglip_loss` with ``logit_bias`` (a sigmoid-trained model,
+    SigLIP), :func:`clip_contrastive_loss` without (CLIP); the train log names it :func:`contrastive_name`."""
+    if logit_bias is None:
+        return clip_contrastive_loss(similarity, logit_scale)
+    return siglip_loss(similarity, logit_scale, logit_bias)
+
+
+def contrastive_name(logit_bias: float | torch.Tensor | None) -> str:
+    """The name of :func:`contrastive_loss`'s term: ``"clip"`` or, with a bias, ``"siglip"``."""
+    return "clip" if logit_bias is None else "siglip"
+
+
 # --------------------------------------------------------------------------------------------------
 # SPEC, Sec. 5.1
 
@@ -212,9 +204,19 @@ def spec_hn_t2i(
     are the anchors here); ``hn_image_similarity[i, k] = cos(I^hn_{i,k}, T_i)`` holds text ``i``'s
     hard-negative images; ``trivial_mask[j, i]`` (image ``j``, text ``i``) as in :func:`spec_hn_i2t`.
     """
+    return _reduce(_hn_t2i(similarity, hn_image_similarity, hn_image_mask, trivial_mask, logit_scale), reduction)
+
+
+def _hn_t2i(
+    similarity: torch.Tensor,
+    hn_image_similarity: torch.Tensor | None,
+    hn_image_mask: torch.Tensor | None,
+    trivial_mask: torch.Tensor | None,
+    logit_scale: float | torch.Tensor,
+) -> torch.Tensor:
+    """Eq. 8 per anchor: Eq. 7's term over the transposed matrix (the texts are the anchors)."""
     trivial_t = None if trivial_mask is None else trivial_mask.t()
-    values = _hn_term(similarity.t(), hn_image_similarity, hn_image_mask, trivial_t, logit_scale)
-    return _reduce(values, reduction)
+    return _hn_term(similarity.t(), hn_image_similarity, hn_image_mask, trivial_t, logit_scale)
 
 
 def spec_hn_loss(
@@ -232,23 +234,9 @@ def spec_hn_loss(
 
     Without hard negatives (and without ``trivial_mask``) this is twice :func:`clip_contrastive_loss`.
     """
-    i2t = spec_hn_i2t(
-        similarity,
-        hn_text_similarity,
-        hn_text_mask=hn_text_mask,
-        trivial_mask=trivial_mask,
-        logit_scale=logit_scale,
-        reduction=reduction,
-    )
-    t2i = spec_hn_t2i(
-        similarity,
-        hn_image_similarity,
-        hn_image_mask=hn_image_mask,
-        trivial_mask=trivial_mask,
-        logit_scale=logit_scale,
-        reduction=reduction,
-    )
-    return i2t + t2i
+    i2t = _hn_term(similarity, hn_text_similarity, hn_text_mask, trivial_mask, logit_scale)
+    t2i = _hn_t2i(similarity, hn_image_similarity, hn_image_mask, trivial_mask, logit_scale)
+    return _reduce(i2t, reduction) + _reduce(t2i, reduction)
 
 
 def siglip_hn_loss(
@@ -312,22 +300,40 @@ def spec_loss(
     hn_image_mask: torch.Tensor | None = None,
     trivial_mask: torch.Tensor | None = None,
     logit_scale: float | torch.Tensor = 1.0,
-) -> torch.Tensor:
+    logit_bias: float | torch.Tensor | None = None,
+    output_dict: bool = False,
+) -> torch.Tensor | dict[str, torch.Tensor]:
     """SPEC Eq. 9: ``L = L_clip + lambda * L_hn``.
 
     ``L_clip`` (:func:`clip_contrastive_loss`) is computed on the ordinary image-text pairs
     (``clip_similarity``, LAION in the paper), ``L_hn`` (:func:`spec_hn_loss`, mean over anchors) on
     the hard-negative data; either may be ``None`` (its term is then 0). The paper uses
-    ``lambda = 0.2`` (Sec. 5.2).
+    ``lambda = 0.2`` (Sec. 5.2). With ``logit_bias`` (a sigmoid-trained model) the terms take their
+    sigmoid forms, :func:`siglip_loss` and :func:`siglip_hn_loss`.
+
+    Args:
+        clip_similarity: ``[N, N]`` cosines of the ordinary pairs, or None.
+        hn_similarity: ``[M, M]`` cosines of the hard-negative data's anchor pairs, or None.
+        hn_text_similarity, hn_image_similarity, hn_text_mask, hn_image_mask, trivial_mask: the
+            anchors' hard negatives, as in :func:`spec_hn_loss`.
+        lam: the weight ``lambda`` of ``L_hn``.
+        logit_scale: the multiplicative temperature.
+        logit_bias: SigLIP's learnt bias; None (the default) for CLIP's softmax losses.
+        output_dict: return the named terms, ``{"total": L, "hn": L_hn, "clip": L_clip}`` (``"siglip"``
+            for the sigmoid form; an absent term is left out), instead of ``L`` alone.
     """
     ref = clip_similarity if clip_similarity is not None else hn_similarity
     if ref is None:
         raise ValueError("spec_loss needs clip_similarity or hn_similarity")
+    terms: dict[str, torch.Tensor] = {}
     total = ref.new_zeros(())
     if clip_similarity is not None and clip_similarity.numel():
-        total = total + clip_contrastive_loss(clip_similarity, logit_scale)
+        clip = contrastive_loss(clip_similarity, logit_scale, logit_bias)
+        terms[contrastive_name(logit_bias)] = clip
+        total = total + clip
     if hn_similarity is not None and hn_similarity.numel():
-        total = total + lam * spec_hn_loss(
+        hn_loss = spec_hn_loss if logit_bias is None else functools.partial(siglip_hn_loss, logit_bias=logit_bias)
+        hn = hn_loss(
             hn_similarity,
             hn_text_similarity,
             hn_image_similarity,
@@ -336,7 +342,9 @@ def spec_loss(
             trivial_mask=trivial_mask,
             logit_scale=logit_scale,
         )
-    return total
+        terms = {"hn": hn, **terms}  # the train log's order
+        total = total + lam * hn
+    return {"total": total, **terms} if output_dict else total
 
 
 # --------------------------------------------------------------------------------------------------
