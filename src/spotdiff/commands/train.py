@@ -1,18 +1,7 @@
 """``spotdiff train``: fine-tune a dual encoder (or train one from a config) with spotdiff's losses.
 
-Examples::
-
-    spotdiff train --from-config small --captions synth/captions.jsonl --cases spec=synth/spec \\
-        --loss spec-hn --lambda 0.2 --steps 500 --out runs/clip-hn
-    spotdiff train --model hf-clip:openai/clip-vit-base-patch32 --captions coco/captions.jsonl \\
-        --cases eqben=data/eqben --loss eqsim --eqsim-variant hybrid --eqsim-beta 0.5 --out runs/eq
-    spotdiff train ... --eval zeroshot-classification=data/cifar10 --eval spec=data/spec --eval-every 100 \\
-        --keep best:spec/i2t --out runs/clip-hn        # watch retention: OUT/retention.png, tensorboard --logdir OUT
-    spotdiff train ... --out runs/clip-hn --resume        # continue from the last checkpoint
-    accelerate launch --num_processes 2 --cpu -m spotdiff train ...     # or: torchrun -m spotdiff
-
-The finished model lands in ``--out`` (``spotdiff eval --model hf-clip:OUT``), checkpoints in
-``OUT/checkpoint-NNNNNNN``; see :mod:`spotdiff.optimize.loop` for the losses and the batch composition.
+Parses the command line into a :class:`~spotdiff.optimize.config.TrainConfig`, runs
+:func:`~spotdiff.optimize.loop.train` and prints where the model went; examples in docs/training.md.
 """
 
 from __future__ import annotations

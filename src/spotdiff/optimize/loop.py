@@ -86,7 +86,16 @@ def encode_batch(
     model: Any, core: DualEncoder, batch: Batch, cache: PixelCache, device: torch.device, world: int, rank: int
 ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor | None]:
     """Embeddings of all images and texts of the global batch (this rank encodes its share), the
-    temperature and the bias (None for a softmax-trained model)."""
+    temperature and the bias (None for a softmax-trained model).
+
+    Args:
+        model: the (possibly DDP-wrapped) model whose forward runs.
+        core: the unwrapped :class:`~spotdiff.optimize.models.DualEncoder` (preprocessing, tokenizer).
+        batch: the global batch.
+        cache: preprocessed pixels of images already seen.
+        device: where the model runs.
+        world, rank: the number of processes and this one's rank.
+    """
     img_idx = _shard(len(batch.images), world, rank)
     txt_idx = _shard(len(batch.texts), world, rank)
     pixels = cache.pixels([batch.images[i] for i in img_idx], core.preprocess_images).to(device)
@@ -99,7 +108,13 @@ def encode_batch(
 
 
 def training_id(out: Path, resumed: bool, is_main: bool) -> str:
-    """The id of this training run: kept in ``OUT/training.json``, the same across resumptions."""
+    """The id of this training run: kept in ``OUT/training.json``, the same across resumptions.
+
+    Args:
+        out: the training folder.
+        resumed: whether the run resumes (then the saved id is kept).
+        is_main: whether this process writes ``training.json``.
+    """
     path = out / "training.json"
     if resumed and path.is_file():
         return str(json.loads(path.read_text(encoding="utf-8"))["id"])

@@ -65,6 +65,11 @@ def clip_contrastive_loss(
     ``L = (CE(z, diag) + CE(z^T, diag)) / 2`` with ``z = logit_scale * similarity``: the mean of the
     image-to-text cross-entropy over rows and the text-to-image cross-entropy over columns.
     With ``reduction="none"`` returns the per-pair average of the two terms, shape ``[N]``.
+
+    Args:
+        similarity: ``[N, N]`` cosines, matched pairs on the diagonal.
+        logit_scale: the multiplicative temperature.
+        reduction: ``"mean"``, ``"sum"`` or ``"none"``.
     """
     n = _check_square(similarity)
     logits = similarity * logit_scale
@@ -100,6 +105,12 @@ def siglip_loss(
     paper). Every image-text pair is an independent binary problem, so no softmax normalises over
     the batch. With ``reduction="none"`` returns each image's row sum, shape ``[N]`` (their mean is
     the paper's loss).
+
+    Args:
+        similarity: ``[N, N]`` cosines, matched pairs on the diagonal.
+        logit_scale: the multiplicative temperature ``t``.
+        logit_bias: the learned bias ``b``.
+        reduction: ``"mean"``, ``"sum"`` or ``"none"``.
     """
     n = _check_square(similarity)
     eye = torch.eye(n, dtype=torch.bool, device=similarity.device)
@@ -112,7 +123,13 @@ def contrastive_loss(
     similarity: torch.Tensor, logit_scale: float | torch.Tensor = 1.0, logit_bias: float | torch.Tensor | None = None
 ) -> torch.Tensor:
     """A model's own contrastive loss: :func:`siglip_loss` with ``logit_bias`` (a sigmoid-trained model,
-    SigLIP), :func:`clip_contrastive_loss` without (CLIP); the train log names it :func:`contrastive_name`."""
+    SigLIP), :func:`clip_contrastive_loss` without (CLIP); the train log names it :func:`contrastive_name`.
+
+    Args:
+        similarity: ``[N, N]`` cosines, matched pairs on the diagonal.
+        logit_scale: the multiplicative temperature.
+        logit_bias: SigLIP's learned bias, or None for CLIP's softmax loss.
+    """
     if logit_bias is None:
         return clip_contrastive_loss(similarity, logit_scale)
     return siglip_loss(similarity, logit_scale, logit_bias)
@@ -203,6 +220,14 @@ def spec_hn_t2i(
     ``similarity`` is the same ``[N, N]`` image-by-text matrix as in :func:`spec_hn_i2t` (the columns
     are the anchors here); ``hn_image_similarity[i, k] = cos(I^hn_{i,k}, T_i)`` holds text ``i``'s
     hard-negative images; ``trivial_mask[j, i]`` (image ``j``, text ``i``) as in :func:`spec_hn_i2t`.
+
+    Args:
+        similarity: ``[N, N]`` image-by-text cosines.
+        hn_image_similarity: ``[N, H]``, text ``i``'s hard-negative images.
+        hn_image_mask: ``[N, H]`` bool, True = a real hard negative.
+        trivial_mask: ``[N, N]`` bool, the trivial pairs (the diagonal is always kept).
+        logit_scale: the multiplicative temperature.
+        reduction: ``"mean"`` over anchors (default), ``"sum"`` (Eq. 8's literal sum) or ``"none"``.
     """
     return _reduce(_hn_t2i(similarity, hn_image_similarity, hn_image_mask, trivial_mask, logit_scale), reduction)
 
@@ -233,6 +258,14 @@ def spec_hn_loss(
     """SPEC Sec. 5.1: ``L_hn = L_hn^i2t + L_hn^t2i`` (Eq. 7 + Eq. 8); arguments as there.
 
     Without hard negatives (and without ``trivial_mask``) this is twice :func:`clip_contrastive_loss`.
+
+    Args:
+        similarity: ``[N, N]`` image-by-text cosines of the anchor pairs.
+        hn_text_similarity, hn_image_similarity: ``[N, H]`` hard-negative cosines (Eq. 7, Eq. 8).
+        hn_text_mask, hn_image_mask: ``[N, H]`` bool, True = a real hard negative.
+        trivial_mask: ``[N, N]`` bool, the trivial pairs (the diagonal is always kept).
+        logit_scale: the multiplicative temperature.
+        reduction: ``"mean"`` over anchors (default), ``"sum"`` or ``"none"``.
     """
     i2t = _hn_term(similarity, hn_text_similarity, hn_text_mask, trivial_mask, logit_scale)
     t2i = _hn_t2i(similarity, hn_image_similarity, hn_image_mask, trivial_mask, logit_scale)
@@ -265,6 +298,11 @@ def siglip_hn_loss(
     softmax's two directions become one sum: each trivial pair ``(i, j)`` is counted once, as in
     :func:`siglip_loss`, rather than once per direction. Without hard negatives and mask it equals
     :func:`siglip_loss`. Arguments as in :func:`spec_hn_loss`; ``"mean"`` averages over anchors.
+
+    Args:
+        similarity, hn_text_similarity, hn_image_similarity, hn_text_mask, hn_image_mask, trivial_mask,
+            logit_scale, reduction: as in :func:`spec_hn_loss`.
+        logit_bias: the learned bias of :func:`siglip_loss`.
     """
     n = _check_square(similarity)
     eye = torch.eye(n, dtype=torch.bool, device=similarity.device)
@@ -367,6 +405,12 @@ def normalize_scores(
       ``sigmoid(logit_scale * scores + logit_bias)``, the quantity its loss (:func:`siglip_loss`)
       trains, normalised by a sigmoid as App. C does for ITM scores.
     * ``"raw"``: the scores unchanged.
+
+    Args:
+        scores: the ``[N, N]`` scores.
+        kind: ``"cosine"``, ``"itm"``, ``"sigmoid"`` or ``"raw"``.
+        logit_scale: the multiplicative temperature (``cosine``, ``sigmoid``).
+        logit_bias: the bias (``sigmoid``).
     """
     if kind == "cosine":
         return torch.softmax(scores * logit_scale, dim=-1)
@@ -391,6 +435,10 @@ def eqsim_v1(s12: torch.Tensor, s21: torch.Tensor, alpha: float = 0.0) -> torch.
     ``s12 = s(I_1, T_2)`` and ``s21 = s(I_2, T_1)`` are the cross scores of pairs of matched
     pairs, any shape; the squared norm is the mean squared error over the pairs (the paper "adopts
     MSE loss"), and the hinge with margin ``alpha`` applies to that mean. No pairs give 0.
+
+    Args:
+        s12, s21: the cross scores, any shape (alike).
+        alpha: the margin.
     """
     return _hinge_mse(s12 - s21, alpha)
 
@@ -403,6 +451,10 @@ def eqsim_v2(
     ``[ ||(s11 - s12) - (s22 - s21)||^2 - alpha ]_+ + [ ||(s11 - s21) - (s22 - s12)||^2 - alpha ]_+``
     (image-side and text-side margins; each squared norm a mean over the pairs, each with its own
     hinge, as in the EqBen reference implementation). No pairs give 0.
+
+    Args:
+        s11, s12, s21, s22: the four scores of each pair of matched pairs, any shape (alike).
+        alpha: the margin.
     """
     return _hinge_mse((s11 - s12) - (s22 - s21), alpha) + _hinge_mse((s11 - s21) - (s22 - s12), alpha)
 
@@ -415,6 +467,10 @@ def eqsim_pair_scores(
     ``scores[i, j]`` is image ``i`` against text ``j`` with matched pairs on the diagonal, so for
     ``a = first[p]``, ``b = second[p]``: ``s11 = S[a, a]``, ``s12 = S[a, b]``, ``s21 = S[b, a]``,
     ``s22 = S[b, b]``.
+
+    Args:
+        scores: ``[N, N]``, matched pairs on the diagonal.
+        first, second: ``[P]`` indices of the pairs of matched pairs.
     """
     return scores[first, first], scores[first, second], scores[second, first], scores[second, second]
 
@@ -427,6 +483,11 @@ def close_pair_mask(similarity: torch.Tensor, k: int = 8, *, close: torch.Tensor
     ("images and text with top-8 s are regarded as the semantically close samples"). ``close``
     (optional ``[N, N]`` bool) adds known close pairs, for example the members of one candidate set.
     Returns a strictly upper-triangular ``[N, N]`` bool mask, each unordered pair once.
+
+    Args:
+        similarity: ``[N, N]`` raw similarities.
+        k: close texts and close images per matched pair.
+        close: ``[N, N]`` bool, known close pairs added.
     """
     n = _check_square(similarity)
     with torch.no_grad():
@@ -456,6 +517,11 @@ def reference_close_pairs(
     two directions (``k = 8`` is the released recipe's ``sample_num = 4``; the paper's App. C says
     "top-8"). Draws use ``generator`` (default: torch's global RNG, which ``spotdiff train`` seeds and
     checkpoints). A pair may appear twice (drawn as a text and as an image), as in the reference.
+
+    Args:
+        logits: ``[N, N]`` scaled similarities.
+        k: draws per anchor, split between texts and images.
+        generator: the draws' generator (default: torch's global one).
     """
     n = _check_square(logits, "logits")
     kk = min(int(k), 2 * (n - 1))
@@ -491,6 +557,11 @@ def eqsim_reference(
       where ``E`` is 0 on the close pairs (both orders) and 1 elsewhere, so the masked entries and the
       zero diagonal count in the mean (``MSELoss(S * E, S^T * E)``), without a margin (the reference's
       ``pairloss_margin_v1`` defaults to 0).
+
+    Args:
+        scores: the normalised ``[N, N]`` matrix.
+        first, second: the close pairs.
+        alpha: EqSim-v2's margin.
     """
     n = _check_square(scores, "scores")
     easy = torch.ones(n, n, dtype=scores.dtype, device=scores.device)
@@ -539,6 +610,17 @@ def eqsim_loss(
 
     The total loss is then ``L_Ret + beta * L_EQ`` (Sec. 3); App. C picks ``alpha`` from
     {0, 0.04, 0.1} and ``beta`` from {0.2, 0.5, 1.0}, and ``k = 8``.
+
+    Args:
+        similarity: the ``[N, N]`` matrix of the batch's matched pairs.
+        variant: ``"v1"``, ``"v2"``, ``"hybrid"`` or ``"reference"``.
+        alpha: the hinge margin.
+        beta: the weight of ``L_EQ``.
+        k: close pairs per matched pair.
+        score: how ``similarity`` is normalised (:func:`normalize_scores`).
+        logit_scale, logit_bias: the normalisation's temperature and bias.
+        close: ``[N, N]`` bool, known close pairs.
+        generator: the ``"reference"`` variant's draws.
     """
     n = _check_square(similarity)
     s = normalize_scores(similarity, score, logit_scale=logit_scale, logit_bias=logit_bias)

@@ -38,7 +38,15 @@ def adamw_cosine(
 
 def clipped_step(loss: torch.Tensor, model: torch.nn.Module, optimizer: Any, scheduler: Any, max_norm: float) -> None:
     """Backpropagate ``loss`` from zeroed gradients, clip their norm at ``max_norm``, step the optimiser
-    and the schedule."""
+    and the schedule.
+
+    Args:
+        loss: the step's loss.
+        model: the module whose gradients are clipped.
+        optimizer: the optimiser.
+        scheduler: its learning-rate schedule.
+        max_norm: the gradient-norm bound.
+    """
     optimizer.zero_grad(set_to_none=True)
     loss.backward()
     torch.nn.utils.clip_grad_norm_(model.parameters(), max_norm)

@@ -1,15 +1,8 @@
 """Failure galleries: the cases models get wrong, with thumbnails, candidate texts and scores.
 
-The run store keeps each unit's score matrix, outcomes and tags but not the case's texts or images,
-so the gallery re-reads the benchmark through its own loader from the data location recorded with
-the run (``run.data_path`` and ``run.info["options"]``). It is only used when the data's digest
-still equals the run's ``data_digest``; otherwise (or when the data is gone) the gallery shows case
-ids, tags and scores and says why texts and images are missing.
-
-A case counts as a failure of a model when any of its units has an outcome below 1 (a strict loss,
-or a partial one such as VALSE ``acc = 0.5``). Cases are picked round-robin over the models, each
-model's failures hardest first (failed by the most models), up to ``limit`` cases per table, so
-every model keeps examples under the gallery's model filter.
+Texts and images are re-read through the benchmark's loader from the run's recorded data, only while
+its digest still matches. A case is a model's failure when any unit's outcome is below 1; cases are
+picked round-robin over the models, hardest (failed by the most models) first.
 """
 
 from __future__ import annotations
@@ -181,6 +174,12 @@ def score_entries(
     case has roles; ``P(T2)`` a text-only prior); the class is ``pos`` for a true pair. Matrices with
     more than :data:`MAX_ENTRIES` entries show, per image, the lowest true and the highest false
     score when the truth is known, otherwise their first entries.
+
+    Args:
+        matrix: the unit's score matrix (a vector for a one-row matrix).
+        needs: the protocol's need (``image-text``, ``text-text``, ``text-prior``).
+        truth: the case's truth matrix, when the case could be read.
+        roles: the case's text roles (``p1``, ``n``, ...), possibly empty.
     """
     arr = np.asarray(matrix, dtype=float)
     if arr.ndim == 1:
