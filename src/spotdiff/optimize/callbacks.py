@@ -143,17 +143,11 @@ class Evaluation(Callback):
     def __init__(self, trainer: Trainer) -> None:
         config = trainer.config
         self.label = trainer.core.eval_spec(trainer.out.resolve())
-        self.evaluator = TrainingEvaluator(
-            config.evals,
-            out=trainer.out,
-            training_id=trainer.ident,
-            model_label=self.label,
-            store=config.store,
-            seed=config.seed,
-            n_boot=config.eval_n_boot,
-            batch_size=config.eval_batch_size,
-            keep=KeepBest.parse(config.keep, config.evals) if config.keep else None,
-        )
+        keep = KeepBest.parse(config.keep, config.evals) if config.keep else None
+        self.evaluator = TrainingEvaluator(config.evals, out=trainer.out, training_id=trainer.ident,
+                                           model_label=self.label, store=config.store, seed=config.seed,
+                                           n_boot=config.eval_n_boot, batch_size=config.eval_batch_size,
+                                           keep=keep)  # fmt: skip
         if trainer.is_main:
             self.evaluator.truncate(trainer.step if trainer.step else -1)
 
