@@ -150,8 +150,14 @@ def _hn_term(
     hn_mask: torch.Tensor | None,
     trivial_mask: torch.Tensor | None,
     logit_scale: float | torch.Tensor,
+    *,
+    columns: bool = False,
 ) -> torch.Tensor:
-    """Per-anchor ``-log(s_ii / (sum_{j trivial} s_ij + sum_{k hn} s_ik))`` with ``s = exp(z)``, over rows."""
+    """Per-anchor ``-log(s_ii / (sum_{j trivial} s_ij + sum_{k hn} s_ik))`` with ``s = exp(z)``, over rows
+    (Eq. 7), or with ``columns`` over the columns of ``similarity`` and ``trivial_mask`` (Eq. 8)."""
+    if columns:
+        similarity = similarity.t()
+        trivial_mask = None if trivial_mask is None else trivial_mask.t()
     n = _check_square(similarity)
     logits = similarity * logit_scale
     eye = torch.eye(n, dtype=torch.bool, device=similarity.device)
@@ -229,19 +235,8 @@ def spec_hn_t2i(
         logit_scale: the multiplicative temperature.
         reduction: ``"mean"`` over anchors (default), ``"sum"`` (Eq. 8's literal sum) or ``"none"``.
     """
-    return _reduce(_hn_t2i(similarity, hn_image_similarity, hn_image_mask, trivial_mask, logit_scale), reduction)
-
-
-def _hn_t2i(
-    similarity: torch.Tensor,
-    hn_image_similarity: torch.Tensor | None,
-    hn_image_mask: torch.Tensor | None,
-    trivial_mask: torch.Tensor | None,
-    logit_scale: float | torch.Tensor,
-) -> torch.Tensor:
-    """Eq. 8 per anchor: Eq. 7's term over the transposed matrix (the texts are the anchors)."""
-    trivial_t = None if trivial_mask is None else trivial_mask.t()
-    return _hn_term(similarity.t(), hn_image_similarity, hn_image_mask, trivial_t, logit_scale)
+    values = _hn_term(similarity, hn_image_similarity, hn_image_mask, trivial_mask, logit_scale, columns=True)
+    return _reduce(values, reduction)
 
 
 def spec_hn_loss(
@@ -268,7 +263,7 @@ def spec_hn_loss(
         reduction: ``"mean"`` over anchors (default), ``"sum"`` or ``"none"``.
     """
     i2t = _hn_term(similarity, hn_text_similarity, hn_text_mask, trivial_mask, logit_scale)
-    t2i = _hn_t2i(similarity, hn_image_similarity, hn_image_mask, trivial_mask, logit_scale)
+    t2i = _hn_term(similarity, hn_image_similarity, hn_image_mask, trivial_mask, logit_scale, columns=True)
     return _reduce(i2t, reduction) + _reduce(t2i, reduction)
 
 
