@@ -18,6 +18,8 @@ from spotdiff.optimize.losses import contrastive_loss, contrastive_name, eqsim_l
 
 
 class TrainingLoss(Protocol):
+    """What :func:`create_loss` returns (open_clip's loss modules with ``output_dict=True``)."""
+
     def __call__(
         self, batch: Batch, image: torch.Tensor, text: torch.Tensor, scale: torch.Tensor, bias: torch.Tensor | None
     ) -> dict[str, torch.Tensor]:
