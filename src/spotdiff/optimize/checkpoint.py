@@ -1,13 +1,5 @@
-"""Checkpoints that are both a loadable model and a resumable training state.
-
-``OUT/checkpoint-NNNNNNN/`` holds
-
-* the model as its backend saves it (``save_pretrained`` model + tokenizer + image processor for
-  Hugging Face), so ``spotdiff eval --model hf-clip:OUT/checkpoint-NNNNNNN`` scores it;
-* ``trainer_state.pt``: optimizer and scheduler state dicts and the number of finished steps;
-* ``trainer_state.json``: the step and the training options, for people;
-* ``rng_state_R.pt`` for every rank ``R`` (torch, numpy and ``random`` generator states);
-* ``COMPLETE``, written last: a checkpoint without it (a crash mid-save) is ignored on resume.
+"""Checkpoints that are both a loadable model and a resumable training state (``OUT/checkpoint-NNNNNNN/``;
+the files are listed in docs/training.md). A checkpoint without its ``COMPLETE`` marker is ignored on resume.
 """
 
 from __future__ import annotations
@@ -71,7 +63,18 @@ def save_checkpoint(
     rank: int,
     barrier: Any,
 ) -> None:
-    """Write a checkpoint (collective: every rank calls it; ``barrier()`` synchronises ranks)."""
+    """Write a checkpoint (collective: every rank calls it; ``barrier()`` synchronises ranks).
+
+    Args:
+        directory: the checkpoint's folder (replaced if it exists).
+        model: the :class:`~spotdiff.optimize.models.DualEncoder`, saved as its backend saves it.
+        optimizer, scheduler: their states go to ``trainer_state.pt``.
+        step: the number of finished steps.
+        options: the training options, in ``trainer_state.json``.
+        is_main: whether this is rank 0 (which writes all but the RNG states).
+        rank: this process's rank (its ``rng_state_R.pt``).
+        barrier: synchronises the ranks.
+    """
     if is_main:
         if directory.exists():
             shutil.rmtree(directory)

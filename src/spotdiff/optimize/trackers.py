@@ -1,13 +1,5 @@
-"""Experiment trackers of ``spotdiff train``: TensorBoard event files and, when asked, Weights & Biases.
-
-Every logged step sends the same scalars to each tracker: ``loss/total`` and each loss term on its
-own (``loss/clip`` or ``loss/siglip``, ``loss/hn``, ``loss/eqsim``), ``train/lr``,
-``train/logit_scale``, ``train/logit_bias`` (sigmoid models), ``train/grad_norm``, and after each
-evaluation ``eval/<label>/<metric>`` with ``.../ci_low`` and ``.../ci_high``. TensorBoard writes
-through ``torch.utils.tensorboard`` into ``OUT/tensorboard`` (``tensorboard --logdir OUT``); a
-resumed run purges the events after its step, so the curves hold exactly the trained steps. Weights &
-Biases (``--wandb PROJECT``) needs the ``wandb`` package (``pip install spotdiff[wandb]``); the run
-is named by the training id and resumed under it.
+"""Experiment trackers of ``spotdiff train``: TensorBoard event files and, when asked, Weights & Biases
+(the scalars each receives: docs/training.md).
 """
 
 from __future__ import annotations
@@ -21,7 +13,16 @@ from spotdiff.errors import ConfigError
 
 
 class Trackers:
-    """The trackers of one training run; a context manager that closes them."""
+    """The trackers of one training run; a context manager that closes them.
+
+    Args:
+        out: the training folder (TensorBoard writes to ``out/tensorboard``).
+        training_id: names the Weights & Biases run.
+        config: the training options, recorded by Weights & Biases.
+        start_step: a resumed run's step; TensorBoard drops the events after it.
+        tensorboard: write TensorBoard events.
+        wandb_project: log to this Weights & Biases project too.
+    """
 
     def __init__(
         self,

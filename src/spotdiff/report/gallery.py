@@ -1,15 +1,8 @@
 """Failure galleries: the cases models get wrong, with thumbnails, candidate texts and scores.
 
-The run store keeps each unit's score matrix, outcomes and tags but not the case's texts or images,
-so the gallery re-reads the benchmark through its own loader from the data location recorded with
-the run (``run.data_path`` and ``run.info["options"]``). It is only used when the data's digest
-still equals the run's ``data_digest``; otherwise (or when the data is gone) the gallery shows case
-ids, tags and scores and says why texts and images are missing.
-
-A case counts as a failure of a model when any of its units has an outcome below 1 (a strict loss,
-or a partial one such as VALSE ``acc = 0.5``). Cases are picked round-robin over the models, each
-model's failures hardest first (failed by the most models), up to ``limit`` cases per table, so
-every model keeps examples under the gallery's model filter.
+Texts and images are re-read through the benchmark's loader from the run's recorded data, only while
+its digest still matches. A case is a model's failure when any unit's outcome is below 1; cases are
+picked round-robin over the models, hardest (failed by the most models) first.
 """
 
 from __future__ import annotations
@@ -181,6 +174,12 @@ def score_entries(
     case has roles; ``P(T2)`` a text-only prior); the class is ``pos`` for a true pair. Matrices with
     more than :data:`MAX_ENTRIES` entries show, per image, the lowest true and the highest false
     score when the truth is known, otherwise their first entries.
+
+    Args:
+        matrix: the unit's score matrix (a vector for a one-row matrix).
+        needs: the protocol's need (``image-text``, ``text-text``, ``text-prior``).
+        truth: the case's truth matrix, when the case could be read.
+        roles: the case's text roles (``p1``, ``n``, ...), possibly empty.
     """
     arr = np.asarray(matrix, dtype=float)
     if arr.ndim == 1:
@@ -223,24 +222,26 @@ def score_entries(
     return out
 
 
-def build_gallery(table: ResultTable, source: CaseSource | None, *, limit: int = 40, thumb_size: int = 128) -> Gallery:
-    """The failure gallery of one result table."""
-    from spotdiff.protocols import get_protocol
+Units = dict[str, tuple[str, list[dict]]]  # case id -> (run id, the case's units in that run)
 
-    needs = get_protocol(table.protocol).needs
-    per_row: dict[str, dict[str, tuple[str, list[dict]]]] = {}  # label -> case id -> (run id, units)
+
+def _units_by_row(table: ResultTable) -> dict[str, Units]:
+    """Each row's units by case; a case in several of a row's runs keeps the first run's units."""
+    per_row: dict[str, Units] = {}
     for row in table.rows:
-        cases: dict[str, tuple[str, list[dict]]] = {}
+        cases: Units = {}
         for rd in row.runs:
             for u in rd.units:
-                entry = cases.get(u["case_id"])
-                if entry is None:
-                    cases[u["case_id"]] = (rd.id, [u])
-                elif entry[0] == rd.id:
+                entry = cases.setdefault(u["case_id"], (rd.id, []))
+                if entry[0] == rd.id:
                     entry[1].append(u)
-                # else: the same case from another of the row's runs; the first run's units are kept
         per_row[row.label] = cases
-    failures = {lab: [c for c, (_, us) in cases.items() if _failed(us)] for lab, cases in per_row.items()}
+    return per_row
+
+
+def _pick_cases(failures: dict[str, list[str]], limit: int) -> list[str]:
+    """Up to ``limit`` failed cases, round-robin over the models, each model's hardest (failed by the most
+    models) first; returned hardest first."""
     hardness: dict[str, int] = {}
     for ids in failures.values():
         for c in ids:
@@ -257,8 +258,13 @@ def build_gallery(table: ResultTable, source: CaseSource | None, *, limit: int =
                 chosen.append(q[pos[lab]])
                 taken.add(q[pos[lab]])
                 pos[lab] += 1
-    chosen.sort(key=lambda c: (-hardness[c], c))
+    return sorted(chosen, key=lambda c: (-hardness[c], c))
 
+
+def _load_cases(
+    table: ResultTable, source: CaseSource | None, chosen: list[str], needs: str
+) -> tuple[dict[str, Case], list[str]]:
+    """The chosen cases as the benchmark's loader reads them, and the notes on what cannot be shown."""
     notes: list[str] = []
     loaded: dict[str, Case] = {}
     if source is not None and chosen:
@@ -269,74 +275,115 @@ def build_gallery(table: ResultTable, source: CaseSource | None, *, limit: int =
         notes.append("texts and images not loaded (--no-cases)")
     if needs == "image-text" and table.protocol == "retrieval":
         notes.append("retrieval units are queries against the whole gallery; matrices are not shown")
+    return loaded, notes
 
-    thumbs_cache: dict[str, Thumb | None] = {}
-    out: list[GalleryCase] = []
-    for cid in chosen:
-        case = loaded.get(cid)
-        first_units = next(cases[cid][1] for cases in per_row.values() if cid in cases)
-        tags = {k: str(v) for k, v in (first_units[0].get("tags") or {}).items()}
-        subset = tags.get("subset") or first_units[0]["subset"]
-        truth = case.truth.tolist() if case is not None else None
-        roles = list(case.roles) if case is not None else []
-        labels: list[str] = []
-        classes: list[str] = []
-        models = []
-        for lab, cases in per_row.items():
-            if cid not in cases:
-                continue
-            run_id, us = cases[cid]
-            failed = _failed(us)
-            values: list[float | None] = []
-            if failed:
-                matrix = next((m for m in (unit_scores(u) for u in us) if m is not None), None)
-                if matrix is not None:
-                    entries = score_entries(matrix, needs, truth, roles)
-                    if not labels:
-                        labels, classes = [e[0] for e in entries], [e[1] for e in entries]
-                    values = [e[2] for e in entries][: len(labels)]
-            bad = [{"unit": u["unit_id"], **(u.get("outcomes") or {})} for u in us if _failed([u])]
-            models.append(ModelScores(lab, run_id, failed, bad[:MAX_OUTCOMES], values))
+
+def _model_scores(
+    per_row: dict[str, Units], cid: str, needs: str, truth: list[list[bool]] | None, roles: list[str]
+) -> tuple[list[ModelScores], list[str], list[str]]:
+    """Each model's view of case ``cid``, with the score labels and classes of the first failed matrix."""
+    labels: list[str] = []
+    classes: list[str] = []
+    models = []
+    for lab, cases in per_row.items():
+        if cid not in cases:
+            continue
+        run_id, us = cases[cid]
+        failed = _failed(us)
+        values: list[float | None] = []
+        if failed:
+            matrix = next((m for m in (unit_scores(u) for u in us) if m is not None), None)
+            if matrix is not None:
+                entries = score_entries(matrix, needs, truth, roles)
+                if not labels:
+                    labels, classes = [e[0] for e in entries], [e[1] for e in entries]
+                values = [e[2] for e in entries][: len(labels)]
+        bad = [{"unit": u["unit_id"], **(u.get("outcomes") or {})} for u in us if _failed([u])]
+        models.append(ModelScores(lab, run_id, failed, bad[:MAX_OUTCOMES], values))
+    return models, labels, classes
+
+
+class _Thumbnails:
+    """Thumbnails of a gallery's images, each made once."""
+
+    def __init__(self, size: int) -> None:
+        self.size = size
+        self._made: dict[str, Thumb | None] = {}
+
+    def of(self, case: Case | None) -> list[Thumb]:
         thumbs: list[Thumb] = []
-        if case is not None:
-            for ref in case.images:
-                key = ref.describe() if isinstance(ref, (FileImage, NpyImage)) else ref.key
-                if key not in thumbs_cache:
-                    thumbs_cache[key] = thumbnail(ref, thumb_size)
-                if thumbs_cache[key] is not None:
-                    thumbs.append(thumbs_cache[key])
-        out.append(
-            GalleryCase(
-                case_id=cid,
-                subset=subset,
-                tags=tags,
-                texts=list(case.texts) if case is not None else None,
-                roles=roles,
-                truth=truth,
-                thumbs=thumbs,
-                models=models,
-                needs=needs,
-                score_labels=labels,
-                score_classes=classes,
-            )
-        )
+        for ref in case.images if case is not None else []:
+            key = ref.describe() if isinstance(ref, (FileImage, NpyImage)) else ref.key
+            if key not in self._made:
+                self._made[key] = thumbnail(ref, self.size)
+            if self._made[key] is not None:
+                thumbs.append(self._made[key])
+        return thumbs
+
+
+def _gallery_case(
+    cid: str, case: Case | None, per_row: dict[str, Units], needs: str, thumbs: _Thumbnails
+) -> GalleryCase:
+    """Case ``cid`` as the gallery shows it (``case`` None: ids, tags and scores only)."""
+    first_units = next(cases[cid][1] for cases in per_row.values() if cid in cases)
+    tags = {k: str(v) for k, v in (first_units[0].get("tags") or {}).items()}
+    truth = case.truth.tolist() if case is not None else None
+    roles = list(case.roles) if case is not None else []
+    models, labels, classes = _model_scores(per_row, cid, needs, truth, roles)
+    return GalleryCase(
+        case_id=cid,
+        subset=tags.get("subset") or first_units[0]["subset"],
+        tags=tags,
+        texts=list(case.texts) if case is not None else None,
+        roles=roles,
+        truth=truth,
+        thumbs=thumbs.of(case),
+        models=models,
+        needs=needs,
+        score_labels=labels,
+        score_classes=classes,
+    )
+
+
+def _tag_options(cases: list[GalleryCase]) -> list[str]:
+    """``KEY=VALUE`` filters: tags with 2 to :data:`MAX_TAG_VALUES` values among the cases, not all numbers."""
     values: dict[str, set[str]] = {}
-    for gc in out:
+    for gc in cases:
         for k, v in gc.tags.items():
             if k != "subset":
                 values.setdefault(k, set()).add(v)
-    tag_options = sorted(
+    return sorted(
         f"{k}={v}"
         for k, vs in values.items()
         if 1 < len(vs) <= MAX_TAG_VALUES and not all(_is_number(v) for v in vs)
         for v in vs
     )
+
+
+def build_gallery(table: ResultTable, source: CaseSource | None, *, limit: int = 40, thumb_size: int = 128) -> Gallery:
+    """The failure gallery of one result table.
+
+    Args:
+        table: the result table.
+        source: where the cases' texts and images are read (None: ids, tags and scores only).
+        limit: cases shown at most.
+        thumb_size: the thumbnails' longer side in pixels.
+    """
+    from spotdiff.protocols import get_protocol
+
+    needs = get_protocol(table.protocol).needs
+    per_row = _units_by_row(table)
+    failures = {lab: [c for c, (_, us) in cases.items() if _failed(us)] for lab, cases in per_row.items()}
+    chosen = _pick_cases(failures, limit)
+    loaded, notes = _load_cases(table, source, chosen, needs)
+    thumbs = _Thumbnails(thumb_size)
+    out = [_gallery_case(cid, loaded.get(cid), per_row, needs, thumbs) for cid in chosen]
     return Gallery(
         table_slug=table.slug,
         cases=out,
         models=[row.label for row in table.rows],
         subsets=sorted({gc.subset for gc in out}),
-        tag_options=tag_options,
+        tag_options=_tag_options(out),
         n_failures={lab: len(ids) for lab, ids in failures.items()},
         notes=notes,
     )

