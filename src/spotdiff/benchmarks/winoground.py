@@ -24,11 +24,12 @@ from __future__ import annotations
 from collections.abc import Iterator
 from pathlib import Path
 
-from spotdiff.benchmarks._io import field, find_file, frozen_truth, read_jsonl
+from spotdiff.benchmarks._io import field, find_file, frozen_truth
 from spotdiff.benchmarks._parquet import find_parquet, iter_rows
 from spotdiff.benchmarks.base import BENCHMARKS, Benchmark, BenchmarkMetadata, LoadReport
 from spotdiff.cases import Case, FileImage, ImageRef
 from spotdiff.errors import DataError
+from spotdiff.jsonio import iter_jsonl
 
 SUBSETS = ("Object", "Relation", "Both")
 PARQUET = ("data/test-*.parquet", "data/*.parquet", "*.parquet")
@@ -105,7 +106,7 @@ or the hub parquet layout: DIR/data/test-*.parquet (or DIR/*.parquet) with the s
         files = self._parquet()
         if files is None:
             path = self._file()
-            for lineno, record in read_jsonl(path):
+            for lineno, record in iter_jsonl(path):
                 yield path, f"line {lineno}", record, None
             return
         columns = ("id", "caption_0", "caption_1", "tag", "secondary_tag", "num_main_preds", "collapsed_tag")

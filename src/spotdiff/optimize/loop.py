@@ -68,7 +68,7 @@ import torch
 
 from spotdiff.cases import Case
 from spotdiff.errors import ConfigError
-from spotdiff.jsonio import write_json
+from spotdiff.jsonio import iter_jsonl, write_json, write_jsonl
 from spotdiff.optimize.checkpoint import (
     checkpoint_dir,
     latest_checkpoint,
@@ -455,12 +455,8 @@ def train(config: TrainConfig, pairs: Sequence[Pair] = (), cases: Sequence[Case]
     if is_main:  # the log holds exactly the steps of the model being trained
         kept = []
         if step and log_path.is_file():
-            kept = [
-                line
-                for line in log_path.read_text(encoding="utf-8").splitlines()
-                if line.strip() and json.loads(line).get("step", 0) <= step
-            ]
-        log_path.write_text("".join(line + "\n" for line in kept), encoding="utf-8")
+            kept = [row for _, row in iter_jsonl(log_path) if row.get("step", 0) <= step]
+        write_jsonl(log_path, kept, dump=json.dumps)
     options = config.options()
     ident = training_id(out, resume_from is not None, is_main)
     monitor = _Monitor(config, out, ident, core_ref.eval_spec(out.resolve()), step, options, is_main)

@@ -20,11 +20,12 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
+from spotdiff.jsonio import write_jsonl
 from spotdiff.synth import ENGINES, SynthEngine
 from spotdiff.synth.eqben import SUBSETS as EQBEN_SUBSETS
 from spotdiff.synth.eqben import EqbenBuilder
 from spotdiff.synth.language import sentence, with_article
-from spotdiff.synth.output import parallel_map, save_png, write_jsonl
+from spotdiff.synth.output import parallel_map, save_png
 from spotdiff.synth.pipeline import Pipeline, make_pipeline
 from spotdiff.synth.spec import LABELS, SUBSETS, SpecBuilder, add_pipeline_arguments, pipeline_from_args
 

@@ -42,7 +42,6 @@ from __future__ import annotations
 import argparse
 import csv
 import io
-import json
 import re
 from dataclasses import dataclass
 from pathlib import Path
@@ -52,11 +51,12 @@ import numpy as np
 from rapidfuzz.distance import Levenshtein
 
 from spotdiff.errors import ConfigError, DataError, SpotdiffError
+from spotdiff.jsonio import iter_jsonl, write_jsonl
 from spotdiff.synth import ENGINES, SynthEngine
 from spotdiff.synth.canvas import Placement, Rendered, placement_at, placement_box
 from spotdiff.synth.eqben import EqbenBuilder, measured_relation
 from spotdiff.synth.language import sentence
-from spotdiff.synth.output import case_rng, parallel_map, save_png, write_json, write_jsonl
+from spotdiff.synth.output import case_rng, parallel_map, save_png, write_json
 from spotdiff.synth.pipeline import Infeasible, Pipeline, make_pipeline
 from spotdiff.synth.spec import add_pipeline_arguments, pipeline_from_args
 
@@ -186,22 +186,16 @@ class Annotation:
 
 def read_relations(path: Path) -> list[Annotation]:
     """A user's relation file: JSON lines (``.jsonl``/``.json``) or CSV; see the module docstring."""
-    try:
-        text = path.read_text(encoding="utf-8-sig")
-    except (OSError, UnicodeDecodeError) as exc:
-        raise DataError(f"cannot read relation file: {exc}", file=path) from exc
     rows: list[tuple[str, dict]] = []
     if path.suffix.lower() == ".csv":
+        try:
+            text = path.read_text(encoding="utf-8-sig")
+        except (OSError, UnicodeDecodeError) as exc:
+            raise DataError(f"cannot read relation file: {exc}", file=path) from exc
         for i, row in enumerate(csv.DictReader(io.StringIO(text, newline="")), start=2):
             rows.append((f"line {i}", {k.strip(): (v or "").strip() for k, v in row.items() if k}))
     else:
-        for i, line in enumerate(text.splitlines(), start=1):
-            if not line.strip():
-                continue
-            try:
-                value = json.loads(line)
-            except json.JSONDecodeError as exc:
-                raise DataError(f"invalid JSON: {exc.msg}", file=path, record=f"line {i}") from exc
+        for i, value in iter_jsonl(path):
             if not isinstance(value, dict):
                 raise DataError("expected a JSON object", file=path, record=f"line {i}")
             rows.append((f"line {i}", value))

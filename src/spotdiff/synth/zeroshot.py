@@ -19,9 +19,10 @@ import argparse
 from pathlib import Path
 
 from spotdiff.errors import SpotdiffError
+from spotdiff.jsonio import write_jsonl
 from spotdiff.synth import ENGINES, SynthEngine
 from spotdiff.synth.canvas import placement_at
-from spotdiff.synth.output import parallel_map, save_png, write_jsonl
+from spotdiff.synth.output import parallel_map, save_png
 from spotdiff.synth.pipeline import Composer, Infeasible, Pipeline, make_pipeline
 from spotdiff.synth.spec import add_pipeline_arguments, pipeline_from_args
 
