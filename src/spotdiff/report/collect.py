@@ -34,6 +34,7 @@ from scipy.stats import binomtest
 from spotdiff.benchmarks import BENCHMARKS
 from spotdiff.diagnose.store import Run, RunStore
 from spotdiff.errors import ConfigError, DataError, SpotdiffError
+from spotdiff.naming import slugify
 from spotdiff.protocols import (
     SUBSET_MEAN,
     TESTS,
@@ -234,10 +235,6 @@ class ResultTable:
 
     def column_of(self, subset: str, metric: str) -> Column:
         return next(c for c in self.columns if c.subset == subset and c.metric == metric)
-
-
-def slugify(text: str) -> str:
-    return re.sub(r"[^a-zA-Z0-9]+", "-", text).strip("-").lower() or "x"
 
 
 def short_model(model: str, limit: int = 40) -> str:
