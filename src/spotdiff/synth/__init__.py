@@ -59,7 +59,3 @@ def parse_subsets(value: str | None) -> list[str] | None:
 
 
 ENGINES: Registry[type[SynthEngine]] = Registry("synthesis engine", "spotdiff.synth")
-
-
-def get_engine(name: str) -> type[SynthEngine]:
-    return ENGINES.get(name)
