@@ -36,20 +36,18 @@ Output (``--out DIR``), the Winoground-style format the ``eqben`` loader reads::
 
 from __future__ import annotations
 
-import argparse
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from spotdiff.errors import ConfigError, SpotdiffError
-from spotdiff.synth import ENGINES, SynthEngine, parse_subsets
+from spotdiff.synth import ENGINES, SynthConfig, SynthEngine
 from spotdiff.synth.canvas import Placement, Rendered, placement_at, placement_box
 from spotdiff.synth.geometry import Measured, boxes_overlap, relative_position
 from spotdiff.synth.language import number_word, sentence, with_article
 from spotdiff.synth.objects import ObjectInstance
 from spotdiff.synth.output import case_rng, parallel_map, save_png, write_json
 from spotdiff.synth.pipeline import Composer, Infeasible, Pipeline, make_pipeline
-from spotdiff.synth.spec import add_pipeline_arguments, pipeline_from_args
 
 SUBSETS = ("eqbenkubric_loc", "eqbenkubric_cnt", "eqbenkubric_attr")
 _CODE = {"eqbenkubric_loc": 11, "eqbenkubric_cnt": 12, "eqbenkubric_attr": 13, "eqbensd": 14}
@@ -525,28 +523,23 @@ def write_eqben(
     }
 
 
+@dataclass(frozen=True)
+class EqbenConfig(SynthConfig):
+    """The options of the ``eqben`` engine."""
+
+    #: the subsets to write; None: all of :data:`SUBSETS`
+    subsets: tuple[str, ...] | None = None
+    #: EQ-SD caption pairs to write; None: ``n``
+    sd_pairs: int | None = None
+
+
 @ENGINES.register("eqben")
 class EqbenEngine(SynthEngine):
     name = "eqben"
     benchmark = "eqben"
     description = "EqBen-Kubric-style location / counting / attribute+size pairs (EqBen App. B.4, Fig. 14)"
-
-    @classmethod
-    def add_arguments(cls, parser: argparse.ArgumentParser) -> None:
-        parser.add_argument("--subsets", help=f"comma-separated subsets (default: all of {', '.join(SUBSETS)})")
-        parser.add_argument("--sd-pairs", type=int, help="EQ-SD caption pairs to write (default: --n)")
-        add_pipeline_arguments(parser)
+    config_class = EqbenConfig
 
     def write(self, out: Path) -> dict:
-        a = self.args
-        subsets = parse_subsets(a.subsets)
-        return write_eqben(
-            out,
-            n=a.n,
-            seed=a.seed,
-            size=a.image_size,
-            subsets=subsets,
-            pipeline=pipeline_from_args(a),
-            workers=a.workers,
-            sd_pairs=a.sd_pairs,
-        )
+        c = self.config
+        return write_eqben(out, **c.common(), subsets=c.subsets, sd_pairs=c.sd_pairs)
