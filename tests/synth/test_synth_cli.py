@@ -96,6 +96,11 @@ def test_generated_spec_data_is_scored_by_eval(outputs, tmp_path):
     assert set(metrics["metrics"]) >= {"all", "count", "existence", "absolute_size"}
 
 
+def test_synth_json_records_the_options_alone(outputs):
+    options = json.loads((outputs / "spec" / "synth.json").read_text())["options"]
+    assert sorted(options) == ["backend", "image_size", "n", "no_cls", "objects", "scenes", "seed", "subsets"]
+
+
 def test_engines_take_the_config_the_command_parses(outputs, tmp_path):
     from spotdiff.commands import build_parser
     from spotdiff.commands.synth import engine_config

@@ -161,6 +161,7 @@ def run(args: argparse.Namespace) -> int:
         k: (str(v) if isinstance(v, Path) else v)
         for k, v in sorted(vars(args).items())
         if k not in ("func", "out", "overwrite", "command", "engine", "synth_engine", "verbose", "workers")
+        and not k.startswith("_")  # the parser's own bookkeeping (a set, in no fixed order)
     }
     record = {
         "spotdiff": __version__,
