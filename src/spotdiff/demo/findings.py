@@ -23,7 +23,6 @@ from spotdiff.demo.profiles import (
     MODEL_LABELS,
     PAIRS,
     RETENTION_EVALS,
-    SPEC_K,
     STORE,
 )
 from spotdiff.demo.summary import summary_markdown
@@ -31,6 +30,7 @@ from spotdiff.diagnose.store import RunStore
 from spotdiff.jsonio import iter_jsonl, write_json
 from spotdiff.protocols import Evaluation, PairedComparison, get_protocol, paired_comparison
 from spotdiff.report.collect import evaluation_from_units, run_ties, subset_groups
+from spotdiff.synth.spec import SPEC_K
 from spotdiff.synth.spec import SUBSETS as SPEC_SUBSETS
 from spotdiff.version import __version__
 

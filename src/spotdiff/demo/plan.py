@@ -14,11 +14,12 @@ from importlib.resources import files
 from pathlib import Path
 from typing import Any
 
-from spotdiff.demo.profiles import CLIP_MODELS, FINETUNES, SPEC_K, DemoConfig
+from spotdiff.demo.profiles import CLIP_MODELS, FINETUNES, DemoConfig
 from spotdiff.errors import DataError
 from spotdiff.jsonio import iter_jsonl
 from spotdiff.plans import Stage
 from spotdiff.plans.file import parse_plan
+from spotdiff.synth.spec import SPEC_K
 
 #: the demo's plan file, shipped with the package
 PLAN_FILE = "plan.yaml"

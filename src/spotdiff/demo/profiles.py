@@ -8,15 +8,6 @@ from pathlib import Path
 DEFAULT_OUT = Path("spotdiff-demo")
 STORE = "runs.sqlite"
 CACHE = "cache"
-#: chance level of SPEC I2T / T2I per subset (1 / K) and of cls (1 / number of classes, filled in later)
-SPEC_K = {
-    "absolute_size": 3,
-    "relative_size": 3,
-    "absolute_spatial": 9,
-    "relative_spatial": 4,
-    "existence": 2,
-    "count": 9,
-}
 #: the fine-tunes (name, loss), in the order they are scheduled and tabulated
 FINETUNES = (("plain", "clip"), ("hn", "spec-hn"), ("eqsim", "eqsim"), ("pairs", "clip"))
 CLIP_MODELS = ("base", *(f"ft-{name}" for name, _ in FINETUNES))

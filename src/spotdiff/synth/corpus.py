@@ -80,10 +80,7 @@ def write_corpus(
     write_jsonl(out / "captions.jsonl", [{"image": r["image"], "caption": r["caption"]} for r in rows])
     write_jsonl(out / "metadata.jsonl", rows)
     return {
-        "engine": "corpus",
-        "seed": seed,
-        "image_size": pipeline.size,
-        "pipeline": pipeline.describe(),
+        **pipeline.summary("corpus", seed),
         "pairs": len(rows),
         "kinds": {k: sum(1 for r in rows if r["kind"] == k) for k in kinds},
         "split": "train (odd instance seeds, separate layout namespace)",

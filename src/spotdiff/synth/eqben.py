@@ -131,6 +131,13 @@ SD_STYLES = (
     "an Van Gogh post-impressionism painting of",
 )
 SD_STYLE_OBJECTS = ("dog", "car", "bicycle", "cat", "bus", "train", "bird", "horse", "cake", "desk")
+#: EQ-SD attribute changes: objects, attributes, caption template (``a_X``: X with its article); the
+#: slots hold the medium where the caption names it
+_SD_ATTRIBUTE_CHANGES = (
+    (SD_ACCESSORY_OBJECTS, SD_ACCESSORIES, "a {medium} of {a_object} {attribute}"),
+    (SD_ACCESSORY_OBJECTS, SD_COLOURS, "a {medium} of {a_attribute_object}"),
+    (SD_STYLE_OBJECTS, SD_STYLES, "{attribute} {a_object}"),
+)
 
 
 def _pick(rng, options):
@@ -196,33 +203,16 @@ def sd_caption_pair(rng) -> dict:
             return sentence(f"a photo of {s['object']} {s['scene']}")
 
     else:
-        variant = int(rng.integers(3))
-        if variant == 0:
-            obj = _pick(rng, SD_ACCESSORY_OBJECTS)
-            a0, a1 = _pick_two(rng, SD_ACCESSORIES)
-            s0 = {"medium": medium, "object": obj, "attribute": a0}
-            s1 = {**s0, "attribute": a1}
+        objects, attributes, template = _SD_ATTRIBUTE_CHANGES[int(rng.integers(len(_SD_ATTRIBUTE_CHANGES)))]
+        obj = _pick(rng, objects)
+        a0, a1 = _pick_two(rng, attributes)
+        s0 = {"medium": medium} if "{medium}" in template else {}
+        s0 = {**s0, "object": obj, "attribute": a0}
+        s1 = {**s0, "attribute": a1}
 
-            def text(s):
-                return sentence(f"a {s['medium']} of {with_article(s['object'])} {s['attribute']}")
-
-        elif variant == 1:
-            obj = _pick(rng, SD_ACCESSORY_OBJECTS)
-            a0, a1 = _pick_two(rng, SD_COLOURS)
-            s0 = {"medium": medium, "object": obj, "attribute": a0}
-            s1 = {**s0, "attribute": a1}
-
-            def text(s):
-                return sentence(f"a {s['medium']} of {with_article(s['attribute'] + ' ' + s['object'])}")
-
-        else:
-            obj = _pick(rng, SD_STYLE_OBJECTS)
-            a0, a1 = _pick_two(rng, SD_STYLES)
-            s0 = {"object": obj, "attribute": a0}
-            s1 = {**s0, "attribute": a1}
-
-            def text(s):
-                return sentence(f"{s['attribute']} {with_article(s['object'])}")
+        def text(s):
+            a_object, a_attribute_object = with_article(s["object"]), with_article(f"{s['attribute']} {s['object']}")
+            return sentence(template.format(**s, a_object=a_object, a_attribute_object=a_attribute_object))
 
     return {
         "aspect": f"{kind} change",
@@ -514,10 +504,7 @@ def write_eqben(
     sd = [sd_caption_pair(case_rng(seed, _CODE["eqbensd"], i)) for i in range(n_sd)]
     write_json(out / "eqbensd_captions.json", sd)
     return {
-        "engine": "eqben",
-        "seed": seed,
-        "image_size": pipeline.size,
-        "pipeline": pipeline.describe(),
+        **pipeline.summary("eqben", seed),
         "pairs": {sub: sum(1 for _, m in results if m["subset"] == sub) for sub in subsets},
         "eqbensd_caption_pairs": n_sd,
     }

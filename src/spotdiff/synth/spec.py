@@ -73,6 +73,9 @@ LABELS: dict[str, tuple] = {
     "existence": EXISTENCE_LEVELS,
     "count": tuple(COUNT_RANGE),
 }
+#: candidate-set size K per subset (Sec. 3.3 / Table 1: size 3, relative position 4, absolute position
+#: and count 9, existence 2); chance level of I2T / T2I is 1 / K
+SPEC_K = {subset: len(LABELS[subset]) for subset in SUBSETS}
 _SUBSET_CODE = {name: i + 1 for i, name in enumerate(SUBSETS)}
 _CLS_CODE = 99
 MAX_ATTEMPTS = 40
@@ -448,10 +451,7 @@ def write_spec(
             {"classes": classes, "template": CLS_TEMPLATE, "items": cls_records},
         )
     return {
-        "engine": "spec",
-        "seed": seed,
-        "image_size": pipeline.size,
-        "pipeline": pipeline.describe(),
+        **pipeline.summary("spec", seed),
         "cases": {sub: len(recs) for sub, recs in by_subset.items()},
         "images": sum(len(r["images"]) for r in records) + n_cls,
         "cls_images": n_cls,
@@ -483,6 +483,7 @@ class SpecEngine(SynthEngine):
 
 __all__ = [
     "LABELS",
+    "SPEC_K",
     "SUBSETS",
     "SpecBuilder",
     "SpecCase",

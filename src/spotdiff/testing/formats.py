@@ -19,6 +19,7 @@ import numpy as np
 from PIL import Image
 
 from spotdiff.jsonio import write_jsonl
+from spotdiff.synth.spec import SPEC_K
 
 __all__ = [
     "CREPE_COMPLEXITIES",
@@ -50,16 +51,6 @@ EQBEN_SUBSETS = (
     "eqbenkubric_attr",
     "eqbensd",
 )
-#: Candidate-set size per SPEC subset (paper Sec. 3.3 / Table 1: size 3, relative position 4,
-#: absolute position and count 9, existence 2).
-SPEC_K = {
-    "absolute_size": 3,
-    "relative_size": 3,
-    "absolute_spatial": 9,
-    "relative_spatial": 4,
-    "existence": 2,
-    "count": 9,
-}
 CREPE_COMPLEXITIES = (4, 5)
 
 _NOUNS = ("dog", "cat", "horse", "car", "man", "woman", "bench", "table", "kite", "boat", "tree", "clock")
