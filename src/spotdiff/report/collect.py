@@ -215,19 +215,13 @@ class ResultTable:
 
     @property
     def subsets(self) -> list[str]:
-        out: list[str] = []
-        for c in self.columns:
-            if c.subset not in out:
-                out.append(c.subset)
-        return out
+        """The columns' subsets, each once, in column order."""
+        return list(dict.fromkeys(c.subset for c in self.columns))
 
     @property
     def metrics(self) -> list[str]:
-        out: list[str] = []
-        for c in self.columns:
-            if c.metric not in out:
-                out.append(c.metric)
-        return out
+        """The columns' metrics, each once, in column order."""
+        return list(dict.fromkeys(c.metric for c in self.columns))
 
     @property
     def runs(self) -> list[RunData]:
