@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import inspect
 import logging
-import re
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -35,6 +34,7 @@ from spotdiff.diagnose.autobatch import DEFAULT_BATCH_SIZE
 from spotdiff.diagnose.cache import default_cache_dir
 from spotdiff.diagnose.runner import EvalConfig, EvalResult, run_eval, set_batch_size
 from spotdiff.errors import SpotdiffError
+from spotdiff.naming import safe_name
 from spotdiff.scorers import Scorer, ScorerOptions, load_scorer
 
 __all__ = [
@@ -411,13 +411,9 @@ def evaluate_grid(
                         load_error = cell.error = f"{type(exc).__name__}: {exc}"
                         log.warning("%s cannot be loaded: %s", spec, load_error)
                         continue
-                cell_out = None if out is None else Path(out) / _slug(spec) / bench
+                cell_out = None if out is None else Path(out) / safe_name(spec, "model") / bench
                 cell.result = evaluate(scorer, bench, data.get(bench), out=cell_out, **config)
             except SpotdiffError as exc:
                 cell.error = f"{type(exc).__name__}: {exc}"
                 log.warning("%s on %s did not run: %s", spec, bench, cell.error)
     return Grid(names, list(benchmarks), cells)
-
-
-def _slug(text: str) -> str:
-    return re.sub(r"[^A-Za-z0-9._-]+", "_", text).strip("_") or "model"

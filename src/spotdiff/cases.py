@@ -69,6 +69,13 @@ class ImageRef(ABC):
     def describe(self) -> str:
         """A short human-readable location, used in error messages and reports."""
 
+    def _file_digest(self, path: Path) -> str:
+        """:func:`file_digest` of ``path``; an unreadable file is a :class:`DataError` naming this reference."""
+        try:
+            return file_digest(path)
+        except OSError as exc:
+            raise DataError(f"cannot read image {self.describe()}: {exc}") from exc
+
     def _decode_error(self, exc: Exception) -> DataError:
         return DataError(f"cannot decode image {self.describe()}: {exc}")
 
@@ -96,11 +103,7 @@ class FileImage(ImageRef):
 
     @cached_property
     def key(self) -> str:  # type: ignore[override]
-        try:
-            digest = file_digest(self.path)
-        except OSError as exc:
-            raise DataError(f"cannot read image {self.describe()}: {exc}") from exc
-        return f"file:{digest}" + _crop_suffix(self.bbox)
+        return f"file:{self._file_digest(self.path)}" + _crop_suffix(self.bbox)
 
     def load(self) -> Image.Image:
         return self._decode(self.path, self.bbox)
@@ -213,11 +216,7 @@ class NpyImage(ImageRef):
 
     @cached_property
     def key(self) -> str:  # type: ignore[override]
-        try:
-            digest = file_digest(self.path)
-        except OSError as exc:
-            raise DataError(f"cannot read image {self.describe()}: {exc}") from exc
-        return f"npy:{digest}:{'bgr' if self.bgr else 'rgb'}"
+        return f"npy:{self._file_digest(self.path)}:{'bgr' if self.bgr else 'rgb'}"
 
     def load(self) -> Image.Image:
         try:

@@ -1,5 +1,5 @@
 """The one way spotdiff writes JSON: NaN as null, numpy values as Python numbers, sorted keys, files
-replaced atomically; and the one rounding of metric values for display.
+replaced atomically; the one JSON-lines reader and writer; and the one rounding of metric values for display.
 
 >>> import numpy as np
 >>> dumps({"b": np.float32(0.5), "a": [float("nan"), np.int64(2)]})
@@ -10,11 +10,17 @@ replaced atomically; and the one rounding of metric values for display.
 
 from __future__ import annotations
 
+import codecs
 import json
 import math
 import os
+from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 from typing import Any
+
+import numpy as np
+
+from spotdiff.errors import DataError
 
 
 def to_jsonable(value: Any) -> Any:
@@ -44,6 +50,76 @@ def write_json(path: str | Path, value: Any, *, indent: int | None = 2) -> Path:
     tmp.write_text(dumps(value, indent=indent) + "\n", encoding="utf-8")
     tmp.replace(path)
     return path
+
+
+def json_default(value: Any) -> Any:
+    """The ``default`` hook of :func:`json.dumps` for data files: numpy numbers as Python numbers,
+    tuples and sets as lists, paths as strings; anything else is a TypeError."""
+    if isinstance(value, np.integer):
+        return int(value)
+    if isinstance(value, np.floating):
+        return float(value)
+    if isinstance(value, (tuple, set)):
+        return list(value)
+    if isinstance(value, Path):
+        return str(value)
+    raise TypeError(f"not JSON serialisable: {type(value).__name__}")
+
+
+def jsonl_line(value: Any) -> str:
+    """``value`` as one line of a data file: keys in insertion order, non-ASCII text kept as is."""
+    return json.dumps(value, ensure_ascii=False, default=json_default)
+
+
+def write_jsonl(path: str | Path, rows: Iterable[Any], *, dump: Callable[[Any], str] = jsonl_line) -> Path:
+    """Write one JSON value per line: ``dump(row)`` and ``"\\n"``, UTF-8; the folder is created.
+
+    Args:
+        path: the file, replaced.
+        rows: the values, in order.
+        dump: one value as one line; :func:`jsonl_line` (data files) by default, :func:`dumps` for run
+            files (sorted keys, NaN as null, ASCII).
+    """
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with open(path, "w", encoding="utf-8", newline="\n") as f:
+        for row in rows:
+            f.write(dump(row) + "\n")
+    return path
+
+
+def iter_jsonl(path: str | Path) -> Iterator[tuple[int, Any]]:
+    """``(line number, value)`` for each non-blank line of a JSON-lines file, streamed.
+
+    A BOM is accepted; an unreadable file, a line that is not UTF-8 or not JSON raises a DataError
+    naming the file and ``line N``. Callers check the values.
+    """
+    path = Path(path)
+    try:
+        with open(path, "rb") as f:
+            offset = 0
+            for lineno, raw in enumerate(f, start=1):
+                if lineno == 1 and raw.startswith(codecs.BOM_UTF8):
+                    raw, offset = raw[len(codecs.BOM_UTF8) :], len(codecs.BOM_UTF8)
+                yield from _jsonl_value(path, lineno, offset, raw)
+                offset += len(raw)
+    except OSError as exc:
+        raise DataError(f"cannot read: {exc}", file=path) from exc
+
+
+def _jsonl_value(path: Path, lineno: int, offset: int, raw: bytes) -> Iterator[tuple[int, Any]]:
+    """The value of one line starting at byte ``offset``, none when it is blank."""
+    try:
+        text = raw.decode("utf-8").rstrip("\r\n")
+    except UnicodeDecodeError as exc:
+        where = f"line {lineno}"
+        raise DataError(f"not valid UTF-8 at byte {offset + exc.start}", file=path, record=where) from exc
+    if not text.strip():
+        return
+    try:
+        yield lineno, json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise DataError(f"invalid JSON at column {exc.pos + 1}: {exc.msg}", file=path, record=f"line {lineno}") from exc
 
 
 def round_values(value: Any, digits: int = 2) -> Any:

@@ -15,6 +15,7 @@ from hypothesis import strategies as st
 from PIL import Image
 
 from spotdiff.benchmarks.base import get_benchmark
+from spotdiff.benchmarks.spec import SPEC_K
 from spotdiff.errors import ConfigError, DataError
 from spotdiff.synth import ENGINES
 from spotdiff.synth.geometry import (
@@ -52,6 +53,11 @@ def tree_digest(root: Path) -> dict[str, str]:
 
 
 # ---- definitions (SPEC Sec. 3.3) ----------------------------------------------------------------
+
+
+def test_synthesized_candidate_sets_have_the_benchmarks_k():
+    """Each subset's labels make the published candidate-set size K (SPEC Sec. 3.3, Table 1)."""
+    assert {subset: len(LABELS[subset]) for subset in SUBSETS} == SPEC_K
 
 
 def test_absolute_size_bands_follow_spec_eq1():

@@ -94,3 +94,38 @@ def test_generated_spec_data_is_scored_by_eval(outputs, tmp_path):
     metrics = json.loads((res / "metrics.json").read_text())
     assert metrics.get("n_cases", 6) == 6
     assert set(metrics["metrics"]) >= {"all", "count", "existence", "absolute_size"}
+
+
+def test_synth_json_records_the_options_alone(outputs):
+    options = json.loads((outputs / "spec" / "synth.json").read_text())["options"]
+    assert sorted(options) == ["backend", "image_size", "n", "no_cls", "objects", "scenes", "seed", "subsets"]
+
+
+def test_engines_take_the_config_the_command_parses(outputs, tmp_path):
+    from spotdiff.commands import build_parser
+    from spotdiff.commands.synth import engine_config
+    from spotdiff.synth.corpus import CorpusConfig, CorpusEngine
+    from spotdiff.synth.output import default_workers
+    from spotdiff.synth.spec import SpecConfig, SpecEngine
+    from spotdiff.synth.visla import VislaConfig, VislaEngine
+
+    def parse(*argv: str):
+        return build_parser().parse_args(["synth", *argv, "--out", str(tmp_path / "x")])
+
+    args = parse("spec", "--n", "1", "--subsets", "count, existence", "--no-cls", "--objects", "./o", "--scenes=snow")
+    assert engine_config(SpecEngine, args) == SpecConfig(
+        n=1,
+        subsets=("count", "existence"),
+        cls=False,
+        objects=Path("o"),
+        scenes=("snow",),
+        workers=default_workers(),
+    )
+    corpus = CorpusConfig(n=100, image_size=64, workers=3)
+    assert engine_config(CorpusEngine, parse("corpus", "--workers", "3")) == corpus
+    args = parse("visla", "--relations", "r.csv", "--negations", "--workers", "1")
+    assert engine_config(VislaEngine, args) == VislaConfig(n=20, relations=Path("r.csv"), negations=True)
+    # the same files as `spotdiff synth spec` with the same options (synth.json is the command's record)
+    SpecEngine(SpecConfig(n=1, seed=5, image_size=64)).write(tmp_path / "spec")
+    expected = {k: v for k, v in digest(outputs / "spec").items() if k != "synth.json"}
+    assert digest(tmp_path / "spec") == expected

@@ -49,19 +49,6 @@ def read_json(path: Path) -> Any:
         ) from exc
 
 
-def read_jsonl(path: Path) -> list[tuple[int, Any]]:
-    """Parse a JSON-lines file into (line number, value) pairs, skipping blank lines."""
-    out = []
-    for lineno, line in enumerate(read_text(path).splitlines(), start=1):
-        if not line.strip():
-            continue
-        try:
-            out.append((lineno, json.loads(line)))
-        except json.JSONDecodeError as exc:
-            raise DataError(f"invalid JSON: {exc.msg}", file=path, record=f"line {lineno}") from exc
-    return out
-
-
 def field(record: Any, name: str, kind: type | tuple[type, ...], *, file: Path, record_id: object) -> Any:
     """``record[name]``, checked to exist and to be of ``kind``; strings must be non-blank."""
     if not isinstance(record, dict):

@@ -24,12 +24,13 @@ from __future__ import annotations
 from collections.abc import Iterator
 from pathlib import Path
 
-from spotdiff.benchmarks._io import field, find_file, read_jsonl
+from spotdiff.benchmarks._io import field, find_file
 from spotdiff.benchmarks._parquet import find_parquet, iter_rows
 from spotdiff.benchmarks.base import BENCHMARKS, Benchmark, BenchmarkMetadata, LoadReport, pair_case
 from spotdiff.benchmarks.sources import HubSource, Part
 from spotdiff.cases import Case, FileImage, ImageRef
 from spotdiff.errors import DataError
+from spotdiff.jsonio import iter_jsonl
 
 SUBSETS = ("Object", "Relation", "Both")
 PARQUET = ("data/test-*.parquet", "data/*.parquet", "*.parquet")
@@ -115,7 +116,7 @@ or the hub parquet layout: DIR/data/test-*.parquet (or DIR/*.parquet) with the s
         files = self._parquet()
         if files is None:
             path = self._file()
-            for lineno, record in read_jsonl(path):
+            for lineno, record in iter_jsonl(path):
                 yield path, f"line {lineno}", record, None
             return
         columns = ("id", "caption_0", "caption_1", "tag", "secondary_tag", "num_main_preds", "collapsed_tag")

@@ -63,20 +63,19 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     t.add_argument("--out", dest="step_out", type=Path, required=True)
     t.set_defaults(func=run_tokenizer)
 
-    s = steps.add_parser("spec-pairs", help="a SPEC folder's matched (image, caption) pairs as captions.jsonl")
-    s.add_argument("--data", type=Path, required=True, help="a SPEC-format folder (spotdiff synth spec)")
-    s.add_argument("--out", dest="step_out", type=Path, required=True)
-    s.set_defaults(func=run_spec_pairs)
-
-    k = steps.add_parser("cls-prompts", help="a diagnostic SPEC cls folder whose prompts name colour and texture")
-    k.add_argument("--data", type=Path, required=True, help="a SPEC-format folder with a cls/ task")
-    k.add_argument("--out", dest="step_out", type=Path, required=True)
-    k.set_defaults(func=run_cls_prompts)
-
-    a = steps.add_parser("aro-set", help="an ARO COCO-Order-style set (Karpathy JSON) from a corpus")
-    a.add_argument("--corpus", type=Path, required=True, help="a folder written by `spotdiff synth corpus`")
-    a.add_argument("--out", dest="step_out", type=Path, required=True)
-    a.set_defaults(func=run_aro_set)
+    derived = (  # steps that derive a data set from one folder: name, help, its option, that option's help, run
+        ("spec-pairs", "a SPEC folder's matched (image, caption) pairs as captions.jsonl", "--data",
+         "a SPEC-format folder (spotdiff synth spec)", run_spec_pairs),
+        ("cls-prompts", "a diagnostic SPEC cls folder whose prompts name colour and texture", "--data",
+         "a SPEC-format folder with a cls/ task", run_cls_prompts),
+        ("aro-set", "an ARO COCO-Order-style set (Karpathy JSON) from a corpus", "--corpus",
+         "a folder written by `spotdiff synth corpus`", run_aro_set),
+    )  # fmt: skip
+    for name, step_help, option, option_help, func in derived:
+        s = steps.add_parser(name, help=step_help)
+        s.add_argument(option, type=Path, required=True, help=option_help)
+        s.add_argument("--out", dest="step_out", type=Path, required=True)
+        s.set_defaults(func=func)
 
     c = steps.add_parser("train-captioner", help="train a small BLIP captioner (vgpt:OUT) on image-caption pairs")
     c.add_argument("--captions", type=Path, required=True, help="captions.jsonl")

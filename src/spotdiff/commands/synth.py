@@ -20,18 +20,88 @@ from __future__ import annotations
 import argparse
 import shutil
 import sys
+from collections.abc import Callable
+from dataclasses import fields
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import PIL
 
 from spotdiff.errors import ConfigError
-from spotdiff.synth import ENGINES
-from spotdiff.synth.output import write_json
+from spotdiff.synth import ENGINES, SynthConfig, SynthEngine
+from spotdiff.synth.eqben import SUBSETS as EQBEN_SUBSETS
+from spotdiff.synth.output import default_workers, write_json
+from spotdiff.synth.pipeline import BACKENDS
+from spotdiff.synth.spec import SUBSETS as SPEC_SUBSETS
 from spotdiff.version import __version__
 
-_DEFAULT_N = {"spec": 10, "eqben": 10, "visla": 20, "corpus": 100}
-_DEFAULT_SIZE = {"corpus": 64}
+
+def _subsets_argument(parser: argparse.ArgumentParser, subsets: tuple[str, ...]) -> None:
+    parser.add_argument("--subsets", help=f"comma-separated subsets (default: all of {', '.join(subsets)})")
+
+
+def _spec_arguments(parser: argparse.ArgumentParser) -> None:
+    _subsets_argument(parser, SPEC_SUBSETS)
+    parser.add_argument("--no-cls", action="store_true", help="skip the cls/ classification images")
+
+
+def _eqben_arguments(parser: argparse.ArgumentParser) -> None:
+    _subsets_argument(parser, EQBEN_SUBSETS)
+    parser.add_argument("--sd-pairs", type=int, help="EQ-SD caption pairs to write (default: --n)")
+
+
+def _visla_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--relations",
+        metavar="FILE",
+        help="your relation annotations (.jsonl or .csv: image, subject, relation, object[, caption]); "
+        "default: render canvas scenes",
+    )
+    parser.add_argument("--negations", action="store_true", help="also rank 'is not ...' negatives")
+
+
+#: the options of an engine beyond those every engine takes
+_ENGINE_ARGUMENTS: dict[str, Callable[[argparse.ArgumentParser], None]] = {
+    "spec": _spec_arguments,
+    "eqben": _eqben_arguments,
+    "visla": _visla_arguments,
+}
+
+
+def _pipeline_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--objects", metavar="DIR", help="a folder of your own RGBA cut-outs (DIR/<class>/*.png)")
+    parser.add_argument(
+        "--backend",
+        choices=BACKENDS,
+        default="procedural",
+        help="procedural (default, offline, CPU) or generative (needs the 'generate' extra)",
+    )
+    parser.add_argument("--scenes", help="comma-separated background scenes (default: all)")
+    parser.add_argument("--workers", type=int, default=default_workers(), help="worker processes")
+
+
+def _names(value: str | None) -> tuple[str, ...] | None:
+    """``a,b`` as ``("a", "b")``; None when not given."""
+    return tuple(v.strip() for v in value.split(",")) if value else None
+
+
+def _path(value: str | None) -> Path | None:
+    return Path(value) if value else None
+
+
+#: how an option's text becomes a configuration field
+_PARSE: dict[str, Callable[[Any], Any]] = {"objects": _path, "relations": _path, "scenes": _names, "subsets": _names}
+
+
+def engine_config(cls: type[SynthEngine], args: argparse.Namespace) -> SynthConfig:
+    """The configuration of engine ``cls`` from its parsed ``spotdiff synth`` options."""
+    given = vars(args)
+    values = {"cls": not given["no_cls"]} if "no_cls" in given else {}
+    for f in fields(cls.config_class):
+        if f.name in given:
+            values[f.name] = _PARSE.get(f.name, lambda v: v)(given[f.name])
+    return cls.config_class(**values)
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -47,14 +117,14 @@ def register(subparsers: argparse._SubParsersAction) -> None:
             name, help=cls.description, description=(cls.__module__ and sys.modules[cls.__module__].__doc__)
         )
         e.formatter_class = argparse.RawDescriptionHelpFormatter
+        defaults = cls.config_class()
         e.add_argument("--out", required=True, type=Path, help="output folder (created; must be empty)")
-        e.add_argument("--n", type=int, default=_DEFAULT_N.get(name, 10), help="how many (see `spotdiff synth -h`)")
-        e.add_argument("--seed", type=int, default=0, help="random seed (same seed, same bytes)")
-        e.add_argument(
-            "--image-size", type=int, default=_DEFAULT_SIZE.get(name, 224), help="square image side in pixels"
-        )
+        e.add_argument("--n", type=int, default=defaults.n, help="how many (see `spotdiff synth -h`)")
+        e.add_argument("--seed", type=int, default=defaults.seed, help="random seed (same seed, same bytes)")
+        e.add_argument("--image-size", type=int, default=defaults.image_size, help="square image side in pixels")
         e.add_argument("--overwrite", action="store_true", help="replace an earlier synth output in --out")
-        cls.add_arguments(e)
+        _ENGINE_ARGUMENTS.get(name, lambda parser: None)(e)
+        _pipeline_arguments(e)
         e.set_defaults(func=run, synth_engine=name)
     c = engines.add_parser("contact-sheet", help="a PNG of example cases per subset of a synthesized dataset")
     c.add_argument("dir", type=Path, help="a folder written by `spotdiff synth`")
@@ -85,12 +155,13 @@ def run(args: argparse.Namespace) -> int:
         raise ConfigError("--n must be >= 0")
     cls = ENGINES.get(name)
     _prepare_out(args.out, args.overwrite)
-    engine = cls.from_args(args)
+    engine = cls(engine_config(cls, args))
     summary = engine.write(args.out)
     options = {
         k: (str(v) if isinstance(v, Path) else v)
         for k, v in sorted(vars(args).items())
         if k not in ("func", "out", "overwrite", "command", "engine", "synth_engine", "verbose", "workers")
+        and not k.startswith("_")  # the parser's own bookkeeping (a set, in no fixed order)
     }
     record = {
         "spotdiff": __version__,

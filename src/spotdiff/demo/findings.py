@@ -15,6 +15,7 @@ import json
 from pathlib import Path
 from typing import Any
 
+from spotdiff.benchmarks.spec import SPEC_K
 from spotdiff.demo.plan import stage_results
 from spotdiff.demo.profiles import (
     CLIP_MODELS,
@@ -23,12 +24,11 @@ from spotdiff.demo.profiles import (
     MODEL_LABELS,
     PAIRS,
     RETENTION_EVALS,
-    SPEC_K,
     STORE,
 )
 from spotdiff.demo.summary import summary_markdown
 from spotdiff.diagnose.store import RunStore
-from spotdiff.jsonio import write_json
+from spotdiff.jsonio import iter_jsonl, write_json
 from spotdiff.protocols import Evaluation, PairedComparison, get_protocol, paired_comparison
 from spotdiff.report.collect import evaluation_from_units, run_ties, subset_groups
 from spotdiff.synth.spec import SUBSETS as SPEC_SUBSETS
@@ -89,11 +89,10 @@ def instance_overlap(out: Path) -> dict:
         if not folder.is_dir():
             return acc
         for path in sorted(folder.rglob("metadata.json*")) + sorted(folder.rglob("classification.json")):
-            text = path.read_text(encoding="utf-8")
             rows = (
-                [json.loads(x) for x in text.splitlines() if x.strip()]
+                [row for _, row in iter_jsonl(path)]
                 if path.suffix == ".jsonl"
-                else [json.loads(text)]
+                else [json.loads(path.read_text(encoding="utf-8"))]
             )
             instances(rows, acc)
         return acc

@@ -14,8 +14,10 @@ from importlib.resources import files
 from pathlib import Path
 from typing import Any
 
-from spotdiff.demo.profiles import CLIP_MODELS, FINETUNES, SPEC_K, DemoConfig
+from spotdiff.benchmarks.spec import SPEC_K
+from spotdiff.demo.profiles import CLIP_MODELS, FINETUNES, DemoConfig
 from spotdiff.errors import DataError
+from spotdiff.jsonio import iter_jsonl
 from spotdiff.plans import Stage
 from spotdiff.plans.file import parse_plan
 
@@ -146,7 +148,7 @@ def _debias_file(folder: Path) -> dict:
 def _retention(folder: Path) -> dict:
     """Per evaluated set, the run ids at the first and the last evaluation (``OUT/eval_log.jsonl``)."""
     log = folder / "eval_log.jsonl"
-    rows = [json.loads(line) for line in log.read_text(encoding="utf-8").splitlines() if line.strip()]
+    rows = [row for _, row in iter_jsonl(log)]
     out: dict[str, dict] = {}
     for row in sorted(rows, key=lambda r: r["step"]):
         entry = out.setdefault(row["label"], {"start": row["run_id"], "start_step": row["step"]})
@@ -159,9 +161,7 @@ def _train_summary(folder: Path) -> dict:
     log = folder / "train_log.jsonl"
     first = None
     if log.is_file():
-        lines = [ln for ln in log.read_text(encoding="utf-8").splitlines() if ln.strip()]
-        if lines:
-            first = json.loads(lines[0]).get("loss")
+        first = next((row.get("loss") for _, row in iter_jsonl(log)), None)
     return {
         "steps": data.get("step"),
         "first_loss": first,

@@ -6,7 +6,6 @@ from dataclasses import dataclass
 from pathlib import Path
 
 #: chance level of SPEC I2T / T2I per subset (1 / K) and of cls (1 / number of classes, filled in later)
-from spotdiff.benchmarks.spec import SPEC_K as SPEC_K
 
 DEFAULT_OUT = Path("spotdiff-demo")
 STORE = "runs.sqlite"

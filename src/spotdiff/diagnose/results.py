@@ -16,6 +16,7 @@ from typing import Any
 
 from spotdiff.diagnose.store import Run
 from spotdiff.errors import ConfigError, DataError
+from spotdiff.jsonio import iter_jsonl
 
 
 def is_result_dir(ref: str | Path) -> bool:
@@ -74,36 +75,29 @@ def read_result_dir(folder: str | Path) -> tuple[Run, list[dict[str, Any]]]:
 def read_scores(path: Path) -> list[dict[str, Any]]:
     """The unit records of a ``scores.jsonl`` file; a malformed line is a :class:`DataError` naming it."""
     units: list[dict[str, Any]] = []
-    with open(path, encoding="utf-8") as f:
-        for n, line in enumerate(f, start=1):
-            if not line.strip():
-                continue
-            try:
-                rec = json.loads(line)
-            except ValueError as exc:
-                raise DataError(f"not JSON ({exc})", file=path, record=f"line {n}") from None
-            if not isinstance(rec, dict) or not isinstance(rec.get("id"), str):
-                raise DataError("expected an object with a string 'id'", file=path, record=f"line {n}")
-            tags = rec.get("tags") or {"subset": rec.get("subset", "")}
-            if "units" in rec:
-                parts = rec["units"]
-                if not isinstance(parts, list) or not all(isinstance(u, dict) and "unit" in u for u in parts):
-                    raise DataError("expected objects with a 'unit'", file=path, record=rec["id"], field="units")
-                pairs = [(str(u["unit"]), {k: v for k, v in u.items() if k != "unit"}) for u in parts]
-            elif isinstance(rec.get("correct"), dict):
-                pairs = [(str(rec.get("unit", rec["id"])), rec["correct"])]
-            else:
-                raise DataError("no per-unit outcomes ('correct' or 'units')", file=path, record=rec["id"])
-            for unit_id, outcomes in pairs:
-                units.append(
-                    {
-                        "unit_id": unit_id,
-                        "case_id": rec["id"],
-                        "subset": str(rec.get("subset", tags.get("subset", ""))),
-                        "outcomes": outcomes,
-                        "tags": tags,
-                    }
-                )
+    for n, rec in iter_jsonl(path):
+        if not isinstance(rec, dict) or not isinstance(rec.get("id"), str):
+            raise DataError("expected an object with a string 'id'", file=path, record=f"line {n}")
+        tags = rec.get("tags") or {"subset": rec.get("subset", "")}
+        if "units" in rec:
+            parts = rec["units"]
+            if not isinstance(parts, list) or not all(isinstance(u, dict) and "unit" in u for u in parts):
+                raise DataError("expected objects with a 'unit'", file=path, record=rec["id"], field="units")
+            pairs = [(str(u["unit"]), {k: v for k, v in u.items() if k != "unit"}) for u in parts]
+        elif isinstance(rec.get("correct"), dict):
+            pairs = [(str(rec.get("unit", rec["id"])), rec["correct"])]
+        else:
+            raise DataError("no per-unit outcomes ('correct' or 'units')", file=path, record=rec["id"])
+        for unit_id, outcomes in pairs:
+            units.append(
+                {
+                    "unit_id": unit_id,
+                    "case_id": rec["id"],
+                    "subset": str(rec.get("subset", tags.get("subset", ""))),
+                    "outcomes": outcomes,
+                    "tags": tags,
+                }
+            )
     if not units:
         raise DataError("no units", file=path)
     return units

@@ -12,6 +12,7 @@ from typing import Any, Protocol
 
 import torch
 
+from spotdiff.jsonio import iter_jsonl, write_jsonl
 from spotdiff.optimize.config import TrainConfig
 from spotdiff.optimize.evaluation import KeepBest, TrainingEvaluator
 from spotdiff.optimize.retention import write_retention
@@ -100,9 +101,8 @@ class StepLog(Callback):
         self.path = trainer.out / "train_log.jsonl"
         kept = []
         if trainer.step and self.path.is_file():
-            lines = self.path.read_text(encoding="utf-8").splitlines()
-            kept = [line for line in lines if line.strip() and json.loads(line).get("step", 0) <= trainer.step]
-        self.path.write_text("".join(line + "\n" for line in kept), encoding="utf-8")
+            kept = [row for _, row in iter_jsonl(self.path) if row.get("step", 0) <= trainer.step]
+        write_jsonl(self.path, kept, dump=json.dumps)
 
     def on_step(self, trainer: Trainer, out: StepOutput) -> None:
         with self.path.open("a", encoding="utf-8") as f:

@@ -16,7 +16,6 @@ rank builds the same global batch, and resuming at step ``s`` needs no sampler s
 
 from __future__ import annotations
 
-import json
 import logging
 from collections import OrderedDict
 from collections.abc import Sequence
@@ -27,6 +26,7 @@ import torch
 
 from spotdiff.cases import Case, FileImage, ImageRef
 from spotdiff.errors import DataError
+from spotdiff.jsonio import iter_jsonl
 
 log = logging.getLogger(__name__)
 
@@ -42,18 +42,8 @@ class Pair:
 def read_captions(path: str | Path) -> list[Pair]:
     """The pairs of a ``captions.jsonl`` file (``{"image": ..., "caption": ...}`` per line)."""
     path = Path(path)
-    try:
-        lines = path.read_text(encoding="utf-8").splitlines()
-    except OSError as exc:
-        raise DataError(f"cannot read captions: {exc}", file=path) from exc
     pairs: list[Pair] = []
-    for n, line in enumerate(lines, start=1):
-        if not line.strip():
-            continue
-        try:
-            record = json.loads(line)
-        except ValueError as exc:
-            raise DataError(f"not JSON: {exc}", file=path, record=f"line {n}") from exc
+    for n, record in iter_jsonl(path):
         if not isinstance(record, dict) or not isinstance(record.get("image"), str):
             raise DataError("each line needs an 'image' path", file=path, record=f"line {n}", field="image")
         texts = record.get("captions", record.get("caption"))

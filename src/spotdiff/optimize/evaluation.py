@@ -22,7 +22,7 @@ from PIL import Image
 
 from spotdiff.diagnose.runner import EvalConfig, resolve, run_eval
 from spotdiff.errors import ConfigError
-from spotdiff.jsonio import dumps, write_json
+from spotdiff.jsonio import dumps, iter_jsonl, write_json, write_jsonl
 from spotdiff.scorers.base import EmbeddingScorer, ScorerOptions, state_dict_digest
 
 log = logging.getLogger(__name__)
@@ -220,13 +220,13 @@ class TrainingEvaluator:
         """The evaluations logged so far (``eval_log.jsonl``)."""
         if not self.log_path.is_file():
             return []
-        return [json.loads(line) for line in self.log_path.read_text(encoding="utf-8").splitlines() if line.strip()]
+        return [row for _, row in iter_jsonl(self.log_path)]
 
     def truncate(self, step: int) -> None:
         """Keep the log of the steps up to ``step`` (a resumed run continues the same curve), and the best
         value among them."""
         kept = [r for r in self.records() if r["step"] <= step]
-        self.log_path.write_text("".join(dumps(r) + "\n" for r in kept), encoding="utf-8")
+        write_jsonl(self.log_path, kept, dump=dumps)
         best = self.out / "best" / "best.json"
         if self.keep is not None and best.is_file():
             saved = json.loads(best.read_text(encoding="utf-8"))

@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
-import json
 from collections.abc import Sequence
 from pathlib import Path
+
+from spotdiff.jsonio import iter_jsonl
 
 SPECIAL_TOKENS = ("[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "[DEC]")
 
@@ -33,13 +34,11 @@ def build_tokenizer(captions: Sequence[Path], out: Path, *, max_length: int = 64
     counts: Counter = Counter()
     n = 0
     for path in captions:
-        for line in Path(path).read_text(encoding="utf-8").splitlines():
-            if line.strip():
-                row = json.loads(line)
-                texts = row.get("captions", row.get("caption"))
-                for t in [texts] if isinstance(texts, str) else texts:
-                    counts.update(w for w, _ in pre.pre_tokenize_str(normalizer.normalize_str(t)))
-                    n += 1
+        for _, row in iter_jsonl(path):
+            texts = row.get("captions", row.get("caption"))
+            for t in [texts] if isinstance(texts, str) else texts:
+                counts.update(w for w, _ in pre.pre_tokenize_str(normalizer.normalize_str(t)))
+                n += 1
     chars = string.ascii_lowercase + string.digits + string.punctuation
     vocab = list(SPECIAL_TOKENS)
     seen = set(vocab)

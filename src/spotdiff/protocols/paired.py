@@ -178,9 +178,10 @@ def paired_comparison(
     a_val, b_val = value(va), value(vb)
     diff = a_val - b_val
     clustered = clusters(ga, len(ids_a)) is not None
+    paired = _Paired(protocol, metric, va, vb, ga, cols)
     lo, hi = (math.nan, math.nan)
     if n_boot > 0:
-        lo, hi = _paired_interval(protocol, metric, va, vb, ga, cols, parts, n_boot, seed, ci)
+        lo, hi = paired.interval(parts, n_boot, seed, ci)
     resampling = "cases" if clustered else "units"
     xa, xb = va.get(metric), vb.get(metric)
     binary = (
@@ -200,7 +201,7 @@ def paired_comparison(
     if diff == 0 or math.isnan(diff):
         p = 1.0
     else:
-        d_perm = _sign_flips(protocol, metric, va, vb, ga, cols, n_perm, seed, clustered)
+        d_perm = paired.sign_flips(n_perm, seed, clustered)
         tol = 1e-9 * max(1.0, abs(diff))
         p = float((1 + np.sum(np.abs(d_perm) >= abs(diff) - tol)) / (1 + n_perm))
     test = "sign-flip-cases" if clustered else "sign-flip-units"
@@ -209,69 +210,69 @@ def paired_comparison(
     )
 
 
-def _paired_interval(
-    protocol: Protocol,
-    metric: str,
-    va: Mapping[str, np.ndarray],
-    vb: Mapping[str, np.ndarray],
-    ga: Mapping[str, np.ndarray],
-    cols: list[np.ndarray],
-    parts: list[str | None],
-    n_boot: int,
-    seed: int,
-    ci: float,
-) -> tuple[float, float]:
-    """Percentile interval of ``a - b``: the same resamples (of cases or units) for both, drawn in
-    each part separately and averaged over the parts (stratified for a mean over subsets)."""
-    per_part = []
-    for c, part in zip(cols, parts, strict=True):
-        pa, pb = {m: x[c] for m, x in va.items()}, {m: x[c] for m, x in vb.items()}
-        g = {t: x[c] for t, x in ga.items()}
+@dataclass(frozen=True)
+class _Paired:
+    """The outcomes of two evaluations on the same units, in the same order, and the scope's parts."""
 
-        def diff(idx: np.ndarray, pa=pa, pb=pb, g=g) -> dict[str, np.ndarray]:
-            da = protocol.aggregate_resamples(pa, g, idx)[metric]
-            db = protocol.aggregate_resamples(pb, g, idx)[metric]
-            return {"d": da - db}
+    protocol: Protocol
+    metric: str
+    #: per-unit outcomes of a and of b
+    va: Mapping[str, np.ndarray]
+    vb: Mapping[str, np.ndarray]
+    #: the units' groupings (``case``, ``subset``, ...)
+    ga: Mapping[str, np.ndarray]
+    #: the unit indices of each part of the scope
+    cols: list[np.ndarray]
 
-        rng = scope_rng(seed, "all" if part is None else part)
-        per_part.append(resample_units(diff, g, len(c), n_boot, rng)["d"])
-    lo, hi = percentile_ci(np.mean(np.stack(per_part), axis=0), ci)
-    return lo, hi
+    def interval(self, parts: list[str | None], n_boot: int, seed: int, ci: float) -> tuple[float, float]:
+        """Percentile interval of ``a - b``: the same resamples (of cases or units) for both, drawn in
+        each part (``parts``, one per column set) separately and averaged over the parts (stratified
+        for a mean over subsets).
 
+        Args:
+            parts: the scope's subsets (None: all), one per entry of :attr:`cols`.
+            n_boot: resamples.
+            seed: seeds each part's generator.
+            ci: the interval's coverage.
+        """
+        per_part = []
+        for c, part in zip(self.cols, parts, strict=True):
+            pa, pb = {m: x[c] for m, x in self.va.items()}, {m: x[c] for m, x in self.vb.items()}
+            g = {t: x[c] for t, x in self.ga.items()}
 
-def _sign_flips(
-    protocol: Protocol,
-    metric: str,
-    va: Mapping[str, np.ndarray],
-    vb: Mapping[str, np.ndarray],
-    ga: Mapping[str, np.ndarray],
-    cols: list[np.ndarray],
-    n_perm: int,
-    seed: int,
-    clustered: bool,
-) -> np.ndarray:
-    """``[n_perm]`` values of ``a - b`` with the A/B outcomes of whole cases (or single units)
-    swapped at random, each with probability 1/2 (the same swaps in every part of the scope)."""
-    n = len(ga["case"])
-    if clustered:
-        _, unit_cluster = np.unique(np.asarray(ga["case"]), return_inverse=True)
-        unit_cluster = unit_cluster.reshape(-1)
-    else:
-        unit_cluster = np.arange(n)
-    n_clusters = int(unit_cluster.max()) + 1
-    stacked = []
-    for c in cols:  # each part's units stacked twice: [a outcomes, b outcomes]
-        both = {m: np.concatenate([va[m][c], vb[m][c]]) for m in va}
-        stacked.append((c, both, {t: np.concatenate([x[c], x[c]]) for t, x in ga.items()}))
+            def diff(idx: np.ndarray, pa=pa, pb=pb, g=g) -> dict[str, np.ndarray]:
+                da = self.protocol.aggregate_resamples(pa, g, idx)[self.metric]
+                db = self.protocol.aggregate_resamples(pb, g, idx)[self.metric]
+                return {"d": da - db}
 
-    def flipped(coins: np.ndarray) -> dict[str, np.ndarray]:
-        d = []
-        for c, both, both_groups in stacked:
-            flip = coins.astype(bool)[:, unit_cluster[c]]  # swap unit k's outcomes where flip[:, k]
-            base = np.arange(len(c))[None, :]
-            da = protocol.aggregate_resamples(both, both_groups, base + len(c) * flip)[metric]
-            db = protocol.aggregate_resamples(both, both_groups, base + len(c) * ~flip)[metric]
-            d.append(da - db)
-        return {"d": np.mean(np.stack(d), axis=0)}
+            rng = scope_rng(seed, "all" if part is None else part)
+            per_part.append(resample_units(diff, g, len(c), n_boot, rng)["d"])
+        lo, hi = percentile_ci(np.mean(np.stack(per_part), axis=0), ci)
+        return lo, hi
 
-    return resample(flipped, n_clusters, n_perm, np.random.default_rng([seed, 1]), high=2, width=n)["d"]
+    def sign_flips(self, n_perm: int, seed: int, clustered: bool) -> np.ndarray:
+        """``[n_perm]`` values of ``a - b`` with the A/B outcomes of whole cases (``clustered``) or
+        single units swapped at random, each with probability 1/2 (the same swaps in every part)."""
+        n = len(self.ga["case"])
+        if clustered:
+            _, unit_cluster = np.unique(np.asarray(self.ga["case"]), return_inverse=True)
+            unit_cluster = unit_cluster.reshape(-1)
+        else:
+            unit_cluster = np.arange(n)
+        n_clusters = int(unit_cluster.max()) + 1
+        stacked = []
+        for c in self.cols:  # each part's units stacked twice: [a outcomes, b outcomes]
+            both = {m: np.concatenate([self.va[m][c], self.vb[m][c]]) for m in self.va}
+            stacked.append((c, both, {t: np.concatenate([x[c], x[c]]) for t, x in self.ga.items()}))
+
+        def flipped(coins: np.ndarray) -> dict[str, np.ndarray]:
+            d = []
+            for c, both, both_groups in stacked:
+                flip = coins.astype(bool)[:, unit_cluster[c]]  # swap unit k's outcomes where flip[:, k]
+                base = np.arange(len(c))[None, :]
+                da = self.protocol.aggregate_resamples(both, both_groups, base + len(c) * flip)[self.metric]
+                db = self.protocol.aggregate_resamples(both, both_groups, base + len(c) * ~flip)[self.metric]
+                d.append(da - db)
+            return {"d": np.mean(np.stack(d), axis=0)}
+
+        return resample(flipped, n_clusters, n_perm, np.random.default_rng([seed, 1]), high=2, width=n)["d"]

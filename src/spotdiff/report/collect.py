@@ -34,6 +34,7 @@ from scipy.stats import binomtest
 from spotdiff.benchmarks import BENCHMARKS
 from spotdiff.diagnose.store import Run, RunStore
 from spotdiff.errors import ConfigError, DataError, SpotdiffError
+from spotdiff.naming import slugify
 from spotdiff.protocols import (
     SUBSET_MEAN,
     TESTS,
@@ -214,19 +215,13 @@ class ResultTable:
 
     @property
     def subsets(self) -> list[str]:
-        out: list[str] = []
-        for c in self.columns:
-            if c.subset not in out:
-                out.append(c.subset)
-        return out
+        """The columns' subsets, each once, in column order."""
+        return list(dict.fromkeys(c.subset for c in self.columns))
 
     @property
     def metrics(self) -> list[str]:
-        out: list[str] = []
-        for c in self.columns:
-            if c.metric not in out:
-                out.append(c.metric)
-        return out
+        """The columns' metrics, each once, in column order."""
+        return list(dict.fromkeys(c.metric for c in self.columns))
 
     @property
     def runs(self) -> list[RunData]:
@@ -234,10 +229,6 @@ class ResultTable:
 
     def column_of(self, subset: str, metric: str) -> Column:
         return next(c for c in self.columns if c.subset == subset and c.metric == metric)
-
-
-def slugify(text: str) -> str:
-    return re.sub(r"[^a-zA-Z0-9]+", "-", text).strip("-").lower() or "x"
 
 
 def short_model(model: str, limit: int = 40) -> str:

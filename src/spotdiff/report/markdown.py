@@ -8,10 +8,10 @@ the gallery's thumbnails are written to ``figures/thumbs/``. The Markdown galler
 from __future__ import annotations
 
 import math
-import re
 from pathlib import Path
 from typing import Any
 
+from spotdiff.naming import safe_name
 from spotdiff.report.export import identity_text
 from spotdiff.report.model import Report
 
@@ -27,10 +27,6 @@ def _f(x: Any, digits: int = 2) -> str:
     if x is None or (isinstance(x, float) and not math.isfinite(x)):
         return "–"
     return f"{float(x):.{digits}f}"
-
-
-def _safe(name: str) -> str:
-    return re.sub(r"[^A-Za-z0-9._-]+", "_", name)[:80]
 
 
 def render_markdown(report: Report, out: str | Path | None = None) -> str:
@@ -139,7 +135,7 @@ def _gallery(ts: Any, thumbs_dir: Path | None) -> list[str]:
             thumbs_dir.mkdir(parents=True, exist_ok=True)
             links = []
             for k, th in enumerate(gc.thumbs):
-                name = _safe(f"{g.table_slug}-{gc.case_id}-{k + 1}") + ".jpg"
+                name = safe_name(f"{g.table_slug}-{gc.case_id}-{k + 1}")[:80] + ".jpg"
                 (thumbs_dir / name).write_bytes(th.jpeg)
                 links.append(f"![I{k + 1}](figures/thumbs/{name})")
             lines.append("  " + " ".join(links))

@@ -8,7 +8,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from spotdiff.report.collect import ALPHA, N_PERM, ResultTable, RunData, slugify
+from spotdiff.naming import slugify
+from spotdiff.report.collect import ALPHA, N_PERM, ResultTable, RunData
 from spotdiff.report.gallery import Gallery
 from spotdiff.report.plots import Plot
 from spotdiff.version import __version__

@@ -20,46 +20,67 @@ whatever the number of worker processes.
 
 from __future__ import annotations
 
-import argparse
 from abc import ABC, abstractmethod
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, ClassVar
 
 from spotdiff.registry import Registry
+from spotdiff.synth.pipeline import Pipeline, make_pipeline
+
+
+@dataclass(frozen=True)
+class SynthConfig:
+    """The options every engine takes (``spotdiff synth ENGINE`` parses them from its command line)."""
+
+    #: how many: cases per subset (spec), pairs per subset (eqben), scenes (visla), image-caption
+    #: pairs (corpus) or images (zeroshot)
+    n: int = 10
+    #: random seed; the same options give the same bytes
+    seed: int = 0
+    #: square image side in pixels
+    image_size: int = 224
+    #: a folder of your own RGBA cut-outs (``DIR/<class>/*.png``); None: the procedural library
+    objects: Path | None = None
+    #: ``procedural`` (offline, CPU) or ``generative`` (needs the ``generate`` extra)
+    backend: str = "procedural"
+    #: background scenes to draw from; None: all
+    scenes: tuple[str, ...] | None = None
+    #: worker processes (the output does not depend on them)
+    workers: int = 1
+
+    def pipeline(self) -> Pipeline:
+        """The canvas pipeline these options describe."""
+        scenes = list(self.scenes) if self.scenes else None
+        return make_pipeline(self.image_size, backend=self.backend, objects=self.objects, scenes=scenes)
+
+    def common(self) -> dict[str, Any]:
+        """The keyword arguments every ``write_<engine>`` function takes."""
+        return {
+            "n": self.n,
+            "seed": self.seed,
+            "size": self.image_size,
+            "pipeline": self.pipeline(),
+            "workers": self.workers,
+        }
 
 
 class SynthEngine(ABC):
-    """Base class of synthesis engines: options from the command line, ``write(out)`` a dataset."""
+    """Base class of synthesis engines: built from a :class:`SynthConfig`, ``write(out)`` a dataset."""
 
     name: ClassVar[str] = ""
     description: ClassVar[str] = ""
     #: the loader (``spotdiff eval --benchmark NAME``) that reads what this engine writes
     benchmark: ClassVar[str | None] = None
+    #: the engine's options, with their defaults
+    config_class: ClassVar[type[SynthConfig]] = SynthConfig
 
-    @classmethod  # noqa: B027 - an optional hook: no engine-specific options by default
-    def add_arguments(cls, parser: argparse.ArgumentParser) -> None:
-        """Engine-specific options (the common ones are added by the ``synth`` command)."""
-
-    def __init__(self, args: argparse.Namespace) -> None:
-        self.args = args
-
-    @classmethod
-    def from_args(cls, args: argparse.Namespace) -> SynthEngine:
-        """The engine configured by the parsed ``spotdiff synth`` options."""
-        return cls(args)
+    def __init__(self, config: SynthConfig) -> None:
+        self.config = config
 
     @abstractmethod
     def write(self, out: Path) -> dict[str, Any]:
         """Write the dataset under ``out``; return a short summary (also saved as ``synth.json``)."""
 
 
-def parse_subsets(value: str | None) -> list[str] | None:
-    """``--subsets a,b`` as a list (None: every subset)."""
-    return [v.strip() for v in value.split(",")] if value else None
-
-
 ENGINES: Registry[type[SynthEngine]] = Registry("synthesis engine", "spotdiff.synth")
-
-
-def get_engine(name: str) -> type[SynthEngine]:
-    return ENGINES.get(name)

@@ -16,6 +16,7 @@ from pathlib import Path
 from PIL import Image, ImageDraw
 
 from spotdiff.errors import DataError
+from spotdiff.jsonio import iter_jsonl
 from spotdiff.synth.objects import font
 
 BG = (255, 255, 255)
@@ -122,7 +123,7 @@ def contact_sheet(root: str | Path, out: str | Path, *, per_subset: int = 2, thu
     caps = root / "captions.jsonl"
     if caps.is_file():
         found = True
-        rows = [json.loads(line) for line in caps.read_text(encoding="utf-8").splitlines() if line.strip()]
+        rows = [row for _, row in iter_jsonl(caps)]
         per_row = 6
         for start in range(0, min(len(rows), 3 * per_row), per_row):
             sheet.add(

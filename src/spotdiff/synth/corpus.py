@@ -17,16 +17,17 @@ Output: ``DIR/images/*.png`` and ``DIR/captions.jsonl`` (``{"image": "images/000
 
 from __future__ import annotations
 
-import argparse
+from dataclasses import dataclass
 from pathlib import Path
 
-from spotdiff.synth import ENGINES, SynthEngine
+from spotdiff.jsonio import write_jsonl
+from spotdiff.synth import ENGINES, SynthConfig, SynthEngine
 from spotdiff.synth.eqben import SUBSETS as EQBEN_SUBSETS
 from spotdiff.synth.eqben import EqbenBuilder
 from spotdiff.synth.language import sentence, with_article
-from spotdiff.synth.output import parallel_map, save_png, write_jsonl
+from spotdiff.synth.output import parallel_map, save_png
 from spotdiff.synth.pipeline import Pipeline, make_pipeline
-from spotdiff.synth.spec import LABELS, SUBSETS, SpecBuilder, add_pipeline_arguments, pipeline_from_args
+from spotdiff.synth.spec import LABELS, SUBSETS, SpecBuilder
 
 CORPUS_NAMESPACE = 7
 #: how often each kind of image is drawn (weights)
@@ -79,27 +80,26 @@ def write_corpus(
     write_jsonl(out / "captions.jsonl", [{"image": r["image"], "caption": r["caption"]} for r in rows])
     write_jsonl(out / "metadata.jsonl", rows)
     return {
-        "engine": "corpus",
-        "seed": seed,
-        "image_size": pipeline.size,
-        "pipeline": pipeline.describe(),
+        **pipeline.summary("corpus", seed),
         "pairs": len(rows),
         "kinds": {k: sum(1 for r in rows if r["kind"] == k) for k in kinds},
         "split": "train (odd instance seeds, separate layout namespace)",
     }
 
 
+@dataclass(frozen=True)
+class CorpusConfig(SynthConfig):
+    """The options of the ``corpus`` engine: more, smaller images by default."""
+
+    n: int = 100
+    image_size: int = 64
+
+
 @ENGINES.register("corpus")
 class CorpusEngine(SynthEngine):
     name = "corpus"
     description = "image-caption training pairs (captions.jsonl) from instances disjoint from the test engines"
-
-    @classmethod
-    def add_arguments(cls, parser: argparse.ArgumentParser) -> None:
-        add_pipeline_arguments(parser)
+    config_class = CorpusConfig
 
     def write(self, out: Path) -> dict:
-        a = self.args
-        return write_corpus(
-            out, n=a.n, seed=a.seed, size=a.image_size, pipeline=pipeline_from_args(a), workers=a.workers
-        )
+        return write_corpus(out, **self.config.common())

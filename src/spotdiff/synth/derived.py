@@ -13,9 +13,9 @@ import shutil
 from pathlib import Path
 
 from spotdiff.errors import DataError
+from spotdiff.jsonio import iter_jsonl, write_jsonl
 from spotdiff.synth.language import sentence, with_article
 from spotdiff.synth.objects import ObjectInstance
-from spotdiff.synth.output import write_jsonl
 from spotdiff.synth.spec import SUBSETS as SPEC_SUBSETS
 
 
@@ -56,10 +56,7 @@ def write_aro_set(corpus: Path, out: Path) -> dict:
         raise DataError(f"no captions.jsonl in {corpus}")
     (out / "images").mkdir(parents=True, exist_ok=True)
     records = []
-    for line in path.read_text(encoding="utf-8").splitlines():
-        if not line.strip():
-            continue
-        row = json.loads(line)
+    for _, row in iter_jsonl(path):
         src = corpus / row["image"]
         rel = f"images/{Path(row['image']).name}"
         shutil.copyfile(src, out / rel)

@@ -36,20 +36,18 @@ Output (``--out DIR``), the Winoground-style format the ``eqben`` loader reads::
 
 from __future__ import annotations
 
-import argparse
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from spotdiff.errors import ConfigError, SpotdiffError
-from spotdiff.synth import ENGINES, SynthEngine, parse_subsets
+from spotdiff.synth import ENGINES, SynthConfig, SynthEngine
 from spotdiff.synth.canvas import Placement, Rendered, placement_at, placement_box
 from spotdiff.synth.geometry import Measured, boxes_overlap, relative_position
 from spotdiff.synth.language import number_word, sentence, with_article
 from spotdiff.synth.objects import ObjectInstance
 from spotdiff.synth.output import case_rng, parallel_map, save_png, write_json
 from spotdiff.synth.pipeline import Composer, Infeasible, Pipeline, make_pipeline
-from spotdiff.synth.spec import add_pipeline_arguments, pipeline_from_args
 
 SUBSETS = ("eqbenkubric_loc", "eqbenkubric_cnt", "eqbenkubric_attr")
 _CODE = {"eqbenkubric_loc": 11, "eqbenkubric_cnt": 12, "eqbenkubric_attr": 13, "eqbensd": 14}
@@ -133,6 +131,13 @@ SD_STYLES = (
     "an Van Gogh post-impressionism painting of",
 )
 SD_STYLE_OBJECTS = ("dog", "car", "bicycle", "cat", "bus", "train", "bird", "horse", "cake", "desk")
+#: EQ-SD attribute changes: objects, attributes, caption template (``a_X``: X with its article); the
+#: slots hold the medium where the caption names it
+_SD_ATTRIBUTE_CHANGES = (
+    (SD_ACCESSORY_OBJECTS, SD_ACCESSORIES, "a {medium} of {a_object} {attribute}"),
+    (SD_ACCESSORY_OBJECTS, SD_COLOURS, "a {medium} of {a_attribute_object}"),
+    (SD_STYLE_OBJECTS, SD_STYLES, "{attribute} {a_object}"),
+)
 
 
 def _pick(rng, options):
@@ -198,33 +203,16 @@ def sd_caption_pair(rng) -> dict:
             return sentence(f"a photo of {s['object']} {s['scene']}")
 
     else:
-        variant = int(rng.integers(3))
-        if variant == 0:
-            obj = _pick(rng, SD_ACCESSORY_OBJECTS)
-            a0, a1 = _pick_two(rng, SD_ACCESSORIES)
-            s0 = {"medium": medium, "object": obj, "attribute": a0}
-            s1 = {**s0, "attribute": a1}
+        objects, attributes, template = _SD_ATTRIBUTE_CHANGES[int(rng.integers(len(_SD_ATTRIBUTE_CHANGES)))]
+        obj = _pick(rng, objects)
+        a0, a1 = _pick_two(rng, attributes)
+        s0 = {"medium": medium} if "{medium}" in template else {}
+        s0 = {**s0, "object": obj, "attribute": a0}
+        s1 = {**s0, "attribute": a1}
 
-            def text(s):
-                return sentence(f"a {s['medium']} of {with_article(s['object'])} {s['attribute']}")
-
-        elif variant == 1:
-            obj = _pick(rng, SD_ACCESSORY_OBJECTS)
-            a0, a1 = _pick_two(rng, SD_COLOURS)
-            s0 = {"medium": medium, "object": obj, "attribute": a0}
-            s1 = {**s0, "attribute": a1}
-
-            def text(s):
-                return sentence(f"a {s['medium']} of {with_article(s['attribute'] + ' ' + s['object'])}")
-
-        else:
-            obj = _pick(rng, SD_STYLE_OBJECTS)
-            a0, a1 = _pick_two(rng, SD_STYLES)
-            s0 = {"object": obj, "attribute": a0}
-            s1 = {**s0, "attribute": a1}
-
-            def text(s):
-                return sentence(f"{s['attribute']} {with_article(s['object'])}")
+        def text(s):
+            a_object, a_attribute_object = with_article(s["object"]), with_article(f"{s['attribute']} {s['object']}")
+            return sentence(template.format(**s, a_object=a_object, a_attribute_object=a_attribute_object))
 
     return {
         "aspect": f"{kind} change",
@@ -516,13 +504,20 @@ def write_eqben(
     sd = [sd_caption_pair(case_rng(seed, _CODE["eqbensd"], i)) for i in range(n_sd)]
     write_json(out / "eqbensd_captions.json", sd)
     return {
-        "engine": "eqben",
-        "seed": seed,
-        "image_size": pipeline.size,
-        "pipeline": pipeline.describe(),
+        **pipeline.summary("eqben", seed),
         "pairs": {sub: sum(1 for _, m in results if m["subset"] == sub) for sub in subsets},
         "eqbensd_caption_pairs": n_sd,
     }
+
+
+@dataclass(frozen=True)
+class EqbenConfig(SynthConfig):
+    """The options of the ``eqben`` engine."""
+
+    #: the subsets to write; None: all of :data:`SUBSETS`
+    subsets: tuple[str, ...] | None = None
+    #: EQ-SD caption pairs to write; None: ``n``
+    sd_pairs: int | None = None
 
 
 @ENGINES.register("eqben")
@@ -530,23 +525,8 @@ class EqbenEngine(SynthEngine):
     name = "eqben"
     benchmark = "eqben"
     description = "EqBen-Kubric-style location / counting / attribute+size pairs (EqBen App. B.4, Fig. 14)"
-
-    @classmethod
-    def add_arguments(cls, parser: argparse.ArgumentParser) -> None:
-        parser.add_argument("--subsets", help=f"comma-separated subsets (default: all of {', '.join(SUBSETS)})")
-        parser.add_argument("--sd-pairs", type=int, help="EQ-SD caption pairs to write (default: --n)")
-        add_pipeline_arguments(parser)
+    config_class = EqbenConfig
 
     def write(self, out: Path) -> dict:
-        a = self.args
-        subsets = parse_subsets(a.subsets)
-        return write_eqben(
-            out,
-            n=a.n,
-            seed=a.seed,
-            size=a.image_size,
-            subsets=subsets,
-            pipeline=pipeline_from_args(a),
-            workers=a.workers,
-            sd_pairs=a.sd_pairs,
-        )
+        c = self.config
+        return write_eqben(out, **c.common(), subsets=c.subsets, sd_pairs=c.sd_pairs)

@@ -9,12 +9,14 @@ from __future__ import annotations
 import json
 import multiprocessing
 import os
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any, TypeVar
 
 import numpy as np
 from PIL import Image
+
+from spotdiff.jsonio import json_default
 
 T = TypeVar("T")
 R = TypeVar("R")
@@ -27,32 +29,13 @@ def save_png(image: Image.Image, path: Path) -> None:
     image.save(path, format="PNG", compress_level=PNG_COMPRESS_LEVEL, optimize=False)
 
 
-def _default(value: Any) -> Any:
-    if isinstance(value, np.integer):
-        return int(value)
-    if isinstance(value, np.floating):
-        return float(value)
-    if isinstance(value, (tuple, set)):
-        return list(value)
-    if isinstance(value, Path):
-        return str(value)
-    raise TypeError(f"not JSON serialisable: {type(value).__name__}")
-
-
 def dumps(data: Any) -> str:
-    return json.dumps(data, indent=2, ensure_ascii=False, default=_default) + "\n"
+    return json.dumps(data, indent=2, ensure_ascii=False, default=json_default) + "\n"
 
 
 def write_json(path: Path, data: Any) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(dumps(data), encoding="utf-8", newline="\n")
-
-
-def write_jsonl(path: Path, rows: Iterable[Any]) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    with open(path, "w", encoding="utf-8", newline="\n") as f:
-        for row in rows:
-            f.write(json.dumps(row, ensure_ascii=False, default=_default) + "\n")
 
 
 def case_rng(seed: int, *keys: int) -> np.random.Generator:

@@ -52,6 +52,10 @@ class Pipeline:
             "image_size": self.size,
         }
 
+    def summary(self, engine: str, seed: int) -> dict:
+        """The head of an engine's summary (``synth.json``): engine, seed, image size, stages."""
+        return {"engine": engine, "seed": seed, "image_size": self.size, "pipeline": self.describe()}
+
 
 def make_pipeline(
     size: int = 224,

@@ -40,14 +40,13 @@ absent) and ``objects`` lists the classes of every visible object.
 
 from __future__ import annotations
 
-import argparse
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from spotdiff.benchmarks.spec import SUBSETS
 from spotdiff.errors import ConfigError, SpotdiffError
-from spotdiff.synth import ENGINES, SynthEngine, parse_subsets
+from spotdiff.synth import ENGINES, SynthConfig, SynthEngine
 from spotdiff.synth.canvas import Rendered, placement_at, placement_box
 from spotdiff.synth.geometry import (
     COUNT_RANGE,
@@ -63,7 +62,7 @@ from spotdiff.synth.geometry import (
 )
 from spotdiff.synth.language import counted, with_article
 from spotdiff.synth.objects import ObjectInstance
-from spotdiff.synth.output import default_workers, parallel_map, save_png, write_json
+from spotdiff.synth.output import parallel_map, save_png, write_json
 from spotdiff.synth.pipeline import Composer, Infeasible, Pipeline, make_pipeline
 
 LABELS: dict[str, tuple] = {
@@ -449,10 +448,7 @@ def write_spec(
             {"classes": classes, "template": CLS_TEMPLATE, "items": cls_records},
         )
     return {
-        "engine": "spec",
-        "seed": seed,
-        "image_size": pipeline.size,
-        "pipeline": pipeline.describe(),
+        **pipeline.summary("spec", seed),
         "cases": {sub: len(recs) for sub, recs in by_subset.items()},
         "images": sum(len(r["images"]) for r in records) + n_cls,
         "cls_images": n_cls,
@@ -460,21 +456,14 @@ def write_spec(
     }
 
 
-def add_pipeline_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--objects", metavar="DIR", help="a folder of your own RGBA cut-outs (DIR/<class>/*.png)")
-    parser.add_argument(
-        "--backend",
-        choices=("procedural", "generative"),
-        default="procedural",
-        help="procedural (default, offline, CPU) or generative (needs the 'generate' extra)",
-    )
-    parser.add_argument("--scenes", help="comma-separated background scenes (default: all)")
-    parser.add_argument("--workers", type=int, default=default_workers(), help="worker processes")
+@dataclass(frozen=True)
+class SpecConfig(SynthConfig):
+    """The options of the ``spec`` engine."""
 
-
-def pipeline_from_args(args: argparse.Namespace) -> Pipeline:
-    scenes = [s.strip() for s in args.scenes.split(",")] if getattr(args, "scenes", None) else None
-    return make_pipeline(args.image_size, backend=args.backend, objects=args.objects, scenes=scenes)
+    #: the subsets to write; None: all of :data:`SUBSETS`
+    subsets: tuple[str, ...] | None = None
+    #: also write the ``cls/`` classification images
+    cls: bool = True
 
 
 @ENGINES.register("spec")
@@ -482,26 +471,21 @@ class SpecEngine(SynthEngine):
     name = "spec"
     benchmark = "spec"
     description = "SPEC's six subsets (size, position, existence, count) from the canvas pipeline (SPEC Sec. 3)"
-
-    @classmethod
-    def add_arguments(cls, parser: argparse.ArgumentParser) -> None:
-        parser.add_argument("--subsets", help=f"comma-separated subsets (default: all of {', '.join(SUBSETS)})")
-        parser.add_argument("--no-cls", action="store_true", help="skip the cls/ classification images")
-        add_pipeline_arguments(parser)
+    config_class = SpecConfig
 
     def write(self, out: Path) -> dict:
-        a = self.args
-        subsets = parse_subsets(a.subsets)
-        return write_spec(
-            out,
-            n=a.n,
-            seed=a.seed,
-            size=a.image_size,
-            subsets=subsets,
-            pipeline=pipeline_from_args(a),
-            workers=a.workers,
-            cls=not a.no_cls,
-        )
+        c = self.config
+        return write_spec(out, **c.common(), subsets=c.subsets, cls=c.cls)
 
 
-__all__ = ["LABELS", "SUBSETS", "SpecBuilder", "SpecCase", "caption", "check_render", "measured_label", "write_spec"]
+__all__ = [
+    "LABELS",
+    "SUBSETS",
+    "SpecBuilder",
+    "SpecCase",
+    "SpecConfig",
+    "caption",
+    "check_render",
+    "measured_label",
+    "write_spec",
+]

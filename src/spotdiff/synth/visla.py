@@ -39,10 +39,8 @@ quoting -- read by the ``visla-spatial`` loader; plus ``relations.jsonl`` (the a
 
 from __future__ import annotations
 
-import argparse
 import csv
 import io
-import json
 import re
 from dataclasses import dataclass
 from pathlib import Path
@@ -52,13 +50,13 @@ import numpy as np
 from rapidfuzz.distance import Levenshtein
 
 from spotdiff.errors import ConfigError, DataError, SpotdiffError
-from spotdiff.synth import ENGINES, SynthEngine
+from spotdiff.jsonio import iter_jsonl, write_jsonl
+from spotdiff.synth import ENGINES, SynthConfig, SynthEngine
 from spotdiff.synth.canvas import Placement, Rendered, placement_at, placement_box
 from spotdiff.synth.eqben import EqbenBuilder, measured_relation
 from spotdiff.synth.language import sentence
-from spotdiff.synth.output import case_rng, parallel_map, save_png, write_json, write_jsonl
+from spotdiff.synth.output import case_rng, parallel_map, save_png, write_json
 from spotdiff.synth.pipeline import Infeasible, Pipeline, make_pipeline
-from spotdiff.synth.spec import add_pipeline_arguments, pipeline_from_args
 
 HEADER = (
     "image",
@@ -186,22 +184,16 @@ class Annotation:
 
 def read_relations(path: Path) -> list[Annotation]:
     """A user's relation file: JSON lines (``.jsonl``/``.json``) or CSV; see the module docstring."""
-    try:
-        text = path.read_text(encoding="utf-8-sig")
-    except (OSError, UnicodeDecodeError) as exc:
-        raise DataError(f"cannot read relation file: {exc}", file=path) from exc
     rows: list[tuple[str, dict]] = []
     if path.suffix.lower() == ".csv":
+        try:
+            text = path.read_text(encoding="utf-8-sig")
+        except (OSError, UnicodeDecodeError) as exc:
+            raise DataError(f"cannot read relation file: {exc}", file=path) from exc
         for i, row in enumerate(csv.DictReader(io.StringIO(text, newline="")), start=2):
             rows.append((f"line {i}", {k.strip(): (v or "").strip() for k, v in row.items() if k}))
     else:
-        for i, line in enumerate(text.splitlines(), start=1):
-            if not line.strip():
-                continue
-            try:
-                value = json.loads(line)
-            except json.JSONDecodeError as exc:
-                raise DataError(f"invalid JSON: {exc.msg}", file=path, record=f"line {i}") from exc
+        for i, value in iter_jsonl(path):
             if not isinstance(value, dict):
                 raise DataError("expected a JSON object", file=path, record=f"line {i}")
             rows.append((f"line {i}", value))
@@ -535,32 +527,33 @@ def write_visla(
     return summary
 
 
+@dataclass(frozen=True)
+class VislaConfig(SynthConfig):
+    """The options of the ``visla`` engine."""
+
+    n: int = 20
+    #: your relation annotations (see the module docstring); None: render canvas scenes
+    relations: Path | None = None
+    #: also rank "is not ..." negatives
+    negations: bool = False
+
+
 @ENGINES.register("visla")
 class VislaEngine(SynthEngine):
     name = "visla"
     benchmark = "visla-spatial"
     description = "VISLA-Spatial-style (P1, P2, N) triplets from relation annotations (VISLA Sec. 3.3)"
-
-    @classmethod
-    def add_arguments(cls, parser: argparse.ArgumentParser) -> None:
-        parser.add_argument(
-            "--relations",
-            metavar="FILE",
-            help="your relation annotations (.jsonl or .csv: image, subject, relation, object[, caption]); "
-            "default: render canvas scenes",
-        )
-        parser.add_argument("--negations", action="store_true", help="also rank 'is not ...' negatives")
-        add_pipeline_arguments(parser)
+    config_class = VislaConfig
 
     def write(self, out: Path) -> dict:
-        a = self.args
+        c = self.config
         return write_visla(
             out,
-            n=a.n,
-            seed=a.seed,
-            size=a.image_size,
-            relations_file=Path(a.relations) if a.relations else None,
-            pipeline=None if a.relations else pipeline_from_args(a),
-            workers=a.workers,
-            negations=a.negations,
+            n=c.n,
+            seed=c.seed,
+            size=c.image_size,
+            relations_file=c.relations,
+            pipeline=None if c.relations else c.pipeline(),
+            workers=c.workers,
+            negations=c.negations,
         )

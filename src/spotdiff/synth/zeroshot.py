@@ -15,15 +15,14 @@ ensemble, :data:`TEMPLATES`) and ``DIR/metadata.jsonl`` (each image's class and 
 
 from __future__ import annotations
 
-import argparse
 from pathlib import Path
 
 from spotdiff.errors import SpotdiffError
+from spotdiff.jsonio import write_jsonl
 from spotdiff.synth import ENGINES, SynthEngine
 from spotdiff.synth.canvas import placement_at
-from spotdiff.synth.output import parallel_map, save_png, write_jsonl
+from spotdiff.synth.output import parallel_map, save_png
 from spotdiff.synth.pipeline import Composer, Infeasible, Pipeline, make_pipeline
-from spotdiff.synth.spec import add_pipeline_arguments, pipeline_from_args
 
 #: The prompt ensemble written with the set (CLIP-style templates, none naming colour or texture).
 TEMPLATES = (
@@ -94,12 +93,5 @@ class ZeroShotEngine(SynthEngine):
     benchmark = "zeroshot-classification"
     description = "a held-out zero-shot classification set: one object per image, balanced classes, a prompt ensemble"
 
-    @classmethod
-    def add_arguments(cls, parser: argparse.ArgumentParser) -> None:
-        add_pipeline_arguments(parser)
-
     def write(self, out: Path) -> dict:
-        a = self.args
-        return write_zeroshot(
-            out, n=a.n, seed=a.seed, size=a.image_size, pipeline=pipeline_from_args(a), workers=a.workers
-        )
+        return write_zeroshot(out, **self.config.common())

@@ -20,6 +20,7 @@ from PIL import Image
 
 from spotdiff.benchmarks.eqben import SUBSETS as EQBEN_SUBSETS
 from spotdiff.benchmarks.spec import SPEC_K
+from spotdiff.jsonio import write_jsonl
 
 __all__ = [
     "CREPE_COMPLEXITIES",
@@ -170,7 +171,7 @@ def write_winoground(root: Path, n: int = 4, seed: int = 0) -> Path:
     """
     root = Path(root)
     rng = np.random.default_rng(seed)
-    lines = []
+    records = []
     for i in range(n):
         collapsed, tag, secondary = _WINO_TAGS[i % 3]
         for k in (0, 1):
@@ -187,9 +188,8 @@ def write_winoground(root: Path, n: int = 4, seed: int = 0) -> Path:
             "num_main_preds": 1 + i % 2,
             "collapsed_tag": collapsed,
         }
-        lines.append(json.dumps(record))
-    root.mkdir(parents=True, exist_ok=True)
-    (root / "examples.jsonl").write_text("\n".join(lines) + "\n", encoding="utf-8")
+        records.append(record)
+    write_jsonl(root / "examples.jsonl", records)
     return root
 
 

@@ -106,6 +106,15 @@ def _tower(**overrides):
     return cfg
 
 
+def _text_tower(tokenizer, max_positions: int = 32, **overrides):
+    """A :func:`_tower` over ``tokenizer``'s vocabulary, padded with [PAD]."""
+    return _tower(vocab_size=len(tokenizer), max_position_embeddings=max_positions, pad_token_id=PAD_ID, **overrides)
+
+
+#: the vision tower's input: ``IMAGE_SIZE`` pixels in 8 x 8 patches
+_VISION = {"image_size": IMAGE_SIZE, "patch_size": 8}
+
+
 def make_tiny_clip(out_dir: str | Path, *, seed: int = 0, projection_dim: int = 16) -> Path:
     """Save a tiny random ``CLIPModel`` (+ tokenizer, image processor) into ``out_dir``.
 
@@ -117,14 +126,8 @@ def make_tiny_clip(out_dir: str | Path, *, seed: int = 0, projection_dim: int = 
     out = Path(out_dir)
     tokenizer = make_tiny_tokenizer(out)
     config = CLIPConfig(
-        text_config=_tower(
-            vocab_size=len(tokenizer),
-            max_position_embeddings=32,
-            pad_token_id=PAD_ID,
-            bos_token_id=CLS_ID,
-            eos_token_id=SEP_ID,  # pooled at the first [SEP]
-        ),
-        vision_config=_tower(image_size=IMAGE_SIZE, patch_size=8, num_channels=3),
+        text_config=_text_tower(tokenizer, bos_token_id=CLS_ID, eos_token_id=SEP_ID),  # pooled at the first [SEP]
+        vision_config=_tower(**_VISION, num_channels=3),
         projection_dim=projection_dim,
     )
     torch.manual_seed(seed)
@@ -145,14 +148,8 @@ def make_tiny_siglip(out_dir: str | Path, *, seed: int = 0) -> Path:
     out = Path(out_dir)
     tokenizer = make_tiny_tokenizer(out, max_length=16)
     config = SiglipConfig(
-        text_config=_tower(
-            vocab_size=len(tokenizer),
-            max_position_embeddings=16,
-            pad_token_id=PAD_ID,
-            bos_token_id=CLS_ID,
-            eos_token_id=SEP_ID,
-        ),
-        vision_config=_tower(image_size=IMAGE_SIZE, patch_size=8, num_channels=3),
+        text_config=_text_tower(tokenizer, 16, bos_token_id=CLS_ID, eos_token_id=SEP_ID),
+        vision_config=_tower(**_VISION, num_channels=3),
     )
     torch.manual_seed(seed)
     SiglipModel(config).eval().save_pretrained(out)
@@ -171,16 +168,9 @@ def make_tiny_blip_retrieval(out_dir: str | Path, *, seed: int = 0) -> Path:
     out = Path(out_dir)
     tokenizer = make_tiny_tokenizer(out)
     config = BlipConfig(
-        text_config=_tower(
-            vocab_size=len(tokenizer),
-            max_position_embeddings=32,
-            encoder_hidden_size=32,
-            pad_token_id=PAD_ID,
-            bos_token_id=CLS_ID,
-            sep_token_id=SEP_ID,
-        ),
+        text_config=_text_tower(tokenizer, encoder_hidden_size=32, bos_token_id=CLS_ID, sep_token_id=SEP_ID),
         # BLIP's default vision initializer_range (1e-10) leaves a random tower near zero
-        vision_config=_tower(image_size=IMAGE_SIZE, patch_size=8, initializer_range=0.02),
+        vision_config=_tower(**_VISION, initializer_range=0.02),
         projection_dim=16,
         image_text_hidden_size=16,
     )
@@ -240,7 +230,7 @@ def make_tiny_sentence_transformer(out_dir: str | Path, *, seed: int = 0) -> Pat
     out = Path(out_dir)
     base = out / "_base"
     tokenizer = make_tiny_tokenizer(base)
-    config = BertConfig(**_tower(vocab_size=len(tokenizer), max_position_embeddings=32, pad_token_id=PAD_ID))
+    config = BertConfig(**_text_tower(tokenizer))
     torch.manual_seed(seed)
     BertModel(config).eval().save_pretrained(base)
     try:

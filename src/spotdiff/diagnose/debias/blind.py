@@ -28,7 +28,7 @@ from spotdiff.benchmarks import get_benchmark
 from spotdiff.cases import Case
 from spotdiff.diagnose.engine import Engine, check_capability
 from spotdiff.errors import ConfigError, DataError
-from spotdiff.jsonio import dumps, write_json
+from spotdiff.jsonio import dumps, write_json, write_jsonl
 from spotdiff.protocols import evaluate, get_protocol
 from spotdiff.scorers import ScorerOptions, load_scorer
 from spotdiff.scorers.null_prior import NULL_DEFAULTS, NULL_N_BY_BENCHMARK
@@ -215,9 +215,10 @@ def write_bias_outputs(out: Path, config: BiasConfig, run: BiasRun) -> None:
     }
     write_json(out / "bias.json", payload)
     by_case = report.evaluation.by_case() if report.evaluation is not None else {}
-    with open(out / "scores.jsonl", "w", encoding="utf-8") as f:
-        for case_id, prior in zip(by_case, report.priors, strict=True):
-            recs = by_case[case_id]
-            line = {"id": case_id, "subset": recs[0]["subset"], "log_prior": [float(x) for x in prior]}
-            line["correct"] = {k: v for k, v in recs[0].items() if k not in ("unit", "case", "subset")}
-            f.write(dumps(line) + "\n")
+    lines = []
+    for case_id, prior in zip(by_case, report.priors, strict=True):
+        recs = by_case[case_id]
+        line = {"id": case_id, "subset": recs[0]["subset"], "log_prior": [float(x) for x in prior]}
+        line["correct"] = {k: v for k, v in recs[0].items() if k not in ("unit", "case", "subset")}
+        lines.append(line)
+    write_jsonl(out / "scores.jsonl", lines, dump=dumps)

@@ -7,10 +7,8 @@ cross-validation (or takes a fixed alpha), and returns one score matrix per case
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterable, Sequence
 from dataclasses import asdict, dataclass, field
-from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -144,12 +142,6 @@ class DebiasResult:
             "tuned_on": self.tuned_on,
         }
 
-    def save_curve(self, path: str | Path) -> Path:
-        path = Path(path)
-        path.write_text(json.dumps(self.curve_data(), indent=1), encoding="utf-8")
-        return path
-
-
 def _prior_for_cases(engine: Any, cases: Sequence[Case], matrices: Sequence[np.ndarray], config: DebiasConfig):
     """Per-case log P(t) and a description of the estimate."""
     method = config.prior
@@ -225,7 +217,7 @@ def debias_variants(
     aggregated as the protocol aggregates it (a macro average stays a macro average). Evaluate each
     variant with ``spotdiff.protocols.evaluate(protocol, cases, result.variants[name])``; for
     ``"tuned"`` without ``tune_cases`` report ``result.cv["test_score_mean"]`` / ``["test_score_std"]``
-    (Table 4a) first, since the tuned alpha saw the data. ``result.save_curve(path)`` writes the curve.
+    (Table 4a) first, since the tuned alpha saw the data; ``result.curve_data()`` is the alpha curve.
     """
     from spotdiff.protocols import get_protocol
 

@@ -41,8 +41,3 @@ def category(name: str, colours: Sequence[str] = (), textures: Sequence[str] = (
         return fn
 
     return deco
-
-
-def jitter(pen: Pen, scale: float = 1.0) -> float:
-    """A small per-instance jitter in [-scale, scale] (shape variety between instances)."""
-    return float(pen.rng.uniform(-scale, scale))
