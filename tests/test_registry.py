@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from spotdiff.errors import ConfigError
-from spotdiff.registry import Registry
+from spotdiff.registry import Registry, name_class
 
 _serial = itertools.count()
 
@@ -105,3 +105,20 @@ def test_a_plugin_that_fails_to_load_is_named(family) -> None:
     with pytest.raises(ConfigError, match=rf"cannot load widget plugin 'broken' \(plug_{name}_bad:Thing, entry "
                        rf"point group {name}.plugins\): RuntimeError: boom"):  # fmt: skip
         reg.names()
+
+
+def test_name_class_writes_the_registry_name_once() -> None:
+    """A family named by its registry: the decorator's name is the class's ``name``, for every member."""
+    from spotdiff.benchmarks.base import BENCHMARKS
+    from spotdiff.protocols import PROTOCOLS
+    from spotdiff.synth import ENGINES
+
+    family: Registry[type] = Registry("widget", "spotdiff.protocols", on_register=name_class)
+
+    @family.register("left-of")
+    class Widget:
+        pass
+
+    assert Widget.name == "left-of"  # type: ignore[attr-defined]
+    for registry in (BENCHMARKS, PROTOCOLS, ENGINES):
+        assert [cls.name for _, cls in registry.items()] == registry.names()

@@ -5,7 +5,8 @@ modules on first use, so adding a benchmark, scorer or engine is adding one file
 package extends a family without forking through an entry point in the family's group
 (``spotdiff.scorers``, ``spotdiff.benchmarks``, ...): the entry point names a module that registers
 itself with the decorator on import, or an object registered under the entry point's name. A family
-may name what it registers (``on_register``): a benchmark's name is written only in its decorator.
+may name what it registers (``on_register``): a benchmark's, protocol's or engine's name is written only in
+its decorator.
 """
 
 from __future__ import annotations
@@ -20,6 +21,11 @@ from typing import Generic, TypeVar
 from spotdiff.errors import ConfigError
 
 T = TypeVar("T")
+
+
+def name_class(name: str, cls: type) -> None:
+    """The ``on_register`` of a family of classes: the registry name becomes the class's ``name``."""
+    cls.name = name  # type: ignore[attr-defined]
 
 
 class Registry(Generic[T]):

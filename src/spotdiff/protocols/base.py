@@ -14,7 +14,7 @@ import numpy as np
 
 from spotdiff.cases import Case, check_ties
 from spotdiff.errors import DataError
-from spotdiff.registry import Registry
+from spotdiff.registry import Registry, name_class
 
 #: What a protocol needs from a scorer, and the score matrix the engine hands it:
 #: "image-text": similarity ``[n_images, n_texts]``; "text-text": similarity ``[n_texts, n_texts]``;
@@ -218,7 +218,9 @@ def one_row_positive(case: Case, protocol: str) -> tuple[int, np.ndarray]:
     return int(pos[0]), neg
 
 
-PROTOCOLS: Registry[type[Protocol]] = Registry("protocol", "spotdiff.protocols", entry_points="spotdiff.protocols")
+PROTOCOLS: Registry[type[Protocol]] = Registry(
+    "protocol", "spotdiff.protocols", entry_points="spotdiff.protocols", on_register=name_class
+)
 
 
 def get_protocol(name: str, ties: str = "strict") -> Protocol:

@@ -70,7 +70,6 @@ class AnswerChoice(Protocol):
     (1.0, 1.0, 1.0, 1.0)
     """
 
-    name = "choice"
     needs = "choice"
     image_questions: ClassVar[bool] = True
     metrics = (
@@ -119,7 +118,6 @@ class AnswerChoice(Protocol):
 class AnswerChoiceText(AnswerChoice):
     """The caption questions of :class:`AnswerChoice` only (models that take one image per prompt)."""
 
-    name = "choice-text"
     needs = "choice-text"
     image_questions = False
     metrics = (

@@ -45,7 +45,6 @@ class GroupScore(Protocol):
     [{'text': 0.0, 'image': 0.0, 'group': 0.0}]
     """
 
-    name = "group"
     needs = "image-text"
     metrics = ("text", "image", "group")
     description = "Winoground/EqBen text, image and group score on K x K (2 x 2) cases; ties fail"

@@ -93,7 +93,6 @@ def retrieval_ranks(
 class Retrieval(Protocol):
     """Gallery retrieval recall R@1/5/10 for image and text queries; pessimistic ties."""
 
-    name = "retrieval"
     needs = "image-text"
     metrics = (*I2T, *T2I, "rsum")
     derived = ("rsum",)

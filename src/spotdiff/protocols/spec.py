@@ -37,7 +37,6 @@ class SpecAccuracy(Protocol):
     {'i2t': 0.0, 't2i': nan}
     """
 
-    name = "spec"
     needs = "image-text"
     metrics = ("i2t", "t2i")
     description = "SPEC image-to-text and text-to-image accuracy on K x K candidate sets; ties fail"

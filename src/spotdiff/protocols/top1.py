@@ -82,7 +82,6 @@ class ImageToTextTop1(Protocol):
     [{'accuracy': 1.0}]
     """
 
-    name = "i2t-top1"
     needs = "image-text"
     metrics = ("accuracy",)
     description = (
@@ -101,7 +100,6 @@ class BlindTop1(ImageToTextTop1):
     without the image, already solves much of ARO/Crepe/VL-CheckList.
     """
 
-    name = "blind-top1"
     needs = "text-prior"
     description = "top-1 of the positive among M captions by a text-only prior P(t) (VisualGPTScore Table 2a)"
 
@@ -117,7 +115,6 @@ def _group_tag(groups: dict[str, np.ndarray]) -> str | None:
 class AroMacro(ImageToTextTop1):
     """ARO VG-Relation / VG-Attribution: top-1 per unit, macro average over relations or attributes."""
 
-    name = "aro-macro"
     needs = "image-text"
     metrics = ("macro_accuracy", "accuracy")
     derived = ("macro_accuracy",)

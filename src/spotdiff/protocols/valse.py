@@ -43,7 +43,6 @@ class ValsePairwise(Protocol):
     [{'acc_r': 1.0}]
     """
 
-    name = "valse-pairwise"
     needs = "image-text"
     metrics = ("acc_r",)
     description = "VALSE pairwise ranking accuracy acc_r: the caption must outscore the foil; ties fail"
@@ -69,7 +68,6 @@ class ValseProb(Protocol):
     [{'acc': 0.5, 'p_c': 1.0, 'p_f': 0.0, 'acc_r': 1.0}]
     """
 
-    name = "valse-prob"
     needs = "match-prob"
     metrics = ("acc", "p_c", "p_f", "min_pc_pf", "acc_r")
     derived = ("min_pc_pf",)

@@ -60,7 +60,6 @@ class VislaT2T(Protocol):
     [{'accuracy': 0.0, 'p1_n': 1.0, 'p2_n': 0.0}]
     """
 
-    name = "visla-t2t"
     needs = "text-text"
     metrics = ("accuracy", "p1_n", "p2_n")
     description = "VISLA T2T: negative ranked last for both positive queries; P1-N, P2-N; ties fail"
@@ -77,7 +76,6 @@ class VislaT2T(Protocol):
 class VislaI2T(Protocol):
     """VISLA image-to-text triplet accuracy, P1-N and P2-N (VISLA Sec. 4, App. B)."""
 
-    name = "visla-i2t"
     needs = "image-text"
     metrics = ("accuracy", "p1_n", "p2_n")
     description = "VISLA I2T: negative ranked below both positives for the image query; ties fail"

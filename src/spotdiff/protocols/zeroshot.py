@@ -87,7 +87,6 @@ class ZeroShot(Protocol):
     [{'top1': 0.0, 'top5': nan, 'rank': 1.0}]
     """
 
-    name = "zeroshot"
     needs = "image-text"
     metrics = ("top1", "top5", "mean_per_class_recall")
     derived = ("mean_per_class_recall",)

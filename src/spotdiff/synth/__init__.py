@@ -25,7 +25,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, ClassVar
 
-from spotdiff.registry import Registry
+from spotdiff.registry import Registry, name_class
 from spotdiff.synth.pipeline import Pipeline, make_pipeline
 
 
@@ -83,4 +83,4 @@ class SynthEngine(ABC):
         """Write the dataset under ``out``; return a short summary (also saved as ``synth.json``)."""
 
 
-ENGINES: Registry[type[SynthEngine]] = Registry("synthesis engine", "spotdiff.synth")
+ENGINES: Registry[type[SynthEngine]] = Registry("synthesis engine", "spotdiff.synth", on_register=name_class)

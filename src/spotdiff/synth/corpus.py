@@ -97,7 +97,6 @@ class CorpusConfig(SynthConfig):
 
 @ENGINES.register("corpus")
 class CorpusEngine(SynthEngine):
-    name = "corpus"
     description = "image-caption training pairs (captions.jsonl) from instances disjoint from the test engines"
     config_class = CorpusConfig
 

@@ -522,7 +522,6 @@ class EqbenConfig(SynthConfig):
 
 @ENGINES.register("eqben")
 class EqbenEngine(SynthEngine):
-    name = "eqben"
     benchmark = "eqben"
     description = "EqBen-Kubric-style location / counting / attribute+size pairs (EqBen App. B.4, Fig. 14)"
     config_class = EqbenConfig

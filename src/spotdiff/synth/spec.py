@@ -468,7 +468,6 @@ class SpecConfig(SynthConfig):
 
 @ENGINES.register("spec")
 class SpecEngine(SynthEngine):
-    name = "spec"
     benchmark = "spec"
     description = "SPEC's six subsets (size, position, existence, count) from the canvas pipeline (SPEC Sec. 3)"
     config_class = SpecConfig

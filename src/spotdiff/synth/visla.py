@@ -540,7 +540,6 @@ class VislaConfig(SynthConfig):
 
 @ENGINES.register("visla")
 class VislaEngine(SynthEngine):
-    name = "visla"
     benchmark = "visla-spatial"
     description = "VISLA-Spatial-style (P1, P2, N) triplets from relation annotations (VISLA Sec. 3.3)"
     config_class = VislaConfig

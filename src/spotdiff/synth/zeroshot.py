@@ -89,7 +89,6 @@ def write_zeroshot(
 
 @ENGINES.register("zeroshot")
 class ZeroShotEngine(SynthEngine):
-    name = "zeroshot"
     benchmark = "zeroshot-classification"
     description = "a held-out zero-shot classification set: one object per image, balanced classes, a prompt ensemble"
 
