@@ -102,6 +102,35 @@ def _mcnemar(xa: np.ndarray, xb: np.ndarray) -> tuple[float, int, int]:
     return min(p, 1.0), a_only, b_only
 
 
+def _aligned(eval_a: Evaluation, eval_b: Evaluation, parts: list, scope: str) -> tuple:
+    """The units of ``scope`` in both evaluations, ``b``'s aligned to ``a``'s order: ``a``'s unit ids, both
+    value columns, ``a``'s tags and the unit positions of each part (one part for the whole scope)."""
+
+    def in_scope(e: Evaluation) -> np.ndarray:
+        if parts == [None]:
+            return np.ones(e.n_units, dtype=bool)
+        return np.isin(e.subsets, np.array(parts, dtype=object))
+
+    mask_a, mask_b = in_scope(eval_a), in_scope(eval_b)
+    ids_a, ids_b = eval_a.unit_ids[mask_a], eval_b.unit_ids[mask_b]
+    set_a, set_b = set(ids_a.tolist()), set(ids_b.tolist())
+    if set_a != set_b:
+        only_a, only_b = sorted(set_a - set_b), sorted(set_b - set_a)
+        raise DataError(
+            f"paired comparison needs the same units: {len(only_a)} only in a (e.g. {only_a[:3]}), "
+            f"{len(only_b)} only in b (e.g. {only_b[:3]})"
+        )
+    if not set_a:
+        raise DataError(f"no units to compare in scope {scope!r}")
+    va, ga = eval_a.select(mask_a)
+    vb, _ = eval_b.select(mask_b)
+    pos_b = {u: k for k, u in enumerate(ids_b.tolist())}  # align b to a's unit order
+    order = np.fromiter((pos_b[u] for u in ids_a.tolist()), dtype=int, count=len(ids_a))
+    vb = {m: v[order] for m, v in vb.items()}
+    cols = [np.arange(len(ids_a))] if parts == [None] else [np.flatnonzero(ga["subset"] == p) for p in parts]
+    return ids_a, va, vb, ga, cols
+
+
 def paired_comparison(
     eval_a: Evaluation,
     eval_b: Evaluation,
@@ -141,28 +170,7 @@ def paired_comparison(
     scope = "all" if subset is None else subset
     parts = scope_subsets(eval_a, scope)
 
-    def in_scope(e: Evaluation) -> np.ndarray:
-        if parts == [None]:
-            return np.ones(e.n_units, dtype=bool)
-        return np.isin(e.subsets, np.array(parts, dtype=object))
-
-    mask_a, mask_b = in_scope(eval_a), in_scope(eval_b)
-    ids_a, ids_b = eval_a.unit_ids[mask_a], eval_b.unit_ids[mask_b]
-    set_a, set_b = set(ids_a.tolist()), set(ids_b.tolist())
-    if set_a != set_b:
-        only_a, only_b = sorted(set_a - set_b), sorted(set_b - set_a)
-        raise DataError(
-            f"paired comparison needs the same units: {len(only_a)} only in a (e.g. {only_a[:3]}), "
-            f"{len(only_b)} only in b (e.g. {only_b[:3]})"
-        )
-    if not set_a:
-        raise DataError(f"no units to compare in scope {scope!r}")
-    va, ga = eval_a.select(mask_a)
-    vb, _ = eval_b.select(mask_b)
-    pos_b = {u: k for k, u in enumerate(ids_b.tolist())}  # align b to a's unit order
-    order = np.fromiter((pos_b[u] for u in ids_a.tolist()), dtype=int, count=len(ids_a))
-    vb = {m: v[order] for m, v in vb.items()}
-    cols = [np.arange(len(ids_a))] if parts == [None] else [np.flatnonzero(ga["subset"] == p) for p in parts]
+    ids_a, va, vb, ga, cols = _aligned(eval_a, eval_b, parts, scope)
 
     if metric in protocol.unit_metrics:  # units where the metric is defined (e.g. image queries)
         defined = ~np.isnan(va[metric]) | ~np.isnan(vb[metric])
