@@ -1,55 +1,9 @@
-"""ARO (Yuksekgonul et al., "When and Why Vision-Language Models Behave like Bags-of-Words, and What
-to Do About It?", ICLR 2023): four image-to-text benchmarks, registered as ``aro-vg-relation``,
-``aro-vg-attribution``, ``aro-coco-order`` and ``aro-flickr-order``. VisualGPTScore (papers/003,
-Table 1) reports all four as I2T R@1. The reference code is github.com/mertyg/vision-language-models-
-are-bows (``dataset_zoo/aro_datasets.py``, ``perturbations.py`` and the VG notebook).
+"""ARO (Yuksekgonul et al., ICLR 2023): VG-Relation, VG-Attribution, COCO-Order and Flickr30k-Order.
 
-**VG-Relation / VG-Attribution.** ``visual_genome_relation.json`` / ``visual_genome_attribution.json``:
-a JSON list of ``{"image_path", "bbox_x", "bbox_y", "bbox_w", "bbox_h", "true_caption",
-"false_caption", "relation_name"}`` (attribution: ``"attributes"``, 2 strings, instead of or besides
-``relation_name``). The image is ``<images>/<image_path>`` cropped to ``(x, y, x + w, y + h)``. A case
-is 1 image x 2 texts in ARO's published order ``[false_caption, true_caption]`` (roles say which), the
-true caption marked in the truth. ARO reports *macro* accuracies, computed by protocol ``aro-macro``
-from the grouping tags: ``relation`` (VG-R: ``relation_name``; ARO's notebook leaves its "symmetric"
-relations out of the macro average) and ``attributes`` (VG-A: ``"<attributes[0]>_<attributes[1]>"``,
-ARO's grouping; pairs with fewer than 25 cases are left out).
-
-**COCO-Order / Flickr30k-Order.** Built at load time from the BLIP Karpathy test files
-(``coco_karpathy_test.json`` / ``flickr30k_test.json``, see :mod:`spotdiff.benchmarks.retrieval`): one
-case per (image, caption), 1 image x 5 texts: the true caption and ARO's four perturbations of it, in
-ARO's order -- shuffle nouns and adjectives, shuffle all but nouns and adjectives, shuffle within
-trigrams, shuffle trigrams -- each passed through BLIP's ``pre_caption(max_words=30)`` as ARO does.
-Shuffles are drawn from ``numpy.random.default_rng([seed, image index, caption index])``
-(option ``seed``, default 0), so a case does not depend on which other cases are loaded. A
-perturbation identical to the true caption (for instance trigram order drawn as the identity) ties
-with it. ARO's code counts ``argmax == 0`` over ``[true, perturbations]``, crediting that tie to the
-true caption. Under ``--ties argmax`` such perturbations are kept as ARO keeps them, so case counts
-and accuracy are ARO's; under strict ties (the default) they are dropped and counted in
-``report.skipped`` (a strict protocol would count them as certain failures), and a caption whose four
-perturbations all equal it gives no case.
-
-**MTEB's parquet mirrors (MIEB).** ``spotdiff data fetch NAME --part mieb`` brings MTEB's
-revision-pinned mirrors (``mteb/ARO-Visual-Relation``, ``mteb/ARO-Visual-Attribution``,
-``mteb/ARO-COCO-order``, ``mteb/ARO-Flickr-Order``) into ``DIR/mieb/data/test-*.parquet``. For the
-order benchmarks, option ``perturbations=mieb`` reads their *fixed* perturbations (columns ``images``,
-``correct_caption``, ``hard_text_1`` .. ``hard_text_4``) instead of drawing new ones, so numbers line
-up with MTEB's leaderboard; a hard text identical to the true caption is dropped by the same rule as
-above. For VG-Relation / VG-Attribution the mirrors hold the uncropped images with ``bbox``
-(``{x, y, w, h}``), ``true_caption``, ``false_caption`` and ``relation_name`` (VG-A: ``attributes``,
-not checked on the real file): option ``source=mieb`` reads them (``source=auto``, the default,
-reads the official JSON when it is there and the mirror otherwise); the image is cropped to the box
-as ARO does, or kept whole with ``crop=false``, which is what MTEB scores. Image bytes stay in the
-parquet files as lazy :class:`~spotdiff.cases.ParquetImage` references.
-
-**POS tagging (important).** ARO tags nouns (NN, NNS, NNP, NNPS) and adjectives (JJ, JJR, JJS) with
-spaCy ``en_core_web_sm`` and tokenizes the trigram perturbations with ``nltk.word_tokenize``. Option
-``pos_tagger`` chooses: ``spacy`` (ARO's exact rule; needs spaCy and ``en_core_web_sm``), ``heuristic``
-(a small closed-class lexicon plus suffix and context rules written for caption-style English: an
-approximation, NOT the ARO perturbation), or ``auto`` (default: spaCy when it loads, else the
-heuristic, with a logged warning). Option ``tokenizer`` (``auto``/``nltk``/``regex``) does the same
-for ``nltk.word_tokenize`` versus a Penn-Treebank-like regular expression (both stand-ins in
-:mod:`spotdiff.benchmarks.word_order`). Every case records the choices in ``tags["pos_tagger"]`` and
-``tags["tokenizer"]``; results computed with ``heuristic-*`` or ``regex-*`` are not ARO numbers.
+Four image-to-text benchmarks (``aro-vg-relation``, ``aro-vg-attribution``, ``aro-coco-order``,
+``aro-flickr-order``), scored as I2T R@1; the order sets' perturbations are drawn at load time
+(POS tagger and tokenizer in :mod:`spotdiff.benchmarks.word_order`). Formats, options and the tie
+rule: docs/loaders.md.
 """
 
 from __future__ import annotations

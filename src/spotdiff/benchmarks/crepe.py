@@ -1,34 +1,7 @@
-"""CREPE (Ma et al., "CREPE: Can Vision-Language Foundation Models Reason Compositionally?", CVPR
-2023): Visual Genome region crops, each with its scene-graph caption and hard negative captions, in a
-productivity split (caption complexity 4..12; negatives atom foils, swaps, negations) and a
-systematicity split (compounds seen / unseen in a pre-training set). VisualGPTScore (papers/003)
-reports the whole productivity set per negative type as I2T R@1 (chance 1/6).
+"""CREPE (Ma et al., CVPR 2023): Visual Genome crops with hard negative captions (productivity, systematicity).
 
-Format (github.com/RAIVNLab/CREPE ``crepe_eval_utils.py``, ``crepe_prod_eval_*.py``,
-``crepe_compo_eval_open_clip.py``; the data zips could not be obtained, so file names and columns
-follow that code, unverified): CSV files with a header, columns ``image_id`` (VG image id), ``x``,
-``y``, ``width``, ``height`` (crop box), ``caption``, and the negatives as a Python-literal list
-(read with ``ast.literal_eval``) in column ``hard_negs`` (productivity) or ``valid_hard_negs_atom``
-/ ``valid_hard_negs_comp`` (systematicity). Other columns (a pandas index, ...) are ignored.
-
-Files and subsets (the path names the subset):
-
-* ``prod_hard_negatives/{atom,swap,negate}/prod_vg_hard_negs_<type>_complexity_<4..12>.csv``
-  -> ``prod/<type>/complexity_<n>``;
-* ``prod_hard_negatives/prod_vg_hard_negs_<type>_all.csv`` (a third-party layout) -> ``prod/<type>/all``,
-  read only when that type has no per-complexity files (it would count the same rows twice);
-* ``syst_hard_negatives/syst_vg_hard_negs_<seen|unseen>_compounds_in_<cc12m|yfcc|laion>.csv`` ->
-  two subsets per file, ``syst/atom/<seen|unseen>_compounds_in_<data>`` (column
-  ``valid_hard_negs_atom``) and ``syst/comp/...`` (``valid_hard_negs_comp``).
-
-DIR may hold those folders directly or under ``data/`` or ``crepe/``; DIR may also be one CSV file
-(its subset is then taken from its name). ``--subset`` also accepts a prefix at a ``/`` boundary
-(``prod/atom`` = all atom complexities).
-
-A case is the crop (``<images>/<image_id>.jpg``, also looked for under ``VG_100K/`` and
-``VG_100K_2/``, cropped to ``(x, y, x + width, y + height)`` as CREPE's ``TF.crop`` does) x
-``1 + len(negatives)`` texts, the caption first (CREPE's ground truth index 0). A row whose
-negative list is empty has no test and is skipped (counted in ``report.skipped``).
+A case is the crop against its caption and its negatives, caption first. CSV format, subsets and
+rules: docs/loaders.md.
 """
 
 from __future__ import annotations

@@ -1,37 +1,7 @@
-"""EqBen (Wang et al., "Equivariant Similarity for Vision-Language Foundation Models", ICCV 2023,
-papers/000): pairs of images with a *visual* minimal change, each with its caption, in seven
-sub-datasets (natural video frames: Action Genome, YouCook2, GEBC; synthetic: Kubric, Stable
-Diffusion). A case is 2 images x 2 captions with diagonal truth, scored by the Winoground text /
-image / group scores (protocol ``group``).
+"""EqBen (Wang et al., ICCV 2023, papers/000): image pairs with a visual minimal change, 2 x 2 cases.
 
-Two published annotation formats are read (the schemas come from the EqBen repository's
-``src/eqben/eqben_utils.py`` / ``evaluate_eqben_locally.py`` and t2v_metrics' ``EqBen_Mini``; no real
-file could be obtained to check them):
-
-1. **Winoground style** (``all_select.json`` of ``eqben_vllm.zip``, the 10% subset
-   ``eqben_subset_10percent_final.json``, the released original ``private_info_global.json``):
-   a JSON list of ``{"image0", "image1", "caption0", "caption1"}``. ``image0.split('/')[0]`` names
-   the sub-dataset; an unknown one is a DataError, and so is an ``image1`` in another sub-dataset.
-   A caption given as a list of strings (the raw Action Genome layout) uses its first string, as
-   ``EqBenAG`` does. Case ``i`` (the record's index) is ``images (image0, image1)``, ``texts
-   (caption0, caption1)``, truth the 2 x 2 identity.
-
-2. **Randomized full set** (``ann_json_finegrained_random.json``): a JSON list of single
-   ``{"image", "caption"}`` pairs. These are *not* matched pairs: each EqBen sample contributes its
-   four combinations c0i0, c0i1, c1i0, c1i1 (caption x image), shuffled, so that scores could only
-   be judged by the CodaLab server. Treating them as positives (for instance as a retrieval gallery)
-   would mark half of the mismatched pairs as true. The loader therefore rebuilds the 2 x 2 cases
-   with the EqBen repository's own ground-truth files, exactly as ``evaluate_eqben_locally.py``
-   does: ``private_random_idx.json`` (a permutation ``p``; random entry ``i`` is original position
-   ``p[i]``) and ``private_info.json`` (per original position ``{"dataset", "name", "sample_cnt"}``,
-   ``name`` one of c0i0 / c0i1 / c1i0 / c1i1). They are looked for beside the annotation file and
-   in its ``src_file/`` folder (option ``private=DIR`` overrides). Without them the full set has no
-   ground truth and loading it is a DataError saying so. The four entries of a sample must agree
-   (c0i0 and c1i0 share image0, c0i0 and c0i1 share caption0, ...), else DataError.
-
-Images: option ``images=PATH``, else ``<annotation folder>/images`` when it exists (the
-``eqben_vllm`` layout), else the annotation folder itself. ``.npy`` files (YouCook2) are BGR arrays
-read as :class:`NpyImage` with ``bgr=True``; anything else is an image file.
+Reads the Winoground-style annotation files and the randomized full set (rebuilt into 2 x 2 cases
+with EqBen's ground-truth files). Formats and rules: docs/loaders.md.
 """
 
 from __future__ import annotations

@@ -1,20 +1,7 @@
-"""COCO and Flickr30K image-text retrieval on the Karpathy test splits, the classic retrieval
-benchmarks that VisualGPTScore (papers/003, Sec. 6 and App. Table 6) and ARO report next to the
-compositionality benchmarks.
+"""COCO and Flickr30K image-text retrieval on the Karpathy test splits (one gallery case, R@1/5/10).
 
-Format: the BLIP / ARO annotation files ``coco_karpathy_test.json`` and ``flickr30k_test.json``
-(storage.googleapis.com/sfr-vision-language-research/datasets/; ``_val`` files for the validation
-splits): a JSON list with one record per image, ``{"image": "<path relative to the image root>",
-"caption": [captions...]}`` (5 per image for Flickr30K, 5 to 7 for COCO); other keys are ignored.
-The loaders read them as ARO's ``COCO_Retrieval`` does: images in file order, texts the captions in
-file order, image ``i`` true for exactly its own captions. A caption given as one string counts as
-a list of one. A repeated image is a DataError.
-
-One gallery case holds everything: N images x T texts (T = the number of captions), truth
-``[i, t]`` True when caption ``t`` belongs to image ``i``. Protocol ``retrieval`` computes R@1/5/10
-in both directions over it. Texts are verbatim by default; option ``pre_caption=true`` applies BLIP's
-``pre_caption`` (lowercase, strip ``.!"()*#:;~``, collapse spaces, keep the first ``max_words``
-words, default 30) as ARO's and BLIP's retrieval loaders do.
+Reads the BLIP / ARO annotation files as ARO's ``COCO_Retrieval`` does. Format and options:
+docs/loaders.md.
 """
 
 from __future__ import annotations

@@ -1,19 +1,8 @@
 """The types a benchmark declares its data sources with: plain, validated values (no downloading).
 
-A benchmark's declaration lists named :class:`Part` s. Each part has one source:
-
-* :class:`UrlSource`: files at plain URLs, each with its size and a checksum where one is known,
-  optionally unpacked (:class:`Unpack`);
-* :class:`HubSource`: files of a Hugging Face repository at a pinned revision (commit);
-* :class:`ImagesSource`: shared image :class:`Collection` s (COCO, Visual Genome, ...), fetched once
-  into the data home and linked into every benchmark folder that uses them;
-* :class:`ManualSource`: a step a person must take (a form, a licence, a login), with exact
-  instructions and the paths that exist once it is done.
-
-Checksums say where their value comes from (:attr:`Checksum.origin`): measured here on a byte-identical
-copy, taken from the source repository's git tree (a git blob id), or published by the host. A
-source without a checksum is fetched on trust and the sha256 measured then is recorded in the
-manifest, so ``spotdiff data verify`` catches any later change. :mod:`spotdiff.data` fetches them.
+A declaration lists named :class:`Part` s, each with one source (:class:`UrlSource`,
+:class:`HubSource`, :class:`ImagesSource`, :class:`ManualSource`); :mod:`spotdiff.data` fetches them.
+Details: docs/data.md.
 """
 
 from __future__ import annotations

@@ -1,47 +1,8 @@
-"""SPEC (Peng et al., "Synthesize, Diagnose, and Optimize: Towards Fine-Grained Vision-Language
-Understanding", CVPR 2024, papers/002): synthetic candidate sets of K images that differ only in an
-object's size, position, existence or count, with K captions that differ only in the matching words.
-A test case is ``(I, T)`` with image ``I_i`` paired with text ``T_i`` (paper Eq. 3, K = 2..9); I2T
-and T2I accuracy are computed over its queries (Eq. 4-5, protocol ``spec``).
+"""SPEC (Peng et al., CVPR 2024, papers/002): K-way candidate sets differing in size, position, existence or count.
 
-Format (``spec/dataset.py`` of github.com/wjpoom/SPEC; the data is HF ``wjpoom/SPEC`` ``data.zip``;
-not checked on real files): six subset folders, each with
-
-* ``image2text.json``: ``[{"query": <image path>, "keys": [K captions], "label": <caption index>}]``
-* ``text2image.json``: ``[{"query": <caption>, "keys": [K image paths], "label": <image index>}]``
-
-with image paths relative to the subset folder. The released files list queries, not test cases,
-so the cases are rebuilt by grouping:
-
-1. Each ``text2image`` record's ``keys`` is a candidate *image set*; records with the same set of
-   image paths (in any order) form one group. An image in two different sets is a DataError.
-2. Each ``image2text`` record joins the group whose image set holds its query image. All the
-   ``image2text`` records of a group must list the same caption set (in any order) and every
-   ``text2image`` query caption of the group must be in it, else DataError. (Captions are not used
-   as the grouping key because two candidate sets may well share a caption set, e.g. the same
-   object at the same three sizes.)
-3. A group is *complete* when every one of its K images is an ``image2text`` query exactly once and
-   every one of its K captions is a ``text2image`` query exactly once. Its two truths (image ->
-   caption from ``image2text``, caption -> image from ``text2image``) must then be the same
-   one-to-one matching, else DataError. It becomes one K x K case: images in the order of the
-   group's first ``text2image`` record, texts reordered so the truth is the diagonal.
-4. Anything else is *partial* and yields one case per record, exactly as released: an
-   ``image2text`` record is a 1 x K case (one I2T query), a ``text2image`` record a K x 1 case (one
-   T2I query). This covers a subset folder with only one of the two files, and queries whose set has
-   no counterpart in the other file. The ``spec`` protocol counts a query per truth row / column with
-   a true and a false candidate, so a 1 x K case gives I2T only and a K x 1 case T2I only: partial
-   data never invents queries that the files do not hold.
-
-**cls.** SPEC Table 2 also reports object classification ("cls"): ``spotdiff synth spec`` writes it as
-``DIR/cls/image2text.json`` in the same format (one image, keys ``"a photo of a {class}."`` for every
-class, label the object's class). The folder is read only when asked for, with subset ``cls``
-(``spotdiff eval --benchmark spec --data DIR --subset cls``) or with DIR the ``cls`` folder itself,
-so ``all`` stays the six subsets. Its records are 1 x K cases (``image2text`` only): the ``spec``
-protocol gives I2T accuracy, i.e. top-1 zero-shot classification over the class names, ties failing.
-
-A query image repeated in ``image2text`` (or a caption repeated in ``text2image``) within one
-group, a label out of range, a duplicate candidate in ``keys`` or an unknown subset folder is a
-DataError.
+The released files list I2T and T2I queries; the loader regroups them into K x K cases (partial
+groups stay one case per query) and reads the ``cls`` task when asked for. Format and grouping
+rules: docs/loaders.md.
 """
 
 from __future__ import annotations
@@ -79,7 +40,7 @@ _DIMENSION = {
     "count": "count",
     "cls": "object",
 }
-#: folders read only when asked for (subset ``cls`` or DIR = the folder): see the module docstring
+#: folders read only when asked for (subset ``cls`` or DIR = the folder): see docs/loaders.md
 EXTRA_SUBSETS = ("cls",)
 _FOLDERS = SUBSETS + EXTRA_SUBSETS
 I2T_FILE = "image2text.json"

@@ -1,13 +1,6 @@
-"""SugarCrepe (Hsieh et al., "SugarCrepe: Fixing Hackable Benchmarks for Vision-Language
-Compositionality", NeurIPS 2023 D&B): COCO val2017 images, each with its caption and one hard
-negative made by replacing, swapping or adding an object, attribute or relation.
+"""SugarCrepe (Hsieh et al., NeurIPS 2023 D&B): COCO images, each with its caption and one hard negative.
 
-Format: the seven ``<subset>.json`` files of github.com/RAIVNLab/sugar-crepe ``data/``, each a JSON
-object keyed by record id ``{"0": {"filename", "caption", "negative_caption"}, ...}``. The copies in
-t2v_metrics (``datasets/sugar_crepe/``) have the same schema and names, so a t2v_metrics checkout
-works too (point at its ``datasets/sugar_crepe`` folder). Ids need not be contiguous (``swap_obj``
-has no record "108"); a repeated id is a DataError. Texts are stripped of surrounding whitespace
-(many captions end in a space); inner text is verbatim.
+Reads the seven ``<subset>.json`` files (or t2v_metrics' copies). Format and rules: docs/loaders.md.
 """
 
 from __future__ import annotations

@@ -1,19 +1,7 @@
-"""VALSE (Parcalabescu et al., "VALSE: A Task-Independent Benchmark for Vision and Language Models
-Centered on Linguistic Phenomena", ACL 2022): each image has a true caption and a foil that differs
-in one linguistic phenomenon (existence, plurality, counting, relations, actions, coreference, noun
-phrases). Metrics follow EqBen (papers/000): pairwise accuracy from similarities, and with match
-probabilities acc, p_c, p_f and min(p_c, p_f).
+"""VALSE (Parcalabescu et al., ACL 2022): a true caption and a foil per image, one linguistic phenomenon each.
 
-Format: the eleven ``<piece>.json`` files of github.com/Heidelberg-NLP/VALSE ``data/``, each a JSON
-object keyed by sample id, with at least ``image_file``, ``caption``, ``foil``, ``dataset``,
-``linguistic_phenomena`` and ``mturk: {"caption": int, ...}``.
-
-Validity rule (VALSE README): by default only samples with ``mturk["caption"] >= 2`` are kept (the
-annotators agreed that the caption describes the image); the others are counted in
-``report.skipped["mturk caption < 2 (VALSE validity rule)"]``. Option ``all_records=true`` keeps
-every sample and tags each with ``valid`` = 1/0. The 24 published samples whose foil equals the
-caption all fail the rule, so they appear only with ``all_records`` (and, ties counting as
-failures, every model fails them). Texts are stripped of surrounding whitespace.
+Only samples that pass VALSE's validity rule are kept by default (``all_records=true`` keeps all).
+Format and rules: docs/loaders.md.
 """
 
 from __future__ import annotations

@@ -1,23 +1,7 @@
-"""VISLA (Dumpala et al., "VISLA Benchmark: Evaluating Embedding Sensitivity to Semantic and Lexical
-Alterations", papers/001): triplets of two paraphrases (P1, P2) and one lexically close but
-semantically different negative (N), each with a COCO image.
+"""VISLA (Dumpala et al., papers/001): triplets of two paraphrases (P1, P2) and a lexically close negative (N).
 
-Format: ``Generic_VISLA.tsv`` and ``Spatial_VISLA.tsv`` from github.com/Sri-Harsha/visla_benchmark,
-tab-separated, UTF-8, CRLF, no quoting (a ``"`` is an ordinary character), one header row.
-
-Rules (each documented in ``layout`` and tested):
-
-* **P1/P2 order** (paper Sec. 4.3, Table 3): P1 is the positive with more lexical overlap with N,
-  i.e. the *smaller* character-level Levenshtein distance to N (``rapidfuzz.distance.Levenshtein``,
-  unit costs, on the whitespace-stripped texts). On a tie the file order is kept. The file order is
-  kept in tags: ``tags["swapped"]`` is ``"1"`` when the file's second positive became P1; the
-  distances are in ``tags["d_p1_n"]`` / ``tags["d_p2_n"]`` (after the reorder).
-* **Spatial rows without a negative** (12 rows have both reference columns empty) are skipped and
-  counted in ``report.skipped["spatial row without a negative caption"]``; the paper's 640 = 652 - 12.
-  An empty negative in the Generic file, or an empty positive anywhere, is a DataError.
-* The Spatial column ``Reference-2 (Completely irrelevant)`` is not used by the paper's metrics and
-  is not part of a case (a free sentence would make a poor grouping tag); it is read and ignored.
-* Texts are stripped of surrounding whitespace (some cells end in a space); inner text is verbatim.
+Reads ``Generic_VISLA.tsv`` and ``Spatial_VISLA.tsv``; P1 is the positive closer to N. Format and
+rules: docs/loaders.md.
 """
 
 from __future__ import annotations

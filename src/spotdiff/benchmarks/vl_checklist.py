@@ -1,32 +1,7 @@
-"""VL-CheckList (Zhao et al., "VL-CheckList: Evaluating Pre-trained Vision-Language Models with
-Objects, Attributes and Relations", arXiv:2207.00221): images from Visual Genome, VAW, SWiG and HAKE,
-each with positive phrases and paired negatives that change one object, attribute or relation.
+"""VL-CheckList (Zhao et al., arXiv:2207.00221): positive and negative phrases about objects, attributes, relations.
 
-Format (github.com/om-ai-lab/VL-CheckList): ``corpus/v1/<Category>/<...>/<source>.yaml`` files,
-each ``{ANNO_PATH: data/...json, IMG_ROOT: vg/|swig/|hake/, TYPE: TUPLE_JSON}``; each annotation
-file is a JSON list of ``[image_path, {"POS": [str, ...], "NEG": [str, ...]}]`` with POS[i] paired
-with NEG[i]. ``corpus.json`` (optional) groups the corpus names (``Object_Location_center_vg_obj``,
-the yaml path joined by ``_``) under short keys (``center``, ``action_a``, ...).
-
-Rules (documented in ``layout`` and tested):
-
-* **Which pairs.** The official ITC evaluation (``vl_checklist/evaluate.py``, task ``itc``) scores
-  one image against ``POS[0]`` and ``NEG[0]`` per record, however many pairs the record has (the
-  SWiG Object files have three). That is the default, ``pairs=first``: one case per record. Option
-  ``pairs=all`` makes one case per pair i (``POS[i]`` vs ``NEG[i]``); ids end in ``/<i>`` in both
-  modes, so the first pair has the same id either way.
-* **Missing annotation files.** The published snapshot lacks 10 files that yaml files name. A yaml
-  whose ANNO_PATH does not exist is skipped and counted in
-  ``report.skipped["annotation file missing"]`` (the paths are in ``self.missing``), unless option
-  ``strict=true`` is given, or a subset filter selects only missing files: both raise a DataError.
-* The official loader also drops records whose image file is absent at evaluation time; images are
-  lazy here, so such a record fails when it is scored instead.
-* Subsets are the paper's groups: Object/Location, Object/Size, Attribute/{action, color, material,
-  size, state}, Relation/{action, spatial}. A subset filter also accepts a category (``Object``),
-  a yaml folder (``Object/Location/center``), a corpus name (``Object_Location_center_vg_obj``) or a
-  corpus.json key (``center``).
-* Texts are stripped of surrounding whitespace; inner text is verbatim.
-* Memory: the cases of one annotation file share one tags dict; treat ``case.tags`` as read-only.
+Reads the yaml corpus and its annotation files, one case per record (``pairs=first``, the official
+ITC evaluation) or per pair. Format and rules: docs/loaders.md.
 """
 
 from __future__ import annotations

@@ -1,22 +1,7 @@
-"""Winoground (Thrush et al., "Winoground: Probing Vision and Language Models for Visio-Linguistic
-Compositionality", CVPR 2022): 400 expert-made examples of two images and two captions that use the
-same words in a different order. A case is 2 images x 2 captions with diagonal truth, scored by the
-text / image / group scores (protocol ``group``).
+"""Winoground (Thrush et al., CVPR 2022): 400 examples of two images and two captions with the same words.
 
-Format (HuggingFace ``facebook/winoground``, gated; schema from EqBen's ``eqben_utils.Winoground``
-and other public loaders, not checked on the real file): ``examples.jsonl``, one JSON object per
-line with ``id`` (int), ``image_0`` / ``image_1`` (image ids; the file is ``<id>.png``),
-``caption_0`` / ``caption_1``, ``tag``, ``secondary_tag`` (may be empty), ``num_main_preds`` (int)
-and ``collapsed_tag`` (Object / Relation / Both). The subset is ``collapsed_tag``; any other value is
-a DataError. A repeated ``id`` is a DataError.
-
-The hub's parquet layout (``data/test-*.parquet``, what ``spotdiff data fetch winoground`` brings at
-the revision MTEB pins) has the same fields as columns, with ``image_0`` / ``image_1`` holding the
-encoded images (the ``Image`` feature: a struct of ``bytes`` and ``path``). It is read when no
-examples.jsonl is there, row by row: the images stay in the file as lazy
-:class:`~spotdiff.cases.ParquetImage` references keyed by the digest of their bytes. The same rules
-apply to both layouts. The "No-Tag" subset used by VisualGPTScore (171 examples, from Diwan et al.
-2022) is part of neither and is not derived here.
+A case is 2 images x 2 captions with diagonal truth (protocol ``group``), read from
+``examples.jsonl`` or the hub's parquet layout. Format and rules: docs/loaders.md.
 """
 
 from __future__ import annotations

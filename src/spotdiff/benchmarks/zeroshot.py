@@ -1,41 +1,8 @@
 """Zero-shot image classification in the CLIP_benchmark convention (benchmark ``zeroshot-classification``).
 
-Each image is a case: the image against every class label, one of them true; the model scores a
-label by CLIP's prompt ensemble over the dataset's templates (:class:`spotdiff.cases.Case`'s
-``prompts``; :meth:`spotdiff.diagnose.engine.Engine.embed_labels`), and protocol ``zeroshot``
-reports top-1, top-5 and mean per-class recall (CLIP_benchmark's ``zeroshot_classification``).
-
-Formats (option ``format=``; by default the first found under DIR):
-
-* ``wds``: CLIP_benchmark's webdataset, as the hub distributes it (``clip-benchmark/wds_<name>``):
-  ``DIR/<split>/nshards.txt`` and ``DIR/<split>/0.tar ...``, each sample a ``<key>.webp|png|jpg|jpeg``
-  image and a ``<key>.cls`` label, with ``DIR/classnames.txt`` and
-  ``DIR/zeroshot_classification_templates.txt`` (one entry a line). Images are read from the tar
-  members in place.
-* ``cifar``: torchvision's on-disk CIFAR-10 / CIFAR-100, the pickled batches
-  (``cifar-10-batches-py/test_batch`` + ``batches.meta``, ``cifar-100-python/test`` + ``meta``); the
-  dataset is recognised from the folder. Like torchvision, this unpickles the files: read only
-  trusted copies.
-* ``parquet``: a Hugging Face hub dataset in parquet (``DIR/data/<split>-*.parquet`` or
-  ``DIR/<split>/*.parquet``), an image column (``image``/``img``, or ``image_column=``) and an integer
-  label column (``label``/``fine_label``, or ``label_column=``); the class names are the label's
-  ``ClassLabel`` names that the ``datasets`` library stores in the files' ``huggingface`` metadata.
-  Images are read lazily from their row groups (:class:`spotdiff.cases.ParquetImage`).
-* ``folder``: an image folder with one sub-folder per class (torchvision's ``ImageFolder``: classes
-  in sorted folder order; ImageNet val as torchvision's ``ImageNet`` lays it out, ``DIR/val/<wnid>/``).
-  Files without an image extension are skipped and counted.
-
-Class names, in label order: ``classnames=FILE`` (a JSON list, CLIP_benchmark's JSON object keyed by
-dataset name, or a text file with one name a line), else the built-in dataset's, else the data's own
-(``classnames.txt``, CIFAR's ``meta``, the folder names). Templates: ``templates=FILE`` (a JSON list
-of strings containing ``{c}``, a CLIP_benchmark-style object, or one template a line), else the
-built-in dataset's, else the data's ``zeroshot_classification_templates.txt``, else the OpenAI
-ImageNet ensemble (CLIP_benchmark's fallback). ``dataset=NAME`` picks a built-in dataset
-(:mod:`spotdiff.benchmarks.zeroshot_data`); CIFAR data names its own.
-
-Identical class names get identical scores, so under the strict top-1 rule neither can win: ImageNet's
-OpenAI names repeat "missile" and "sunglasses" (four classes, 0.4% of the images), which
-CLIP_benchmark's argmax credits to the first of each pair.
+Each image is a case against every class label, scored with the dataset's prompt ensemble (protocol
+``zeroshot``). Formats (``wds``, ``cifar``, ``parquet``, ``folder``), class names and templates:
+docs/loaders.md.
 """
 
 from __future__ import annotations

@@ -1,23 +1,7 @@
 """The built-in zero-shot classification datasets, declared as data: class names, templates, source.
 
 Each :class:`ZeroShotDataset` is a short declaration over the shared loader
-(:mod:`spotdiff.benchmarks.zeroshot`): which on-disk formats hold it, its hub source, its class
-names and its prompt templates, or where the official lists are when they ship with the data or are
-too long to write out here.
-
-* ``imagenet1k`` (ILSVRC-2012 val): the OpenAI ensemble of 80 templates (:data:`IMAGENET_TEMPLATES`,
-  Radford et al. 2021, the CLIP repository's ImageNet prompt-engineering notebook) is built in; the
-  1,000 OpenAI class names are not written out here: they are CLIP_benchmark's ``en_classnames.json``
-  (key ``imagenet1k``) at the pinned commit of :data:`IMAGENET_CLASSNAMES`, to give with
-  ``-o classnames=FILE`` (the JSON file itself works) or found as ``classnames.txt`` in the hub's
-  webdataset.
-* ``cifar10`` / ``cifar100`` (test split): class names (the datasets' own label names, as torchvision
-  and CLIP_benchmark use them) and the 18 OpenAI CIFAR templates are built in.
-* The ELEVATER / VTAB sets CLIP_benchmark distributes on the hub as webdatasets
-  (``clip-benchmark/wds_<name>``, its ``benchmark/webdatasets.txt``): their class names and templates
-  ship with the data (``classnames.txt``, ``zeroshot_classification_templates.txt``), so the
-  declaration is the source and the dataset type of CLIP_benchmark's ``benchmark/dataset_type.csv``.
-  ``voc2007_multilabel`` is left out (multi-label, no protocol here), as are the retrieval sets.
+(:mod:`spotdiff.benchmarks.zeroshot`). Which datasets and where their lists come from: docs/loaders.md.
 """
 
 from __future__ import annotations
