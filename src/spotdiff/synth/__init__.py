@@ -1,21 +1,9 @@
-"""Minimal-change data engines that write published benchmark formats (docs/architecture.md, "Synthesize").
+"""Minimal-change data engines that write published benchmark formats (docs/synthesis.md).
 
-Engines (each a module registering itself in :data:`ENGINES`):
-
-* ``spec``   -- SPEC's progressive canvas pipeline and its six subsets (SPEC Sec. 3.2, 3.3).
-* ``eqben``  -- EqBen-Kubric-style caption pairs (EqBen Sec. 4.2, App. B.4, Fig. 14) rendered as
-  visual-minimal image pairs, and EQ-SD caption pairs (App. B.5, Fig. 15).
-* ``visla``  -- VISLA-Spatial-style (P1, P2, N) triplets (VISLA Sec. 3.3, App. C.1).
-* ``corpus`` -- an ordinary image-caption training corpus from disjoint object instances.
-
-Stages (SPEC Sec. 3.2): :mod:`~spotdiff.synth.objects` (object source + isolation),
-:mod:`~spotdiff.synth.canvas` (arrangement, with :mod:`~spotdiff.synth.geometry` measuring every
-rendered image), :mod:`~spotdiff.synth.backgrounds` (background fill), bundled by
-:mod:`~spotdiff.synth.pipeline`; :mod:`~spotdiff.synth.generative` holds the optional generative
-stages (text-to-image, Grounding DINO + SAM, inpainting).
-
-Every engine is seeded and deterministic: the same options give byte-identical JSON and images,
-whatever the number of worker processes.
+Engines register themselves in :data:`ENGINES` (``spec``, ``eqben``, ``visla``, ``corpus``,
+``zeroshot``); the stages of SPEC's pipeline are :mod:`~spotdiff.synth.objects`,
+:mod:`~spotdiff.synth.canvas`, :mod:`~spotdiff.synth.backgrounds`, bundled by
+:mod:`~spotdiff.synth.pipeline`. Every engine is seeded and deterministic.
 """
 
 from __future__ import annotations

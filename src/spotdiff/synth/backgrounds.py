@@ -1,15 +1,7 @@
 """Background fill: stage 4 of SPEC's pipeline (SPEC Sec. 3.2.4), procedural and CPU-only.
 
-SPEC inpaints the blank canvas around the arranged objects and, to keep the candidates of a case
-consistent, makes every candidate share one background: an initial background is generated once
-and then expanded (Sec. 3.2.4, Fig. 4). The procedural fill keeps the same contract: one background
-per case, drawn from the case's seed, shared by all its candidates; the objects are composited on
-top of it (:mod:`spotdiff.synth.canvas`), so pixels outside the changed objects are identical across
-candidates by construction.
-
-Scenes: ``meadow`` (sky, clouds, grass), ``room`` (wall, skirting, wooden floor), ``beach`` (sky,
-sea, sand), ``table`` (wooden planks seen from above), ``studio`` (soft vignette), ``tiles`` (a
-checked floor), ``snow`` (winter sky and snow). Each has a name usable in captions.
+One background per case, drawn from its seed and shared by all its candidates; the scenes are listed
+in docs/synthesis.md.
 """
 
 from __future__ import annotations

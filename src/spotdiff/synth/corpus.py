@@ -1,18 +1,7 @@
 """An ordinary image-caption training corpus: ``spotdiff synth corpus``.
 
-For training a model (e.g. a tiny CLIP from scratch on 64 x 64 images) before evaluating it on the
-synthetic benchmarks. Each image is one candidate of a SPEC-style case (SPEC Sec. 3.3: size,
-position, existence, count, with the same caption templates), or a single object named with its
-colour and texture ("a photo of a red striped umbrella."), or an EqBen-style location pair image.
-Every label is measured and asserted exactly as in the evaluation engines.
-
-Disjointness from the evaluation sets: instances come from the ``train`` half of the instance
-seed space (odd seeds; evaluation engines use even seeds, :mod:`spotdiff.synth.objects`), and
-layouts and backgrounds from a separate random namespace, so no object instance, scene or layout
-of a test set appears in the corpus, whatever the seeds.
-
-Output: ``DIR/images/*.png`` and ``DIR/captions.jsonl`` (``{"image": "images/000000.png",
-"caption": ...}`` per line, image paths relative to ``DIR``), plus ``DIR/synth.json``.
+Instances, layouts and backgrounds are disjoint from every evaluation set. Details:
+docs/synthesis.md.
 """
 
 from __future__ import annotations
@@ -43,7 +32,7 @@ def write_corpus(
     pipeline: Pipeline | None = None,
     workers: int = 1,
 ) -> dict:
-    """Write ``n`` image-caption pairs (see the module docstring); return the summary."""
+    """Write ``n`` image-caption pairs (see docs/synthesis.md); return the summary."""
     out = Path(out)
     pipeline = pipeline or make_pipeline(size)
     spec = SpecBuilder(pipeline, seed, split="train", namespace=CORPUS_NAMESPACE)

@@ -1,37 +1,7 @@
 """EqBen-style visual-minimal pairs: ``spotdiff synth eqben`` (EqBen Sec. 4.2, App. B.4, B.5).
 
-EQ-Kubric (App. B.4, Fig. 14) turns "visual-minimal image generation" into "semantic-minimal caption
-construction": a template is filled once, then exactly one slot is re-drawn, and a graphics engine
-renders both captions. We keep the templates and slot vocabularies of Fig. 14 and render with the
-SPEC canvas engine instead of Kubric (objects are the procedural library's, named with their colour,
-e.g. "red cup", in the role of Fig. 14's "red coffee mug"):
-
-* ``eqbenkubric_loc`` -- ``The <Object> <Verb> <Location> the <Subject>.``; Verb in [is, is
-  located, is placed]; two different Locations. Synonymous locations (``on the left of`` /
-  ``on the left side of`` / ``on the left hand of``) are one relation, so a pair always changes the
-  relation; ``on the top of`` (touching) and ``above`` (a gap) are not paired with each other
-  because the first implies the second. On the 2-D canvas, ``in front of`` is drawn as an
-  occluding object lower in the image and ``behind`` as an occluded one higher up.
-* ``eqbenkubric_cnt`` -- ``There <Verb> <Counts> <Object> <Location>.`` or ``<Counts> <Object>
-  <Verb> <Location>.``; Counts 1..5 (written as words), Location in [in the scene, on the
-  platform]. The verb and the noun agree with the count (part of the Counts slot). The image with
-  more objects holds those of the other one at the same places.
-* ``eqbenkubric_attr`` -- ``The <Size> <Object> <Verb> <Location> the <Size> <Subject>.``; either
-  the Object is re-drawn from its category set (same category and shape, another colour: "blue
-  cup" -> "yellow cup", as Fig. 14 picks "two different objects with attributes from the set"), or
-  the Object's Size changes (small <-> large). Sizes are absolute here: ``small`` is a box area of
-  1.5-4% of the image, ``large`` 8-16%.
-
-EQ-SD (App. B.5, Fig. 15: object, scene and attribute change) depends on a diffusion model; its
-caption pairs are generated from Fig. 15's templates and vocabularies (with its per-object scene
-subsets) and written text-only to ``eqbensd_captions.json`` -- they are not rendered.
-
-Output (``--out DIR``), the Winoground-style format the ``eqben`` loader reads::
-
-    DIR/all_select.json        [{"image0": "eqbenkubric_loc/00000_0.png", "image1": ..., "caption0", "caption1"}]
-    DIR/images/<subset>/*.png  (image paths are relative to DIR/images; the first folder is the subset)
-    DIR/metadata.json          per pair: subset, slots of both captions, the changed slot, measurements
-    DIR/eqbensd_captions.json  EQ-SD caption pairs (text only)
+EQ-Kubric's caption templates (Fig. 14) rendered with the SPEC canvas engine, and EQ-SD caption
+pairs (Fig. 15, text only), in the format the ``eqben`` loader reads. Details: docs/synthesis.md.
 """
 
 from __future__ import annotations
@@ -464,7 +434,7 @@ def write_eqben(
     workers: int = 1,
     sd_pairs: int | None = None,
 ) -> dict:
-    """Write an EqBen-format dataset (see the module docstring); return the summary."""
+    """Write an EqBen-format dataset (see docs/synthesis.md); return the summary."""
     subsets = list(subsets or SUBSETS)
     for sub in subsets:
         if sub not in SUBSETS:

@@ -1,24 +1,7 @@
 """The optional generative backend: SPEC's stages with real models (SPEC Sec. 3.2.1-3.2.4).
 
-* :class:`TextToImageSource` (Sec. 3.2.1): a diffusers text-to-image pipeline (SPEC uses
-  Stable-Diffusion-XL 1.0) prompted with "a photo of a single and fully visible [class name]" for
-  each COCO class; an instance is (class, seed) and renders deterministically from its seed.
-* :class:`GroundingSamIsolator` (Sec. 3.2.2): Grounding DINO finds the object's box from the prompt
-  "a <class>." and SAM segments it from that box; the mask becomes the cut-out's alpha channel.
-  Both come from ``transformers`` (``GroundingDinoForObjectDetection``, ``SamModel``).
-* :class:`InpaintBackground` (Sec. 3.2.4, Fig. 4): one *initial* background is generated per case
-  (text-to-image, "a photo of <scene>, empty, nothing in it") at part of the canvas and then
-  expanded to the whole canvas by inpainting the blank surround; every candidate of the case is
-  composited on that one background, so backgrounds stay consistent.
-
-Arrangement (Sec. 3.2.3) is the same canvas as the procedural backend, so every label is measured
-and asserted the same way.
-
-The backend needs the ``generate`` extra (``pip install 'spotdiff[generate]'``, which adds
-``diffusers``); ``transformers`` and ``torch`` are core dependencies. Everything is imported lazily:
-importing this module costs nothing, and a missing package raises a :class:`ConfigError` that
-names the extra. Each stage takes either a model id / local path or an already-built object, so a
-test can pass tiny randomly initialised models.
+Text-to-image sources, Grounding DINO + SAM isolation and inpainted backgrounds; needs the
+``generate`` extra, imported lazily. Details: docs/synthesis.md.
 """
 
 from __future__ import annotations

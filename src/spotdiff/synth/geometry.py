@@ -1,22 +1,8 @@
 """SPEC's definitions of size, position, existence and count (SPEC Sec. 3.3), and their measurement.
 
-Every rendered image is measured from its own pixels: the canvas keeps a *label map* (which object,
-if any, is visible at each pixel, after occlusion) and :func:`measure` turns it into per-object
-boxes, areas and centres. The classifiers below map those measurements to SPEC's labels, with the
-paper's safety bands; a value inside a gap between bands is *ambiguous* and classifies as ``None``.
-
-Area. SPEC Eq. 1 uses "the proportion of the space occupied by the object relative to the area of
-the entire image". We measure the space occupied by an object as the area of its visible box (the
-tight box around its opaque pixels, alpha >= 128): a segmentation mask of a round object can never
-cover 80% of a square image, so SPEC's ``large >= 0.8`` is only attainable for boxes. The mask area
-is recorded as well (``mask_area``) for users who prefer it. The same box area is used for the
-relative size ratio ``R = S_A / S_B`` of SPEC Eq. 2.
-
-Position. SPEC places an object in the cell of a 3 x 3 grid that holds its centre point, and
-relates two objects by their centre points. We use the centre of the visible box. SPEC does not say
-how to resolve a diagonal offset ("left of" *and* "above"); we call A left of / right of B when the
-horizontal centre offset is at least twice the vertical one (and conversely for above / below), and
-ambiguous otherwise, a safety band in the spirit of Eq. 1 and 2.
+:func:`measure` turns a canvas label map into per-object boxes, areas and centres; the classifiers
+map them to SPEC's labels with safety bands (``None`` when ambiguous). How area and position are
+read: docs/synthesis.md.
 """
 
 from __future__ import annotations
@@ -52,7 +38,7 @@ GRID_POSITIONS = (
 )
 #: SPEC Sec. 3.3: the four relations between two centre points.
 RELATIVE_POSITIONS = ("left of", "right of", "above", "below")
-#: Dominant-axis margin for relative positions (see the module docstring).
+#: Dominant-axis margin for relative positions (see docs/synthesis.md).
 DOMINANCE = 2.0
 #: SPEC Sec. 3.3: existence quantifiers and the count range.
 EXISTENCE_LEVELS = ("no", "at least one")

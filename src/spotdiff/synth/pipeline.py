@@ -1,15 +1,7 @@
 """The progressive pipeline of SPEC Sec. 3.2 as four pluggable stages.
 
-1. object source (Sec. 3.2.1): ``generate(instance) -> image`` of one prominent object;
-2. isolation (Sec. 3.2.2): ``isolate(image, instance) -> RGBA cut-out``;
-3. arrangement (Sec. 3.2.3): :class:`spotdiff.synth.canvas.Canvas`, driven by the engines;
-4. background fill (Sec. 3.2.4): ``fill(size, rng) -> (image, scene)``, once per case and shared
-   by all of its candidates.
-
-Backends: ``procedural`` (default; offline, CPU-only: drawn objects, alpha isolation, drawn
-scenes), ``folder`` (a user's RGBA cut-outs with procedural scenes; chosen by ``--objects DIR``) and
-``generative`` (text-to-image + Grounding DINO + SAM + inpainting; :mod:`spotdiff.synth.generative`,
-needs the ``generate`` extra).
+Object source, isolation, arrangement and background fill, with the ``procedural``, ``folder`` and
+``generative`` backends. Details: docs/synthesis.md.
 """
 
 from __future__ import annotations
@@ -65,7 +57,7 @@ def make_pipeline(
     scenes: list[str] | None = None,
     generative_options: dict | None = None,
 ) -> Pipeline:
-    """Build the stages of a backend (see the module docstring)."""
+    """Build the stages of a backend (see docs/synthesis.md)."""
     if backend == "procedural":
         resolution = min(1024, max(256, 2 * int(size)))
         return Pipeline(

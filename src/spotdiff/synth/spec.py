@@ -1,41 +1,8 @@
 """SPEC-style canvas engine: ``spotdiff synth spec`` (SPEC Sec. 3, "Synthesize").
 
-Each case is a K-way candidate set (SPEC Eq. 3): K images that differ only in one property and K
-texts that differ only in the words for it, image ``i`` matching text ``i``. The six subsets and
-their labels follow SPEC Sec. 3.3 exactly (:mod:`spotdiff.synth.geometry`):
-
-==================  ===  =============================================================
-subset               K   what changes between the candidates
-==================  ===  =============================================================
-absolute_size        3   the object's area proportion P: small / medium / large (Eq. 1)
-relative_size        3   A's area against B's, R = S_A / S_B: smaller / equal / larger (Eq. 2)
-absolute_spatial     9   the 3 x 3 grid cell of the object's centre
-relative_spatial     4   A to the left of / right of / above / below B (centre points)
-existence            2   no / at least one instance of the object (a distractor stays)
-count                9   1 to 9 instances, never overlapping
-==================  ===  =============================================================
-
-Consistency (SPEC Sec. 3.1, 3.2.4): a case draws one background and one instance per role; every
-candidate pastes the same cut-outs on the same background, and only the object(s) under test move,
-resize, appear or multiply. Every rendered image is measured from its label map and the measured
-label is asserted to equal the intended one (a case is redrawn, with the next attempt's seed, when a
-placement cannot satisfy the safety bands, e.g. at very small image sizes).
-
-Output (``--out DIR``), SPEC's layout (see data/spec/SOURCE.md)::
-
-    DIR/<subset>/image2text.json   [{"query": "images/x.png", "keys": [K texts], "label": i}, ...]
-    DIR/<subset>/text2image.json   [{"query": text, "keys": [K image paths], "label": i}, ...]
-    DIR/<subset>/images/*.png
-    DIR/<subset>/classification.json  object class of every image (SPEC Table 2 "cls")
-    DIR/<subset>/metadata.json     per case: scene, instances, labels and measured geometry
-    DIR/cls/image2text.json        the cls task in SPEC's format: one image per case (the case's
-                                   object alone), keys = "a photo of a <class>." for every class
-    DIR/synth.json                 options, versions and counts
-
-Image paths are relative to the subset folder. ``classification.json``:
-``{"classes": [...], "template": "a photo of a {}.", "items": [{"image", "label", "objects"}]}``
-where ``label`` is the class of the object under test (of the distractor when the object is
-absent) and ``objects`` lists the classes of every visible object.
+Each case is a K-way candidate set (SPEC Eq. 3) in one of SPEC's six subsets, every label measured on
+the rendered image; the output is SPEC's layout plus the ``cls`` task. Subsets, consistency and
+output files: docs/synthesis.md.
 """
 
 from __future__ import annotations
@@ -407,7 +374,7 @@ def write_spec(
     cls: bool = True,
     counts: dict[str, int] | None = None,
 ) -> dict:
-    """Write a SPEC-format dataset (see the module docstring); return the summary."""
+    """Write a SPEC-format dataset (see docs/synthesis.md); return the summary."""
     subsets = list(subsets or SUBSETS)
     for sub in subsets:
         if sub not in SUBSETS:

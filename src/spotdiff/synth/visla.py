@@ -1,40 +1,7 @@
 """VISLA-style spatial triplets: ``spotdiff synth visla`` (VISLA Sec. 3.3, App. C.1).
 
-VISLA's spatial set is mined from relation annotations (subject, relation, object, caption) of VSR:
-
-* P1 is the annotation's caption (or one generated from the triple);
-* P2 swaps subject and object and uses the inverse relation ("The cat is in the basket" -> "The
-  basket contains the cat", Sec. 3.3 "Positive Caption Mining"); among the inverse relation's
-  phrasings we take the one lexically farthest from P1 (character Levenshtein distance);
-* the negative N keeps P1's order with a *contradicting* relation ("The cat is outside the
-  basket"). Candidates are the contradicting phrasings of the triple plus other annotations about
-  the same two objects whose relation contradicts (Sec. 3.3 "Negative Caption": another image with
-  the same objects likely shows another arrangement); they are ranked by Jaccard similarity to P1
-  (word sets) and the top three are kept (``candidates.jsonl``, the list VISLA's experts chose
-  from). N is the best one. The file's fifth column, "Reference-2 (Completely irrelevant)", is the
-  least similar caption of the pool about none of the triplet's objects.
-* the edit-distance analysis of App. C.1 (Fig. 8) is written to ``edit_distance.json`` (and
-  ``edit_distance.png``): distances between the positives (lexically far) and between each positive
-  and the negative (lexically close).
-
-Relations (:data:`RELATIONS`): left of / right of, above / below, on top of / under, in front of /
-behind, inside / contains, outside, near, far from, touching. Each has phrasings, an inverse (the
-relation read from the other object) and the relations it contradicts.
-
-Sources of annotations:
-
-* the canvas engine (default): each scene shows two library objects in a known relation, rendered
-  and *measured* (the measured relation must equal the annotation); images are written to
-  ``DIR/images``;
-* a user's relation file (``--relations FILE``): JSON lines or CSV with the columns ``image``,
-  ``subject``, ``relation``, ``object`` and an optional ``caption`` (P1). ``relation`` is a name or a
-  phrasing from :data:`RELATIONS` (``on``, ``in``, ``to the left of`` ...). Images are not copied:
-  point the loader at them with ``images=PATH``.
-
-Output: ``DIR/Spatial_VISLA.tsv`` -- columns ``image``, ``sent1``, ``sent2``, ``Best reference
-(Semantically close)``, ``Reference-2 (Completely irrelevant)``; tab-separated, UTF-8, CRLF, no
-quoting -- read by the ``visla-spatial`` loader; plus ``relations.jsonl`` (the annotations),
-``candidates.jsonl``, ``edit_distance.json``/``.png`` and ``synth.json``.
+(P1, P2, N) triplets mined from relation annotations (canvas scenes, or ``--relations FILE``), with
+the edit-distance analysis of App. C.1. Relations, mining rules and output files: docs/synthesis.md.
 """
 
 from __future__ import annotations
@@ -183,7 +150,7 @@ class Annotation:
 
 
 def read_relations(path: Path) -> list[Annotation]:
-    """A user's relation file: JSON lines (``.jsonl``/``.json``) or CSV; see the module docstring."""
+    """A user's relation file: JSON lines (``.jsonl``/``.json``) or CSV; see docs/synthesis.md."""
     rows: list[tuple[str, dict]] = []
     if path.suffix.lower() == ".csv":
         try:
@@ -464,7 +431,7 @@ def write_visla(
     workers: int = 1,
     negations: bool = False,
 ) -> dict:
-    """Write a VISLA-Spatial-format dataset (see the module docstring); return the summary."""
+    """Write a VISLA-Spatial-format dataset (see docs/synthesis.md); return the summary."""
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
     measured: list[dict] = []
@@ -532,7 +499,7 @@ class VislaConfig(SynthConfig):
     """The options of the ``visla`` engine."""
 
     n: int = 20
-    #: your relation annotations (see the module docstring); None: render canvas scenes
+    #: your relation annotations (see docs/synthesis.md); None: render canvas scenes
     relations: Path | None = None
     #: also rank "is not ..." negatives
     negations: bool = False

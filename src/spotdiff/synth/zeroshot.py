@@ -1,16 +1,7 @@
 """A held-out zero-shot classification set: ``spotdiff synth zeroshot``.
 
-Single-object images, one class per object category of the library, the categories taken in turn so
-the classes are balanced (image ``i`` shows category ``i mod C``), each object placed as SPEC's cls
-images are (SPEC Sec. 4.2) but from its own seed stream, so no image repeats the ``cls`` folder of a
-SPEC set. Instances come from the ``test`` half of the seed space (even seeds), disjoint from every
-training corpus (:mod:`spotdiff.synth.corpus`).
-
-Output, in the image-folder layout of the ``zeroshot-classification`` benchmark:
-``DIR/<class>/<index>.png`` (one folder per class, named with ``_`` for spaces; a class without images
-when ``n`` is below the number of classes keeps an empty folder), ``DIR/classnames.txt`` (the
-class names in sorted folder order), ``DIR/zeroshot_classification_templates.txt`` (a small prompt
-ensemble, :data:`TEMPLATES`) and ``DIR/metadata.jsonl`` (each image's class and object instance).
+Single-object images with balanced classes, in the image-folder layout of the
+``zeroshot-classification`` benchmark. Details: docs/synthesis.md.
 """
 
 from __future__ import annotations
@@ -64,7 +55,7 @@ class ZeroShotBuilder(Composer):
 def write_zeroshot(
     out: Path, *, n: int = 100, seed: int = 0, size: int = 224, pipeline: Pipeline | None = None, workers: int = 1
 ) -> dict:
-    """Write ``n`` images (see the module docstring); return the summary."""
+    """Write ``n`` images (see docs/synthesis.md); return the summary."""
     out = Path(out)
     pipeline = pipeline or make_pipeline(size)
     builder = ZeroShotBuilder(pipeline, seed)

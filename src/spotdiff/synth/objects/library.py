@@ -229,7 +229,7 @@ def _choose(rng: np.random.Generator, options: Sequence[str]) -> str:
 
 
 class ProceduralObjectSource(ObjectSource):
-    """The embedded library: every instance drawn with PIL ImageDraw (see the module docstring).
+    """The embedded library: every instance drawn with PIL ImageDraw (see docs/synthesis.md).
 
     ``resolution`` is the side of the square drawing canvas; cut-outs are drawn once at this size
     and resized down (anti-aliased) for each use.
