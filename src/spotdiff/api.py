@@ -1,20 +1,6 @@
 """The Python API: load a model, load a benchmark, evaluate, from a notebook or a script.
 
-Score a folder of images against captions (any path, PIL image or HxWx3 array)::
-
-    import spotdiff
-    model = spotdiff.load_model("hf-clip:openai/clip-vit-base-patch32")
-    scores = model(sorted(Path("photos").glob("*.jpg")), ["a dog on a sofa", "a sofa on a dog"])
-
-Evaluate on a benchmark, as ``spotdiff eval`` does (the same run in the run store, the same cache,
-metrics with bootstrap confidence intervals)::
-
-    result = spotdiff.evaluate("hf-clip:openai/clip-vit-base-patch32", "winoground", data="path/to/winoground")
-    result.metrics["all"]["group"], result.metrics["all"]["group_ci95"]
-    result.to_pandas()          # one row per unit: case, subset, per-metric outcome, tags
-
-The peers' entry points this follows: t2v_metrics' ``scorer(images, texts)``, MTEB's
-``mteb.evaluate(model, tasks)`` and lm-evaluation-harness's ``simple_evaluate``.
+Examples: docs/api.md.
 """
 
 from __future__ import annotations

@@ -1,16 +1,7 @@
 """The data home: one folder per benchmark, each with a manifest of what was fetched, from where.
 
-The home is ``$SPOTDIFF_DATA``, default ``~/.cache/spotdiff/data``. Benchmark ``NAME`` lives in
-``<home>/NAME/`` in the layout its loader reads, and image collections shared by several benchmarks
-(COCO, Visual Genome, ...) in ``<home>/_shared/<collection>/``, linked into the benchmark folders.
-Each folder holds ``spotdiff-manifest.json``: for every fetched part, its source (hub repository and
-revision, or URLs), the sha256 and size of every file, the digest of every unpacked tree, when it
-was fetched and verified, and its status.
-
-Statuses: a part is ``absent``, ``ready`` (fetched and checked against the declared checksums),
-``verified`` (``spotdiff data verify`` re-hashed it since and it matched), ``manual`` (waiting for a
-step a person must take) or ``corrupt`` (a verification failed). A benchmark is ``absent`` when no
-part is there, ``ready`` / ``verified`` when every required part is, else ``partial``.
+The home is ``$SPOTDIFF_DATA``, default ``~/.cache/spotdiff/data``. Layout and statuses:
+docs/data.md.
 """
 
 from __future__ import annotations
@@ -175,7 +166,7 @@ def part_state(decl: BenchmarkMetadata, part: Part, root: str | Path | None = No
 
 
 def benchmark_state(decl: BenchmarkMetadata, root: str | Path | None = None) -> BenchmarkState:
-    """The status of every part and of the benchmark (see the module docstring)."""
+    """The status of every part and of the benchmark (see docs/data.md)."""
     folder = benchmark_dir(decl.name, root)
     parts = {p.name: part_state(decl, p, root) for p in decl.parts}
     required = [parts[p.name] for p in decl.required]

@@ -1,16 +1,7 @@
 """One evaluation run: benchmark -> cases -> engine -> protocol -> metrics -> store and files.
 
-Cases stream through the engine chunk by chunk; each case's score matrix is turned into per-unit
-outcomes at once and written to ``scores.jsonl`` and the run store, so only the small outcome
-arrays stay in memory. Metrics and their bootstrap confidence intervals are computed at the end,
-pooled, per subset, as the mean over subsets and per paper grouping
-(:func:`spotdiff.protocols.evaluate_table`), and recorded at full precision with the run's
-``environment`` (:func:`spotdiff.provenance.environment`).
-
-An output folder (``--out``) belongs to one run configuration (:func:`run_config`), recorded in
-``DIR/.spotdiff-run.json`` when a run starts: re-running the same configuration there resumes or
-repeats that run, and any other configuration is refused unless ``overwrite`` is set, which first
-removes the previous run's files.
+Cases stream through the engine and only per-unit outcomes stay in memory; an output folder belongs
+to one run configuration (:func:`run_config`). Details: docs/architecture.md.
 """
 
 from __future__ import annotations

@@ -1,17 +1,8 @@
 """Training data: ordinary image-caption pairs and whole candidate sets (cases), mixed per step.
 
-* Pairs come from ``captions.jsonl`` files, one JSON object a line: ``{"image": PATH, "caption":
-  TEXT}`` (``"captions": [TEXT, ...]`` gives one pair per caption); relative image paths are read
-  from the file's folder.
-* Cases come from any benchmark loader. Each case becomes *anchor pairs* (the matched pairs of its
-  truth, one text per image and one image per text, taken in order) and, for every anchor, its
-  *hard negatives*: the case's other texts that are false for the anchor image and the case's
-  other images that are false for the anchor text (SPEC Sec. 5.1: "confusing images or texts within
-  the same candidate set"). A K x K SPEC case gives K anchors with K-1 hard negatives each way; an
-  ARO-style 1 x M case gives one anchor with M-1 hard-negative texts; a text-only case is skipped.
-
-Which items a step uses is a pure function of ``(seed, step)`` (:class:`EpochSampler`): every
-rank builds the same global batch, and resuming at step ``s`` needs no sampler state.
+Pairs come from ``captions.jsonl`` files, cases from any benchmark loader (anchors and their hard
+negatives); :class:`EpochSampler` makes a step's items a function of ``(seed, step)``. Details:
+docs/training.md.
 """
 
 from __future__ import annotations
@@ -76,7 +67,7 @@ class PreparedCase:
 
 
 def prepare_case(case: Case) -> PreparedCase | None:
-    """Anchors and hard negatives of a case (see the module docstring); None when it has none."""
+    """Anchors and hard negatives of a case (see docs/training.md); None when it has none."""
     if not case.images:
         return None
     truth = case.truth

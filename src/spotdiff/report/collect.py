@@ -1,22 +1,8 @@
 """Runs from the store, grouped into one result table per (benchmark, protocol, tie rule), with
 significance marks.
 
-Rows are models, columns are ``(scope, metric)`` pairs: ``"all"`` (pooled over units) first, then
-the means over subsets (``"subset_mean"`` and the benchmark's paper groupings), then the subsets.
-Each cell holds the stored value and its 95% bootstrap interval, traced to the run that produced it;
-:attr:`ResultTable.notes` says what each aggregate is, the tie rule and the tests.
-
-**When is a cell marked best?** In each column the highest value is marked only when a paired test
-on the same units rejects "no difference" at ``alpha`` (default 0.05) against *every* other model
-in that column. The test is :func:`spotdiff.protocols.paired_comparison`, cluster-aware: the exact
-McNemar test on discordant units when every case is one unit and the metric a per-unit 0/1 outcome
-(computed here on aligned arrays, :func:`_fast_mcnemar`), otherwise a paired sign-flip test that
-swaps whole cases when a case holds several units (SPEC's K x K sets) or single units (derived
-metrics such as ``min(p_c, p_f)`` or ARO's macro accuracy, and means over subsets). Requiring every
-pairwise test to reject is an intersection-union test, so no multiplicity correction is needed: the
-family-wise error of the claim "this model is better than each other one" stays at ``alpha``. A
-column with a tie for the top value, with a single model, or whose runs were made on different
-units (a different ``--limit`` or data) has no mark; such columns are noted.
+Rows are models, columns ``(scope, metric)`` pairs; a column's best cell is marked only when a paired
+test rejects against every other model. Details: docs/statistics.md.
 """
 
 from __future__ import annotations
@@ -395,7 +381,7 @@ def build_tables(
 
 
 def mark_best(table: ResultTable, col: Column, *, alpha: float = ALPHA, n_perm: int = N_PERM) -> None:
-    """Mark the column's top cell when it beats every other model significantly (module docstring)."""
+    """Mark the column's top cell when it beats every other model significantly (docs/statistics.md)."""
     entries = []
     for row in table.rows:
         cell = row.cells.get((col.subset, col.metric))

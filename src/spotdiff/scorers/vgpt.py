@@ -1,53 +1,9 @@
 """``vgpt:SPEC``: VisualGPTScore, the generative image-text score log P(text | image).
 
-VisualGPTScore (Lin et al., Sec. 3, Eq. 1-2) scores a caption ``t = t_1..t_m`` for an image ``i``
-by the length-normalised log-likelihood of an image-conditioned language model::
-
-    log VisualGPTScore(t, i) = sum_k w_k log P(t_k | t_<k, i),   w_k = 1/m          (Eq. 2)
-
-The pair score this scorer returns is that log (the exponent is monotone, and the debiasing of
-Sec. 4-6 works in log space). As the paper stresses, Eq. 2 is computed *in parallel* at all token
-positions from one forward pass of the text decoder (teacher forcing), not by decoding. The vision
-encoder runs once per unique image; all texts of a call are then batched against the cached image
-embeddings. :meth:`VisualGPTScorer.token_logprobs` returns the per-token terms of Eq. 1 for
-inspection.
-
-Backends (every model loads through :meth:`ChatVLM.load <spotdiff.scorers.chat.ChatVLM.load>`):
-
-* :class:`BlipBackend`, ``BlipForConditionalGeneration`` (the paper's model;
-  ``Salesforce/blip-image-captioning-*`` or a local checkpoint): the sequence is
-  ``[BOS] prompt text [SEP]`` with BLIP's decoder BOS (``text_config.bos_token_id``, ``[DEC]``) in
-  place of ``[CLS]``, exactly as BLIP's captioning loss and ``generate`` build it. The scored tokens
-  are the text's tokens and the final ``[SEP]`` (the end of the caption is part of P(t|i)); the
-  prompt tokens are conditioning only, as in BLIP's loss, which masks the prompt. The default
-  prompt is empty (override with ``prompt=``; BLIP's captioning fine-tunes used ``"a picture of "``).
-* :class:`ChatBackend`, chat VLMs (a processor with a chat template: LLaVA, Qwen2-VL, Idefics3 /
-  SmolVLM, ...): the caption is scored as the assistant's answer to a describe-the-image question,
-  through the model's own chat template (:mod:`spotdiff.scorers.chat`): the prompt is one user turn
-  (the image, then ``prompt``, default :data:`DESCRIBE_PROMPT`) after an optional ``system`` turn,
-  with the generation prompt added, and the scored tokens are ``tokenizer(text,
-  add_special_tokens=False)`` right after it. The image and prompt are encoded once per unique
-  image (their KV cache) and the image's captions are batched against it.
-* :class:`GenericBackend`, other image-conditioned LMs (BLIP-2, InstructBLIP, LLaVA, ...), through a
-  prompt template ``prompt="... {text}"`` whose text before ``{text}`` is the conditioning prefix.
-  Decoder-only language models score the last tokens of the processed sequence (the text's
-  tokens); encoder-decoder ones (BLIP-2/InstructBLIP with Flan-T5) read the prefix in the encoder
-  and score the text as the decoder's labels. The vision tower (``vision_model`` /
-  ``vision_tower``) runs once per unique image: its outputs are cached and handed back, expanded,
-  for every text of that image.
-
-``text_logprob`` gives the "blind" prior ``log P(t|null)`` of Sec. 4 (Eq. 6 with null images): the
-log of the mean VisualGPTScore over ``null_n`` seeded Gaussian-noise images, so a ``vgpt:`` model
-also serves the ``"text-prior"`` need (Table 2a, column ``P(t|null)``).
-
-A ``.gguf`` path is passed to transformers as ``gguf_file``; transformers reads GGUF files only for
-text-only language models, so such a file gives a clear error pointing to ``lm:`` for its prior.
-
-Spec options after ``?`` (URL-encoded) or in ``ScorerOptions.extra``: ``prompt``, ``system``
-(chat models), ``null_n`` (default 10), ``null_mean`` (1.0), ``null_std`` (0.25), ``null_seed`` (0),
-``null_space`` (``normalized``, the default: the model's normalised input; or ``pixel``); see
-:mod:`spotdiff.scorers.null_prior` for the paper's null-image settings.
-Example: ``vgpt:Salesforce/blip-image-captioning-large``, ``vgpt:/ckpt/blip?prompt=a%20picture%20of%20``.
+The pair score is the length-normalised log-likelihood of the caption (Lin et al., Sec. 3, Eq. 2),
+computed with teacher forcing by one of three backends (:class:`BlipBackend`, :class:`ChatBackend`,
+:class:`GenericBackend`); ``text_logprob`` gives the null-image prior. Details and spec options:
+docs/scorers.md.
 """
 
 from __future__ import annotations
@@ -241,7 +197,7 @@ class Backend:
 
 class BlipBackend(Backend):
     """``BlipForConditionalGeneration``: ``[BOS] prompt text [SEP]`` through BLIP's text decoder
-    against the cached image embeddings (see the module docstring)."""
+    against the cached image embeddings (see docs/scorers.md)."""
 
     name = "blip"
 

@@ -1,12 +1,7 @@
-"""Writers of small datasets in the exact published schemas of benchmarks whose real files are not
-available here (EqBen, Winoground, SPEC, ARO, CREPE, the BLIP Karpathy splits), and zero-shot classification data
-in CLIP_benchmark's webdataset, torchvision's CIFAR and the image-folder layouts.
+"""Writers of small datasets in the exact published schemas of benchmarks, for tests.
 
-Each ``write_*`` function writes into ``root`` (created if needed) a tiny dataset with real image
-files (PNG / JPEG made with PIL, ``.npy`` BGR arrays for EqBen YouCook2) and returns the directory to
-pass as the benchmark's data location (``--data``). Everything is deterministic for a given ``seed``.
-The files follow the schemas documented in the loaders (``spotdiff.benchmarks.<name>``) and in
-``../shared/data/<name>/SOURCE.md``; tests of the loaders, the engine and ``spotdiff eval`` reuse them.
+Each ``write_*`` function writes a tiny deterministic dataset with real image files into ``root``
+and returns the folder to pass as ``--data``. Which formats: docs/testing.md.
 """
 
 from __future__ import annotations

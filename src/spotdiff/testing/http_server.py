@@ -1,14 +1,7 @@
 """A plain HTTP file server on the loopback address, with Range requests and a way to drop a transfer.
 
-It stands in for the hosts of benchmark files (raw.githubusercontent.com, images.cocodataset.org,
-...) through ``SPOTDIFF_URL_MIRROR``: a URL ``https://H/P`` is served from path ``/H/P``. Tests add
-content with :meth:`FileServer.add` (bytes or a file on disk), can make the next transfers of a path
-stop after some bytes (:meth:`FileServer.drop_after`), and read every request made
-(:attr:`FileServer.requests`) to check, for example, that a download resumed with a Range header.
-
-    with FileServer() as server:
-        server.add("/raw.githubusercontent.com/a/b/c.json", b"{}")
-        os.environ["SPOTDIFF_URL_MIRROR"] = server.url
+It stands in for the hosts of benchmark files through ``SPOTDIFF_URL_MIRROR``. Usage:
+docs/testing.md.
 """
 
 from __future__ import annotations

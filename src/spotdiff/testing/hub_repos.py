@@ -1,16 +1,7 @@
 """Small hub repositories in the real layouts, for :class:`~spotdiff.testing.hub_server.HubServer`.
 
-Each builder returns ``{path in the repository: bytes}``:
-
-* :func:`winoground_repo`: ``data/test-00000-of-00001.parquet`` with Winoground's columns, the images
-  as ``Image`` structs (``bytes`` = a PNG, ``path``), several row groups;
-* :func:`spec_repo`: ``data.zip`` holding a SPEC-format dataset written by :mod:`spotdiff.synth.spec`
-  (six subset folders of ``image2text.json`` / ``text2image.json`` and PNGs) under a ``data/`` folder;
-* :func:`mteb_order_repo` / :func:`mteb_vg_repo`: MTEB's ARO mirrors, ``data/test-00000-of-00001.parquet``
-  with ``images``, ``correct_caption``, ``hard_text_1..4`` (order) or ``image``, ``true_caption``,
-  ``false_caption``, ``relation_name`` / ``attributes`` and ``bbox`` (VG).
-
-Everything is deterministic for a seed; captions use common words so tiny test tokenizers cover them.
+Each builder returns ``{path in the repository: bytes}``, deterministic for a seed. The layouts:
+docs/testing.md.
 """
 
 from __future__ import annotations

@@ -1,23 +1,7 @@
 """A loopback server speaking the part of the Hugging Face hub HTTP API that downloads use.
 
-``huggingface_hub.snapshot_download`` and ``hf_hub_download`` (pointed at it with ``HF_ENDPOINT`` /
-``endpoint=``) work against it unchanged. What it answers, as the hub does (read from
-huggingface_hub's ``file_download.py``, ``_snapshot_download.py``, ``hf_api.py`` and
-``utils/_http.py``):
-
-* ``GET /api/{type}s/{repo}/revision/{rev}``: repository info (``sha``, ``siblings``);
-* ``GET /api/{type}s/{repo}/tree/{rev}[/{path}]``: the file listing (``type``, ``path``, ``size``,
-  ``oid``, and ``lfs`` = ``{oid: sha256, size, pointerSize}`` for large files);
-* ``POST /api/{type}s/{repo}/paths-info/{rev}``: the same entries for the listed ``paths``;
-* ``HEAD`` / ``GET /[{type}s/]{repo}/resolve/{rev}/{path}``: the file, with ``X-Repo-Commit``, ``ETag``
-  (the git blob id, or the sha256 for LFS files, also as ``X-Linked-Etag`` / ``X-Linked-Size``),
-  ``Content-Length`` and Range support;
-* gated repositories: ``401`` without a token and ``403`` with one that has not been granted, both with
-  ``X-Error-Code: GatedRepo``; unknown repositories, revisions and files: ``RepoNotFound``,
-  ``RevisionNotFound``, ``EntryNotFound``.
-
-Repositories are added with :meth:`HubServer.add_repo`; the served commit id is whatever revision the
-test declares (hub commit ids are 40 hex digits; any id given is accepted as the one commit).
+``huggingface_hub.snapshot_download`` and ``hf_hub_download`` work against it unchanged; repositories
+are added with :meth:`HubServer.add_repo`. What it answers: docs/testing.md.
 """
 
 from __future__ import annotations
@@ -61,7 +45,7 @@ class Repo:
 
 
 class HubServer(LoopbackServer):
-    """See the module docstring. ``HF_ENDPOINT`` for it is :attr:`url`."""
+    """See docs/testing.md. ``HF_ENDPOINT`` for it is :attr:`url`."""
 
     def __init__(self) -> None:
         super().__init__()

@@ -1,19 +1,7 @@
 """Tiny random models, built offline from configs and saved like a user's checkpoint.
 
-Every ``make_tiny_*`` function writes a complete model folder (weights, config, tokenizer and image
-processor) into ``out_dir`` and returns what a spec string needs, so tests can load it through the
-same path a real checkpoint takes::
-
-    path = make_tiny_clip(tmp_path / "clip")
-    scorer = load_scorer(f"hf-clip:{path}")
-
-The models are random (hidden size 32, 2 layers, 32-pixel images), so their scores mean nothing,
-but they are deterministic for a given ``seed``: the same seed gives byte-identical weights, and a
-different seed gives different weights (and so a different identity digest).
-
-Tokenizers are a small BERT WordPiece vocabulary written by :func:`make_tiny_tokenizer`: words
-outside it split into letters (``##x`` pieces), so any lowercase ASCII text tokenizes without
-``[UNK]``. open_clip models use open_clip's bundled CLIP BPE tokenizer, which needs no download.
+Every ``make_tiny_*`` function writes a complete model folder into ``out_dir`` and returns what a
+spec string needs; the same seed gives byte-identical weights. Sizes and tokenizers: docs/testing.md.
 """
 
 from __future__ import annotations

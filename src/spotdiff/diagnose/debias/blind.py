@@ -1,19 +1,7 @@
 """A benchmark's language bias: how far a text-only prior P(t) alone gets (VisualGPTScore Table 2a).
 
-VisualGPTScore Sec. 5 and Table 2(a): many image-to-text benchmarks build their negatives by
-editing the positive caption, and the edits are often implausible (ARO's shuffled word orders,
-Crepe's negations), so a "blind" model that ranks the candidate captions by their marginal
-probability P(t), never looking at the image, beats chance and even strong VLMs. Benchmarks whose
-captions are balanced (Winoground, EqBen: each caption is positive for one image and negative for
-the other) give a blind model 0 on the text score, since it ranks the same caption first for both
-images.
-
-The blind score of a case is its texts' ``log P(t)`` from a model with the ``text-prior``
-capability (``lm:`` language models, or ``vgpt:`` with P(t|null) from Gaussian-noise images, Eq. 6),
-repeated for every image of the case (:func:`blind_matrices`; the ``blind`` variant of
-:func:`spotdiff.diagnose.debias.debias_variants` is the same matrix), and scored by the benchmark's
-own image-text protocol (ties fail, so a caption ranked first for two images cannot pass a text
-score).
+The blind score of a case is its texts' ``log P(t)`` repeated for every image (:func:`blind_matrices`),
+scored by the benchmark's own protocol. Details: docs/debiasing.md.
 """
 
 from __future__ import annotations
