@@ -124,7 +124,15 @@ def _recorded_paths_exist(target: Path, record: dict) -> bool:
 
 
 def source_state(source: Source, target: Path, manifest: Manifest, key: str, root: str | Path | None) -> PartState:
-    """The state of ``source`` fetched into ``target`` as manifest entry ``key``."""
+    """The state of ``source`` fetched into ``target`` as manifest entry ``key``.
+
+    Args:
+        source: the declared source.
+        target: the folder the source is fetched into.
+        manifest: the benchmark folder's manifest.
+        key: the source's entry in the manifest.
+        root: the data home, or None for the default.
+    """
     if isinstance(source, ManualSource):
         missing = [p for p in source.expect if not (target / p).exists()]
         if missing:
@@ -159,6 +167,13 @@ def collection_state(collection: Collection, root: str | Path | None = None) -> 
 
 
 def part_state(decl: BenchmarkMetadata, part: Part, root: str | Path | None = None) -> PartState:
+    """The state of one part of a benchmark in the data home (its source's state, named after the part).
+
+    Args:
+        decl: the benchmark's declaration.
+        part: one of its parts.
+        root: the data home, or None for the default.
+    """
     folder = benchmark_dir(decl.name, root)
     state = source_state(part.source, folder, Manifest.load(folder, decl.name), part.name, root)
     state.name = part.name
@@ -192,6 +207,11 @@ def resolve_data(benchmark: str, data: str | Path | None = None, *, root: str | 
     Without ``data``, a benchmark that has not been fetched is a ConfigError that says where it looked
     and how to fetch it; a partly fetched one is used with a warning that lists the missing parts and
     their manual routes (a loader reading a missing file then fails naming it).
+
+    Args:
+        benchmark: the benchmark's name (an alias is accepted).
+        data: the folder given by the user, or None.
+        root: the data home, or None for the default.
     """
     if data is not None:
         return Path(data).expanduser()

@@ -106,7 +106,14 @@ def resolve_protocol(
 ) -> Protocol:
     """The protocol a run uses, deciding ties by ``ties``: ``requested`` (short names such as ``t2t``
     allowed); else the benchmark's first protocol a scorer with ``capabilities`` can serve (logged),
-    or its first."""
+    or its first.
+
+    Args:
+        bench_cls: the benchmark class, whose ``protocols`` lists the protocols it supports.
+        requested: a protocol name (or its short form), or None to choose one.
+        capabilities: what the scorer serves (its needs), or None when unknown.
+        ties: the tie rule, ``strict`` or ``argmax``.
+    """
     if requested is None:
         name = bench_cls.protocols[0]
         if capabilities is not None:
@@ -141,7 +148,13 @@ def resolve(config: EvalConfig, capabilities: frozenset[str] | None = None) -> t
 
 
 def stream_cases(bench: Benchmark, subset: str | None, limit: int | None) -> Iterator[Case]:
-    """The benchmark's cases (the first ``limit``); a repeated case id is an error where it appears."""
+    """The benchmark's cases (the first ``limit``); a repeated case id is an error where it appears.
+
+    Args:
+        bench: the loaded benchmark.
+        subset: the subset to read, or None for all.
+        limit: the number of cases to read at most, or None for all.
+    """
     seen = IdSet()  # 16 bytes a case: memory stays flat over millions of cases
     for n, case in enumerate(bench.cases(subset)):
         if limit is not None and n >= limit:
@@ -333,7 +346,13 @@ class RunRecorder:
 
 def set_batch_size(scorer: Scorer, batch_size: int | str, cache_dir: str | Path | None) -> None:
     """Give ``scorer`` a batch size: a positive number, or ``"auto"``, resolved (and remembered in
-    ``cache_dir``) by :func:`~spotdiff.diagnose.autobatch.resolve_batch_size`."""
+    ``cache_dir``) by :func:`~spotdiff.diagnose.autobatch.resolve_batch_size`.
+
+    Args:
+        scorer: the model.
+        batch_size: a positive number or ``"auto"``.
+        cache_dir: where an ``auto`` batch size is remembered, or None.
+    """
     if batch_size == "auto":
         scorer.options.batch_size = resolve_batch_size(scorer, cache_dir)
     elif isinstance(batch_size, int) and not isinstance(batch_size, bool) and batch_size >= 1:
@@ -359,7 +378,14 @@ def load_eval_scorer(config: EvalConfig, device: str | None = None) -> Scorer:
 def make_engine(
     config: EvalConfig, scorer: Scorer, *, cache: Cache | None = None, progress: bool | None = None
 ) -> Engine:
-    """The engine of a run: ``config``'s cache (or an open shard ``cache``), workers and decoding."""
+    """The engine of a run: ``config``'s cache (or an open shard ``cache``), workers and decoding.
+
+    Args:
+        config: the run's configuration (cache folder, workers, decoding device, progress bars).
+        scorer: the model.
+        cache: an open cache to use instead of ``config.cache`` (a shard's), or None.
+        progress: show progress bars; None: as ``config.progress``.
+    """
     decode_device = None
     if config.gpu_decode:
         decode_device = str(getattr(scorer, "device", ""))
@@ -435,7 +461,15 @@ def write_metrics_json(
     config: EvalConfig, protocol: str, result: EvalResult, data_digest: str, extra: dict | None = None
 ) -> Path:
     """``metrics.json`` in the format of docs/outputs.md (metrics at full precision), with the tie
-    rule, what each aggregate is, provenance fields and ``extra`` blocks."""
+    rule, what each aggregate is, provenance fields and ``extra`` blocks.
+
+    Args:
+        config: the run's configuration.
+        protocol: the protocol's name.
+        result: the run's metrics and counts.
+        data_digest: the digest of the data folder.
+        extra: further top-level blocks to write, or None.
+    """
     payload = {
         "benchmark": config.benchmark,
         "model": config.model,
@@ -466,7 +500,14 @@ def write_metrics_json(
 def run_config(config: EvalConfig, protocol: Protocol, data_digest: str, debias: dict | None = None) -> dict:
     """What makes two runs the same run (and may share an output folder): model, benchmark, data
     digest, subset, protocol, tie rule, limit, seed, bootstrap size, dtype, loader options and the
-    debiasing configuration; batch size, device, cache and progress bars do not change results."""
+    debiasing configuration; batch size, device, cache and progress bars do not change results.
+
+    Args:
+        config: the run's configuration.
+        protocol: the protocol the run uses (with its tie rule).
+        data_digest: the digest of the data folder.
+        debias: the debiasing configuration, or None.
+    """
     return to_jsonable(
         {
             "model": config.model,
@@ -499,6 +540,11 @@ def claim_out_dir(out: Path, config: dict, *, overwrite: bool = False) -> None:
     again); one claimed by another configuration, or holding run files without a claim, is refused
     with a :class:`ConfigError` naming what differs, unless ``overwrite``, which removes the previous
     run's files first.
+
+    Args:
+        out: the output folder.
+        config: the run configuration (:func:`run_config`).
+        overwrite: remove another configuration's files instead of refusing.
     """
     out.mkdir(parents=True, exist_ok=True)
     marker = out / RUN_MARKER

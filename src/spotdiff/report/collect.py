@@ -117,7 +117,15 @@ def evaluation_from_units(
     groups: dict[str, tuple[str, ...]] | None = None,
 ) -> Evaluation:
     """An :class:`Evaluation` rebuilt from the store's unit records (NaN outcomes are stored as null),
-    with the means over subsets and the paper ``groups``."""
+    with the means over subsets and the paper ``groups``.
+
+    Args:
+        protocol: the protocol (or its name) the units were scored under.
+        units: the store's unit records.
+        seed: the bootstrap seed.
+        n_boot: the number of bootstrap resamples (0: no intervals).
+        groups: the paper groupings, name -> subsets, or None.
+    """
     protocol = get_protocol(protocol) if isinstance(protocol, str) else protocol
     table = UnitTable()
     shared: dict[str, dict] = {}  # one tags dict per case, shared by its units
@@ -240,6 +248,12 @@ def select_runs(
     evaluation made during training (those are drawn by :mod:`spotdiff.report.retention`).
 
     Without ids, ``latest_only`` keeps the newest run of each (benchmark, protocol, model, subset).
+
+    Args:
+        store: the run store.
+        run_ids: the runs to report (id prefixes allowed), or None for every finished run.
+        benchmarks: keep only the runs of these benchmarks, or None for all.
+        latest_only: without ids, keep only the newest run of each (benchmark, protocol, model, subset).
     """
     if run_ids:
         runs = [store.get(r) for r in run_ids]
@@ -354,7 +368,14 @@ def scope_order(benchmark: str, scopes: Iterable[str]) -> list[str]:
 def build_tables(
     runs: Sequence[RunData], *, alpha: float = ALPHA, n_perm: int = N_PERM, test: bool = True
 ) -> list[ResultTable]:
-    """One :class:`ResultTable` per (benchmark, protocol, tie rule), significance marks included."""
+    """One :class:`ResultTable` per (benchmark, protocol, tie rule), significance marks included.
+
+    Args:
+        runs: the runs with their stored units.
+        alpha: the significance level of the marks.
+        n_perm: the number of random swaps of a sign-flip test.
+        test: run the paired tests (False: no marks).
+    """
     groups: dict[tuple[str, str, str], list[RunData]] = {}
     for rd in runs:
         groups.setdefault((rd.run.benchmark, rd.run.protocol, rd.ties), []).append(rd)
@@ -381,7 +402,14 @@ def build_tables(
 
 
 def mark_best(table: ResultTable, col: Column, *, alpha: float = ALPHA, n_perm: int = N_PERM) -> None:
-    """Mark the column's top cell when it beats every other model significantly (docs/statistics.md)."""
+    """Mark the column's top cell when it beats every other model significantly (docs/statistics.md).
+
+    Args:
+        table: the table; its tests and notes are added to.
+        col: the column to mark.
+        alpha: the significance level every paired test must reach.
+        n_perm: the number of random swaps of a sign-flip test.
+    """
     entries = []
     for row in table.rows:
         cell = row.cells.get((col.subset, col.metric))

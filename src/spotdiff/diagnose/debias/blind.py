@@ -64,7 +64,14 @@ def blind_matrices(cases: list[Case], priors: list[np.ndarray]) -> list[np.ndarr
 
 
 def chance_metrics(protocol: Any, cases: list[Case], *, draws: int = 10, seed: int = 0) -> dict[str, dict[str, float]]:
-    """Expected metrics of a random scorer (i.i.d. normal scores), averaged over ``draws``."""
+    """Expected metrics of a random scorer (i.i.d. normal scores), averaged over ``draws``.
+
+    Args:
+        protocol: the protocol (instance or name) the cases are scored under.
+        cases: the benchmark's cases.
+        draws: the number of random scorers averaged over.
+        seed: the seed of the random scores.
+    """
     rng = np.random.default_rng(seed)
     sums: dict[str, dict[str, float]] = {}
     for _ in range(draws):
@@ -183,7 +190,13 @@ def run_bias(config: BiasConfig) -> BiasRun:
 
 
 def write_bias_outputs(out: Path, config: BiasConfig, run: BiasRun) -> None:
-    """``out/bias.json`` (metrics with CIs, chance, provenance) and ``out/scores.jsonl`` (per case)."""
+    """``out/bias.json`` (metrics with CIs, chance, provenance) and ``out/scores.jsonl`` (per case).
+
+    Args:
+        out: the output folder.
+        config: the ``spotdiff bias`` configuration.
+        run: the scored run (its report, model identity and load report).
+    """
     report = run.report
     out.mkdir(parents=True, exist_ok=True)
     payload = {
