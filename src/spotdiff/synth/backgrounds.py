@@ -177,6 +177,13 @@ class ProceduralBackground:
         return self.scenes[int(rng.integers(len(self.scenes)))]
 
     def fill(self, size: int, rng: np.random.Generator, scene: str | None = None) -> tuple[Image.Image, str]:
+        """Draw one background; return it with its scene's name.
+
+        Args:
+            size: the square image side in pixels.
+            rng: the case's generator.
+            scene: the scene to draw; None: one of the allowed scenes, drawn with ``rng``.
+        """
         scene = scene or self.choose(rng)
         arr, overlays = _scene_array(scene, size, rng)
         image = Image.fromarray(np.clip(arr, 0, 255).round().astype(np.uint8), "RGB")

@@ -34,7 +34,15 @@ class Placement:
 
 
 def placement_at(instance: ObjectInstance, placed: Placed, cx: float, cy: float, role: str = "target") -> Placement:
-    """Place a resized layer so that the centre of its opaque box lands on ``(cx, cy)``."""
+    """Place a resized layer so that the centre of its opaque box lands on ``(cx, cy)``.
+
+    Args:
+        instance: the instance the layer shows.
+        placed: the resized layer.
+        cx: the x of the opaque box's centre.
+        cy: the y of the opaque box's centre.
+        role: the object's role in the case (``target``, ``reference``, ...).
+    """
     x0, y0, x1, y1 = placed.bbox
     w, h = placed.size
     return Placement(instance, round(cx - (x0 + x1) / 2), round(cy - (y0 + y1) / 2), w, h, role)

@@ -77,7 +77,14 @@ class _Sheet:
 
 
 def contact_sheet(root: str | Path, out: str | Path, *, per_subset: int = 2, thumb: int = 128) -> Path:
-    """Write a contact sheet of the dataset under ``root`` to ``out``; return ``out``."""
+    """Write a contact sheet of the dataset under ``root`` to ``out``; return ``out``.
+
+    Args:
+        root: the synthesized dataset.
+        out: the image to write.
+        per_subset: cases shown per subset.
+        thumb: the thumbnail side in pixels.
+    """
     root = Path(root)
     if not root.exists():
         raise DataError(f"dataset folder does not exist: {root}")

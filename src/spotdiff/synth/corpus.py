@@ -32,7 +32,16 @@ def write_corpus(
     pipeline: Pipeline | None = None,
     workers: int = 1,
 ) -> dict:
-    """Write ``n`` image-caption pairs (see docs/synthesis.md); return the summary."""
+    """Write ``n`` image-caption pairs (see docs/synthesis.md); return the summary.
+
+    Args:
+        out: the output folder.
+        n: how many: see :class:`spotdiff.synth.SynthConfig`.
+        seed: the random seed; the same options give the same bytes.
+        size: the square image side in pixels.
+        pipeline: the stages to render with; None: the procedural pipeline at ``size``.
+        workers: worker processes (the output does not depend on them).
+    """
     out = Path(out)
     pipeline = pipeline or make_pipeline(size)
     spec = SpecBuilder(pipeline, seed, split="train", namespace=CORPUS_NAMESPACE)

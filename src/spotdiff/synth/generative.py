@@ -126,7 +126,16 @@ def _torch_generator(seed: int):
 
 
 class TextToImageSource(ObjectSource):
-    """Stage 1 with a diffusers text-to-image pipeline (SPEC Sec. 3.2.1)."""
+    """Stage 1 with a diffusers text-to-image pipeline (SPEC Sec. 3.2.1).
+
+    Args:
+        pipeline: a built text-to-image pipeline; None: loaded from ``model`` when first used.
+        model: the diffusers model id or path.
+        classes: the class names an instance is drawn from.
+        size: the generated image side in pixels.
+        steps: the number of inference steps.
+        device: the device the pipeline runs on.
+    """
 
     name = "text-to-image"
 
@@ -181,6 +190,14 @@ class GroundingSamIsolator:
     ``(model, processor)`` pairs. The box with the highest score is used; with no detection above
     ``box_threshold`` the best-scoring box is still taken (the image holds one prominent object by
     construction), and an empty mask is a DataError.
+
+    Args:
+        detector: the Grounding DINO model id or path, or a ``(model, processor)`` pair.
+        segmenter: the SAM model id or path, or a ``(model, processor)`` pair.
+        box_threshold: the box score of a confident detection (kept as an attribute: the best box is
+            taken whatever its score).
+        text_threshold: the text score of a confident detection (kept as an attribute, likewise).
+        device: the device the models run on.
     """
 
     name = "grounding-dino+sam"
@@ -276,6 +293,16 @@ class InpaintBackground:
 
     ``fill`` is called once per case and its result shared by all candidates. ``initial`` is the
     fraction of the canvas side the initial background covers (centred); the rest is inpainted.
+
+    Args:
+        text_to_image: a built text-to-image pipeline; None: loaded from ``t2i_model`` when first used.
+        inpaint: a built inpainting pipeline; None: loaded from ``inpaint_model`` when first used.
+        t2i_model: the text-to-image model id or path.
+        inpaint_model: the inpainting model id or path.
+        scenes: the scenes a background is drawn from.
+        initial: the fraction of the canvas side the initial background covers.
+        steps: the number of inference steps.
+        device: the device the pipelines run on.
     """
 
     name = "inpaint"
@@ -316,6 +343,13 @@ class InpaintBackground:
         return self._inpaint
 
     def fill(self, size: int, rng: np.random.Generator, scene: str | None = None) -> tuple[Image.Image, str]:
+        """Generate one background and expand it to the canvas; return it with its scene.
+
+        Args:
+            size: the square image side in pixels.
+            rng: the case's generator (it seeds the diffusion).
+            scene: the scene to draw; None: one of ``scenes``, drawn with ``rng``.
+        """
         scene = scene or self.scenes[int(rng.integers(len(self.scenes)))]
         seed = int(rng.integers(0, 2**31))
         prompt = BACKGROUND_PROMPT.format(scene)
@@ -368,7 +402,19 @@ def make_generative_stages(
     object_size: int = 512,
     steps: int = 30,
 ) -> tuple[TextToImageSource, GroundingSamIsolator, InpaintBackground]:
-    """The three model-backed stages. Fails early, naming the extra, when diffusers is missing."""
+    """The three model-backed stages. Fails early, naming the extra, when diffusers is missing.
+
+    Args:
+        size: the canvas side in pixels (not used: the stages are given their sizes when called).
+        t2i_model: the text-to-image model id or path.
+        inpaint_model: the inpainting model id or path.
+        detector: the Grounding DINO model id or path, or a ``(model, processor)`` pair.
+        segmenter: the SAM model id or path, or a ``(model, processor)`` pair.
+        classes: the class names objects are drawn from.
+        device: the device the models run on.
+        object_size: the side in pixels of a generated object image.
+        steps: the number of inference steps.
+    """
     require("diffusers", "the generative backend (--backend generative)")
     source = TextToImageSource(model=t2i_model, classes=classes, size=object_size, steps=steps, device=device)
     isolator = GroundingSamIsolator(detector, segmenter, device=device)

@@ -62,7 +62,14 @@ def relative_size_level(r: float) -> str | None:
 
 
 def grid_position(cx: float, cy: float, width: int, height: int) -> str:
-    """SPEC Sec. 3.3: the 3 x 3 cell that holds the centre point (cells split the image in thirds)."""
+    """SPEC Sec. 3.3: the 3 x 3 cell that holds the centre point (cells split the image in thirds).
+
+    Args:
+        cx: the centre's x.
+        cy: the centre's y.
+        width: the image width.
+        height: the image height.
+    """
     col = min(max(int(3 * cx / width), 0), 2)
     row = min(max(int(3 * cy / height), 0), 2)
     return GRID_POSITIONS[3 * row + col]
@@ -122,6 +129,11 @@ def measure(
     """Measure every object of a label map; ``objects`` holds (category, role, full mask area).
 
     ``regions`` optionally bounds where each object can be (x0, y0, x1, y1), to search less.
+
+    Args:
+        label_map: per pixel, 0 or the index + 1 of the object visible there.
+        objects: (category, role, full mask area) of every object, in label order.
+        regions: per object, a box (x0, y0, x1, y1) it lies in, or None.
     """
     out = []
     h, w = label_map.shape
@@ -141,5 +153,11 @@ def measure(
 
 
 def boxes_overlap(a: tuple[int, int, int, int], b: tuple[int, int, int, int], gap: int = 0) -> bool:
-    """Whether two (x0, y0, x1, y1) boxes overlap or come closer than ``gap`` pixels."""
+    """Whether two (x0, y0, x1, y1) boxes overlap or come closer than ``gap`` pixels.
+
+    Args:
+        a: a box.
+        b: another box.
+        gap: the least distance in pixels that does not count as overlap.
+    """
     return not (a[2] + gap <= b[0] or b[2] + gap <= a[0] or a[3] + gap <= b[1] or b[3] + gap <= a[1])

@@ -56,7 +56,13 @@ def number_word(n: int) -> str:
 
 
 def counted(n: int, noun: str, plural: str | None = None) -> str:
-    """``"one apple"``, ``"two apples"``."""
+    """``"one apple"``, ``"two apples"``.
+
+    Args:
+        n: the count.
+        noun: the singular noun.
+        plural: its irregular plural, or None.
+    """
     return f"{number_word(n)} {noun if n == 1 else (plural or pluralize(noun))}"
 
 

@@ -55,6 +55,11 @@ def parallel_map(fn: Callable[[T], R], tasks: Sequence[T], workers: int = 1) -> 
     """``[fn(t) for t in tasks]``, in order, on ``workers`` forked processes when > 1.
 
     Results do not depend on the number of workers: every task seeds itself (:func:`case_rng`).
+
+    Args:
+        fn: the function of one task.
+        tasks: the tasks.
+        workers: forked processes; 1 runs in this process.
     """
     global _WORKER_FN
     workers = max(1, int(workers))

@@ -57,7 +57,15 @@ def make_pipeline(
     scenes: list[str] | None = None,
     generative_options: dict | None = None,
 ) -> Pipeline:
-    """Build the stages of a backend (see docs/synthesis.md)."""
+    """Build the stages of a backend (see docs/synthesis.md).
+
+    Args:
+        size: the square image side in pixels.
+        backend: ``procedural`` or ``generative``.
+        objects: a folder of RGBA cut-outs (the ``folder`` backend), or None.
+        scenes: the background scenes to draw from; None: all.
+        generative_options: keyword arguments of :func:`spotdiff.synth.generative.make_generative_stages`.
+    """
     if backend == "procedural":
         resolution = min(1024, max(256, 2 * int(size)))
         return Pipeline(
@@ -76,7 +84,14 @@ class Infeasible(Exception):
 
 
 class Composer:
-    """Layout helpers shared by the engines: sample instances, size them, scatter them, render."""
+    """Layout helpers shared by the engines: sample instances, size them, scatter them, render.
+
+    Args:
+        pipeline: the stages to draw with.
+        seed: the engine's seed.
+        split: ``test`` or ``train``: which half of the instance seed space.
+        namespace: keeps the random streams of corpora apart from those of evaluation sets.
+    """
 
     def __init__(self, pipeline: Pipeline, seed: int = 0, split: str = "test", namespace: int = 0) -> None:
         self.p = pipeline
@@ -90,7 +105,14 @@ class Composer:
         return case_rng(self.seed, self.namespace, *keys)
 
     def instance(self, rng, exclude=(), min_square: float = 0.0, min_colours: int = 0) -> ObjectInstance:
-        """Sample an instance; ``min_square`` asks for a near-square cut-out (min(a, 1/a) >= it)."""
+        """Sample an instance; ``min_square`` asks for a near-square cut-out (min(a, 1/a) >= it).
+
+        Args:
+            rng: the case's generator.
+            exclude: categories not to draw.
+            min_square: the smallest accepted min(aspect, 1/aspect) of the cut-out.
+            min_colours: the fewest colours the category must have.
+        """
         for _ in range(60):
             inst = self.p.source.sample(rng, split=self.split, exclude=exclude)
             if len(self.p.source.colours(inst.category)) < min_colours:
@@ -101,7 +123,13 @@ class Composer:
         raise Infeasible("no object with a suitable aspect ratio")
 
     def fit(self, inst: ObjectInstance, area_frac: float, max_side: float) -> Placed:
-        """Resize an instance to a box area of ``area_frac`` of the image, sides at most ``max_side``."""
+        """Resize an instance to a box area of ``area_frac`` of the image, sides at most ``max_side``.
+
+        Args:
+            inst: the instance.
+            area_frac: the box area as a fraction of the image's.
+            max_side: the longest side as a fraction of the image side.
+        """
         s = self.s
         side = max(2, int(max_side * s))
         placed = self.p.library.fit_area(inst, area_frac * s * s, max_w=side, max_h=side)
@@ -114,7 +142,16 @@ class Composer:
 
     def scatter(self, rng, placed: Placed, n: int, taken: list, gap: int, tries: int = 3000) -> list:
         """``n`` centres for one layer, inside the canvas, the layers ``gap`` apart from each other and
-        from the ``taken`` boxes."""
+        from the ``taken`` boxes.
+
+        Args:
+            rng: the case's generator.
+            placed: the resized layer to place ``n`` times.
+            n: how many centres.
+            taken: boxes (x0, y0, x1, y1) already on the canvas.
+            gap: the least distance in pixels between layers.
+            tries: draws before giving up (:class:`Infeasible`).
+        """
         s = self.s
         bw, bh = placed.box_size
         out: list[tuple[float, float]] = []

@@ -62,7 +62,15 @@ _REL_POS_WORDS = {"left of": "to the left of", "right of": "to the right of", "a
 
 
 def caption(subset: str, label: Any, target: str, other: str | None = None, plural: str | None = None) -> str:
-    """The text of one candidate; texts of a case differ only in the words for ``label``."""
+    """The text of one candidate; texts of a case differ only in the words for ``label``.
+
+    Args:
+        subset: the SPEC subset.
+        label: the candidate's label in that subset.
+        target: the name of the object under test.
+        other: the name of the reference object (relative subsets), or None.
+        plural: the target's irregular plural (count), or None.
+    """
     if subset == "absolute_size":
         return f"a photo of {with_article(_SIZE_WORDS[label] + ' ' + target)}"
     if subset == "relative_size":
@@ -79,7 +87,13 @@ def caption(subset: str, label: Any, target: str, other: str | None = None, plur
 
 
 def measured_label(subset: str, rendered: Rendered, size: int) -> Any:
-    """The SPEC label of a rendered image, from its measured geometry (``None`` when ambiguous)."""
+    """The SPEC label of a rendered image, from its measured geometry (``None`` when ambiguous).
+
+    Args:
+        subset: the SPEC subset.
+        rendered: the rendered image with its measured objects.
+        size: the image side in pixels.
+    """
     targets = rendered.of_role("target")
     if subset == "existence":
         return existence_level(len(targets))
@@ -229,7 +243,13 @@ class SpecBuilder(Composer):
 
     # -- driver --------------------------------------------------------------------------------
     def build(self, subset: str, index: int, only: Any = None) -> SpecCase:
-        """Build (and check) case ``index`` of ``subset``; ``only`` renders just that label's image."""
+        """Build (and check) case ``index`` of ``subset``; ``only`` renders just that label's image.
+
+        Args:
+            subset: the SPEC subset.
+            index: the case's index in the subset (it seeds the case).
+            only: render only the image of this label; None: every candidate.
+        """
         if subset not in _SUBSET_CODE:
             raise ConfigError(f"unknown SPEC subset {subset!r}; known: {', '.join(SUBSETS)}")
         method = getattr(self, f"_{subset}")
@@ -286,7 +306,14 @@ class SpecBuilder(Composer):
 
 
 def check_render(subset: str, label: Any, rendered: Rendered, size: int) -> None:
-    """Assert SPEC's definitions on one rendered image (raises :class:`Infeasible`)."""
+    """Assert SPEC's definitions on one rendered image (raises :class:`Infeasible`).
+
+    Args:
+        subset: the SPEC subset.
+        label: the label the image was drawn for.
+        rendered: the rendered image with its measured objects.
+        size: the image side in pixels.
+    """
     for obj in rendered.objects:
         if obj.mask_area != obj.full_mask_area:
             raise Infeasible(f"{obj.category} is clipped or occluded")
@@ -374,7 +401,19 @@ def write_spec(
     cls: bool = True,
     counts: dict[str, int] | None = None,
 ) -> dict:
-    """Write a SPEC-format dataset (see docs/synthesis.md); return the summary."""
+    """Write a SPEC-format dataset (see docs/synthesis.md); return the summary.
+
+    Args:
+        out: the output folder.
+        n: how many: see :class:`spotdiff.synth.SynthConfig`.
+        seed: the random seed; the same options give the same bytes.
+        size: the square image side in pixels.
+        subsets: the subsets to write; None: all six.
+        pipeline: the stages to render with; None: the procedural pipeline at ``size``.
+        workers: worker processes (the output does not depend on them).
+        cls: also write the ``cls`` task (``DIR/cls``).
+        counts: cases per subset where it differs from ``n``, or None.
+    """
     subsets = list(subsets or SUBSETS)
     for sub in subsets:
         if sub not in SUBSETS:

@@ -91,6 +91,15 @@ def normalize_relation(text: str) -> str:
 
 
 def relation_sentence(subject: str, relation: str, obj: str, phrasing: str | None = None, negate: bool = False) -> str:
+    """A caption stating ``subject relation obj`` (or its negation).
+
+    Args:
+        subject: the subject's name.
+        relation: a relation of :data:`RELATIONS`.
+        obj: the object's name.
+        phrasing: one of the relation's phrasings; None: its first.
+        negate: state that the relation does not hold.
+    """
     rel = RELATIONS[relation]
     phrase = phrasing or rel.phrasings[0]
     if relation == "contains":
@@ -99,7 +108,13 @@ def relation_sentence(subject: str, relation: str, obj: str, phrasing: str | Non
 
 
 def equivalent_forms(subject: str, relation: str, obj: str) -> set[tuple[str, str, str]]:
-    """The triple and its inverse reading (same meaning)."""
+    """The triple and its inverse reading (same meaning).
+
+    Args:
+        subject: the subject's name.
+        relation: a relation of :data:`RELATIONS`.
+        obj: the object's name.
+    """
     forms = {(subject, relation, obj)}
     inv = RELATIONS[relation].inverse
     if inv is not None:
@@ -210,7 +225,14 @@ def _p2(ann: Annotation, p1: str) -> str | None:
 
 
 def mine_triplet(ann: Annotation, pool: list[Annotation], rng: np.random.Generator, negations: bool = False) -> dict:
-    """P1, P2, N and the irrelevant reference for one annotation (VISLA Sec. 3.3)."""
+    """P1, P2, N and the irrelevant reference for one annotation (VISLA Sec. 3.3).
+
+    Args:
+        ann: the annotation P1 comes from.
+        pool: every annotation, searched for contradicting ones about the same objects.
+        rng: the generator of this triplet.
+        negations: also offer the negated P1 as a negative candidate.
+    """
     p1 = ann.caption or relation_sentence(
         ann.subject,
         ann.relation,
@@ -431,7 +453,18 @@ def write_visla(
     workers: int = 1,
     negations: bool = False,
 ) -> dict:
-    """Write a VISLA-Spatial-format dataset (see docs/synthesis.md); return the summary."""
+    """Write a VISLA-Spatial-format dataset (see docs/synthesis.md); return the summary.
+
+    Args:
+        out: the output folder.
+        n: how many: see :class:`spotdiff.synth.SynthConfig`.
+        seed: the random seed; the same options give the same bytes.
+        size: the square image side in pixels.
+        relations_file: a user's relation annotations; None: render canvas scenes.
+        pipeline: the stages to render with; None: the procedural pipeline at ``size``.
+        workers: worker processes (the output does not depend on them).
+        negations: also offer negated P1 sentences as negative candidates.
+    """
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
     measured: list[dict] = []

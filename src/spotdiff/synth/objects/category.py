@@ -34,7 +34,14 @@ DECLARED: dict[str, Category] = {}
 
 
 def category(name: str, colours: Sequence[str] = (), textures: Sequence[str] = ("plain",), plural: str = ""):
-    """Declare the drawing function of a category (its colours, textures and irregular plural)."""
+    """Declare the drawing function of a category (its colours, textures and irregular plural).
+
+    Args:
+        name: the category's name.
+        colours: the colours it is drawn in.
+        textures: the textures it is drawn with.
+        plural: its irregular plural; empty: regular.
+    """
 
     def deco(fn: Callable[[Pen, RGB, float], None]):
         DECLARED[name] = Category(name, fn, tuple(colours), tuple(textures), plural)

@@ -153,7 +153,13 @@ def tight_crop(image: Image.Image) -> Image.Image:
 
 
 def resize_cutout(cut: CutOut, width: int, height: int) -> Placed:
-    """Resize with premultiplied alpha (no dark fringes) and measure the opaque mask."""
+    """Resize with premultiplied alpha (no dark fringes) and measure the opaque mask.
+
+    Args:
+        cut: the cut-out.
+        width: the new width in pixels.
+        height: the new height in pixels.
+    """
     width, height = max(1, int(width)), max(1, int(height))
     im = cut.image
     if im.size != (width, height):
@@ -210,7 +216,16 @@ class ObjectSource(ABC):
         colour: str | None = None,
         texture: str | None = None,
     ) -> ObjectInstance:
-        """Implemented by each subclass."""
+        """Implemented by each subclass.
+
+        Args:
+            rng: the generator to draw with.
+            split: ``test`` or ``train``: which half of the instance seed space.
+            category: the category to draw; None: any.
+            exclude: categories not to draw.
+            colour: the colour to draw; None: any of the category's.
+            texture: the texture to draw; None: any of the category's.
+        """
 
     @abstractmethod
     def generate(self, instance: ObjectInstance) -> Image.Image:
@@ -368,6 +383,13 @@ class ObjectLibrary:
         return cut
 
     def placed(self, instance: ObjectInstance, width: int, height: int) -> Placed:
+        """The instance's cut-out resized to ``width`` x ``height`` (cached).
+
+        Args:
+            instance: the instance.
+            width: the width in pixels.
+            height: the height in pixels.
+        """
         key = (instance.key, int(width), int(height))
         hit = self._placed.get(key)
         if hit is None:
@@ -382,6 +404,12 @@ class ObjectLibrary:
 
         Sizes are searched over whole pixels: the aspect ratio is kept, the scale refined on the
         *measured* opaque box (resampling can shave a pixel off an edge).
+
+        Args:
+            instance: the instance.
+            target_area: the wanted box area in pixels.
+            max_w: the largest width in pixels.
+            max_h: the largest height in pixels.
         """
         aspect = self.cutout(instance).aspect
         best: Placed | None = None

@@ -35,6 +35,13 @@ SPLITS = {"test": 0, "train": 1}
 
 
 def mix(a: Sequence[int], b: Sequence[int], t: float) -> RGB:
+    """The colour ``t`` of the way from ``a`` to ``b``.
+
+    Args:
+        a: an RGB colour.
+        b: another RGB colour.
+        t: 0 gives ``a``, 1 gives ``b``.
+    """
     return (
         round(a[0] + (b[0] - a[0]) * t),
         round(a[1] + (b[1] - a[1]) * t),
@@ -101,6 +108,11 @@ class Pen:
 
     ``group`` draws a union of shapes with one fill and one outline around the whole union: all
     outlines first (twice the width), then all fills, so inner edges disappear.
+
+    Args:
+        size: the canvas side in pixels.
+        rng: the instance's generator.
+        texture: the instance's texture.
     """
 
     def __init__(self, size: int, rng: np.random.Generator, texture: str = "plain") -> None:
@@ -154,6 +166,15 @@ class Pen:
         texture: str | None = None,
         period: float = 0.09,
     ) -> None:
+        """Draw the union of ``shapes`` with one fill and one outline around the whole union.
+
+        Args:
+            shapes: ``(kind, box or points, ...)`` tuples: ``ellipse``, ``poly``, ``rect``, ``pie``, ``chord``.
+            fill: the fill colour.
+            outline: the outline colour; True: a darker shade of ``fill``; None or False: no outline.
+            texture: ``plain`` (or None), or a pattern drawn in ``fill``'s colours.
+            period: the pattern's period as a fraction of the canvas side.
+        """
         line = outline_of(fill) if outline is True else (outline or None)
         if line is not None:
             for shape in shapes:
@@ -170,18 +191,56 @@ class Pen:
         self.im.paste(_pattern(self.s, tuple(fill), texture, max(2, round(period * self.s))), (0, 0), mask)
 
     def ellipse(self, b, fill, **kw) -> None:
+        """One ellipse in the box ``b``.
+
+        Args:
+            b: the box (x0, y0, x1, y1).
+            fill: the fill colour.
+            **kw: further keyword arguments of :meth:`group` (``outline``, ``texture``, ``period``).
+        """
         self.group([("ellipse", b)], fill, **kw)
 
     def circle(self, cx, cy, r, fill, **kw) -> None:
+        """One circle.
+
+        Args:
+            cx: the centre's x.
+            cy: the centre's y.
+            r: the radius.
+            fill: the fill colour.
+            **kw: further keyword arguments of :meth:`group` (``outline``, ``texture``, ``period``).
+        """
         self.group([("ellipse", (cx - r, cy - r, cx + r, cy + r))], fill, **kw)
 
     def poly(self, pts, fill, **kw) -> None:
+        """One polygon.
+
+        Args:
+            pts: its points.
+            fill: the fill colour.
+            **kw: further keyword arguments of :meth:`group` (``outline``, ``texture``, ``period``).
+        """
         self.group([("poly", pts)], fill, **kw)
 
     def rect(self, b, fill, r: float = 0.0, **kw) -> None:
+        """One rectangle, its corners rounded with radius ``r``.
+
+        Args:
+            b: the box (x0, y0, x1, y1).
+            fill: the fill colour.
+            r: the corner radius.
+            **kw: further keyword arguments of :meth:`group` (``outline``, ``texture``, ``period``).
+        """
         self.group([("rect", b, r)], fill, **kw)
 
     def line(self, pts, colour, width: float) -> None:
+        """A polyline.
+
+        Args:
+            pts: its points.
+            colour: its colour.
+            width: its width.
+        """
         self.d.line(self.pts(pts), fill=colour, width=self.w(width), joint="curve")
 
     def clear(self, shape: tuple) -> None:
@@ -190,7 +249,15 @@ class Pen:
 
 
 def profile(cx: float, y0: float, y1: float, half_width: Callable[[float], float], n: int = 48) -> list:
-    """A polygon symmetric about ``x = cx`` from a half-width profile ``u in [0, 1] -> w``."""
+    """A polygon symmetric about ``x = cx`` from a half-width profile ``u in [0, 1] -> w``.
+
+    Args:
+        cx: the axis of symmetry.
+        y0: the top.
+        y1: the bottom.
+        half_width: the half-width at each fraction ``u`` of the way from ``y0`` to ``y1``.
+        n: points per side.
+    """
     us = [i / (n - 1) for i in range(n)]
     left = [(cx - half_width(u), y0 + (y1 - y0) * u) for u in us]
     right = [(cx + half_width(u), y0 + (y1 - y0) * u) for u in reversed(us)]
@@ -198,7 +265,16 @@ def profile(cx: float, y0: float, y1: float, half_width: Callable[[float], float
 
 
 def rot_ellipse(cx: float, cy: float, rx: float, ry: float, angle: float, n: int = 36) -> list:
-    """Polygon points of an ellipse rotated by ``angle`` radians."""
+    """Polygon points of an ellipse rotated by ``angle`` radians.
+
+    Args:
+        cx: the centre's x.
+        cy: the centre's y.
+        rx: the radius along x before rotation.
+        ry: the radius along y before rotation.
+        angle: the rotation in radians.
+        n: the number of points.
+    """
     ca, sa = math.cos(angle), math.sin(angle)
     out = []
     for i in range(n):
@@ -209,6 +285,14 @@ def rot_ellipse(cx: float, cy: float, rx: float, ry: float, angle: float, n: int
 
 
 def polar(cx: float, cy: float, radius: Callable[[float], float], n: int = 72) -> list:
+    """Polygon points of a closed curve given by its radius at each angle.
+
+    Args:
+        cx: the centre's x.
+        cy: the centre's y.
+        radius: the radius at each angle (radians).
+        n: the number of points.
+    """
     return [
         (cx + radius(t) * math.cos(t), cy + radius(t) * math.sin(t)) for t in (2 * math.pi * i / n for i in range(n))
     ]
