@@ -50,7 +50,15 @@ def read_json(path: Path) -> Any:
 
 
 def field(record: Any, name: str, kind: type | tuple[type, ...], *, file: Path, record_id: object) -> Any:
-    """``record[name]``, checked to exist and to be of ``kind``; strings must be non-blank."""
+    """``record[name]``, checked to exist and to be of ``kind``; strings must be non-blank.
+
+    Args:
+        record: the record (a dict).
+        name: the field's name.
+        kind: the type(s) its value must have.
+        file: the file the record comes from (named in the DataError).
+        record_id: the record's id or index (likewise).
+    """
     if not isinstance(record, dict):
         raise DataError(f"expected an object, got {type(record).__name__}", file=file, record=record_id)
     if name not in record:
@@ -107,7 +115,13 @@ _FALSE = {"0", "false", "no", "off", ""}
 
 
 def option_bool(options: Mapping[str, object], name: str, default: bool = False) -> bool:
-    """A boolean loader option; accepts bools, 0/1 and the strings true/false/yes/no/on/off."""
+    """A boolean loader option; accepts bools, 0/1 and the strings true/false/yes/no/on/off.
+
+    Args:
+        options: the loader's options.
+        name: the option's name.
+        default: the value when it is not given.
+    """
     value = options.get(name)
     if value is None:
         return default
@@ -121,7 +135,14 @@ def option_bool(options: Mapping[str, object], name: str, default: bool = False)
 
 
 def option_choice(options: Mapping[str, object], name: str, choices: Iterable[str], default: str) -> str:
-    """A loader option that takes one of a few string values."""
+    """A loader option that takes one of a few string values.
+
+    Args:
+        options: the loader's options.
+        name: the option's name.
+        choices: the accepted values.
+        default: the value when it is not given.
+    """
     choices = tuple(choices)
     value = options.get(name)
     if value is None:
@@ -135,6 +156,11 @@ def images_dir(root: Path, options: Mapping[str, object], default: str = "images
     """Where a loader resolves image file names: option ``images`` if given, else ``root/default``.
 
     The directory need not exist at load time: images are lazy references, read only when scored.
+
+    Args:
+        root: the data location.
+        options: the loader's options.
+        default: the folder under ``root`` when ``images`` is not given.
     """
     value = options.get("images")
     if value is None or value == "":
@@ -152,7 +178,13 @@ def frozen_truth(rows: Any) -> np.ndarray:
 
 
 def option_int(options: Mapping[str, object], name: str, default: int) -> int:
-    """An integer loader option; accepts ints and decimal strings (as the command line passes them)."""
+    """An integer loader option; accepts ints and decimal strings (as the command line passes them).
+
+    Args:
+        options: the loader's options.
+        name: the option's name.
+        default: the value when it is not given.
+    """
     value = options.get(name)
     if value is None or value == "":
         return default
@@ -172,6 +204,11 @@ def find_file(root: Path, candidates: Iterable[str], *, what: str) -> Path:
     """``root`` itself when it is a file, else the first of ``root/candidate`` that is a file.
 
     Candidates may contain sub-folders (``"data/examples.jsonl"``). A DataError lists what was tried.
+
+    Args:
+        root: the data location (a folder, or the file itself).
+        candidates: paths relative to ``root``, in order.
+        what: what the file is, for the DataError.
     """
     if root.is_file():
         return root

@@ -20,7 +20,13 @@ BATCH = 32
 
 
 def find_parquet(root: Path, patterns: Iterable[str], *, what: str) -> list[Path]:
-    """The parquet files matching the first of ``patterns`` (globs below ``root``) that matches any; sorted."""
+    """The parquet files matching the first of ``patterns`` (globs below ``root``) that matches any; sorted.
+
+    Args:
+        root: the data location.
+        patterns: glob patterns below ``root``, in order.
+        what: what the files are, for the DataError when none matches.
+    """
     patterns = tuple(patterns)
     if root.is_file() and root.suffix == ".parquet":
         return [root]
@@ -38,6 +44,11 @@ def iter_rows(
 
     Columns listed in ``columns`` may be absent from a file only if their name starts with ``?``
     (optional; the value is then None).
+
+    Args:
+        files: the parquet files, read in order.
+        columns: the columns to read (``?name``: optional).
+        image_columns: the columns holding encoded images.
     """
     import pyarrow.parquet as pq
 

@@ -70,6 +70,11 @@ class Benchmark(ABC):
     ``ties`` is the run's tie rule (:data:`spotdiff.cases.TIES`); a loader whose published
     peer relies on argmax tie-breaking reads it (ARO-Order keeps perturbations identical to the
     caption under ``"argmax"``).
+
+    Args:
+        root: the data location (a folder, or a file for the loaders that read one).
+        ties: the run's tie rule.
+        **options: the loader's options (``-o key=value``; each loader says which it reads).
     """
 
     name: ClassVar[str] = ""

@@ -29,6 +29,11 @@ def order_positives(p1: str, p2: str, negative: str) -> tuple[str, str, bool, in
     """Reorder two positives so that the first has the smaller Levenshtein distance to the negative.
 
     Returns ``(p1, p2, swapped, d(p1, n), d(p2, n))`` after reordering; ties keep the given order.
+
+    Args:
+        p1: the file's first positive.
+        p2: the file's second positive.
+        negative: the negative caption.
     """
     d1 = Levenshtein.distance(p1, negative)
     d2 = Levenshtein.distance(p2, negative)

@@ -77,7 +77,13 @@ class TarMemberImage(ImageRef):
 
 def read_list(path: Path, what: str, keys: tuple[str, ...] = ()) -> list[str]:
     """Non-empty stripped entries of a JSON list, of a JSON object's first of ``keys`` (CLIP_benchmark's
-    files keyed by dataset name), or of a text file (one entry a line)."""
+    files keyed by dataset name), or of a text file (one entry a line).
+
+    Args:
+        path: the file.
+        what: what the entries are (``class names``, ...), for errors.
+        keys: the keys a JSON object is looked up by, in order.
+    """
     if not path.is_file():
         raise ConfigError(f"{what} file not found: {path}")
     if path.suffix.lower() == ".json":
