@@ -117,6 +117,12 @@ def write_eqben(root: Path, n: int = 7, seed: int = 0, *, filename: str = "all_s
     Writes ``root/<filename>`` = ``[{"image0", "image1", "caption0", "caption1"}]`` and the images under
     ``root/images/<subset>/video<i>/frame<k>.png`` (``.npy`` BGR arrays for eqbenyoucook2). Record ``i``
     is in sub-dataset ``EQBEN_SUBSETS[i % 7]``. Returns ``root``.
+
+    Args:
+        root: the folder to write into (created if needed).
+        n: the number of records.
+        seed: the random seed; the same seed writes the same files.
+        filename: the annotation file's name.
     """
     root = Path(root)
     rng = np.random.default_rng(seed)
@@ -133,6 +139,11 @@ def write_eqben_full(root: Path, n: int = 4, seed: int = 0) -> Path:
     ``root/src_file/private_info.json`` (per original position ``{"dataset", "name", "sample_cnt"}``),
     and the images under ``root/images/``. Sample ``s`` has the same content as record ``s`` of
     :func:`write_eqben` with the same ``n`` and ``seed``. Returns ``root``.
+
+    Args:
+        root: the folder to write into (created if needed).
+        n: the number of EqBen samples (four records each).
+        seed: the random seed; the same seed writes the same files.
     """
     root = Path(root)
     rng = np.random.default_rng(seed)
@@ -163,6 +174,11 @@ def write_winoground(root: Path, n: int = 4, seed: int = 0) -> Path:
 
     Example ``i`` has ``collapsed_tag`` Object / Relation / Both for ``i % 3`` = 0 / 1 / 2, an empty
     ``secondary_tag`` when ``i % 3 == 0`` and ``num_main_preds = 1 + i % 2``. Returns ``root``.
+
+    Args:
+        root: the folder to write into (created if needed).
+        n: the number of examples.
+        seed: the random seed; the same seed writes the same files.
     """
     root = Path(root)
     rng = np.random.default_rng(seed)
@@ -194,7 +210,13 @@ SUGARCREPE_SUBSETS = ("add_att", "add_obj", "replace_att", "replace_obj", "repla
 def write_sugarcrepe(root: Path, n: int = 1, seed: int = 0) -> Path:
     """SugarCrepe's seven ``<subset>.json`` files (``{"<id>": {"filename", "caption",
     "negative_caption"}}``) with ``n`` records each, and their images in ``images/`` (COCO-style file
-    names). Returns ``root``."""
+    names). Returns ``root``.
+
+    Args:
+        root: the folder to write into (created if needed).
+        n: records per subset file.
+        seed: the random seed; the same seed writes the same files.
+    """
     root = Path(root)
     rng = np.random.default_rng(seed)
     for s, subset in enumerate(SUGARCREPE_SUBSETS):
@@ -212,7 +234,14 @@ def write_sugarcrepe(root: Path, n: int = 1, seed: int = 0) -> Path:
 
 def write_valse(root: Path, n: int = 3, seed: int = 0, piece: str = "counting-hard") -> Path:
     """A VALSE piece ``<piece>.json`` (published schema: ``image_file``, ``caption``, ``foil``, ``mturk``
-    votes, ...) with ``n`` valid samples, and their images in ``images/``. Returns ``root``."""
+    votes, ...) with ``n`` valid samples, and their images in ``images/``. Returns ``root``.
+
+    Args:
+        root: the folder to write into (created if needed).
+        n: the number of samples.
+        seed: the random seed; the same seed writes the same files.
+        piece: the piece's name (the file's stem).
+    """
     root = Path(root)
     rng = np.random.default_rng(seed)
     records = {}
@@ -252,6 +281,14 @@ def write_spec(
     one (image paths relative to the subset folder). With ``shared_captions`` every set of a subset
     uses the same K captions (as real SPEC sets of one object category can), so records cannot be
     grouped by caption set alone. ``files`` limits which of the two files are written. Returns ``root``.
+
+    Args:
+        root: the folder to write into (created if needed).
+        n: candidate sets per subset.
+        seed: the random seed; the same seed writes the same files.
+        subsets: the subsets to write.
+        files: which of ``image2text`` and ``text2image`` to write.
+        shared_captions: give every set of a subset the same K captions.
     """
     root = Path(root)
     rng = np.random.default_rng(seed)
@@ -330,13 +367,24 @@ def write_aro_vg_relation(root: Path, n: int = 6, seed: int = 0) -> Path:
     """ARO ``visual_genome_relation.json`` + ``images/<id>.jpg`` (64 x 48 JPEGs, boxes inside them).
 
     Record ``i`` has ``relation_name = ARO_FIXTURE_RELATIONS[i % 6]``. Returns ``root``.
+
+    Args:
+        root: the folder to write into (created if needed).
+        n: the number of records.
+        seed: the random seed; the same seed writes the same files.
     """
     return _write_aro_vg(root, n, seed, "relation")
 
 
 def write_aro_vg_attribution(root: Path, n: int = 6, seed: int = 0) -> Path:
     """ARO ``visual_genome_attribution.json`` + ``images/<id>.jpg``; record ``i`` has ``attributes =
-    list(ARO_FIXTURE_ATTRIBUTES[i % 3])``. Returns ``root``."""
+    list(ARO_FIXTURE_ATTRIBUTES[i % 3])``. Returns ``root``.
+
+    Args:
+        root: the folder to write into (created if needed).
+        n: the number of records.
+        seed: the random seed; the same seed writes the same files.
+    """
     return _write_aro_vg(root, n, seed, "attribution")
 
 
@@ -361,6 +409,14 @@ def write_karpathy(
     with images ``root/flickr30k-images/<id>.jpg``. Records are ``{"image": <path relative to root>,
     "caption": [captions_per_image captions]}``; captions are plain words with a final period. Returns
     ``root``.
+
+    Args:
+        root: the folder to write into (created if needed).
+        dataset: ``coco`` or ``flickr``.
+        n_images: the number of images.
+        seed: the random seed; the same seed writes the same files.
+        split: the split in the file's name.
+        captions_per_image: captions per image.
     """
     root = Path(root)
     rng = np.random.default_rng(seed)
@@ -416,6 +472,14 @@ def write_crepe(
     ``image_id,x,y,width,height,caption,valid_hard_negs_atom,valid_hard_negs_comp``; ``n`` rows with 3
     and 2 negatives). Images are ``root/images/<image_id>.jpg`` (64 x 48), except the first, which is
     put in ``root/images/VG_100K/`` as in a Visual Genome download. Returns ``root``.
+
+    Args:
+        root: the folder to write into (created if needed).
+        n: rows per file.
+        seed: the random seed; the same seed writes the same files.
+        prod_types: the productivity negative types to write.
+        complexities: the productivity complexities to write.
+        systematicity: also write the systematicity file.
     """
     root = Path(root)
     rng = np.random.default_rng(seed)
@@ -470,7 +534,15 @@ def write_zeroshot_folder(
     root: Path, n_per_class: int = 3, seed: int = 0, *, classes: tuple[str, ...] = ZEROSHOT_CLASSES, split: str = ""
 ) -> Path:
     """An image folder (torchvision ``ImageFolder``): ``root[/split]/<class>/<k>.png``, plus ``notes.txt``
-    in the first class folder (not an image: skipped by the loader)."""
+    in the first class folder (not an image: skipped by the loader).
+
+    Args:
+        root: the folder to write into (created if needed).
+        n_per_class: images per class.
+        seed: the random seed; the same seed writes the same files.
+        classes: the class names.
+        split: a sub-folder for the split; empty: none.
+    """
     rng = np.random.default_rng(seed)
     base = root / split if split else root
     for cls in classes:
@@ -491,7 +563,17 @@ def write_zeroshot_wds(
     split: str = "test",
 ) -> Path:
     """CLIP_benchmark's webdataset layout: ``root/<split>/nshards.txt``, ``<i>.tar`` shards of
-    ``<key>.webp`` + ``<key>.cls`` samples, ``root/classnames.txt`` and the templates file."""
+    ``<key>.webp`` + ``<key>.cls`` samples, ``root/classnames.txt`` and the templates file.
+
+    Args:
+        root: the folder to write into (created if needed).
+        n: the number of samples.
+        seed: the random seed; the same seed writes the same files.
+        classes: the class names.
+        templates: the prompt templates.
+        shards: the number of tar shards.
+        split: the split's folder.
+    """
     import io
     import tarfile
 
@@ -516,7 +598,14 @@ def write_zeroshot_wds(
 
 def write_zeroshot_cifar(root: Path, n: int = 12, seed: int = 0, *, kind: str = "cifar10") -> Path:
     """torchvision's on-disk CIFAR: ``cifar-10-batches-py/test_batch`` + ``batches.meta`` (or
-    ``cifar-100-python/test`` + ``meta``), pickled dicts with an ``N x 3072`` uint8 ``data`` array."""
+    ``cifar-100-python/test`` + ``meta``), pickled dicts with an ``N x 3072`` uint8 ``data`` array.
+
+    Args:
+        root: the folder to write into (created if needed).
+        n: the number of images.
+        seed: the random seed; the same seed writes the same files.
+        kind: ``cifar10`` or ``cifar100``.
+    """
     import pickle
 
     from spotdiff.benchmarks.zeroshot_data import CIFAR10_CLASSES, CIFAR100_CLASSES

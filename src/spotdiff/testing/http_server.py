@@ -31,6 +31,13 @@ def send_bytes(handler: BaseHTTPRequestHandler, data: bytes, headers: dict[str, 
     """Answer ``handler``'s GET or HEAD with ``data``, honouring a ``Range: bytes=N-[M]`` header.
 
     ``drop_after``: announce the full length but close the connection after that many body bytes.
+
+    Args:
+        handler: the request being answered.
+        data: the body.
+        headers: further response headers, or None.
+        content_type: the ``Content-Type``.
+        drop_after: close the connection after this many body bytes; None: send them all.
     """
     total = len(data)
     start, end, status = 0, total - 1, 200
@@ -125,19 +132,37 @@ class FileServer(LoopbackServer):
         self._drops: dict[str, list[int]] = {}
 
     def add(self, path: str, content: bytes | str | Path, content_type: str = "application/octet-stream") -> str:
-        """Serve ``content`` (bytes, or a file read at request time) at ``path``; return its URL here."""
+        """Serve ``content`` (bytes, or a file read at request time) at ``path``; return its URL here.
+
+        Args:
+            path: the URL path (``/H/P``).
+            content: bytes, text (a str), or a Path to a file read at request time.
+            content_type: the ``Content-Type``.
+        """
         if isinstance(content, str):
             content = content.encode()
         self._files["/" + path.lstrip("/")] = (content, content_type)
         return self.url + "/" + path.lstrip("/")
 
     def add_url(self, url: str, content: bytes | str | Path, content_type: str = "application/octet-stream") -> str:
-        """Serve ``content`` where ``SPOTDIFF_URL_MIRROR`` maps ``url`` (``https://H/P`` -> ``/H/P``)."""
+        """Serve ``content`` where ``SPOTDIFF_URL_MIRROR`` maps ``url`` (``https://H/P`` -> ``/H/P``).
+
+        Args:
+            url: the URL the code under test requests.
+            content: bytes, text (a str), or a Path to a file read at request time.
+            content_type: the ``Content-Type``.
+        """
         parts = urlsplit(url)
         return self.add(f"{parts.netloc}{parts.path}", content, content_type)
 
     def drop_after(self, path: str, n_bytes: int, times: int = 1) -> None:
-        """The next ``times`` GETs of ``path`` close the connection after ``n_bytes`` body bytes."""
+        """The next ``times`` GETs of ``path`` close the connection after ``n_bytes`` body bytes.
+
+        Args:
+            path: the URL path.
+            n_bytes: body bytes sent before the connection is closed.
+            times: how many GETs are cut short.
+        """
         self._drops.setdefault("/" + path.lstrip("/"), []).extend([n_bytes] * times)
 
     def handle(self, handler: BaseHTTPRequestHandler) -> None:

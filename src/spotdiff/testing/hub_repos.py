@@ -62,7 +62,13 @@ def winoground_repo(n: int = 6, seed: int = 0) -> dict[str, bytes]:
 
 
 def spec_repo(n: int = 1, seed: int = 0, size: int = 32) -> dict[str, bytes]:
-    """``data.zip``: a SPEC dataset from :func:`spotdiff.synth.spec.write_spec`, under ``data/``."""
+    """``data.zip``: a SPEC dataset from :func:`spotdiff.synth.spec.write_spec`, under ``data/``.
+
+    Args:
+        n: candidate sets per subset.
+        seed: the random seed.
+        size: the image side in pixels.
+    """
     from spotdiff.synth.spec import write_spec
 
     with tempfile.TemporaryDirectory() as tmp:
@@ -94,7 +100,13 @@ def mteb_order_repo(n: int = 6, seed: int = 0) -> dict[str, bytes]:
 
 
 def mteb_vg_repo(kind: str = "relation", n: int = 6, seed: int = 0) -> dict[str, bytes]:
-    """MTEB's ARO-Visual-Relation (``kind="relation"``) or -Attribution (``"attribution"``) layout."""
+    """MTEB's ARO-Visual-Relation (``kind="relation"``) or -Attribution (``"attribution"``) layout.
+
+    Args:
+        kind: ``relation`` or ``attribution``.
+        n: the number of rows.
+        seed: the random seed.
+    """
     rng = np.random.default_rng(seed)
     rows: dict[str, list] = {k: [] for k in ("image", "true_caption", "false_caption", "bbox")}
     rows["relation_name" if kind == "relation" else "attributes"] = []

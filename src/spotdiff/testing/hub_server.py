@@ -53,6 +53,16 @@ class HubServer(LoopbackServer):
 
     def add_repo(self, repo_id: str, files: dict[str, bytes], *, revision: str, repo_type: str = "dataset",
                  gated: bool = False, granted_tokens: tuple[str, ...] = ()) -> Repo:
+        """Serve the repository ``repo_id`` with ``files`` ({path: bytes}) at the commit ``revision``.
+
+        Args:
+            repo_id: ``owner/name``.
+            files: its files, path -> bytes.
+            revision: the commit id it is served at (any id is accepted as the one commit).
+            repo_type: ``dataset`` or ``model``.
+            gated: answer 401/403 unless a granted token is sent.
+            granted_tokens: the tokens a gated repository accepts.
+        """
         repo = Repo(repo_id, repo_type, revision, dict(files), gated, set(granted_tokens))
         self.repos[(repo_type, repo_id)] = repo
         return repo

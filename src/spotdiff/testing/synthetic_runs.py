@@ -46,7 +46,13 @@ def _sentence(rng: np.random.Generator) -> str:
 
 
 def make_cases(benchmark: str, n: int, seed: int = 0) -> list[Case]:
-    """``n`` made-up cases in the shape of ``benchmark``'s cases (no images)."""
+    """``n`` made-up cases in the shape of ``benchmark``'s cases (no images).
+
+    Args:
+        benchmark: the benchmark whose case shape is imitated.
+        n: the number of cases.
+        seed: the random seed.
+    """
     protocol, subsets = SPECS[benchmark]
     rng = np.random.default_rng(seed)
     cases = []
@@ -87,7 +93,14 @@ def make_cases(benchmark: str, n: int, seed: int = 0) -> list[Case]:
 
 
 def synthetic_scores(case: Case, needs: str, skill: float, rng: np.random.Generator) -> np.ndarray:
-    """A score matrix for ``case``: Gaussian noise plus ``skill`` on the true entries."""
+    """A score matrix for ``case``: Gaussian noise plus ``skill`` on the true entries.
+
+    Args:
+        case: the case.
+        needs: what the protocol needs (``image-text``, ``text-text`` or ``match-prob``).
+        skill: what the true entries get on top of the noise.
+        rng: the generator.
+    """
     truth = case.truth.astype(float)
     if needs == "text-text":
         pos = truth[0]
@@ -118,6 +131,16 @@ def fill_store(
     ``data`` maps a benchmark to a real data location: its cases are then read through the loader
     (the first ``n_cases``), and the run records that location and digest so reports can show texts
     and images.
+
+    Args:
+        store: the run store to record into.
+        models: the number of made-up models.
+        benchmarks: the benchmarks to record runs on.
+        n_cases: cases per run.
+        seed: the random seed.
+        data: benchmark -> a real data location, or None.
+        n_boot: bootstrap resamples per run.
+        alpha_curves: benchmarks whose ``i2t-top1`` runs also record a made-up alpha curve.
     """
     from spotdiff.benchmarks import get_benchmark
 

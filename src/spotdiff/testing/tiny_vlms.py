@@ -98,7 +98,13 @@ def smollm2_tokenizer():
 
 def redraw_weights(model: Any, std: float, seed: int) -> None:
     """Redraw every weight matrix (2-D or more) of ``model`` from N(0, std), seeded; norms and
-    biases keep their initial values."""
+    biases keep their initial values.
+
+    Args:
+        model: the model.
+        std: the standard deviation.
+        seed: the random seed.
+    """
     import torch
 
     gen = torch.Generator().manual_seed(seed)
@@ -223,6 +229,12 @@ def make_tiny_vlm(arch: str, out_dir: str | Path, *, seed: int = 0, std: float =
     processor (SmolLM2 tokenizer, typed-content chat template) into ``out_dir``; return the folder.
 
     Same ``seed``, same weights. Load it with ``vqa:{path}`` or ``vgpt:{path}``.
+
+    Args:
+        arch: one of :data:`TINY_VLMS`.
+        out_dir: the model folder.
+        seed: the weights' seed.
+        std: the standard deviation the weights are redrawn with.
     """
     import torch
 
