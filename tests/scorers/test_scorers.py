@@ -24,7 +24,7 @@ import torch
 import spotdiff.testing.tiny_models as tm
 from spotdiff.errors import ConfigError
 from spotdiff.scorers import ALIASES, SCORERS, EmbeddingScorer, PairScorer, ScorerOptions, load_scorer
-from spotdiff.scorers.base import resolve_device, resolve_dtype
+from spotdiff.scorers.runtime import resolve_device, resolve_dtype
 
 TEXTS = ["a cat", "a red dog on the grass", "two people riding a horse near a tree", "zebra!", "a cat"]
 IDENTITY_KEYS = {

@@ -61,7 +61,7 @@ from PIL import Image
 
 from spotdiff.cases import ImageRef
 from spotdiff.errors import ConfigError
-from spotdiff.scorers.base import SCORERS, PairScorer, ScorerOptions, local_path
+from spotdiff.scorers.base import SCORERS, PairScorer, ScorerOptions
 from spotdiff.scorers.chat import ChatVLM, Request, check_gguf_config
 from spotdiff.scorers.factory import parse_spec_options
 from spotdiff.scorers.lm import (
@@ -71,6 +71,7 @@ from spotdiff.scorers.lm import (
     load_device_dtype,
     model_identity_digests,
 )
+from spotdiff.scorers.weights import local_path
 
 __all__ = ["DESCRIBE_PROMPT", "VisualGPTScorer"]
 
