@@ -26,7 +26,7 @@ import json
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any, ClassVar
+from typing import Any, ClassVar, Protocol, runtime_checkable
 
 import numpy as np
 from PIL import Image
@@ -37,7 +37,7 @@ from spotdiff.registry import Registry
 
 #: Capabilities a scorer may declare; all but ``"itm-logits"`` match the ``needs`` of protocols.
 #: ``"itm-logits"``: a pair scorer whose match probability is ``softmax`` of a two-way image-text
-#: matching head; it also returns those logits (:meth:`PairScorer.itm_logits`), which VALSE ranks on.
+#: matching head; it also returns those logits (:class:`ITMLogits`), which VALSE ranks on.
 CAPABILITIES = ("image-text", "text-text", "match-prob", "text-prior", "choice", "choice-text", "itm-logits")
 
 
@@ -73,6 +73,10 @@ class Scorer(ABC):
 
     def can(self, need: str) -> bool:
         return need in self.capabilities
+
+    def cannot(self, need: str) -> str | None:
+        """Why a declared need cannot be served by this instance (shown in the capability error), or None."""
+        return None
 
     def __call__(self, images: Sequence[Any], texts: Sequence[str]) -> np.ndarray:
         """The ``[len(images), len(texts)]`` score matrix of every image against every text.
@@ -166,11 +170,6 @@ class PairScorer(Scorer):
 
     def probe_batch(self, n: int) -> None:
         self.score_pairs(_probe_images(self, n), [[PROBE_TEXT]] * n)
-
-    def itm_logits(self, images: Sequence[Image.Image], texts: Sequence[Sequence[str]]) -> list[np.ndarray]:
-        """For each image, its texts' ``(no-match, match)`` ITM logits (``[n_texts, 2]`` per image);
-        only scorers declaring ``"itm-logits"``."""
-        raise ConfigError(f"model {self.spec!r} does not provide image-text matching logits")
 
     def score_matrix(self, images: Sequence[Image.Image], texts: Sequence[str]) -> np.ndarray:
         rows = self.score_pairs(images, [list(texts)] * len(images))
@@ -284,6 +283,71 @@ class StagedEncoder:
         if len(texts) == 0:
             return np.zeros((0, self._dim()), dtype=np.float32)  # type: ignore[attr-defined]
         return staged(texts, self.text_preprocessor(), self._forward_tokens, self.batch_size)  # type: ignore[attr-defined]
+
+
+# --- what a scorer can be asked (checked with isinstance; a capability names one of these) -------
+
+
+@runtime_checkable
+class TextEmbedding(Protocol):
+    """Embeds texts; similarity of two sets of embeddings (``text-text``)."""
+
+    def encode_texts(self, texts: Sequence[str] | Prepared) -> np.ndarray: ...
+
+    def similarity(self, a: np.ndarray, b: np.ndarray) -> np.ndarray: ...
+
+
+@runtime_checkable
+class ImageTextEmbedding(TextEmbedding, Protocol):
+    """Embeds images and texts apart (``image-text`` by similarity, :class:`EmbeddingScorer`)."""
+
+    def encode_images(self, images: Sequence[Image.Image] | Prepared) -> np.ndarray: ...
+
+
+@runtime_checkable
+class PairScoring(Protocol):
+    """Scores (image, text) pairs jointly (``image-text``, ``match-prob``, :class:`PairScorer`)."""
+
+    def score_pairs(
+        self, images: Sequence[Image.Image] | Prepared, texts: Sequence[Sequence[str]]
+    ) -> list[np.ndarray]: ...
+
+
+@runtime_checkable
+class ITMLogits(Protocol):
+    """A two-way image-text matching head's logits (``itm-logits``)."""
+
+    def itm_logits(self, images: Sequence[Image.Image] | Prepared, texts: Sequence[Sequence[str]]) -> list[np.ndarray]:
+        """For each image, its texts' ``(no-match, match)`` logits, ``[n_texts, 2]`` per image."""
+        ...
+
+
+@runtime_checkable
+class TextPrior(Protocol):
+    """Text-only log-probabilities ``log P(t)`` (``text-prior``)."""
+
+    def text_logprob(self, texts: Sequence[str]) -> np.ndarray: ...
+
+
+@runtime_checkable
+class AnswerChoice(Protocol):
+    """Answers multiple-choice questions about one K x K case (``choice``, ``choice-text``)."""
+
+    def answer_choices(self, images: Sequence[Image.Image], texts: Sequence[str], need: str) -> np.ndarray:
+        """``[n_questions, 2, n_readings]``: the chosen candidate per question, order and reading."""
+        ...
+
+
+#: The protocols a scorer declaring each capability implements (one of them, where several).
+SERVES: dict[str, tuple[type, ...]] = {
+    "image-text": (ImageTextEmbedding, PairScoring),
+    "text-text": (TextEmbedding,),
+    "match-prob": (PairScoring,),
+    "text-prior": (TextPrior,),
+    "choice": (AnswerChoice,),
+    "choice-text": (AnswerChoice,),
+    "itm-logits": (ITMLogits,),
+}
 
 
 SCORERS: Registry[Callable[[str, ScorerOptions], Scorer]] = Registry(
