@@ -123,6 +123,12 @@ def _split(values: Sequence[Any] | np.ndarray, sizes: Iterable[int]) -> list[Any
     return out
 
 
+def _runs(sizes: Iterable[int]) -> list[list[int]]:
+    """Consecutive index lists of ``sizes`` items each (the batches of a flat list)."""
+    sizes = list(sizes)
+    return [list(run) for run in _split(range(sum(sizes)), sizes)]
+
+
 class Need(ABC):
     """How one protocol need is served: which items a chunk of cases needs from the model
     (:meth:`prefill`, only the items ``keep`` accepts) and how their rows assemble into each case's
@@ -405,8 +411,7 @@ class Engine:
                 by_image.setdefault(pairs[i][0].key, []).append(i)
             groups.append(list(by_image.values()))
         refs = [pairs[g[0]][0] for batch in groups for g in batch]
-        starts = np.cumsum([0] + [len(batch) for batch in groups])
-        per_batch = [list(range(starts[j], starts[j + 1])) for j in range(len(groups))]
+        per_batch = _runs(len(batch) for batch in groups)
         with contextlib.closing(self.pipeline.images(refs, per_batch, self.scorer.image_preprocessor())) as feed:
             for batch, images in zip(groups, feed, strict=True):
                 outputs = score(images, [[pairs[i][1] for i in g] for g in batch])
@@ -435,8 +440,7 @@ class Engine:
         """Each batch's (one case's) answers, its images decoded ahead."""
         scorer = _serves(self.scorer, AnswerChoice, "does not answer multiple-choice questions")
         refs = [ref for (k,) in batches for ref in cases[k].images]
-        starts = np.cumsum([0] + [len(cases[k].images) for (k,) in batches])
-        per_case = [list(range(starts[j], starts[j + 1])) for j in range(len(batches))]
+        per_case = _runs(len(cases[k].images) for (k,) in batches)
         with contextlib.closing(self.pipeline.images(refs, per_case, None)) as feed:
             for (k,), images in zip(batches, feed, strict=True):
                 answers = scorer.answer_choices(images, cases[k].texts, need)
