@@ -1,22 +1,10 @@
 """The scorer interface: a model, named by a spec string, that scores images and texts.
 
-Two shapes of model share it (docs/architecture.md, "Scorers"):
-
-* :class:`EmbeddingScorer` embeds each unique image and text once; similarities are dot products
-  of L2-normalised embeddings, so text-text similarity comes for free.
-* :class:`PairScorer` scores (image, text) pairs jointly, but runs the vision side once per unique
-  image and batches that image's texts against it.
-
-A scorer family registers a factory under its spec prefix (``hf-clip``, ``blip-itm``, ...) with
-``@SCORERS.register(prefix)``; :func:`spotdiff.scorers.factory.load_scorer` parses a spec string
-and builds it.
-
-The input pipeline's contract (optional): a scorer whose :meth:`Scorer.image_preprocessor` returns a
-callable splits its vision side into a CPU stage (decoded images -> the model's pixel tensor, run by
-the engine in worker processes) and the forward pass; ``encode_images`` and ``score_pairs`` then also
-accept the :class:`Prepared` batch that callable returns. :meth:`Scorer.text_preprocessor` does the
-same for texts (tokenisation, run ahead of the model in a thread; ``encode_texts`` accepts its
-output). Scorers that provide neither keep receiving decoded images and strings.
+:class:`EmbeddingScorer` embeds each unique image and text once; :class:`PairScorer` scores (image,
+text) pairs jointly, the vision side once per image. What a scorer can be asked is a runtime-checked
+Protocol per capability (:data:`SERVES`). Families register a factory with ``@SCORERS.register``.
+An optional CPU stage (:meth:`Scorer.image_preprocessor`, :meth:`Scorer.text_preprocessor`) lets the
+engine prepare :class:`Prepared` batches ahead of the model (docs/architecture.md, "Scorers").
 """
 
 from __future__ import annotations
