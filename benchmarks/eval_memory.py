@@ -8,6 +8,9 @@ The model is a tiny random sentence-transformer (BERT, 2 layers, width 32, built
 loaded by path) so that the measurement is the harness's memory and takes minutes, not hours; a
 real text model adds its own weights, a constant. The child reports its peak resident memory
 (``ru_maxrss``); a child that only imports spotdiff and the model libraries gives the fixed part.
+Throughput: cases per second of the whole run, and its ratio to the model's own
+``SentenceTransformer.encode`` of the same texts in another fresh child (encoding time only, one
+call, the same batch size): 1.0 would be a harness that costs nothing beyond the model.
 Usage: ``python benchmarks/eval_memory.py [--quick] [--sizes 10000 1000000]``.
 """
 
@@ -40,6 +43,31 @@ print("PEAK_MIB", resource.getrusage(resource.RUSAGE_SELF).ru_maxrss // 1024, "S
 """
 
 
+_RAW_ENCODE = """
+import csv, sys, time
+import torch
+from sentence_transformers import SentenceTransformer
+with open(sys.argv[2], encoding="utf-8", newline="") as f:
+    rows = list(csv.reader(f, delimiter="\t"))[1:]
+texts = list(dict.fromkeys(t for row in rows for t in row[1:4]))
+model = SentenceTransformer(sys.argv[1], device="cpu").eval()
+start = time.perf_counter()
+with torch.inference_mode():
+    emb = model.encode(texts, batch_size=int(sys.argv[3]), convert_to_tensor=True, normalize_embeddings=True,
+                       show_progress_bar=False)
+print("SECONDS", time.perf_counter() - start, "TEXTS", len(texts), "DIM", emb.shape[1])
+"""
+
+BATCH_SIZE = 256
+
+
+def raw_encode_seconds(model_dir: Path, tsv: Path) -> tuple[float, int]:
+    """Seconds (and texts) of the model's own ``SentenceTransformer.encode`` of the file's unique texts."""
+    argv = [sys.executable, "-c", _RAW_ENCODE, str(model_dir), str(tsv), str(BATCH_SIZE)]
+    fields = subprocess.run(argv, check=True, capture_output=True, text=True).stdout.split()
+    return float(fields[fields.index("SECONDS") + 1]), int(fields[fields.index("TEXTS") + 1])
+
+
 def write_visla(path: Path, n: int, seed: int) -> None:
     """``n`` rows of VISLA's Generic TSV: a caption, a paraphrase and a negative, all distinct."""
     rng = np.random.default_rng(seed)
@@ -69,7 +97,8 @@ def main() -> None:
     print(f"load average {', '.join(f'{x:.2f}' for x in os.getloadavg())}")
     with tempfile.TemporaryDirectory() as tmp:
         root = Path(tmp)
-        model = "sentence-transformers:" + str(make_tiny_sentence_transformer(root / "st"))
+        model_dir = make_tiny_sentence_transformer(root / "st")
+        model = f"sentence-transformers:{model_dir}"
         fixed = peak(_IMPORTS_ONLY, [])
         print(f"imports only (spotdiff, torch, transformers, sentence-transformers): {fixed} MiB")
         peaks = []
@@ -79,16 +108,24 @@ def main() -> None:
             write_visla(data / "Generic_VISLA.tsv", n, seed=n)
             argv = ["eval", "--model", model, "--benchmark", "visla-generic", "--data", str(data),
                     "--protocol", "t2t", "--cache", str(root / f"cache{n}"), "--store", str(root / f"runs{n}.sqlite"),
-                    "--out", str(root / f"out{n}"), "--batch-size", "256", "--device", "cpu", "--quiet"]  # fmt: skip
+                    "--out", str(root / f"out{n}"), "--batch-size", str(BATCH_SIZE),
+                    "--device", "cpu", "--quiet"]  # fmt: skip
             start = time.perf_counter()
             peaks.append(peak(_CHILD, argv))
+            seconds = time.perf_counter() - start
             with open(root / f"out{n}" / "scores.jsonl", encoding="utf-8") as f:
                 lines = sum(1 for _ in f)
             print(f"text-only run, {n:,} cases ({3 * n:,} texts, {lines:,} lines of scores.jsonl): "
-                  f"peak RSS {peaks[-1]:,} MiB in {time.perf_counter() - start:.0f}s")  # fmt: skip
-        grow = (peaks[-1] - peaks[0]) * 2**20 / (sizes[-1] - sizes[0])
-        print(f"{sizes[-1] // sizes[0]}x the cases -> {peaks[-1] / peaks[0]:.2f}x the peak memory; "
-              f"{grow:,.0f} bytes per extra case; {peaks[-1]:,} MiB at {sizes[-1]:,} cases (goal: under 2,048 MiB)")
+                  f"peak RSS {peaks[-1]:,} MiB in {seconds:.1f}s, {n / seconds:,.0f} cases/s")  # fmt: skip
+            raw, texts = raw_encode_seconds(model_dir, data / "Generic_VISLA.tsv")
+            print(f"  SentenceTransformer.encode of the same {texts:,} texts: {raw:.1f}s; "
+                  f"ratio encode / whole run = {raw / seconds:.2f}")  # fmt: skip
+        if len(sizes) > 1:
+            grow = (peaks[-1] - peaks[0]) * 2**20 / (sizes[-1] - sizes[0])
+            print(f"{sizes[-1] / sizes[0]:g}x the cases -> {peaks[-1] / peaks[0]:.2f}x the peak memory; "
+                  f"{grow:,.0f} bytes per extra case; {peaks[-1]:,} MiB at {sizes[-1]:,} cases (goal: under 2,048 MiB)")
+        else:
+            print(f"{peaks[-1]:,} MiB at {sizes[-1]:,} cases (goal: under 2,048 MiB at 1,000,000)")
         print(f"load average {', '.join(f'{x:.2f}' for x in os.getloadavg())}")
 
 

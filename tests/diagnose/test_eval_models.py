@@ -1,8 +1,8 @@
 """`spotdiff eval` end to end: tiny models built from configs, saved, and loaded by path.
 
 Every model family is evaluated through the command line on fixture datasets written in the
-published formats with real image files, for each protocol that applies; the engine's assembled
-score matrices are checked against the model's own outputs, and the cache against a re-run.
+published formats with real image files, for each protocol that applies (the engine's own tests,
+matrices against the model's outputs included, are in test_engine.py).
 """
 
 from __future__ import annotations
@@ -137,42 +137,6 @@ def test_eval_by_path(
     # a second run reads everything from the cache and gives the same per-case scores
     assert main(argv(out2)) == 0
     assert (out2 / "scores.jsonl").read_text() == (out / "scores.jsonl").read_text()
-
-
-def test_engine_matrix_equals_direct_model_output(models, data) -> None:
-    """The deduplicated, batched matrices equal each case scored on its own by the model."""
-    scorer = load_scorer(models["hf-clip"], ScorerOptions(device="cpu", batch_size=4))
-    cases = get_benchmark("spec")(data["spec"]).load()
-    matrices = list(Engine(scorer, None, progress=False).case_matrices(cases, "image-text"))
-    for case, matrix in zip(cases, matrices, strict=True):
-        direct = scorer.encode_images([r.load() for r in case.images]) @ scorer.encode_texts(list(case.texts)).T
-        np.testing.assert_allclose(matrix, direct, atol=1e-5)
-
-
-def test_engine_dedups_by_content(models, data) -> None:
-    """Each distinct image and text is encoded once, whatever its position in the cases."""
-    scorer = load_scorer(models["hf-clip"], ScorerOptions(device="cpu"))
-    cases = get_benchmark("winoground")(data["winoground"]).load()
-    engine = Engine(scorer, None, progress=False)
-    list(engine.case_matrices(cases + cases, "image-text"))
-    n_unique = len({r.key for c in cases for r in c.images}) + len({t for c in cases for t in c.texts})
-    assert engine.stats["computed"] == n_unique
-
-
-@pytest.mark.parametrize(("need", "method"), [("image-text", "score_pairs"), ("match-prob", "itm_logits")])
-def test_pair_scorer_runs_vision_once_per_image(models, data, monkeypatch, need: str, method: str) -> None:
-    scorer = load_scorer(models["blip-itm"], ScorerOptions(device="cpu", batch_size=8))
-    calls: list[int] = []
-    original = getattr(scorer, method)
-
-    def counting(images, texts):
-        calls.append(len(images))
-        return original(images, texts)
-
-    monkeypatch.setattr(scorer, method, counting)
-    cases = get_benchmark("winoground")(data["winoground"]).load()
-    list(Engine(scorer, None, progress=False).case_matrices(cases, need))
-    assert sum(calls) == len({r.key for c in cases for r in c.images})
 
 
 def test_missing_model_path_is_a_clear_error(data, tmp_path: Path, capsys) -> None:

@@ -6,6 +6,7 @@ path a user's checkpoint takes; the one real model is ``minilm`` (shipped inside
 
 from __future__ import annotations
 
+import inspect
 import os
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
@@ -24,7 +25,7 @@ import torch
 import spotdiff.testing.tiny_models as tm
 from spotdiff.errors import ConfigError
 from spotdiff.scorers import ALIASES, SCORERS, EmbeddingScorer, PairScorer, ScorerOptions, load_scorer
-from spotdiff.scorers.base import resolve_device, resolve_dtype
+from spotdiff.scorers.runtime import resolve_device, resolve_dtype
 
 TEXTS = ["a cat", "a red dog on the grass", "two people riding a horse near a tree", "zebra!", "a cat"]
 IDENTITY_KEYS = {
@@ -395,3 +396,18 @@ def test_cuda_auto_dtype_is_float16(models, images):
     texts = [TEXTS] * len(images)
     for a, b in zip(itm.score_pairs(images, texts), ref_itm.score_pairs(images, texts), strict=True):
         np.testing.assert_allclose(a, b, atol=5e-3)
+
+
+def test_every_family_implements_the_protocols_of_its_capabilities() -> None:
+    """A declared capability is backed by its protocol's methods (``SERVES``), checked on the classes."""
+    from spotdiff.scorers.base import CAPABILITIES, SERVES
+
+    assert set(SERVES) == set(CAPABILITIES)
+    classes = {}
+    for name, factory in SCORERS.items():
+        returned = factory if isinstance(factory, type) else inspect.signature(factory, eval_str=True).return_annotation
+        classes[name] = returned
+    assert all(isinstance(cls, type) for cls in classes.values()), classes
+    for cls in classes.values():
+        for need in cls.capabilities:
+            assert issubclass(cls, SERVES[need]), (cls.__name__, need)

@@ -8,7 +8,8 @@ another benchmark sharing images or texts, recomputes nothing.
 Sharded (multi-process) evaluation writes one *shard* file per process under ``<dir>/shards/``
 (rollback-journal mode, one writer each, so they also work on network file systems); the shard
 reads the main file as a fallback, and :meth:`Cache.merge_from` folds a finished shard into the
-main file (see :mod:`spotdiff.diagnose.distributed`).
+main file (see :mod:`spotdiff.diagnose.distributed`). :class:`CachedRequests` is the one door
+from the engine to a model: every computation passes through its lookup and store.
 """
 
 from __future__ import annotations
@@ -16,10 +17,13 @@ from __future__ import annotations
 import contextlib
 import logging
 import sqlite3
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from pathlib import Path
 
 import numpy as np
+from tqdm.auto import tqdm
+
+from spotdiff.errors import ConfigError
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS items (
@@ -153,6 +157,79 @@ class Cache:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+#: Computes the rows of batches of missing items (positions into a request's keys), in order: for
+#: each batch, one row per position.
+Compute = Callable[[list[list[int]]], Iterator[Sequence[np.ndarray]]]
+
+
+class CachedRequests:
+    """Every model computation of an engine passes here (lm-evaluation-harness's ``CachingLM``): a
+    request's items are looked up in the cache, the missing ones computed in batches and each batch
+    stored before it is used, with one progress bar; :attr:`stats` counts cached and computed items.
+
+    Args:
+        cache: where rows are kept, under ``(kind, key)``.
+        progress: show a progress bar (items per second) while computing.
+    """
+
+    def __init__(self, cache: Cache, *, progress: bool = True) -> None:
+        self.cache = cache
+        self.progress = progress
+        self.stats = {"computed": 0, "cached": 0}
+
+    def __call__(
+        self,
+        kind: str,
+        keys: Sequence[str],
+        compute: Compute,
+        batch_size: int,
+        *,
+        groups: Sequence[str] | None = None,
+        desc: str,
+        unit: str,
+    ) -> dict[str, np.ndarray]:
+        """The row of every key in ``keys``: cached ones read, the others computed and stored.
+
+        Args:
+            kind: the cache's kind of the rows (``"text"``, ``"image"``, ``"pair"``, a need, ...).
+            keys: the items' content keys (a repeated key is computed once per position).
+            compute: the model, on the batches of missing positions (see :data:`Compute`).
+            batch_size: items per batch, or groups per batch when ``groups`` is given.
+            groups: a label per key; positions with the same label (consecutive ones) go to one batch
+                together (a pair scorer's texts of one image).
+            desc: the progress bar's title.
+            unit: the progress bar's unit.
+        """
+        found = self.cache.get(kind, keys) if keys else {}
+        self.stats["cached"] += len(found)
+        todo = [i for i, k in enumerate(keys) if k not in found]
+        batches = batch_positions(todo, batch_size, groups)
+        bar = tqdm(total=len(todo), desc=desc, unit=unit, disable=not self.progress or not todo, leave=False)
+        with bar, contextlib.closing(compute(batches)) as computed:
+            for idx, rows in zip(batches, computed, strict=True):
+                if len(rows) != len(idx):
+                    raise ConfigError(f"model returned {len(rows)} rows for {len(idx)} items ({desc})")
+                items = [(keys[i], row) for i, row in zip(idx, rows, strict=True)]
+                self.cache.put(kind, items)
+                found.update(items)
+                self.stats["computed"] += len(items)
+                bar.update(len(items))
+        return found
+
+
+def batch_positions(todo: Sequence[int], size: int, groups: Sequence[str] | None = None) -> list[list[int]]:
+    """``todo`` in batches of ``size`` positions, or of ``size`` groups (runs of positions with the
+    same label in ``groups``)."""
+    units: list[list[int]] = []
+    for i in todo:
+        if groups is not None and units and groups[units[-1][0]] == groups[i]:
+            units[-1].append(i)
+        else:
+            units.append([i])
+    size = max(1, int(size))
+    return [[i for unit in units[start : start + size] for i in unit] for start in range(0, len(units), size)]
 
 
 def _connect(path: Path, journal: str | None) -> sqlite3.Connection:

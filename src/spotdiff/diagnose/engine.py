@@ -1,21 +1,10 @@
 """Cases x scorer -> score matrices: deduplication, batching, caching, progress, resumption.
 
-The published SPEC, VISLA and SugarCrepe code re-encodes every case's images and texts. The engine
-instead collects the unique images (by content key) and unique texts of a chunk of cases, looks
-them up in the persistent cache, encodes only what is missing in batches, and assembles every
-case's score matrix from those rows. Pair scorers run the vision side once per unique image with
-all of that image's texts batched against it. Batches are decoded, preprocessed and tokenised
-ahead of the model on the other cores (:mod:`spotdiff.diagnose.pipeline`). Cases stream through in
-chunks, and without a persistent cache the computed rows go to a temporary one on disk, so memory
-does not grow with the number of cases.
-
-A case with ``prompts`` (zero-shot classification) holds labels rather than texts: each label's row
-is CLIP's prompt ensemble (:meth:`Engine.embed_labels`), built once per (templates, labels) and
-shared by every case that holds them.
-
-For a ``match-prob`` protocol, a scorer that also declares ``"itm-logits"`` (BLIP's ITM head) gives
-its two ITM logits per pair instead, a ``[n_images, n_texts, 2]`` matrix of ``(no-match, match)``:
-VALSE ranks captions on the match logit (:mod:`spotdiff.protocols.valse`).
+A chunk of cases asks the model for its unique images (by content key), texts or pairs once; every
+computation passes through one door, :class:`~spotdiff.diagnose.cache.CachedRequests` (look up,
+compute the missing in batches ahead-fed by :mod:`spotdiff.diagnose.pipeline`, store), and one
+:class:`Need` per protocol need says what a chunk asks for and how rows assemble into each case's
+matrix. Without a persistent cache rows spill to a temporary one, so memory stays flat.
 """
 
 from __future__ import annotations
@@ -23,17 +12,29 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import tempfile
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from abc import ABC, abstractmethod
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
+from typing import Any, TypeVar
 
 import numpy as np
-from tqdm.auto import tqdm
 
 from spotdiff.cases import Case, ImageRef
-from spotdiff.diagnose.cache import Cache
+from spotdiff.diagnose.cache import Cache, CachedRequests
 from spotdiff.diagnose.pipeline import InputPipeline
 from spotdiff.errors import ConfigError, DataError
-from spotdiff.scorers.base import EmbeddingScorer, PairScorer, Scorer
+from spotdiff.scorers.base import (
+    SERVES,
+    AnswerChoice,
+    ImageTextEmbedding,
+    ITMLogits,
+    PairScoring,
+    Scorer,
+    TextEmbedding,
+    TextPrior,
+)
+
+T = TypeVar("T")
 
 #: Cases assembled per chunk (at least); bounds memory on long runs.
 CHUNK_CASES = 2048
@@ -80,14 +81,172 @@ def _first_positions(keys: Sequence[str]) -> np.ndarray:
 
 def check_capability(scorer: Scorer, need: str) -> None:
     """Fail before any work when the scorer cannot serve what a protocol needs (with the scorer's
-    reason when it gives one)."""
+    reason when it gives one), or declares it without the methods (:data:`~spotdiff.scorers.base.SERVES`)."""
     if not scorer.can(need):
         can = ", ".join(sorted(scorer.capabilities)) or "nothing"
-        why = getattr(scorer, "cannot", lambda need: None)(need)
+        why = scorer.cannot(need)
         raise ConfigError(
             f"model {scorer.spec!r} cannot serve a protocol that needs {need!r} (it provides: {can})"
             + (f": {why}" if why else "")
         )
+    protocols = SERVES.get(need, ())
+    if protocols and not isinstance(scorer, protocols):
+        names = " or ".join(p.__name__ for p in protocols)
+        raise ConfigError(f"model {scorer.spec!r} declares {need!r} but does not implement {names}")
+
+
+def _serves(scorer: Scorer, protocol: type[T], what: str) -> T:
+    """``scorer`` as ``protocol``, or a ConfigError saying it ``what``."""
+    if not isinstance(scorer, protocol):
+        raise ConfigError(f"model {scorer.spec!r} {what}")
+    return scorer
+
+
+def _text_items(case: Case) -> tuple[str, ...]:
+    """What the model encodes for a case's texts: the texts, or every filled prompt of its labels."""
+    if not case.prompts:
+        return case.texts
+    return tuple(template.replace("{c}", label) for label in case.texts for template in case.prompts)
+
+
+def _owned_texts(cases: Sequence[Case], keep: Callable[[str], bool]) -> list[str]:
+    """The unique texts the model encodes for ``cases`` whose :func:`text_key` ``keep`` accepts."""
+    return [t for t in dict.fromkeys(t for c in cases for t in _text_items(c)) if keep(text_key(t))]
+
+
+def _split(values: Sequence[Any] | np.ndarray, sizes: Iterable[int]) -> list[Any]:
+    """``values`` cut into consecutive pieces of ``sizes``."""
+    out, start = [], 0
+    for n in sizes:
+        out.append(values[start : start + n])
+        start += n
+    return out
+
+
+def _runs(sizes: Iterable[int]) -> list[list[int]]:
+    """Consecutive index lists of ``sizes`` items each (the batches of a flat list)."""
+    sizes = list(sizes)
+    return [list(run) for run in _split(range(sum(sizes)), sizes)]
+
+
+class Need(ABC):
+    """How one protocol need is served: which items a chunk of cases needs from the model
+    (:meth:`prefill`, only the items ``keep`` accepts) and how their rows assemble into each case's
+    matrix (:meth:`matrices`)."""
+
+    def __init__(self, need: str) -> None:
+        self.need = need
+
+    def check(self, engine: Engine, cases: Sequence[Case]) -> None:
+        """Cases this need cannot serve fail (a DataError naming the case, or a ConfigError)."""
+        embeds = isinstance(engine.scorer, ImageTextEmbedding)
+        for case in cases:
+            if self.need in ("image-text", "match-prob", *CHOICE_NEEDS) and not case.images:
+                raise DataError("protocol needs images but the case has none", record=case.id)
+            if case.prompts and (self.need != "image-text" or not embeds):
+                raise ConfigError(
+                    f"case {case.id} holds labels with prompt templates (zero-shot classification): that needs an "
+                    f"image-text protocol and an embedding model, not {self.need!r} with {engine.scorer.spec!r}"
+                )
+
+    @abstractmethod
+    def prefill(self, engine: Engine, cases: Sequence[Case], keep: Callable[[str], bool]) -> None:
+        """Compute and store the items of ``cases`` whose content key ``keep`` accepts."""
+
+    @abstractmethod
+    def matrices(self, engine: Engine, cases: Sequence[Case]) -> list[np.ndarray]:
+        """Each case's score matrix."""
+
+
+class TextTextNeed(Need):
+    """``text-text``: each case's texts against each other, by embedding similarity."""
+
+    def prefill(self, engine: Engine, cases: Sequence[Case], keep: Callable[[str], bool]) -> None:
+        engine.embed_texts(_owned_texts(cases, keep))
+
+    def matrices(self, engine: Engine, cases: Sequence[Case]) -> list[np.ndarray]:
+        emb = engine.embed_texts([t for c in cases for t in c.texts])
+        scorer = _serves(engine.scorer, TextEmbedding, "does not produce embeddings")
+        return [scorer.similarity(e, e).astype(np.float64) for e in _split(emb, (len(c.texts) for c in cases))]
+
+
+class TextPriorNeed(Need):
+    """``text-prior``: a ``[1, n_texts]`` row of ``log P(t)`` per case."""
+
+    def prefill(self, engine: Engine, cases: Sequence[Case], keep: Callable[[str], bool]) -> None:
+        engine.text_prior(_owned_texts(cases, keep))
+
+    def matrices(self, engine: Engine, cases: Sequence[Case]) -> list[np.ndarray]:
+        prior = engine.text_prior([t for c in cases for t in c.texts])
+        return [p.reshape(1, -1) for p in _split(prior, (len(c.texts) for c in cases))]
+
+
+class ChoiceNeed(Need):
+    """``choice`` / ``choice-text``: a chat model's answers per case, cached by case content."""
+
+    def prefill(self, engine: Engine, cases: Sequence[Case], keep: Callable[[str], bool]) -> None:
+        engine.answer_choices([c for c in cases if keep(case_key(c))], self.need)
+
+    def matrices(self, engine: Engine, cases: Sequence[Case]) -> list[np.ndarray]:
+        return engine.answer_choices(cases, self.need)
+
+
+class EmbeddingNeed(Need):
+    """``image-text`` with an embedding model: each case's image rows against its text rows (or its
+    labels' prompt ensembles), exact ties kept (:meth:`Engine.case_similarity`)."""
+
+    def prefill(self, engine: Engine, cases: Sequence[Case], keep: Callable[[str], bool]) -> None:
+        engine.embed_images([r for c in cases for r in c.images if keep(r.key)])
+        engine.embed_texts(_owned_texts(cases, keep))
+
+    def matrices(self, engine: Engine, cases: Sequence[Case]) -> list[np.ndarray]:
+        img = _split(engine.embed_images([r for c in cases for r in c.images]), (len(c.images) for c in cases))
+        txt = iter(
+            _split(
+                engine.embed_texts([t for c in cases if not c.prompts for t in c.texts]),
+                (len(c.texts) for c in cases if not c.prompts),
+            )
+        )
+        return [
+            engine.case_similarity(c, a, engine.embed_labels(c.texts, c.prompts) if c.prompts else next(txt))
+            for c, a in zip(cases, img, strict=True)
+        ]
+
+
+class PairNeed(Need):
+    """``image-text`` / ``match-prob`` with a pair scorer: the ``[n_images, n_texts]`` pair scores."""
+
+    def rows(self, engine: Engine, pairs: Iterable[tuple[ImageRef, str]]) -> Mapping[str, Any]:
+        return engine.pair_scores(pairs)
+
+    def prefill(self, engine: Engine, cases: Sequence[Case], keep: Callable[[str], bool]) -> None:
+        self.rows(engine, ((r, t) for c in cases for r in c.images if keep(r.key) for t in c.texts))
+
+    def matrices(self, engine: Engine, cases: Sequence[Case]) -> list[np.ndarray]:
+        rows = self.rows(engine, ((r, t) for c in cases for r in c.images for t in c.texts))
+        return [np.array([[rows[pair_key(r, t)] for t in c.texts] for r in c.images], dtype=np.float64) for c in cases]
+
+
+class ITMNeed(PairNeed):
+    """``match-prob`` with an ITM head: the ``[n_images, n_texts, 2]`` ``(no-match, match)`` logits."""
+
+    def rows(self, engine: Engine, pairs: Iterable[tuple[ImageRef, str]]) -> Mapping[str, Any]:
+        return engine.itm_logits(pairs)
+
+
+def need_for(scorer: Scorer, need: str) -> Need:
+    """The :class:`Need` that serves ``need`` with ``scorer`` (the engine's one dispatch)."""
+    if need == "text-text":
+        return TextTextNeed(need)
+    if need == "text-prior":
+        return TextPriorNeed(need)
+    if need in CHOICE_NEEDS:
+        return ChoiceNeed(need)
+    if isinstance(scorer, ImageTextEmbedding):
+        return EmbeddingNeed(need)
+    if need == "match-prob" and scorer.can("itm-logits"):
+        return ITMNeed(need)
+    return PairNeed(need)
 
 
 class Engine:
@@ -136,75 +295,54 @@ class Engine:
                 )
         device = str(getattr(scorer, "device", scorer.options.device))
         self.pipeline = InputPipeline(workers, device=device, decode_device=decode_device)
-        self.stats = {"computed": 0, "cached": 0}
+        self.requests = CachedRequests(cache, progress=progress)
+        self.stats = self.requests.stats
         self._labels: dict[tuple[tuple[str, ...], tuple[str, ...]], np.ndarray] = {}
-
-    # -- storage -------------------------------------------------------------------------------
-    def _lookup(self, kind: str, keys: Sequence[str]) -> dict[str, np.ndarray]:
-        return self.cache.get(kind, keys) if keys else {}
-
-    def _store(self, kind: str, items: list[tuple[str, np.ndarray]]) -> None:
-        self.cache.put(kind, items)
-
-    def _bar(self, total: int, desc: str, unit: str) -> tqdm:
-        return tqdm(total=total, desc=desc, unit=unit, disable=not self.progress or total == 0, leave=False)
 
     def _batch_size(self) -> int:
         return max(1, int(self.scorer.options.batch_size))
 
-    def _batches(self, n: int) -> list[range]:
-        bs = self._batch_size()
-        return [range(start, min(n, start + bs)) for start in range(0, n, bs)]
+    # -- unique items, through the one cached door -------------------------------------------------
+    def _encode(self, kind: str, inputs: list, keys: list[str], unit: str) -> dict[str, np.ndarray]:
+        """The rows of unique ``inputs`` (aligned with ``keys``), the missing ones computed."""
+        return self.requests(
+            kind, keys, lambda batches: self._rows(kind, inputs, batches), self._batch_size(),
+            desc=f"encoding {kind}s", unit=unit,
+        )  # fmt: skip
 
     def _rows(self, kind: str, inputs: list, batches: list[list[int]]) -> Iterator[np.ndarray]:
         """The model's rows for each batch of ``inputs``, the next batches prepared meanwhile."""
         scorer = self.scorer
         if kind == "prior":
+            prior = _serves(scorer, TextPrior, "does not score texts alone")
             for idx in batches:
-                yield scorer.text_logprob([inputs[i] for i in idx])  # type: ignore[attr-defined]
+                yield np.asarray(prior.text_logprob([inputs[i] for i in idx]), dtype=np.float32)
             return
-        embed = self._embedding_scorer()
         if kind == "image":
-            for pixels in self.pipeline.images(inputs, batches, scorer.image_preprocessor()):
-                yield embed.encode_images(pixels)
-        else:
-            for tokens in self.pipeline.texts(inputs, batches, scorer.text_preprocessor()):
-                yield embed.encode_texts(tokens)
-
-    # -- unique-item encoders --------------------------------------------------------------------
-    def _encode(self, kind: str, keys: list[str], inputs: list, unit: str) -> dict[str, np.ndarray]:
-        """Encode ``inputs`` (aligned with ``keys``) that are not cached; return all rows."""
-        found = self._lookup(kind, keys)
-        self.stats["cached"] += len(found)
-        todo = [i for i, k in enumerate(keys) if k not in found]
-        batches = [[todo[j] for j in b] for b in self._batches(len(todo))]
-        with self._bar(len(todo), f"encoding {kind}s", unit) as bar, contextlib.closing(
-            self._rows(kind, inputs, batches)
-        ) as encoded:
-            for idx, rows in zip(batches, encoded, strict=True):
-                rows = np.asarray(rows, dtype=np.float32)
-                items = [(keys[i], rows[j]) for j, i in enumerate(idx)]
-                self._store(kind, items)
-                found.update(items)
-                self.stats["computed"] += len(idx)
-                bar.update(len(idx))
-        return found
+            embed = _serves(scorer, ImageTextEmbedding, "does not produce embeddings")
+            with contextlib.closing(self.pipeline.images(inputs, batches, scorer.image_preprocessor())) as feed:
+                for pixels in feed:
+                    yield np.asarray(embed.encode_images(pixels), dtype=np.float32)
+            return
+        text = _serves(scorer, TextEmbedding, "does not produce embeddings")
+        with contextlib.closing(self.pipeline.texts(inputs, batches, scorer.text_preprocessor())) as feed:
+            for tokens in feed:
+                yield np.asarray(text.encode_texts(tokens), dtype=np.float32)
 
     def embed_texts(self, texts: Sequence[str]) -> np.ndarray:
         """Embeddings of ``texts`` (rows aligned with the input), each unique text encoded once."""
-        self._embedding_scorer()
+        _serves(self.scorer, TextEmbedding, "does not produce embeddings")
         unique = list(dict.fromkeys(texts))
         keys = [text_key(t) for t in unique]
-        rows = self._encode("text", keys, unique, "txt")
+        rows = self._encode("text", unique, keys, "txt")
         by_text = {t: rows[k] for t, k in zip(unique, keys, strict=True)}
         return np.stack([by_text[t] for t in texts]) if texts else np.zeros((0, 0), np.float32)
 
     def embed_images(self, images: Sequence[ImageRef]) -> np.ndarray:
         """Embeddings of ``images`` (rows aligned with the input), each unique image encoded once."""
-        self._embedding_scorer()
+        _serves(self.scorer, ImageTextEmbedding, "does not produce embeddings")
         unique = list({ref.key: ref for ref in images}.values())
-        keys = [ref.key for ref in unique]
-        rows = self._encode("image", keys, unique, "img")
+        rows = self._encode("image", unique, [ref.key for ref in unique], "img")
         return np.stack([rows[ref.key] for ref in images]) if images else np.zeros((0, 0), np.float32)
 
     def embed_labels(self, labels: Sequence[str], prompts: Sequence[str]) -> np.ndarray:
@@ -228,111 +366,105 @@ class Engine:
             self._labels[key] = matrix
         return matrix
 
-    @staticmethod
-    def _text_items(case: Case) -> tuple[str, ...]:
-        """What the model encodes for a case's texts: the texts, or every filled prompt of its labels."""
-        if not case.prompts:
-            return case.texts
-        return tuple(template.replace("{c}", label) for label in case.texts for template in case.prompts)
-
-    def _embedding_scorer(self) -> EmbeddingScorer:
-        if not isinstance(self.scorer, EmbeddingScorer):
-            raise ConfigError(f"model {self.scorer.spec!r} does not produce embeddings")
-        return self.scorer
-
     def text_prior(self, texts: Sequence[str]) -> np.ndarray:
         """Text-only log-probabilities log P(t), each unique text scored once."""
         check_capability(self.scorer, "text-prior")
         unique = list(dict.fromkeys(texts))
         keys = [text_key(t) for t in unique]
-        rows = self._encode("prior", keys, unique, "txt")
+        rows = self._encode("prior", unique, keys, "txt")
         by_text = {t: float(rows[k].reshape(-1)[0]) for t, k in zip(unique, keys, strict=True)}
         return np.array([by_text[t] for t in texts], dtype=np.float64)
 
     def pair_scores(self, pairs: Iterable[tuple[ImageRef, str]]) -> dict[str, float]:
         """Joint scores of (image, text) pairs keyed by :func:`pair_key`; vision once per image."""
-        scorer = self._pair_scorer()
+        scorer = _serves(self.scorer, PairScoring, "does not score pairs jointly")
         return {k: float(v[0]) for k, v in self._pair_rows(pairs, "pair", scorer.score_pairs).items()}
 
     def itm_logits(self, pairs: Iterable[tuple[ImageRef, str]]) -> dict[str, np.ndarray]:
         """``(no-match, match)`` ITM logits of (image, text) pairs keyed by :func:`pair_key`."""
         check_capability(self.scorer, "itm-logits")
-        return self._pair_rows(pairs, "itm", self._pair_scorer().itm_logits)
-
-    def _pair_scorer(self) -> PairScorer:
-        if not isinstance(self.scorer, PairScorer):
-            raise ConfigError(f"model {self.scorer.spec!r} does not score pairs jointly")
-        return self.scorer
+        scorer = _serves(self.scorer, ITMLogits, "does not provide image-text matching logits")
+        return self._pair_rows(pairs, "itm", scorer.itm_logits)
 
     def _pair_rows(
         self, pairs: Iterable[tuple[ImageRef, str]], kind: str, score: Callable[..., list]
     ) -> dict[str, np.ndarray]:
         """``score``'s output row for each pair (a 1-vector per score, a 2-vector of logits), cached
         under ``kind``; the vision side runs once per unique image, its texts batched against it."""
-        by_image: dict[str, tuple[ImageRef, dict[str, str]]] = {}
+        by_image: dict[str, tuple[ImageRef, dict[str, None]]] = {}
         for ref, text in pairs:
-            by_image.setdefault(ref.key, (ref, {}))[1][text] = pair_key(ref, text)
-        all_keys = [k for _, texts in by_image.values() for k in texts.values()]
-        found = dict(self._lookup(kind, all_keys))
-        self.stats["cached"] += len(found)
-        todo = [
-            (ref, [t for t, k in texts.items() if k not in found])
-            for ref, texts in by_image.values()
-            if any(k not in found for k in texts.values())
-        ]
-        batches = [list(b) for b in self._batches(len(todo))]
-        refs = [ref for ref, _ in todo]
-        feed = self.pipeline.images(refs, batches, self.scorer.image_preprocessor())
-        with self._bar(sum(len(t) for _, t in todo), "scoring pairs", "pair") as bar, contextlib.closing(feed):
-            for idx, images in zip(batches, feed, strict=True):
-                group = [todo[i] for i in idx]
-                outputs = score(images, [texts for _, texts in group])
-                items = []
-                for (ref, texts), out in zip(group, outputs, strict=True):
+            by_image.setdefault(ref.key, (ref, {}))[1][text] = None
+        unique = [(ref, t) for ref, texts in by_image.values() for t in texts]
+        return self.requests(
+            kind, [pair_key(ref, t) for ref, t in unique], lambda batches: self._score(unique, batches, score),
+            self._batch_size(), groups=[ref.key for ref, _ in unique], desc="scoring pairs", unit="pair",
+        )  # fmt: skip
+
+    def _score(
+        self, pairs: list[tuple[ImageRef, str]], batches: list[list[int]], score: Callable[..., list]
+    ) -> Iterator[list[np.ndarray]]:
+        """Each batch's pair rows: its images (decoded ahead) each scored against their texts."""
+        groups: list[list[list[int]]] = []
+        for idx in batches:
+            by_image: dict[str, list[int]] = {}
+            for i in idx:
+                by_image.setdefault(pairs[i][0].key, []).append(i)
+            groups.append(list(by_image.values()))
+        refs = [pairs[g[0]][0] for batch in groups for g in batch]
+        per_batch = _runs(len(batch) for batch in groups)
+        with contextlib.closing(self.pipeline.images(refs, per_batch, self.scorer.image_preprocessor())) as feed:
+            for batch, images in zip(groups, feed, strict=True):
+                outputs = score(images, [[pairs[i][1] for i in g] for g in batch])
+                rows: list[np.ndarray] = []
+                for g, out in zip(batch, outputs, strict=True):
                     out = np.asarray(out, dtype=np.float32)
-                    if out.ndim == 0 or out.shape[0] != len(texts):
-                        raise ConfigError(f"scorer returned {out.size} scores for {len(texts)} texts")
-                    rows = out.reshape(len(texts), -1)
-                    items += [(pair_key(ref, t), rows[j]) for j, t in enumerate(texts)]
-                self._store(kind, items)
-                found.update(items)
-                self.stats["computed"] += len(items)
-                bar.update(len(items))
-        return found
+                    if out.ndim == 0 or out.shape[0] != len(g):
+                        raise ConfigError(f"scorer returned {out.size} scores for {len(g)} texts")
+                    rows += list(out.reshape(len(g), -1))
+                yield rows
 
     def answer_choices(self, cases: Sequence[Case], need: str) -> list[np.ndarray]:
         """A chat scorer's answers per case (``[n_questions, 2, n_readings]``, protocols.choice),
         cached by case content."""
         keys = [case_key(c) for c in cases]
-        found = self._lookup(need, keys)
-        self.stats["cached"] += len(found)
-        todo = [k for k, key in enumerate(keys) if key not in found]
-        refs = [ref for k in todo for ref in cases[k].images]
-        starts = np.cumsum([0] + [len(cases[k].images) for k in todo])
-        per_case = [list(range(starts[j], starts[j + 1])) for j in range(len(todo))]
-        feed = self.pipeline.images(refs, per_case, None)  # each case's images, decoded ahead
-        with self._bar(len(todo), "asking", "case") as bar, contextlib.closing(feed):
-            for k, images in zip(todo, feed, strict=True):
-                case = cases[k]
-                answers = self.scorer.answer_choices(images, case.texts, need)  # type: ignore[attr-defined]
-                item = (keys[k], np.asarray(answers, dtype=np.float32).reshape(-1))
-                self._store(need, [item])
-                found[keys[k]] = item[1]
-                self.stats["computed"] += 1
-                bar.update(1)
+        found = self.requests(
+            need, keys, lambda batches: self._answers(cases, batches, need), 1, desc="asking", unit="case"
+        )
         out = []
         for case, key in zip(cases, keys, strict=True):
             rows = len(case.texts) * (2 if need == "choice" else 1)
             out.append(np.asarray(found[key], dtype=np.float64).reshape(rows, 2, -1))
         return out
 
+    def _answers(self, cases: Sequence[Case], batches: list[list[int]], need: str) -> Iterator[list[np.ndarray]]:
+        """Each batch's (one case's) answers, its images decoded ahead."""
+        scorer = _serves(self.scorer, AnswerChoice, "does not answer multiple-choice questions")
+        refs = [ref for (k,) in batches for ref in cases[k].images]
+        per_case = _runs(len(cases[k].images) for (k,) in batches)
+        with contextlib.closing(self.pipeline.images(refs, per_case, None)) as feed:
+            for (k,), images in zip(batches, feed, strict=True):
+                answers = scorer.answer_choices(images, cases[k].texts, need)
+                yield [np.asarray(answers, dtype=np.float32).reshape(-1)]
+
     def image_text(self, images: Sequence[ImageRef], texts: Sequence[str]) -> np.ndarray:
         """The ``[len(images), len(texts)]`` score matrix (similarity, or the pair score)."""
-        if isinstance(self.scorer, EmbeddingScorer):
-            scorer = self.scorer
-            return scorer.similarity(self.embed_images(images), self.embed_texts(texts))
+        if isinstance(self.scorer, ImageTextEmbedding):
+            return self.scorer.similarity(self.embed_images(images), self.embed_texts(texts))
         scores = self.pair_scores((ref, t) for ref in images for t in texts)
         return np.array([[scores[pair_key(ref, t)] for t in texts] for ref in images], dtype=np.float64)
+
+    def case_similarity(self, case: Case, a: np.ndarray, b: np.ndarray) -> np.ndarray:
+        """A case's similarity matrix; a text (or image) listed twice gets bitwise the same scores,
+        as a matrix product need not give identical rows the same rounding, and a tie between equal
+        candidates must be exact for ``--ties argmax`` (ARO-Order keeps perturbations equal to the
+        caption)."""
+        rows = _first_positions([r.key for r in case.images])
+        cols = _first_positions(list(case.texts))
+        unique_r, inv_r = np.unique(rows, return_inverse=True)
+        unique_c, inv_c = np.unique(cols, return_inverse=True)
+        scorer = _serves(self.scorer, TextEmbedding, "does not produce embeddings")
+        sim = scorer.similarity(a[unique_r], b[unique_c]).astype(np.float64)
+        return sim[np.ix_(inv_r.reshape(-1), inv_c.reshape(-1))]
 
     # -- cases -----------------------------------------------------------------------------------
     def _chunks(self, cases: Iterable[Case]) -> Iterator[list[Case]]:
@@ -352,8 +484,10 @@ class Engine:
     def case_matrices(self, cases: Iterable[Case], need: str) -> Iterator[np.ndarray]:
         """Yield each case's score matrix for a protocol ``need``, streaming chunk by chunk."""
         check_capability(self.scorer, need)
+        serve = need_for(self.scorer, need)
         for chunk in self._chunks(cases):
-            yield from self._chunk(chunk, need)
+            serve.check(self, chunk)
+            yield from serve.matrices(self, chunk)
 
     def prefill(self, cases: Iterable[Case], need: str, owns: Callable[[str], bool] | None = None) -> None:
         """Compute and store, without assembling matrices, every item ``need`` requires of ``cases``.
@@ -363,94 +497,10 @@ class Engine:
         side once per image). A sharded run gives each process the keys that hash to it.
         """
         check_capability(self.scorer, need)
+        serve = need_for(self.scorer, need)
         for chunk in self._chunks(cases):
-            self._prefill_chunk(chunk, need, owns)
-
-    def _prefill_chunk(self, cases: list[Case], need: str, owns: Callable[[str], bool] | None) -> None:
-        keep = owns or (lambda key: True)
-        self._check_images(cases, need)
-        texts = [t for t in dict.fromkeys(t for c in cases for t in self._text_items(c)) if keep(text_key(t))]
-        if need == "text-text":
-            self.embed_texts(texts)
-        elif need == "text-prior":
-            self.text_prior(texts)
-        elif need in CHOICE_NEEDS:
-            self.answer_choices([c for c in cases if keep(case_key(c))], need)
-        elif isinstance(self.scorer, EmbeddingScorer):
-            self.embed_images([r for c in cases for r in c.images if keep(r.key)])
-            self.embed_texts(texts)
-        elif need == "match-prob" and self.scorer.can("itm-logits"):
-            self.itm_logits((r, t) for c in cases for r in c.images if keep(r.key) for t in c.texts)
-        else:
-            self.pair_scores((r, t) for c in cases for r in c.images if keep(r.key) for t in c.texts)
-
-    def _case_similarity(self, case: Case, a: np.ndarray, b: np.ndarray) -> np.ndarray:
-        """A case's similarity matrix; a text (or image) listed twice gets bitwise the same scores,
-        as a matrix product need not give identical rows the same rounding, and a tie between equal
-        candidates must be exact for ``--ties argmax`` (ARO-Order keeps perturbations equal to the
-        caption)."""
-        rows = _first_positions([r.key for r in case.images])
-        cols = _first_positions(list(case.texts))
-        unique_r, inv_r = np.unique(rows, return_inverse=True)
-        unique_c, inv_c = np.unique(cols, return_inverse=True)
-        sim = self.scorer.similarity(a[unique_r], b[unique_c]).astype(np.float64)  # type: ignore[attr-defined]
-        return sim[np.ix_(inv_r.reshape(-1), inv_c.reshape(-1))]
-
-    def _check_images(self, cases: list[Case], need: str) -> None:
-        for case in cases:
-            if need in ("image-text", "match-prob", *CHOICE_NEEDS) and not case.images:
-                raise DataError("protocol needs images but the case has none", record=case.id)
-            if case.prompts and (need != "image-text" or not isinstance(self.scorer, EmbeddingScorer)):
-                raise ConfigError(
-                    f"case {case.id} holds labels with prompt templates (zero-shot classification): that needs an "
-                    f"image-text protocol and an embedding model, not {need!r} with {self.scorer.spec!r}"
-                )
-
-    def _chunk(self, cases: list[Case], need: str) -> list[np.ndarray]:
-        self._check_images(cases, need)
-        if need == "text-text":
-            texts = [t for c in cases for t in c.texts]
-            emb = self.embed_texts(texts)
-            out, start = [], 0
-            for c in cases:
-                e = emb[start : start + len(c.texts)]
-                out.append(self._embedding_scorer().similarity(e, e).astype(np.float64))
-                start += len(c.texts)
-            return out
-        if need == "text-prior":
-            prior = self.text_prior([t for c in cases for t in c.texts])
-            out, start = [], 0
-            for c in cases:
-                out.append(prior[start : start + len(c.texts)].reshape(1, -1))
-                start += len(c.texts)
-            return out
-        if need in CHOICE_NEEDS:
-            return self.answer_choices(cases, need)
-        if isinstance(self.scorer, EmbeddingScorer):
-            img = self.embed_images([r for c in cases for r in c.images])
-            txt = self.embed_texts([t for c in cases if not c.prompts for t in c.texts])
-            out, i0, t0 = [], 0, 0
-            for c in cases:
-                a = img[i0 : i0 + len(c.images)]
-                if c.prompts:
-                    b = self.embed_labels(c.texts, c.prompts)
-                else:
-                    b = txt[t0 : t0 + len(c.texts)]
-                    t0 += len(c.texts)
-                out.append(self._case_similarity(c, a, b))
-                i0 += len(c.images)
-            return out
-        if need == "match-prob" and self.scorer.can("itm-logits"):
-            logits = self.itm_logits((ref, t) for c in cases for ref in c.images for t in c.texts)
-            return [
-                np.array([[logits[pair_key(ref, t)] for t in c.texts] for ref in c.images], dtype=np.float64)
-                for c in cases
-            ]
-        scores = self.pair_scores((ref, t) for c in cases for ref in c.images for t in c.texts)
-        return [
-            np.array([[scores[pair_key(ref, t)] for t in c.texts] for ref in c.images], dtype=np.float64)
-            for c in cases
-        ]
+            serve.check(self, chunk)
+            serve.prefill(self, chunk, owns or (lambda key: True))
 
     def close(self) -> None:
         self.cache.close()

@@ -23,7 +23,8 @@ from PIL import Image
 from spotdiff.diagnose.runner import EvalConfig, resolve, run_eval
 from spotdiff.errors import ConfigError
 from spotdiff.jsonio import dumps, iter_jsonl, write_json, write_jsonl
-from spotdiff.scorers.base import EmbeddingScorer, ScorerOptions, state_dict_digest
+from spotdiff.scorers.base import EmbeddingScorer, ScorerOptions
+from spotdiff.scorers.weights import state_dict_digest
 
 log = logging.getLogger(__name__)
 

@@ -1,22 +1,10 @@
 """The scorer interface: a model, named by a spec string, that scores images and texts.
 
-Two shapes of model share it (docs/architecture.md, "Scorers"):
-
-* :class:`EmbeddingScorer` embeds each unique image and text once; similarities are dot products
-  of L2-normalised embeddings, so text-text similarity comes for free.
-* :class:`PairScorer` scores (image, text) pairs jointly, but runs the vision side once per unique
-  image and batches that image's texts against it.
-
-A scorer family registers a factory under its spec prefix (``hf-clip``, ``blip-itm``, ...) with
-``@SCORERS.register(prefix)``; :func:`spotdiff.scorers.factory.load_scorer` parses a spec string
-and builds it.
-
-The input pipeline's contract (optional): a scorer whose :meth:`Scorer.image_preprocessor` returns a
-callable splits its vision side into a CPU stage (decoded images -> the model's pixel tensor, run by
-the engine in worker processes) and the forward pass; ``encode_images`` and ``score_pairs`` then also
-accept the :class:`Prepared` batch that callable returns. :meth:`Scorer.text_preprocessor` does the
-same for texts (tokenisation, run ahead of the model in a thread; ``encode_texts`` accepts its
-output). Scorers that provide neither keep receiving decoded images and strings.
+:class:`EmbeddingScorer` embeds each unique image and text once; :class:`PairScorer` scores (image,
+text) pairs jointly, the vision side once per image. What a scorer can be asked is a runtime-checked
+Protocol per capability (:data:`SERVES`). Families register a factory with ``@SCORERS.register``.
+An optional CPU stage (:meth:`Scorer.image_preprocessor`, :meth:`Scorer.text_preprocessor`) lets the
+engine prepare :class:`Prepared` batches ahead of the model (docs/architecture.md, "Scorers").
 """
 
 from __future__ import annotations
@@ -26,8 +14,7 @@ import json
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from pathlib import Path
-from typing import Any, ClassVar
+from typing import Any, ClassVar, Protocol, runtime_checkable
 
 import numpy as np
 from PIL import Image
@@ -38,7 +25,7 @@ from spotdiff.registry import Registry
 
 #: Capabilities a scorer may declare; all but ``"itm-logits"`` match the ``needs`` of protocols.
 #: ``"itm-logits"``: a pair scorer whose match probability is ``softmax`` of a two-way image-text
-#: matching head; it also returns those logits (:meth:`PairScorer.itm_logits`), which VALSE ranks on.
+#: matching head; it also returns those logits (:class:`ITMLogits`), which VALSE ranks on.
 CAPABILITIES = ("image-text", "text-text", "match-prob", "text-prior", "choice", "choice-text", "itm-logits")
 
 
@@ -74,6 +61,10 @@ class Scorer(ABC):
 
     def can(self, need: str) -> bool:
         return need in self.capabilities
+
+    def cannot(self, need: str) -> str | None:
+        """Why a declared need cannot be served by this instance (shown in the capability error), or None."""
+        return None
 
     def __call__(self, images: Sequence[Any], texts: Sequence[str]) -> np.ndarray:
         """The ``[len(images), len(texts)]`` score matrix of every image against every text.
@@ -167,11 +158,6 @@ class PairScorer(Scorer):
 
     def probe_batch(self, n: int) -> None:
         self.score_pairs(_probe_images(self, n), [[PROBE_TEXT]] * n)
-
-    def itm_logits(self, images: Sequence[Image.Image], texts: Sequence[Sequence[str]]) -> list[np.ndarray]:
-        """For each image, its texts' ``(no-match, match)`` ITM logits (``[n_texts, 2]`` per image);
-        only scorers declaring ``"itm-logits"``."""
-        raise ConfigError(f"model {self.spec!r} does not provide image-text matching logits")
 
     def score_matrix(self, images: Sequence[Image.Image], texts: Sequence[str]) -> np.ndarray:
         rows = self.score_pairs(images, [list(texts)] * len(images))
@@ -287,135 +273,71 @@ class StagedEncoder:
         return staged(texts, self.text_preprocessor(), self._forward_tokens, self.batch_size)  # type: ignore[attr-defined]
 
 
+# --- what a scorer can be asked (checked with isinstance; a capability names one of these) -------
+
+
+@runtime_checkable
+class TextEmbedding(Protocol):
+    """Embeds texts; similarity of two sets of embeddings (``text-text``)."""
+
+    def encode_texts(self, texts: Sequence[str] | Prepared) -> np.ndarray: ...
+
+    def similarity(self, a: np.ndarray, b: np.ndarray) -> np.ndarray: ...
+
+
+@runtime_checkable
+class ImageTextEmbedding(TextEmbedding, Protocol):
+    """Embeds images and texts apart (``image-text`` by similarity, :class:`EmbeddingScorer`)."""
+
+    def encode_images(self, images: Sequence[Image.Image] | Prepared) -> np.ndarray: ...
+
+
+@runtime_checkable
+class PairScoring(Protocol):
+    """Scores (image, text) pairs jointly (``image-text``, ``match-prob``, :class:`PairScorer`)."""
+
+    def score_pairs(
+        self, images: Sequence[Image.Image] | Prepared, texts: Sequence[Sequence[str]]
+    ) -> list[np.ndarray]: ...
+
+
+@runtime_checkable
+class ITMLogits(Protocol):
+    """A two-way image-text matching head's logits (``itm-logits``)."""
+
+    def itm_logits(self, images: Sequence[Image.Image] | Prepared, texts: Sequence[Sequence[str]]) -> list[np.ndarray]:
+        """For each image, its texts' ``(no-match, match)`` logits, ``[n_texts, 2]`` per image."""
+        ...
+
+
+@runtime_checkable
+class TextPrior(Protocol):
+    """Text-only log-probabilities ``log P(t)`` (``text-prior``)."""
+
+    def text_logprob(self, texts: Sequence[str]) -> np.ndarray: ...
+
+
+@runtime_checkable
+class AnswerChoice(Protocol):
+    """Answers multiple-choice questions about one K x K case (``choice``, ``choice-text``)."""
+
+    def answer_choices(self, images: Sequence[Image.Image], texts: Sequence[str], need: str) -> np.ndarray:
+        """``[n_questions, 2, n_readings]``: the chosen candidate per question, order and reading."""
+        ...
+
+
+#: The protocols a scorer declaring each capability implements (one of them, where several).
+SERVES: dict[str, tuple[type, ...]] = {
+    "image-text": (ImageTextEmbedding, PairScoring),
+    "text-text": (TextEmbedding,),
+    "match-prob": (PairScoring,),
+    "text-prior": (TextPrior,),
+    "choice": (AnswerChoice,),
+    "choice-text": (AnswerChoice,),
+    "itm-logits": (ITMLogits,),
+}
+
+
 SCORERS: Registry[Callable[[str, ScorerOptions], Scorer]] = Registry(
     "scorer family", "spotdiff.scorers", entry_points="spotdiff.scorers"
 )
-
-
-def quiet_progress() -> None:
-    """Silence the model libraries' own progress bars (``--quiet``): transformers' (weight loading)
-    and huggingface_hub's (downloads, cache scans), through each library's own switch."""
-    from huggingface_hub.utils import disable_progress_bars
-    from transformers.utils import logging as hf_logging
-
-    hf_logging.disable_progress_bar()
-    disable_progress_bars()
-
-
-def digest_files(paths: Sequence[Path]) -> str:
-    """SHA-256 over files' names and bytes (weights or config), in a stable order."""
-    from spotdiff.cases import file_digest
-
-    h = hashlib.sha256()
-    for p in sorted(paths):
-        h.update(p.name.encode())
-        h.update(file_digest(p).encode())
-    return h.hexdigest()
-
-
-# --- shared helpers for torch-backed scorers (torch is imported lazily) ---------------------------
-
-_DTYPES = {
-    "float32": "float32", "fp32": "float32", "float": "float32",
-    "float16": "float16", "fp16": "float16", "half": "float16",
-    "bfloat16": "bfloat16", "bf16": "bfloat16",
-}  # fmt: skip
-
-#: File suffixes that hold weights; every other file of a model folder counts as configuration.
-WEIGHT_SUFFIXES = (".safetensors", ".bin", ".pt", ".pth", ".ckpt", ".h5", ".msgpack", ".onnx")
-_NOT_CONFIG = {"README.md", ".gitattributes", "LICENSE", "LICENSE.txt"}
-
-
-def resolve_device(name: str) -> str:
-    """``"auto"`` -> ``"cuda"`` when available (else ``"mps"``, else ``"cpu"``); checks the others."""
-    import torch
-
-    name = (name or "auto").strip().lower()
-    if name == "auto":
-        if torch.cuda.is_available():
-            return "cuda"
-        mps = getattr(torch.backends, "mps", None)
-        return "mps" if mps is not None and mps.is_available() else "cpu"
-    if name.startswith("cuda") and not torch.cuda.is_available():
-        raise ConfigError(f"device {name!r} requested but CUDA is not available")
-    if name == "mps" and not (getattr(torch.backends, "mps", None) and torch.backends.mps.is_available()):
-        raise ConfigError("device 'mps' requested but MPS is not available")
-    if not (name == "cpu" or name == "mps" or name.startswith("cuda")):
-        raise ConfigError(f"unknown device {name!r}; expected auto, cpu, cuda, cuda:N or mps")
-    return name
-
-
-def resolve_dtype(name: str, device: str) -> Any:
-    """The torch dtype an options string names; ``"auto"`` = float16 on CUDA, float32 elsewhere."""
-    import torch
-
-    name = (name or "auto").strip().lower()
-    if name == "auto":
-        return torch.float16 if device.startswith("cuda") else torch.float32
-    if name not in _DTYPES:
-        raise ConfigError(f"unknown dtype {name!r}; expected auto, float32, float16 or bfloat16")
-    return getattr(torch, _DTYPES[name])
-
-
-def local_path(name_or_path: str, what: str = "model") -> Path | None:
-    """The local file or folder a spec names, or None when it is a hub name (``org/name``).
-
-    Something that looks like a path (absolute, ``./``, ``~``, more than one ``/``) but does not exist
-    raises :class:`ConfigError` naming it, before any model code runs.
-    """
-    if not name_or_path:
-        raise ConfigError(f"{what}: empty name or path")
-    p = Path(name_or_path).expanduser()
-    if p.exists():
-        return p.resolve()
-    looks_local = (
-        p.is_absolute()
-        or name_or_path.startswith(("./", "../", "~", ".\\", "..\\"))
-        or name_or_path in (".", "..")
-        or name_or_path.count("/") > 1
-        or "\\" in name_or_path
-    )
-    if looks_local:
-        raise ConfigError(f"{what}: path {name_or_path} does not exist")
-    return None
-
-
-def model_dir_digests(directory: Path) -> tuple[str | None, str | None]:
-    """(config digest, weights digest) of a model folder, recursively, hidden folders skipped.
-
-    Weights are the ``*.safetensors`` files when there are any (what ``from_pretrained`` prefers),
-    else the other weight files; configuration is every other file (config.json, tokenizer and
-    preprocessor files, sentence-transformers module configs), READMEs excepted.
-    """
-    files = [
-        p
-        for p in directory.rglob("*")
-        if p.is_file() and not any(part.startswith(".") for part in p.relative_to(directory).parts)
-    ]
-    weights = [p for p in files if p.suffix in WEIGHT_SUFFIXES]
-    if any(p.suffix == ".safetensors" for p in weights):
-        weights = [p for p in weights if p.suffix == ".safetensors"]
-    config = [p for p in files if p.suffix not in WEIGHT_SUFFIXES and p.name not in _NOT_CONFIG]
-    return (digest_files(config) if config else None, digest_files(weights) if weights else None)
-
-
-def state_dict_digest(module: Any) -> str:
-    """SHA-256 over a torch module's state_dict: names, dtypes, shapes and raw bytes."""
-    import torch
-
-    h = hashlib.sha256()
-    for name, tensor in sorted(module.state_dict().items()):
-        t = tensor.detach().to("cpu").contiguous()
-        h.update(f"{name}:{t.dtype}:{tuple(t.shape)}".encode())
-        h.update(t.reshape(-1).view(torch.uint8).numpy().tobytes())
-    return h.hexdigest()
-
-
-def hub_snapshot_dir(repo_id: str) -> Path | None:
-    """The cached snapshot folder of a hub model (no network), or None when it is not cached."""
-    try:
-        from huggingface_hub import snapshot_download
-
-        return Path(snapshot_download(repo_id, local_files_only=True))
-    except Exception:
-        return None

@@ -12,15 +12,7 @@ from typing import Any
 import numpy as np
 from PIL import Image
 
-from spotdiff.scorers.base import (
-    SCORERS,
-    EmbeddingScorer,
-    PairScorer,
-    Prepared,
-    ScorerOptions,
-    StagedEncoder,
-    local_path,
-)
+from spotdiff.scorers.base import SCORERS, EmbeddingScorer, PairScorer, Prepared, ScorerOptions, StagedEncoder
 from spotdiff.scorers.hf_dual import (
     HFImagePreprocessor,
     HFTokenize,
@@ -30,6 +22,7 @@ from spotdiff.scorers.hf_dual import (
     load_hf,
     to_unit_numpy,
 )
+from spotdiff.scorers.weights import local_path
 
 
 class _BlipBase(TorchScorerMixin):

@@ -19,8 +19,9 @@ import numpy as np
 from PIL import Image
 
 from spotdiff.errors import ConfigError
-from spotdiff.scorers.base import ScorerOptions, local_path
+from spotdiff.scorers.base import ScorerOptions
 from spotdiff.scorers.lm import gguf_source, load_device_dtype
+from spotdiff.scorers.weights import local_path
 
 __all__ = [
     "CHOICE_IMAGE_QUESTION",

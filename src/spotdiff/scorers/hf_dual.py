@@ -15,20 +15,9 @@ import numpy as np
 from PIL import Image
 
 from spotdiff.errors import ConfigError
-from spotdiff.scorers.base import (
-    SCORERS,
-    EmbeddingScorer,
-    ImagePreprocessor,
-    Prepared,
-    ScorerOptions,
-    hub_snapshot_dir,
-    local_path,
-    model_dir_digests,
-    resolve_device,
-    resolve_dtype,
-    staged,
-    state_dict_digest,
-)
+from spotdiff.scorers.base import SCORERS, EmbeddingScorer, ImagePreprocessor, Prepared, ScorerOptions, staged
+from spotdiff.scorers.runtime import resolve_device, resolve_dtype
+from spotdiff.scorers.weights import hub_snapshot_dir, local_path, model_dir_digests, state_dict_digest
 
 
 def rgb(image: Image.Image) -> Image.Image:

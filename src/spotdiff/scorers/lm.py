@@ -18,18 +18,10 @@ from typing import Any
 import numpy as np
 
 from spotdiff.errors import ConfigError
-from spotdiff.scorers.base import (
-    SCORERS,
-    Scorer,
-    ScorerOptions,
-    digest_files,
-    hub_snapshot_dir,
-    local_path,
-    model_dir_digests,
-    resolve_device,
-    resolve_dtype,
-)
+from spotdiff.scorers.base import SCORERS, Scorer, ScorerOptions
 from spotdiff.scorers.factory import ALIASES, parse_spec_options
+from spotdiff.scorers.runtime import resolve_device, resolve_dtype
+from spotdiff.scorers.weights import digest_files, hub_snapshot_dir, local_path, model_dir_digests
 
 __all__ = [
     "SMOLLM2_GGUF",

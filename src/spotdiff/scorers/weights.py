@@ -1,0 +1,90 @@
+"""Where a model's files are (a local path, or the hub's cached snapshot; no network) and the
+digests of its configuration and weights that identify it in every run's record and cache key."""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from spotdiff.errors import ConfigError
+
+#: File suffixes that hold weights; every other file of a model folder counts as configuration.
+WEIGHT_SUFFIXES = (".safetensors", ".bin", ".pt", ".pth", ".ckpt", ".h5", ".msgpack", ".onnx")
+_NOT_CONFIG = {"README.md", ".gitattributes", "LICENSE", "LICENSE.txt"}
+
+
+def digest_files(paths: Sequence[Path]) -> str:
+    """SHA-256 over files' names and bytes (weights or config), in a stable order."""
+    from spotdiff.cases import file_digest
+
+    h = hashlib.sha256()
+    for p in sorted(paths):
+        h.update(p.name.encode())
+        h.update(file_digest(p).encode())
+    return h.hexdigest()
+
+
+def local_path(name_or_path: str, what: str = "model") -> Path | None:
+    """The local file or folder a spec names, or None when it is a hub name (``org/name``).
+
+    Something that looks like a path (absolute, ``./``, ``~``, more than one ``/``) but does not exist
+    raises :class:`ConfigError` naming it, before any model code runs.
+    """
+    if not name_or_path:
+        raise ConfigError(f"{what}: empty name or path")
+    p = Path(name_or_path).expanduser()
+    if p.exists():
+        return p.resolve()
+    looks_local = (
+        p.is_absolute()
+        or name_or_path.startswith(("./", "../", "~", ".\\", "..\\"))
+        or name_or_path in (".", "..")
+        or name_or_path.count("/") > 1
+        or "\\" in name_or_path
+    )
+    if looks_local:
+        raise ConfigError(f"{what}: path {name_or_path} does not exist")
+    return None
+
+
+def model_dir_digests(directory: Path) -> tuple[str | None, str | None]:
+    """(config digest, weights digest) of a model folder, recursively, hidden folders skipped.
+
+    Weights are the ``*.safetensors`` files when there are any (what ``from_pretrained`` prefers),
+    else the other weight files; configuration is every other file (config.json, tokenizer and
+    preprocessor files, sentence-transformers module configs), READMEs excepted.
+    """
+    files = [
+        p
+        for p in directory.rglob("*")
+        if p.is_file() and not any(part.startswith(".") for part in p.relative_to(directory).parts)
+    ]
+    weights = [p for p in files if p.suffix in WEIGHT_SUFFIXES]
+    if any(p.suffix == ".safetensors" for p in weights):
+        weights = [p for p in weights if p.suffix == ".safetensors"]
+    config = [p for p in files if p.suffix not in WEIGHT_SUFFIXES and p.name not in _NOT_CONFIG]
+    return (digest_files(config) if config else None, digest_files(weights) if weights else None)
+
+
+def state_dict_digest(module: Any) -> str:
+    """SHA-256 over a torch module's state_dict: names, dtypes, shapes and raw bytes."""
+    import torch
+
+    h = hashlib.sha256()
+    for name, tensor in sorted(module.state_dict().items()):
+        t = tensor.detach().to("cpu").contiguous()
+        h.update(f"{name}:{t.dtype}:{tuple(t.shape)}".encode())
+        h.update(t.reshape(-1).view(torch.uint8).numpy().tobytes())
+    return h.hexdigest()
+
+
+def hub_snapshot_dir(repo_id: str) -> Path | None:
+    """The cached snapshot folder of a hub model (no network), or None when it is not cached."""
+    try:
+        from huggingface_hub import snapshot_download
+
+        return Path(snapshot_download(repo_id, local_files_only=True))
+    except Exception:
+        return None

@@ -1,0 +1,104 @@
+"""The persistent cache and the one cached door to a model (:class:`CachedRequests`)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from spotdiff.diagnose.cache import CACHE_FILE, Cache, CachedRequests, batch_positions
+from spotdiff.errors import ConfigError
+
+
+def _row(key: str) -> np.ndarray:
+    return np.array([len(key), ord(key[-1])], dtype=np.float32)
+
+
+class Model:
+    """Rows from keys; records every batch it was asked for."""
+
+    def __init__(self, keys: list[str]) -> None:
+        self.keys, self.batches = keys, []
+
+    def __call__(self, batches: list[list[int]]):
+        for idx in batches:
+            self.batches.append([self.keys[i] for i in idx])
+            yield [_row(self.keys[i]) for i in idx]
+
+
+def test_put_get_count_keys_and_reopen(tmp_path: Path) -> None:
+    with Cache(tmp_path, "m") as cache:
+        cache.put("text", [("a", np.ones(3, np.float32)), ("b", np.zeros(3, np.float64))])
+        cache.put("image", [("a", np.full(2, 7, np.float32))])
+        assert cache.count() == 3 and cache.count("text") == 2 and cache.keys("text") == {"a", "b"}
+    assert (tmp_path / CACHE_FILE).is_file()
+    with Cache(tmp_path, "m") as again, Cache(tmp_path, "other") as other:
+        got = again.get("text", ["a", "b", "missing"])
+        assert sorted(got) == ["a", "b"] and got["b"].dtype == np.float32
+        np.testing.assert_array_equal(again.get("image", ["a"])["a"], [7, 7])
+        assert other.get("text", ["a"]) == {}  # rows are kept per model digest
+
+
+def test_merge_from_adds_rows_once(tmp_path: Path) -> None:
+    with Cache(tmp_path / "a", "m") as a, Cache(tmp_path / "b", "m") as b:
+        a.put("text", [("x", np.ones(2, np.float32))])
+        b.put("text", [("x", np.ones(2, np.float32)), ("y", np.zeros(2, np.float32))])
+        assert a.merge_from(b.path) == 1
+        assert a.merge_from(b.path) == 0
+        assert a.keys("text") == {"x", "y"}
+
+
+def test_batch_positions_by_item_and_by_group() -> None:
+    assert batch_positions([0, 2, 3, 5, 6], 2) == [[0, 2], [3, 5], [6]]
+    groups = ["a", "a", "b", "b", "b", "c", "d"]
+    assert batch_positions([0, 1, 2, 4, 5, 6], 2, groups) == [[0, 1, 2, 4], [5, 6]]
+    assert batch_positions([], 3) == []
+
+
+def test_requests_compute_the_missing_in_batches_store_and_count(tmp_path: Path) -> None:
+    keys = [f"k{i}" for i in range(7)]
+    with Cache(tmp_path, "m") as cache:
+        cache.put("text", [("k1", _row("k1")), ("k4", _row("k4"))])
+        requests = CachedRequests(cache, progress=False)
+        model = Model(keys)
+        rows = requests("text", keys, model, 2, desc="encoding texts", unit="txt")
+        assert model.batches == [["k0", "k2"], ["k3", "k5"], ["k6"]]  # only the missing, batch by batch
+        assert requests.stats == {"computed": 5, "cached": 2}
+        assert all(np.array_equal(rows[k], _row(k)) for k in keys)
+        assert cache.keys("text") == set(keys)  # stored
+
+        again = Model(keys)
+        requests("text", keys, again, 2, desc="encoding texts", unit="txt")
+        assert again.batches == [] and requests.stats == {"computed": 5, "cached": 9}  # a re-run computes nothing
+
+
+def test_requests_keep_groups_together(tmp_path: Path) -> None:
+    keys = ["i0|a", "i0|b", "i1|a", "i2|a", "i2|b"]
+    model = Model(keys)
+    with Cache(tmp_path, "m") as cache:
+        CachedRequests(cache, progress=False)("pair", keys, model, 2, groups=[k[:2] for k in keys], desc="d", unit="u")
+    assert model.batches == [["i0|a", "i0|b", "i1|a"], ["i2|a", "i2|b"]]
+
+
+def test_requests_store_each_batch_before_a_failure(tmp_path: Path) -> None:
+    keys = ["a", "b", "c"]
+
+    def failing(batches):
+        yield [_row("a")]
+        raise RuntimeError("model crashed")
+
+    with Cache(tmp_path, "m") as cache:
+        requests = CachedRequests(cache, progress=False)
+        with pytest.raises(RuntimeError, match="model crashed"):
+            requests("text", keys, failing, 1, desc="d", unit="u")
+        assert cache.keys("text") == {"a"} and requests.stats["computed"] == 1
+
+
+def test_requests_refuse_a_wrong_number_of_rows(tmp_path: Path) -> None:
+    def short(batches):
+        for _ in batches:
+            yield [_row("a")]
+
+    with Cache(tmp_path, "m") as cache, pytest.raises(ConfigError, match="returned 1 rows for 2 items"):
+        CachedRequests(cache, progress=False)("text", ["a", "b"], short, 2, desc="d", unit="u")
