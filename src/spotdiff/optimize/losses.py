@@ -227,13 +227,12 @@ def spec_hn_t2i(
     are the anchors here); ``hn_image_similarity[i, k] = cos(I^hn_{i,k}, T_i)`` holds text ``i``'s
     hard-negative images; ``trivial_mask[j, i]`` (image ``j``, text ``i``) as in :func:`spec_hn_i2t`.
 
+    ``similarity``, ``trivial_mask``, ``logit_scale`` and ``reduction`` as in :func:`spec_hn_i2t`
+    (``reduction="sum"`` is Eq. 8's literal sum).
+
     Args:
-        similarity: ``[N, N]`` image-by-text cosines.
         hn_image_similarity: ``[N, H]``, text ``i``'s hard-negative images.
         hn_image_mask: ``[N, H]`` bool, True = a real hard negative.
-        trivial_mask: ``[N, N]`` bool, the trivial pairs (the diagonal is always kept).
-        logit_scale: the multiplicative temperature.
-        reduction: ``"mean"`` over anchors (default), ``"sum"`` (Eq. 8's literal sum) or ``"none"``.
     """
     values = _hn_term(similarity, hn_image_similarity, hn_image_mask, trivial_mask, logit_scale, columns=True)
     return _reduce(values, reduction)

@@ -459,15 +459,7 @@ def evaluate_units(
 ) -> tuple[dict[str, dict[str, Any]], dict[str, Any]]:
     """``(metrics, aggregates)``: the metrics (full precision) of :func:`evaluate_table` and what each
     scope is (:meth:`Evaluation.aggregates`), without building the :class:`Evaluation` (whose id
-    arrays cost a Python string per unit).
-
-    Args:
-        protocol: a protocol or its registered name.
-        table: the collected units.
-        n_boot: bootstrap resamples.
-        seed: seed of the resamples.
-        ci: the intervals' coverage.
-        groups: paper groupings -> the subsets each averages.
+    arrays cost a Python string per unit). The arguments are :func:`evaluate_table`'s.
     """
     protocol = _checked(protocol, ci)
     values, tags = table.arrays(protocol)

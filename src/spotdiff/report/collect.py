@@ -225,6 +225,11 @@ class ResultTable:
         return next(c for c in self.columns if c.subset == subset and c.metric == metric)
 
 
+def comparison_keys(c: PairedComparison) -> list[str]:
+    """The cells that name a paired comparison's row in every table of comparisons: scope, metric, cases, units."""
+    return [c.scope, c.metric, str(c.n_cases), str(c.n_units)]
+
+
 def short_model(model: str, limit: int = 40) -> str:
     """A model spec short enough for a table row (long checkpoint paths keep their last parts)."""
     if len(model) <= limit:

@@ -24,7 +24,14 @@ from spotdiff.diagnose.results import is_result_dir, read_result_dir
 from spotdiff.diagnose.store import Run, RunStore
 from spotdiff.errors import ConfigError, DataError
 from spotdiff.protocols import TESTS, PairedComparison, get_protocol, paired_comparison
-from spotdiff.report.collect import evaluation_from_units, run_ties, scope_order, short_model, subset_groups
+from spotdiff.report.collect import (
+    comparison_keys,
+    evaluation_from_units,
+    run_ties,
+    scope_order,
+    short_model,
+    subset_groups,
+)
 from spotdiff.report.table import TIE_NOTES
 
 
@@ -145,10 +152,7 @@ def format_comparison(cmp: Comparison, alpha: float = 0.05) -> str:
         mark = "*" if c.p_value < alpha else ""
         cells.append(
             [
-                c.scope,
-                c.metric,
-                str(c.n_cases),
-                str(c.n_units),
+                *comparison_keys(c),
                 _f(c.a),
                 _f(c.b),
                 f"{_f(c.difference, True)} [{_f(c.ci[0], True)}, {_f(c.ci[1], True)}]",

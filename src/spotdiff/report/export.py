@@ -16,7 +16,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from spotdiff.protocols import PairedComparison
-from spotdiff.report.collect import ResultTable, RunData
+from spotdiff.report.collect import ResultTable, RunData, comparison_keys
 
 _LATEX_SPECIAL = {
     "\\": r"\textbackslash{}",
@@ -274,10 +274,7 @@ COMPARE_FIELDS = (
 def comparison_rows(results: Sequence[PairedComparison]) -> list[list[str]]:
     return [
         [
-            c.scope,
-            c.metric,
-            str(c.n_cases),
-            str(c.n_units),
+            *comparison_keys(c),
             _f(c.a),
             _f(c.b),
             _f(c.difference),

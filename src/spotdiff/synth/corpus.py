@@ -32,15 +32,8 @@ def write_corpus(
     pipeline: Pipeline | None = None,
     workers: int = 1,
 ) -> dict:
-    """Write ``n`` image-caption pairs (see docs/synthesis.md); return the summary.
-
-    Args:
-        out: the output folder.
-        n: how many: see :class:`spotdiff.synth.SynthConfig`.
-        seed: the random seed; the same options give the same bytes.
-        size: the square image side in pixels.
-        pipeline: the stages to render with; None: the procedural pipeline at ``size``.
-        workers: worker processes (the output does not depend on them).
+    """Write ``n`` image-caption pairs under ``out``; return the summary. The options are
+    :class:`spotdiff.synth.SynthConfig`'s (``size`` its ``image_size``); docs/synthesis.md says what is drawn.
     """
     out = Path(out)
     pipeline = pipeline or make_pipeline(size)

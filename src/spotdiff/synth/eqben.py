@@ -436,14 +436,12 @@ def write_eqben(
 ) -> dict:
     """Write an EqBen-format dataset (see docs/synthesis.md); return the summary.
 
+    ``n``, ``seed``, ``size`` (``image_size``), ``pipeline`` and ``workers``: the options of
+    :class:`spotdiff.synth.SynthConfig` (``pipeline`` None: the procedural pipeline at ``size``).
+
     Args:
         out: the output folder.
-        n: how many: see :class:`spotdiff.synth.SynthConfig`.
-        seed: the random seed; the same options give the same bytes.
-        size: the square image side in pixels.
         subsets: the EQ-Kubric subsets to write; None: all.
-        pipeline: the stages to render with; None: the procedural pipeline at ``size``.
-        workers: worker processes (the output does not depend on them).
         sd_pairs: EQ-SD caption pairs to write; None: ``n``.
     """
     subsets = list(subsets or SUBSETS)

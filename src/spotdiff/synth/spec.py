@@ -403,14 +403,12 @@ def write_spec(
 ) -> dict:
     """Write a SPEC-format dataset (see docs/synthesis.md); return the summary.
 
+    ``n``, ``seed``, ``size`` (``image_size``), ``pipeline`` and ``workers``: the options of
+    :class:`spotdiff.synth.SynthConfig` (``pipeline`` None: the procedural pipeline at ``size``).
+
     Args:
         out: the output folder.
-        n: how many: see :class:`spotdiff.synth.SynthConfig`.
-        seed: the random seed; the same options give the same bytes.
-        size: the square image side in pixels.
         subsets: the subsets to write; None: all six.
-        pipeline: the stages to render with; None: the procedural pipeline at ``size``.
-        workers: worker processes (the output does not depend on them).
         cls: also write the ``cls`` task (``DIR/cls``).
         counts: cases per subset where it differs from ``n``, or None.
     """

@@ -455,14 +455,12 @@ def write_visla(
 ) -> dict:
     """Write a VISLA-Spatial-format dataset (see docs/synthesis.md); return the summary.
 
+    ``n``, ``seed``, ``size`` (``image_size``), ``pipeline`` and ``workers``: the options of
+    :class:`spotdiff.synth.SynthConfig` (``pipeline`` None: the procedural pipeline at ``size``).
+
     Args:
         out: the output folder.
-        n: how many: see :class:`spotdiff.synth.SynthConfig`.
-        seed: the random seed; the same options give the same bytes.
-        size: the square image side in pixels.
         relations_file: a user's relation annotations; None: render canvas scenes.
-        pipeline: the stages to render with; None: the procedural pipeline at ``size``.
-        workers: worker processes (the output does not depend on them).
         negations: also offer negated P1 sentences as negative candidates.
     """
     out = Path(out)

@@ -55,15 +55,9 @@ class ZeroShotBuilder(Composer):
 def write_zeroshot(
     out: Path, *, n: int = 100, seed: int = 0, size: int = 224, pipeline: Pipeline | None = None, workers: int = 1
 ) -> dict:
-    """Write ``n`` images (see docs/synthesis.md); return the summary.
+    """Write ``n`` class-labelled images under ``out``; return the summary (docs/synthesis.md).
 
-    Args:
-        out: the output folder.
-        n: how many: see :class:`spotdiff.synth.SynthConfig`.
-        seed: the random seed; the same options give the same bytes.
-        size: the square image side in pixels.
-        pipeline: the stages to render with; None: the procedural pipeline at ``size``.
-        workers: worker processes (the output does not depend on them).
+    Options as in :class:`spotdiff.synth.SynthConfig` (``size`` is its ``image_size``).
     """
     out = Path(out)
     pipeline = pipeline or make_pipeline(size)

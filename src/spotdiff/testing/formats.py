@@ -1,7 +1,8 @@
 """Writers of small datasets in the exact published schemas of benchmarks, for tests.
 
 Each ``write_*`` function writes a tiny deterministic dataset with real image files into ``root``
-and returns the folder to pass as ``--data``. Which formats: docs/testing.md.
+(created if needed; the same ``seed`` writes the same files) and returns the folder to pass as
+``--data``. Which formats: docs/testing.md.
 """
 
 from __future__ import annotations
@@ -119,9 +120,7 @@ def write_eqben(root: Path, n: int = 7, seed: int = 0, *, filename: str = "all_s
     is in sub-dataset ``EQBEN_SUBSETS[i % 7]``. Returns ``root``.
 
     Args:
-        root: the folder to write into (created if needed).
         n: the number of records.
-        seed: the random seed; the same seed writes the same files.
         filename: the annotation file's name.
     """
     root = Path(root)
@@ -141,9 +140,7 @@ def write_eqben_full(root: Path, n: int = 4, seed: int = 0) -> Path:
     :func:`write_eqben` with the same ``n`` and ``seed``. Returns ``root``.
 
     Args:
-        root: the folder to write into (created if needed).
         n: the number of EqBen samples (four records each).
-        seed: the random seed; the same seed writes the same files.
     """
     root = Path(root)
     rng = np.random.default_rng(seed)
@@ -176,9 +173,7 @@ def write_winoground(root: Path, n: int = 4, seed: int = 0) -> Path:
     ``secondary_tag`` when ``i % 3 == 0`` and ``num_main_preds = 1 + i % 2``. Returns ``root``.
 
     Args:
-        root: the folder to write into (created if needed).
         n: the number of examples.
-        seed: the random seed; the same seed writes the same files.
     """
     root = Path(root)
     rng = np.random.default_rng(seed)
@@ -213,9 +208,7 @@ def write_sugarcrepe(root: Path, n: int = 1, seed: int = 0) -> Path:
     names). Returns ``root``.
 
     Args:
-        root: the folder to write into (created if needed).
         n: records per subset file.
-        seed: the random seed; the same seed writes the same files.
     """
     root = Path(root)
     rng = np.random.default_rng(seed)
@@ -237,9 +230,7 @@ def write_valse(root: Path, n: int = 3, seed: int = 0, piece: str = "counting-ha
     votes, ...) with ``n`` valid samples, and their images in ``images/``. Returns ``root``.
 
     Args:
-        root: the folder to write into (created if needed).
         n: the number of samples.
-        seed: the random seed; the same seed writes the same files.
         piece: the piece's name (the file's stem).
     """
     root = Path(root)
@@ -283,9 +274,7 @@ def write_spec(
     grouped by caption set alone. ``files`` limits which of the two files are written. Returns ``root``.
 
     Args:
-        root: the folder to write into (created if needed).
         n: candidate sets per subset.
-        seed: the random seed; the same seed writes the same files.
         subsets: the subsets to write.
         files: which of ``image2text`` and ``text2image`` to write.
         shared_captions: give every set of a subset the same K captions.
@@ -369,9 +358,7 @@ def write_aro_vg_relation(root: Path, n: int = 6, seed: int = 0) -> Path:
     Record ``i`` has ``relation_name = ARO_FIXTURE_RELATIONS[i % 6]``. Returns ``root``.
 
     Args:
-        root: the folder to write into (created if needed).
         n: the number of records.
-        seed: the random seed; the same seed writes the same files.
     """
     return _write_aro_vg(root, n, seed, "relation")
 
@@ -381,9 +368,7 @@ def write_aro_vg_attribution(root: Path, n: int = 6, seed: int = 0) -> Path:
     list(ARO_FIXTURE_ATTRIBUTES[i % 3])``. Returns ``root``.
 
     Args:
-        root: the folder to write into (created if needed).
         n: the number of records.
-        seed: the random seed; the same seed writes the same files.
     """
     return _write_aro_vg(root, n, seed, "attribution")
 
@@ -411,10 +396,8 @@ def write_karpathy(
     ``root``.
 
     Args:
-        root: the folder to write into (created if needed).
         dataset: ``coco`` or ``flickr``.
         n_images: the number of images.
-        seed: the random seed; the same seed writes the same files.
         split: the split in the file's name.
         captions_per_image: captions per image.
     """
@@ -474,9 +457,7 @@ def write_crepe(
     put in ``root/images/VG_100K/`` as in a Visual Genome download. Returns ``root``.
 
     Args:
-        root: the folder to write into (created if needed).
         n: rows per file.
-        seed: the random seed; the same seed writes the same files.
         prod_types: the productivity negative types to write.
         complexities: the productivity complexities to write.
         systematicity: also write the systematicity file.
@@ -537,9 +518,7 @@ def write_zeroshot_folder(
     in the first class folder (not an image: skipped by the loader).
 
     Args:
-        root: the folder to write into (created if needed).
         n_per_class: images per class.
-        seed: the random seed; the same seed writes the same files.
         classes: the class names.
         split: a sub-folder for the split; empty: none.
     """
@@ -566,9 +545,7 @@ def write_zeroshot_wds(
     ``<key>.webp`` + ``<key>.cls`` samples, ``root/classnames.txt`` and the templates file.
 
     Args:
-        root: the folder to write into (created if needed).
         n: the number of samples.
-        seed: the random seed; the same seed writes the same files.
         classes: the class names.
         templates: the prompt templates.
         shards: the number of tar shards.
@@ -601,9 +578,7 @@ def write_zeroshot_cifar(root: Path, n: int = 12, seed: int = 0, *, kind: str = 
     ``cifar-100-python/test`` + ``meta``), pickled dicts with an ``N x 3072`` uint8 ``data`` array.
 
     Args:
-        root: the folder to write into (created if needed).
         n: the number of images.
-        seed: the random seed; the same seed writes the same files.
         kind: ``cifar10`` or ``cifar100``.
     """
     import pickle
