@@ -11,6 +11,7 @@ os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")
 
 import hashlib
 import json
+import re
 import socket
 import sqlite3
 import subprocess
@@ -349,6 +350,9 @@ def test_torchrun_bad_model_path_fails_every_rank_clearly(tmp_path: Path) -> Non
          str(_write_sugarcrepe(tmp_path / "sc")), "--no-store", "--cache", str(tmp_path / "c"), "--quiet"]
     )  # fmt: skip
     assert proc.returncode != 0
+    # Once one rank exits non-zero, torchrun's agent sends SIGTERM to the other, which may die before
+    # it prints: at least one rank's line is guaranteed, not both.
     errors = [line for line in proc.stderr.splitlines() if line.startswith("spotdiff eval: error:")]
-    assert len(errors) == 2  # one line per rank, each naming the path
+    assert 1 <= len(errors) <= 2, proc.stderr[-3000:]
     assert all(f"path {missing} does not exist" in line for line in errors)
+    assert not re.search(r'File "[^"]*spotdiff[/\\]', proc.stderr), proc.stderr[-3000:]  # no spotdiff traceback
