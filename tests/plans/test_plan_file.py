@@ -2,7 +2,12 @@
 
 from __future__ import annotations
 
+import os
+import signal
+import subprocess
+import sys
 import textwrap
+import time
 from pathlib import Path
 
 import pytest
@@ -108,3 +113,63 @@ def test_the_demo_plan_file_is_the_demo(quick: bool, seed: int, workers: int) ->
     seeds = [c for s in demo for cmd in s.commands for c in cmd if c.startswith("--seed")]
     assert seeds  # the data sets' seeds follow the demo's seed
     assert f"--seed {seed + 1}" in " ".join(" ".join(c) for c in demo[1].commands)
+
+
+def _children(pid: int) -> list[int]:
+    """The processes ``pid`` started (Linux ``/proc``)."""
+    path = Path(f"/proc/{pid}/task/{pid}/children")
+    return [int(c) for c in path.read_text().split()] if path.is_file() else []
+
+
+def _alive(pid: int) -> bool:
+    """Whether ``pid`` runs (a zombie waiting to be reaped counts as gone)."""
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()[0] != "Z"
+    except OSError:
+        return False
+
+
+def _wait_until(condition, timeout: float, what: str) -> None:
+    deadline = time.monotonic() + timeout
+    while not condition():
+        assert time.monotonic() < deadline, f"timed out waiting for {what}"
+        time.sleep(0.05)
+
+
+@pytest.mark.skipif(not Path("/proc/self/task").is_dir(), reason="reads a process's children in /proc")
+def test_sigterm_stops_the_running_stage(tmp_path: Path) -> None:
+    """Issue 22: SIGTERM (kill, Slurm, docker stop) to `spotdiff run` left its running stage orphaned; it
+    stops the stage's command, leaves the stage unfinished and exits non-zero with one clear line."""
+    plan = tmp_path / "long.yaml"
+    plan.write_text(
+        "name: long\nstages:\n  - name: long\n    run: synth corpus --out big --n 1000000 --image-size 32 --workers 1\n"
+        "    outputs: [big]\n",
+        encoding="utf-8",
+    )
+    env = {**os.environ, "HF_HUB_OFFLINE": "1", "OMP_NUM_THREADS": "1"}
+    env["PYTHONPATH"] = os.pathsep.join([str(Path(__file__).resolve().parents[2] / "src"), env.get("PYTHONPATH", "")])
+    log = tmp_path / "logs" / "long.log"
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "spotdiff", "run", str(plan), "--workers", "1"],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env,
+    )  # fmt: skip
+    children: list[int] = []
+    try:
+        # the stage's process exists once it has written its command line into the stage's log
+        started = lambda: proc.poll() is not None or (log.is_file() and "$ spotdiff" in log.read_text())  # noqa: E731
+        _wait_until(started, 120, "the stage")
+        assert proc.poll() is None, proc.communicate()
+        children = _children(proc.pid)
+        assert children
+        proc.send_signal(signal.SIGTERM)
+        out, err = proc.communicate(timeout=90)
+        _wait_until(lambda: not any(_alive(c) for c in children), 30, "the stage's process to stop")
+    finally:
+        for pid in [p for p in children if _alive(p)] + ([proc.pid] if proc.poll() is None else []):
+            os.kill(pid, signal.SIGKILL)
+        if proc.poll() is None:
+            proc.wait(timeout=30)
+    assert proc.returncode == 143, (out, err)
+    assert "spotdiff run: terminated (SIGTERM)" in err and "Traceback" not in err
+    assert "long" in out and "stopped; unfinished" in out
+    assert (tmp_path / "stages" / "long.started").is_file() and not (tmp_path / "stages" / "long.json").exists()

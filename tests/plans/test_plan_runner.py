@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 from pathlib import Path
 
@@ -48,3 +49,90 @@ def test_runner_runs_skips_and_stops_on_failure(tmp_path: Path, capsys: pytest.C
         Runner(tmp_path, [ok, bad, after], run_command=main, workers=2, echo=print).run()
     assert not (tmp_path / "stages" / "bad.json").exists() and not (tmp_path / "stages" / "after.json").exists()
     assert "FAILED" in capsys.readouterr().out
+
+
+def _captions(root: Path) -> Path:
+    """Four coloured squares with their captions (captions.jsonl) and the tiny test tokenizer."""
+    from PIL import Image
+
+    from spotdiff.testing.tiny_models import make_tiny_tokenizer
+
+    (root / "img").mkdir(parents=True)
+    lines = []
+    colours = {"red": (220, 30, 30), "green": (30, 200, 30), "blue": (30, 30, 220), "yellow": (230, 220, 20)}
+    for name, rgb in colours.items():
+        Image.new("RGB", (32, 32), rgb).save(root / "img" / f"{name}.png")
+        lines.append(json.dumps({"image": f"img/{name}.png", "caption": f"a {name} square"}))
+    (root / "captions.jsonl").write_text("\n".join(lines) + "\n", encoding="utf-8")
+    make_tiny_tokenizer(root / "tokenizer", max_length=32)
+    return root
+
+
+def _step(line: str) -> int:
+    return json.loads(line)["step"]
+
+
+def test_an_interrupted_train_stage_resumes_from_its_checkpoint(tmp_path: Path) -> None:
+    """Issue 22: re-running an interrupted plan kept nothing of a train stage (checkpoints included).
+
+    The first run's train stops after a checkpoint at step 2 and the stage fails, as an interrupted
+    one does; the second run keeps the checkpoint and continues from it (``--resume``)."""
+    from spotdiff.errors import SpotdiffError
+
+    data = _captions(tmp_path / "data")
+    argv = ["train", "--from-config", "tiny", "--tokenizer", str(data / "tokenizer"), "--captions",
+            str(data / "captions.jsonl"), "--steps", "4", "--batch-size", "4", "--device", "cpu",
+            "--out", "model"]  # fmt: skip
+    stage = Stage("train", "a tiny training", [argv], ["model"])
+    out = tmp_path / "study"
+
+    def interrupted(cmd: list[str]) -> int:
+        main([*cmd, "--stop-after", "2"])  # writes checkpoint-0000002, then the stage fails
+        return 130
+
+    with pytest.raises(SpotdiffError, match="stage train failed"):
+        Runner(out, [stage], run_command=interrupted, workers=1, echo=print).run()
+    marker = out / "model" / "checkpoint-0000002" / "COMPLETE"
+    assert marker.is_file()
+    first_log = (out / "model" / "train_log.jsonl").read_text().splitlines()
+    assert [_step(line) for line in first_log] == [1, 2]
+    written = marker.stat().st_mtime_ns
+
+    Runner(out, [stage], run_command=main, workers=1, echo=print).run()
+    assert marker.is_file() and marker.stat().st_mtime_ns == written  # the checkpoint survived
+    log = (out / "model" / "train_log.jsonl").read_text().splitlines()
+    assert log[:2] == first_log and [_step(line) for line in log] == [1, 2, 3, 4]
+    text = (out / "logs" / "train.log").read_text()
+    assert "--out model --resume" in text and "resumed from" in text and "at step 2" in text
+    assert (out / "model" / "model.safetensors").is_file() and (out / "stages" / "train.json").is_file()
+    assert not (out / "stages" / "train.started").exists()
+
+
+def test_a_stage_that_cannot_resume_starts_afresh(tmp_path: Path) -> None:
+    """A stage whose commands cannot resume (synth) still has its outputs removed before it reruns."""
+    stage = Stage("corpus", "a corpus", [["synth", "corpus", "--out", "c", "--n", "2", "--image-size", "32"]], ["c"])
+    (tmp_path / "c").mkdir()
+    (tmp_path / "c" / "stale.txt").write_text("x")
+    (tmp_path / "stages").mkdir()
+    runner = Runner(tmp_path, [stage], run_command=main, workers=1, echo=print)
+    runner.prints["corpus"] = stage.fingerprint({})
+    (tmp_path / "stages" / "corpus.started").write_text(runner.prints["corpus"])
+    assert not runner.resumes(stage)
+    runner.run()
+    assert not (tmp_path / "c" / "stale.txt").exists() and (tmp_path / "c" / "captions.jsonl").is_file()
+
+
+def test_an_interrupted_train_without_a_checkpoint_starts_afresh(tmp_path: Path) -> None:
+    """Nothing to resume from (no complete checkpoint in the train's --out): the stage's outputs are removed."""
+    stage = Stage("t", "a training", [["train", "--steps", "4", "--out", "m"], ["eval", "--out", "e"]], ["m", "e"])
+    runner = Runner(tmp_path, [stage], run_command=main, workers=1, echo=print)
+    runner.prints["t"] = stage.fingerprint({})
+    (tmp_path / "stages").mkdir()
+    (tmp_path / "stages" / "t.started").write_text(runner.prints["t"])
+    (tmp_path / "m" / "checkpoint-0000002").mkdir(parents=True)  # incomplete: no COMPLETE marker
+    assert not runner.resumes(stage)
+    (tmp_path / "m" / "checkpoint-0000002" / "COMPLETE").write_text("2\n")
+    assert runner.resumes(stage)
+    runner.resuming.add("t")
+    assert runner._command(stage, 0) == ["train", "--steps", "4", "--out", "m", "--resume"]
+    assert runner._command(stage, 1) == ["eval", "--out", "e"]

@@ -8,10 +8,11 @@ format: :mod:`spotdiff.plans.file`. ``spotdiff demo --plan`` prints the demo as 
 from __future__ import annotations
 
 import argparse
+import sys
 from pathlib import Path
 
 from spotdiff.errors import ConfigError
-from spotdiff.plans import Runner, preload, write_commands
+from spotdiff.plans import Runner, Terminated, preload, write_commands
 from spotdiff.plans.file import load_plan
 
 
@@ -53,7 +54,15 @@ def run(args: argparse.Namespace) -> int:
     print(f"spotdiff run {args.plan} -> {out} ({len(plan.stages)} stages, {args.workers} at a time)")
     preload()
     runner = Runner(out, plan.stages, run_command=main, workers=args.workers, store=plan.store)
-    runner.run()
+    try:
+        runner.run()
+    except Terminated:
+        print(
+            "spotdiff run: terminated (SIGTERM); the running stages were stopped and left unfinished; "
+            "run the plan again to resume",
+            file=sys.stderr,
+        )
+        return 143
     done = [name for name in runner.order if name not in runner.skipped]
     print(f"{runner.stamp()} plan {plan.name!r}: {len(done)} stages ran, {len(runner.skipped)} up to date")
     return 0

@@ -5,6 +5,11 @@ on; :class:`Runner` runs a plan's stages ``workers`` at a time in forked process
 stage whose fingerprint (commands, parameters, spotdiff version, the fingerprints of its
 dependencies) and outputs are unchanged; :func:`write_commands` writes the plan as a shell script
 of the equivalent commands. ``spotdiff demo`` is such a plan (:mod:`spotdiff.demo.plan`).
+
+A stage that was interrupted resumes when it runs again with the same fingerprint and every one of
+its commands can resume (``train``, from its last complete checkpoint; ``eval``, from its cache):
+its outputs are kept instead of removed. SIGTERM is handled as Ctrl-C: the running commands are
+stopped and their stages left unfinished.
 """
 
 from __future__ import annotations
@@ -18,6 +23,7 @@ import shutil
 import signal
 import sqlite3
 import sys
+import threading
 import time
 import traceback
 from collections.abc import Callable, Iterable, Sequence
@@ -35,10 +41,10 @@ from spotdiff.version import __version__
 class Stage:
     """One step of a plan: ``spotdiff`` commands (argv after ``spotdiff``) run in order.
 
-    ``outputs`` (paths relative to the plan's folder) are removed before the stage runs and must all
-    exist for it to be skipped; ``deps`` name the stages that must finish first; ``params`` are
-    anything else the outputs depend on; ``collect(out)`` reads what the commands wrote into the
-    stage's record (``stages/NAME.json``).
+    ``outputs`` (paths relative to the plan's folder) are removed before the stage runs (kept when an
+    interrupted stage resumes, see :meth:`Runner.resumes`) and must all exist for it to be skipped;
+    ``deps`` name the stages that must finish first; ``params`` are anything else the outputs depend
+    on; ``collect(out)`` reads what the commands wrote into the stage's record (``stages/NAME.json``).
     """
 
     name: str
@@ -59,6 +65,29 @@ class Stage:
             "deps": {d: dep_prints[d] for d in self.deps},
         }
         return hashlib.sha256(dumps(payload).encode()).hexdigest()[:16]
+
+
+# commands that continue an interrupted run of themselves in the same outputs
+RESUMABLE = frozenset({"train", "eval"})
+
+
+class Terminated(KeyboardInterrupt):
+    """SIGTERM arrived: handled as Ctrl-C (the running commands are stopped, their stages unfinished)."""
+
+
+def _terminate(signum: int, frame: Any) -> None:
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)  # once: the runner is stopping its commands
+    raise Terminated
+
+
+def _option(argv: list[str], name: str) -> str | None:
+    """The value of ``name VALUE`` or ``name=VALUE`` in a command, None when absent."""
+    for i, a in enumerate(argv):
+        if a == name and i + 1 < len(argv):
+            return argv[i + 1]
+        if a.startswith(name + "="):
+            return a.partition("=")[2]
+    return None
 
 
 def _without_workers(argv: list[str]) -> list[str]:
@@ -113,6 +142,7 @@ def _child(
 
         logging.root.handlers.clear()  # cli.main configures logging afresh, onto the log
         signal.signal(signal.SIGINT, signal.default_int_handler)
+        signal.signal(signal.SIGTERM, signal.default_int_handler)  # the runner stops its commands with SIGTERM
         import torch
 
         torch.set_num_threads(threads)
@@ -185,6 +215,7 @@ class Runner:
         self.stage_wall: dict[str, float] = {}
         self.stage_start: dict[str, float] = {}
         self.skipped: list[str] = []
+        self.resuming: set[str] = set()
         self.use_fork = hasattr(os, "fork") and sys.platform.startswith("linux")
 
     # -- bookkeeping -----------------------------------------------------------------------------
@@ -197,6 +228,31 @@ class Runner:
 
     def record_path(self, name: str) -> Path:
         return self.out / "stages" / f"{name}.json"
+
+    def started_path(self, name: str) -> Path:
+        """The mark of a stage that started and has not finished: its fingerprint."""
+        return self.out / "stages" / f"{name}.started"
+
+    def resumes(self, stage: Stage) -> bool:
+        """Whether ``stage`` was interrupted under its current fingerprint and all its commands can
+        resume (:data:`RESUMABLE`; a ``train`` only from a complete checkpoint in its ``--out``): then
+        its outputs are kept and it continues where it stopped."""
+        try:
+            started = self.started_path(stage.name).read_text(encoding="utf-8").strip()
+        except OSError:
+            return False
+        if started != self.prints[stage.name] or not all(c and c[0] in RESUMABLE for c in stage.commands):
+            return False
+        from spotdiff.optimize.checkpoint import latest_checkpoint  # imports torch: only for an interrupted stage
+
+        trains = [_option(c, "--out") for c in stage.commands if c[0] == "train"]
+        return all(out and latest_checkpoint(self.out / out) is not None for out in trains)
+
+    def _command(self, stage: Stage, index: int) -> list[str]:
+        """The stage's command; a ``train`` of a resuming stage gets ``--resume``."""
+        argv = stage.commands[index]
+        asked = any(a == "--resume" or a.startswith("--resume=") for a in argv)
+        return [*argv, "--resume"] if stage.name in self.resuming and argv[0] == "train" and not asked else argv
 
     def up_to_date(self, stage: Stage) -> dict | None:
         path = self.record_path(stage.name)
@@ -216,7 +272,7 @@ class Runner:
 
     # -- running -----------------------------------------------------------------------------------
     def _spawn(self, stage: Stage, index: int) -> _Job:
-        argv = stage.commands[index]
+        argv = self._command(stage, index)
         log = self.out / "logs" / f"{stage.name}.log"
         log.parent.mkdir(parents=True, exist_ok=True)
         self.say(stage.name, f"$ spotdiff {shlex.join(argv)}")
@@ -235,6 +291,20 @@ class Runner:
                 [sys.executable, "-m", "spotdiff", *argv], cwd=self.out, stdout=f, stderr=subprocess.STDOUT, env=env
             )
         return _Job(stage, index, popen.pid, time.perf_counter(), popen)
+
+    def _prepare(self, stage: Stage) -> None:
+        """Remove a stage's outputs and record before it runs (keep the outputs when it resumes), and
+        mark it started."""
+        if self.resumes(stage):
+            self.resuming.add(stage.name)
+            self.say(stage.name, "interrupted earlier: resuming, its outputs are kept")
+        else:
+            for o in stage.outputs:
+                _remove(self.out, self.out / o)
+        self.record_path(stage.name).unlink(missing_ok=True)
+        started = self.started_path(stage.name)
+        started.parent.mkdir(parents=True, exist_ok=True)
+        started.write_text(self.prints[stage.name] + "\n", encoding="utf-8")
 
     def _poll(self, job: _Job) -> tuple[int, float] | None:
         """``(exit code, cpu seconds)`` when the job has finished, else None."""
@@ -264,25 +334,47 @@ class Runner:
         path = self.record_path(stage.name)
         path.parent.mkdir(parents=True, exist_ok=True)
         write_json(path, record, indent=1)
+        self.started_path(stage.name).unlink(missing_ok=True)
         self.records[stage.name] = record
         cpu = self.stage_cpu.get(stage.name, float("nan"))
         self.say(stage.name, f"done in {wall:.1f} s (cpu {cpu:.1f} s)")
 
-    def _kill(self, jobs: Iterable[_Job]) -> None:
+    def _kill(self, jobs: Iterable[_Job], grace: float = 30.0) -> None:
+        """Stop the jobs: SIGTERM (a command stops as on Ctrl-C), SIGKILL for any left after ``grace`` s."""
+        jobs = list(jobs)
         for job in jobs:
             with contextlib.suppress(ProcessLookupError):
                 os.kill(job.pid, signal.SIGTERM)
-        for job in jobs:
-            try:
-                if job.popen is not None:
-                    job.popen.wait(timeout=30)
-                else:
-                    os.waitpid(job.pid, 0)
-            except (ChildProcessError, OSError):
-                pass
+            self.say(job.stage.name, "stopped; unfinished (it resumes or reruns on the next run)")
+        deadline = time.monotonic() + grace
+        while jobs:
+            for job in list(jobs):
+                with contextlib.suppress(ChildProcessError, OSError):
+                    if self._poll(job) is None:
+                        continue
+                jobs.remove(job)
+            if jobs and time.monotonic() > deadline:
+                for job in jobs:
+                    with contextlib.suppress(ProcessLookupError):
+                        os.kill(job.pid, signal.SIGKILL)
+                deadline = float("inf")
+            time.sleep(0.05)
 
     def run(self) -> dict[str, dict]:
-        """Run every stage that is not up to date; return the stage records."""
+        """Run every stage that is not up to date; return the stage records.
+
+        SIGTERM (``kill``, Slurm, ``docker stop``) is handled as Ctrl-C: it raises :class:`Terminated`
+        once the running commands are stopped.
+        """
+        in_main = threading.current_thread() is threading.main_thread()
+        previous = signal.signal(signal.SIGTERM, _terminate) if in_main else None
+        try:
+            return self._run()
+        finally:
+            if in_main:
+                signal.signal(signal.SIGTERM, signal.SIG_DFL if previous is None else previous)
+
+    def _run(self) -> dict[str, dict]:
         for name in self.order:
             st = self.stages[name]
             self.prints[name] = st.fingerprint(self.prints)
@@ -308,9 +400,7 @@ class Runner:
                         done.add(name)
                         self.say(name, f"up to date, skipped ({self.order.index(name) + 1}/{total})")
                         continue
-                    for o in st.outputs:
-                        _remove(self.out, self.out / o)
-                    self.record_path(name).unlink(missing_ok=True)
+                    self._prepare(st)
                     self.stage_start[name] = time.perf_counter()
                     self.stage_cpu[name] = 0.0
                     self.say(name, f"{st.title} ({self.order.index(name) + 1}/{total})")
