@@ -80,6 +80,14 @@ def _terminate(signum: int, frame: Any) -> None:
     raise Terminated
 
 
+def _stop_once(signum: int, frame: Any) -> None:  # pragma: no cover - in the forked command
+    """A command's SIGINT/SIGTERM: stop as on Ctrl-C; ignore the next ones (Ctrl-C reaches the command and
+    the runner, which then sends SIGTERM), so the command's clean-up is not interrupted."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)
+    raise KeyboardInterrupt
+
+
 def _option(argv: list[str], name: str) -> str | None:
     """The value of ``name VALUE`` or ``name=VALUE`` in a command, None when absent."""
     for i, a in enumerate(argv):
@@ -141,8 +149,8 @@ def _child(
         import logging
 
         logging.root.handlers.clear()  # cli.main configures logging afresh, onto the log
-        signal.signal(signal.SIGINT, signal.default_int_handler)
-        signal.signal(signal.SIGTERM, signal.default_int_handler)  # the runner stops its commands with SIGTERM
+        signal.signal(signal.SIGINT, _stop_once)
+        signal.signal(signal.SIGTERM, _stop_once)  # the runner stops its commands with SIGTERM
         import torch
 
         torch.set_num_threads(threads)
@@ -150,6 +158,9 @@ def _child(
         code = run_command(argv)
     except SystemExit as exc:
         code = exc.code if isinstance(exc.code, int) else 1
+    except KeyboardInterrupt:  # stopped before the command could say so
+        print(f"spotdiff {argv[0] if argv else ''}: interrupted", file=sys.stderr)
+        code = 130
     except BaseException:
         traceback.print_exc()
         code = 1
