@@ -138,8 +138,9 @@ def _wait_for(path: Path, proc: subprocess.Popen, timeout: float = 180.0) -> Non
         time.sleep(0.05)
 
 
-def test_ctrl_c_on_the_cli_saves_a_checkpoint(tmp_path, data):  # noqa: F811
-    """The real command: SIGINT once the train log has a line; exit 130, a checkpoint, a plain message."""
+def test_ctrl_c_on_the_cli_saves_a_checkpoint(tmp_path, data, capsys):  # noqa: F811
+    """The real command: a second `train` on its folder is refused naming it; SIGINT once the train log
+    has a line: exit 130, a checkpoint, a plain message."""
     root, _, _ = data
     out = tmp_path / "cli"
     cmd = [sys.executable, "-m", "spotdiff", "train", "--from-config", "tiny", "--tokenizer", str(TOKENIZER[-1]),
@@ -149,6 +150,9 @@ def test_ctrl_c_on_the_cli_saves_a_checkpoint(tmp_path, data):  # noqa: F811
     proc = subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
         _wait_for(out / "train_log.jsonl", proc)
+        assert main(cmd[3:]) == 2  # the same command again, while the first one trains
+        holder = f"is in use by another training (pid {proc.pid} on {socket.gethostname()} since "
+        assert holder in capsys.readouterr().err
         proc.send_signal(signal.SIGINT)
         _, err = proc.communicate(timeout=120)
     finally:

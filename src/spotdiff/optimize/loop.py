@@ -383,8 +383,8 @@ class Trainer:
     def interrupted_message(self) -> str:
         """What an interruption saved and where ``--resume`` continues."""
         saved = latest_checkpoint(self.out)
-        what = f"checkpoint saved in {saved}" if saved is not None else "no step finished, nothing saved"
         step = int(saved.name.rpartition("-")[2]) if saved is not None else 0
+        what = f"checkpoint saved in {saved}" if saved is not None and step == self.step else "no step saved"
         where = f"{self.stop_signal} at step {self.step}/{self.config.steps}"
         return f"{where}: {what}; --resume continues from step {step}"
 
