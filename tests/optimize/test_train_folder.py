@@ -62,10 +62,11 @@ def test_a_training_folder_is_taken_up_again(tmp_path, data):  # noqa: F811
     """A folder a training wrote stays writable: a start that failed (the lock files only), a run, --resume."""
     _, pairs, cases = data
     out = tmp_path / "run"
-    with pytest.raises(ConfigError, match="cannot load model"):
+    with pytest.raises(ConfigError, match="cannot load model") as failed:
         train(config(out, from_config=None, model=str(tmp_path / "nowhere"), steps=2), pairs, cases)
     assert out.is_dir()
-    first = train(config(out, steps=2, stop_after=1), pairs, cases)
+    first = train(config(out, steps=2, stop_after=1), pairs, cases)  # the failed start's lock is released
+    assert failed.tb is not None  # its traceback (and Trainer) were alive all along
     assert first.step == 1 and (out / "training.json").is_file()
     assert train(config(out, steps=2, resume=True), pairs, cases).finished
 

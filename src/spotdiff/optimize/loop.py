@@ -223,6 +223,15 @@ class Trainer:
             self.out.mkdir(parents=True, exist_ok=True)
             self.lock = TrainingLock(self.out)
         self.stop_signal: str | None = None
+        try:
+            self.setup(config, pairs)
+        except BaseException:
+            if self.lock is not None:
+                self.lock.release()  # at once, not when the failed Trainer is collected
+            raise
+
+    def setup(self, config: TrainConfig, pairs: Sequence[Pair]) -> None:
+        """The model (built, or restored from the checkpoint resumed), optimiser, schedule and samplers."""
         seed_everything(config.seed)
         resume_from = _resume_dir(config)
         if config.batch_size > len(pairs) > 0 or config.cases_per_step > len(self.cases) > 0:
@@ -357,7 +366,10 @@ class Trainer:
         """Whether a stop signal reached any rank (every rank asks at every step, so all stop together)."""
         if self.stop_signal is not None:
             self.accelerator.set_trigger()
-        return self.accelerator.check_trigger()
+        stop = self.accelerator.check_trigger()
+        if stop and self.stop_signal is None:
+            self.stop_signal = "a stop signal to another rank"
+        return stop
 
     @contextlib.contextmanager
     def stop_on_signals(self) -> Iterator[None]:
