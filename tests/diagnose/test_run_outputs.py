@@ -116,6 +116,26 @@ def test_overwrite_replaces_another_runs_files(setup: dict, two_runs: dict) -> N
     assert meta["ties"] == "argmax" and not (out / "scores.alpha1.jsonl").exists()
 
 
+def test_a_failing_overwrite_keeps_the_previous_runs_files(
+    setup: dict, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture
+) -> None:
+    from spotdiff.diagnose import runner
+    from spotdiff.errors import DataError
+
+    out = setup["root"] / "out_kept"
+    assert main(eval_argv(setup, "a", out)) == 0
+    before = {p.name: p.read_bytes() for p in out.iterdir()}
+    assert {"metrics.json", "scores.jsonl", runner.RUN_MARKER} <= set(before)
+
+    def boom(*args, **kwargs):
+        raise DataError("boom while aggregating")
+
+    monkeypatch.setattr(runner, "evaluate_units", boom)  # the new run fails after its cases were scored
+    assert main(eval_argv(setup, "b", out, "--overwrite")) == 2
+    assert "boom while aggregating" in capsys.readouterr().err
+    assert {p.name: p.read_bytes() for p in out.iterdir()} == before  # the previous run's files, untouched
+
+
 def test_ties_are_shown_and_quiet_silences_library_bars(setup: dict, capsys: pytest.CaptureFixture) -> None:
     from huggingface_hub.utils import are_progress_bars_disabled, enable_progress_bars
     from transformers.utils import logging as hf_logging

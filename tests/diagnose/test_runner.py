@@ -170,6 +170,31 @@ def test_recorder_marks_a_failed_run_and_leaves_no_partial_file(wino, tmp_path: 
     assert rec.cases is None  # keep_cases not asked
 
 
+def test_recorder_replaces_another_runs_files_only_when_it_succeeds(wino, tmp_path: Path) -> None:
+    data, cases = wino
+    out = tmp_path / "out"
+    first = EvalConfig(model="hand", benchmark="winoground", data=data, out=out, n_boot=0)
+    with RunRecorder(first, get_protocol("group"), {}, "digest", store=None) as rec:
+        for case in cases:
+            rec.add_case(case, RIGHT)
+        rec.finish({}, {})
+    (out / "scores_raw.jsonl").write_text("{}\n")  # a file of the previous run the next one does not write
+    before = {p.name: p.read_bytes() for p in out.iterdir()}
+    second = EvalConfig(model="hand", benchmark="winoground", data=data, out=out, n_boot=0, seed=1, overwrite=True)
+    with pytest.raises(RuntimeError, match="boom"), RunRecorder(second, get_protocol("group"), {}, "digest",
+                                                                store=None) as rec:  # fmt: skip
+        rec.add_case(cases[0], WRONG)
+        raise RuntimeError("boom")
+    assert {p.name: p.read_bytes() for p in out.iterdir()} == before  # nothing removed, the claim unchanged
+    with RunRecorder(second, get_protocol("group"), {}, "digest", store=None) as rec:
+        for case in cases:
+            rec.add_case(case, WRONG)
+        result = rec.finish({}, {})
+    assert sorted(p.name for p in out.iterdir()) == [RUN_MARKER, "metrics.json", "scores.jsonl"]
+    assert json.loads((out / RUN_MARKER).read_text()) == result.run_config and result.run_config["seed"] == 1
+    assert json.loads((out / "metrics.json").read_text())["metrics"]["all"]["group"] == pytest.approx(0.0)
+
+
 def test_recorder_without_store_or_out_only_computes(wino, tmp_path: Path) -> None:
     data, cases = wino
     config = EvalConfig(model="hand", benchmark="winoground", data=data, n_boot=0, use_store=False)

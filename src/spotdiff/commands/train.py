@@ -9,6 +9,7 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import os
+import sys
 from pathlib import Path
 
 from spotdiff.errors import ConfigError
@@ -154,7 +155,7 @@ def _load_cases(specs: list[str], limit: int | None) -> list:
 def run(args: argparse.Namespace) -> int:
     from spotdiff.optimize.data import read_captions
     from spotdiff.optimize.evaluation import parse_eval_target
-    from spotdiff.optimize.loop import TrainConfig, train
+    from spotdiff.optimize.loop import TrainConfig, TrainingInterrupted, train
 
     # every option of the same name as a TrainConfig field, then the three spelled differently
     same = {f.name for f in dataclasses.fields(TrainConfig)} & set(vars(args)) - {"resume"}
@@ -167,7 +168,12 @@ def run(args: argparse.Namespace) -> int:
     config.validate()
     pairs = [pair for path in args.captions for pair in read_captions(path)]
     cases = _load_cases(args.cases, args.cases_limit)
-    result = train(config, pairs, cases)
+    try:
+        result = train(config, pairs, cases)
+    except TrainingInterrupted as stopped:
+        if os.environ.get("RANK", "0") == "0":
+            print(f"spotdiff train: interrupted by {stopped}", file=sys.stderr)
+        return 130
     if os.environ.get("RANK", "0") != "0":
         return 0  # one report per distributed run
     rate = f", {result.steps_per_s:.2f} steps/s" if result.steps_per_s == result.steps_per_s else ""

@@ -178,7 +178,8 @@ class RunRecorder:
     ``scores.jsonl`` is written beside the output as a temporary file and renamed by :meth:`finish`,
     so it always holds a complete run; an exception inside the block marks the run failed in the
     store and removes the temporary file (what the engine cached is kept). The output folder is
-    claimed for this run's configuration before anything is recorded (:func:`claim_out_dir`).
+    claimed for this run's configuration before anything is recorded (:func:`claim_out_dir`); the
+    files of a run it replaces (``overwrite``) stay until :meth:`finish` has written the new ones.
     Every run records its tie rule, the aggregates computed (the benchmark's paper groupings from
     :attr:`~spotdiff.benchmarks.BenchmarkMetadata.groups`) and its ``environment``.
 
@@ -239,11 +240,13 @@ class RunRecorder:
         self._pending: list[dict] = []
         self._scores = None
         self._scores_tmp: Path | None = None
+        #: The files of the run this one replaces (``--overwrite``): kept until :meth:`finish` succeeds.
+        self._replaced: list[Path] = []
 
     def __enter__(self) -> RunRecorder:
         config = self.config
         if config.out is not None:
-            claim_out_dir(config.out, self.run_config, overwrite=config.overwrite)
+            self._replaced = claim_out_dir(config.out, self.run_config, overwrite=config.overwrite, replace_now=False)
         if self.store is not None:
             self.run_id = self.store.start_run(
                 benchmark=config.benchmark,
@@ -334,6 +337,8 @@ class RunRecorder:
             self._scores = None
             if self.write_metrics:
                 write_metrics_json(self.config, self.protocol.name, result, self.data_digest)
+            # metrics.json: a debiased run writes it after its variants (debias.evaluate)
+            take_out_dir(self.config.out, self.run_config, self._replaced, (self.scores_name, "metrics.json"))
         return result
 
     def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: object) -> None:
@@ -533,18 +538,23 @@ def _run_outputs(out: Path) -> list[Path]:
     return [p for p in files if p.is_file()]
 
 
-def claim_out_dir(out: Path, config: dict, *, overwrite: bool = False) -> None:
+def claim_out_dir(out: Path, config: dict, *, overwrite: bool = False, replace_now: bool = True) -> list[Path]:
     """Make ``out`` the output folder of the run configuration ``config`` (:func:`run_config`).
 
     A folder already claimed by the same configuration is resumed (the run's files are written
     again); one claimed by another configuration, or holding run files without a claim, is refused
-    with a :class:`ConfigError` naming what differs, unless ``overwrite``, which removes the previous
-    run's files first.
+    with a :class:`ConfigError` naming what differs, unless ``overwrite``, which replaces the previous
+    run's files: at once, or with ``replace_now`` False only once the new run has succeeded (they stay
+    until the caller's :func:`take_out_dir`; :class:`RunRecorder` does so).
 
     Args:
         out: the output folder.
         config: the run configuration (:func:`run_config`).
-        overwrite: remove another configuration's files instead of refusing.
+        overwrite: replace another configuration's files instead of refusing.
+        replace_now: remove those files (and claim the folder) now rather than leave them to the caller.
+
+    Returns:
+        The previous run's files still to be replaced (empty unless ``replace_now`` is False).
     """
     out.mkdir(parents=True, exist_ok=True)
     marker = out / RUN_MARKER
@@ -555,7 +565,7 @@ def claim_out_dir(out: Path, config: dict, *, overwrite: bool = False) -> None:
         except (OSError, ValueError):
             recorded = {}
     if recorded == config:
-        return
+        return []
     previous = _run_outputs(out)
     if (recorded is not None or previous) and not overwrite:
         if recorded is None:
@@ -567,6 +577,23 @@ def claim_out_dir(out: Path, config: dict, *, overwrite: bool = False) -> None:
         raise ConfigError(
             f"output folder {out} {what}; choose another --out, or pass --overwrite to replace that run's files"
         )
+    if previous and not replace_now:
+        return previous
+    take_out_dir(out, config, previous)
+    return []
+
+
+def take_out_dir(out: Path, config: dict, previous: list[Path], written: tuple[str, ...] = ()) -> None:
+    """Claim ``out`` for ``config`` and remove the previous run's files but those named ``written``
+    (this run's files, already in their place).
+
+    Args:
+        out: the output folder.
+        config: the run configuration (:func:`run_config`).
+        previous: the previous run's files (:func:`claim_out_dir`).
+        written: names of files this run has written over the previous ones.
+    """
+    write_json(out / RUN_MARKER, config)
     for path in previous:
-        path.unlink()
-    write_json(marker, config)
+        if path.name not in written:
+            path.unlink(missing_ok=True)

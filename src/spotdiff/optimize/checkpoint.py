@@ -1,24 +1,38 @@
 """Checkpoints that are both a loadable model and a resumable training state (``OUT/checkpoint-NNNNNNN/``;
 the files are listed in docs/training.md). A checkpoint without its ``COMPLETE`` marker is ignored on resume.
+The training folder itself: which folders a run may write into (:func:`claim_training_dir`) and the lock
+that keeps a second run out of it (:class:`TrainingLock`).
 """
 
 from __future__ import annotations
 
 import json
 import logging
+import os
 import random
 import re
 import shutil
+import socket
+import time
+from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import torch
+from filelock import FileLock, Timeout
+
+from spotdiff.errors import ConfigError
+from spotdiff.jsonio import write_json
 
 log = logging.getLogger(__name__)
 
 _NAME = re.compile(r"^checkpoint-(\d+)$")
 MARKER = "COMPLETE"
+#: The file that makes a folder a spotdiff training folder (the run's id; written by the training loop).
+TRAINING_MARKER = "training.json"
+#: The lock a running training holds on its folder, and the file naming its holder.
+LOCK, LOCK_INFO = ".spotdiff-train.lock", ".spotdiff-train.lock.json"
 
 
 def checkpoint_dir(out: Path, step: int) -> Path:
@@ -122,3 +136,64 @@ def prune_checkpoints(out: Path, keep: int) -> None:
         return
     for _, path in list_checkpoints(out)[:-keep]:
         shutil.rmtree(path, ignore_errors=True)
+
+
+def claim_training_dir(out: Path, model_dirs: Iterable[Path]) -> None:
+    """Refuse an output folder a training run would overwrite files in that are not its own: the
+    folder of the model it starts from (or one inside it), a file, or a non-empty folder that is not a
+    spotdiff training folder (no ``training.json``, no checkpoint). A training folder may be written
+    into: resumed with ``--resume``, or refused later if it holds checkpoints (the loop's ``--resume``
+    check).
+
+    Args:
+        out: the ``--out`` folder.
+        model_dirs: local folders holding the model trained from.
+    """
+    where = out.resolve()
+    for folder in model_dirs:
+        folder = folder.resolve()
+        if where == folder or folder in where.parents:
+            raise ConfigError(
+                f"--out {out} is {'the' if where == folder else 'inside the'} folder of the model trained from "
+                f"({folder}); training would overwrite its files: choose a new --out"
+            )
+    if out.exists() and not out.is_dir():
+        raise ConfigError(f"--out {out} is a file; give a folder")
+    if not out.is_dir() or (out / TRAINING_MARKER).is_file() or list_checkpoints(out):
+        return
+    others = sorted(p.name for p in out.iterdir() if p.name not in (LOCK, LOCK_INFO))
+    if others:
+        shown = ", ".join(others[:5]) + (", ..." if len(others) > 5 else "")
+        raise ConfigError(
+            f"--out {out} is not empty ({shown}) and is not a spotdiff training folder (no {TRAINING_MARKER}); "
+            "training would overwrite its files: choose a new or empty --out"
+        )
+
+
+class TrainingLock:
+    """An exclusive lock on a training folder, held while a run trains in it; a second run is refused
+    at once with the holder's pid and host (from ``OUT/.spotdiff-train.lock.json``). The operating
+    system releases the lock of a process that dies."""
+
+    def __init__(self, out: Path) -> None:
+        self.info = out / LOCK_INFO
+        self.lock = FileLock(out / LOCK)
+        try:
+            self.lock.acquire(timeout=0)
+        except Timeout:
+            raise ConfigError(f"--out {out} is in use by another training ({self.holder()}); "
+                              "wait for it to end or choose another --out") from None  # fmt: skip
+        write_json(self.info, {"pid": os.getpid(), "host": socket.gethostname(),
+                               "since": time.strftime("%Y-%m-%dT%H:%M:%S%z")})  # fmt: skip
+
+    def holder(self) -> str:
+        """The holder of the lock as ``pid N on HOST since TIME``, as far as its info file tells."""
+        try:
+            info = json.loads(self.info.read_text(encoding="utf-8"))
+            return f"pid {info['pid']} on {info['host']} since {info['since']}"
+        except (OSError, ValueError, KeyError, TypeError):
+            return f"holder unknown: {self.info} unreadable"
+
+    def release(self) -> None:
+        self.info.unlink(missing_ok=True)
+        self.lock.release()

@@ -7,12 +7,15 @@ the losses, resumption and distributed runs.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import math
+import signal
+import threading
 import time
 import uuid
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -23,7 +26,10 @@ from spotdiff.errors import ConfigError
 from spotdiff.jsonio import write_json
 from spotdiff.optimize.callbacks import Callback, Checkpoints, Evaluation, StepLog, StepOutput, TrackerLog
 from spotdiff.optimize.checkpoint import (
+    TRAINING_MARKER,
+    TrainingLock,
     checkpoint_dir,
+    claim_training_dir,
     latest_checkpoint,
     list_checkpoints,
     load_rng_state,
@@ -37,11 +43,17 @@ from spotdiff.optimize.data import Batch, EpochSampler, Pair, PixelCache, Prepar
 from spotdiff.optimize.models import DualEncoder, build_clip_from_config, load_dual_encoder
 from spotdiff.optimize.objective import create_loss
 from spotdiff.optimize.optim import adamw_cosine
+from spotdiff.scorers.factory import hf_name, parse_open_clip_spec
 from spotdiff.seeding import seed_everything
 
 log = logging.getLogger(__name__)
 
-__all__ = ["TrainConfig", "TrainResult", "Trainer", "train"]
+__all__ = ["TrainConfig", "TrainResult", "Trainer", "TrainingInterrupted", "train"]
+
+
+class TrainingInterrupted(KeyboardInterrupt):
+    """SIGINT or SIGTERM stopped a training at the end of a step; the message says what was saved and
+    where ``--resume`` continues."""
 
 
 # ---------------------------------------------------------------------------------------- encoding
@@ -115,7 +127,7 @@ def training_id(out: Path, resumed: bool, is_main: bool) -> str:
         resumed: whether the run resumes (then the saved id is kept).
         is_main: whether this process writes ``training.json``.
     """
-    path = out / "training.json"
+    path = out / TRAINING_MARKER
     if resumed and path.is_file():
         return str(json.loads(path.read_text(encoding="utf-8"))["id"])
     new = uuid.uuid4().hex[:12]
@@ -146,7 +158,7 @@ def _resume_dir(config: TrainConfig) -> Path | None:
     elif config.resume:
         path = latest_checkpoint(config.out)
         if path is None:
-            log.info("no checkpoint under %s; starting from step 0", config.out)
+            log.warning("--resume: no complete checkpoint in %s; training starts at step 0", config.out)
     if path is None and list_checkpoints(Path(config.out)):
         raise ConfigError(
             f"{config.out} already holds checkpoints of another run; pass --resume to continue it or choose a new --out"
@@ -161,6 +173,19 @@ def _warn_changed_options(config: TrainConfig, resume_from: Path) -> None:
         log.warning(
             "resuming %s with changed options %s; the run will not match an uninterrupted one", resume_from, changed
         )
+
+
+def _model_dirs(spec: str | None) -> list[Path]:
+    """The local folders holding the model of ``spec`` (none for a hub id or a preset)."""
+    if not spec:
+        return []
+    family, _, rest = spec.partition(":")
+    if family == "open-clip":
+        name, pretrained = parse_open_clip_spec(rest)
+        paths = [name.removeprefix("local-dir:"), pretrained or ""]
+    else:
+        paths = [hf_name(spec)]
+    return [Path(p) for p in paths if p and Path(p).is_dir()]
 
 
 def _build_model(config: TrainConfig) -> DualEncoder:
@@ -191,8 +216,22 @@ class Trainer:
         self.accelerator = Accelerator(cpu=config.device == "cpu", mixed_precision=config.mixed_precision)
         self.is_main, self.device = self.accelerator.is_main_process, self.accelerator.device
         self.out = Path(config.out)
+        claim_training_dir(self.out, _model_dirs(config.model))
+        self.barrier()  # every rank has looked at the folder before rank 0 writes into it
+        self.lock = None
         if self.is_main:
             self.out.mkdir(parents=True, exist_ok=True)
+            self.lock = TrainingLock(self.out)
+        self.stop_signal: str | None = None
+        try:
+            self.setup(config, pairs)
+        except BaseException:
+            if self.lock is not None:
+                self.lock.release()  # at once, not when the failed Trainer is collected
+            raise
+
+    def setup(self, config: TrainConfig, pairs: Sequence[Pair]) -> None:
+        """The model (built, or restored from the checkpoint resumed), optimiser, schedule and samplers."""
         seed_everything(config.seed)
         resume_from = _resume_dir(config)
         if config.batch_size > len(pairs) > 0 or config.cases_per_step > len(self.cases) > 0:
@@ -283,11 +322,27 @@ class Trainer:
             prune_checkpoints(self.out, self.config.keep_checkpoints)
 
     def run(self) -> TrainResult:
-        """Train from the current step to the end; save the finished model and the run's summary."""
+        """Train from the current step to the end; save the finished model and the run's summary.
+
+        SIGINT or SIGTERM stops at the end of the current step, saves a checkpoint and raises
+        :class:`TrainingInterrupted`; a second signal stops at once. The folder's lock is released.
+        """
+        try:
+            with self.stop_on_signals():
+                result = self.train_to_end()
+        finally:
+            if self.lock is not None:
+                self.lock.release()
+        if self.stop_signal is not None and not result.finished:
+            raise TrainingInterrupted(self.interrupted_message())
+        return result
+
+    def train_to_end(self) -> TrainResult:
+        """The loop of :meth:`run`: steps until the end or a stop signal, then the callbacks' end."""
         self.emit("on_start", self)
         t_start, t_after_first, eval_before = time.perf_counter(), None, self.eval_s
         self.model.train()
-        while self.step < self.end:
+        while self.step < self.end and not self.stop_requested():
             out = self.train_step()
             self.losses.append(out.loss)
             t_after_first = t_after_first or time.perf_counter()
@@ -306,6 +361,44 @@ class Trainer:
             self.write_summary(steps_per_s, eval_spec)
         self.barrier()
         return TrainResult(self.out, self.step, self.finished, self.losses, steps_per_s, eval_spec)
+
+    def stop_requested(self) -> bool:
+        """Whether a stop signal reached any rank (every rank asks at every step, so all stop together)."""
+        if self.stop_signal is not None:
+            self.accelerator.set_trigger()
+        stop = self.accelerator.check_trigger()
+        if stop and self.stop_signal is None:
+            self.stop_signal = "a stop signal to another rank"
+        return stop
+
+    @contextlib.contextmanager
+    def stop_on_signals(self) -> Iterator[None]:
+        """SIGINT and SIGTERM set :attr:`stop_signal` (a second one raises KeyboardInterrupt at once)."""
+        if threading.current_thread() is not threading.main_thread():
+            yield
+            return
+
+        def stop(signum: int, frame: object) -> None:
+            if self.stop_signal is not None:
+                raise KeyboardInterrupt
+            self.stop_signal = signal.Signals(signum).name
+            log.warning("%s: stopping after step %d to save a checkpoint (send it again to stop at once)",
+                        self.stop_signal, self.step + 1)  # fmt: skip
+
+        previous = {s: signal.signal(s, stop) for s in (signal.SIGINT, signal.SIGTERM)}
+        try:
+            yield
+        finally:
+            for s, handler in previous.items():
+                signal.signal(s, signal.SIG_DFL if handler is None else handler)
+
+    def interrupted_message(self) -> str:
+        """What an interruption saved and where ``--resume`` continues."""
+        saved = latest_checkpoint(self.out)
+        step = int(saved.name.rpartition("-")[2]) if saved is not None else 0
+        what = f"checkpoint saved in {saved}" if saved is not None and step == self.step else "no step saved"
+        where = f"{self.stop_signal} at step {self.step}/{self.config.steps}"
+        return f"{where}: {what}; --resume continues from step {step}"
 
     def write_summary(self, steps_per_s: float, eval_spec: str | None) -> None:
         """``OUT/train_summary.json``."""
