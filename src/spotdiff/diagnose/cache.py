@@ -230,12 +230,11 @@ def _connect(path: Path, journal: str | None) -> sqlite3.Connection:
         f"a cache can be rebuilt: move its folder aside (mv {path.parent} {path.parent}.corrupt) and run again, "
         "which recomputes what it held"
     )
-    db = connect(path, remedy)
+    setup = []
     if journal is not None:
-        db.execute(f"PRAGMA journal_mode={journal.upper()}")
-        db.execute("PRAGMA synchronous=NORMAL" if journal.lower() == "wal" else "PRAGMA synchronous=FULL")
-        db.executescript(_SCHEMA)
-    return db
+        sync = "NORMAL" if journal.lower() == "wal" else "FULL"
+        setup = [f"PRAGMA journal_mode={journal.upper()}; PRAGMA synchronous={sync};", _SCHEMA]
+    return connect(path, remedy, setup)
 
 
 # --- shards of a sharded run ---------------------------------------------------------------------

@@ -11,7 +11,7 @@ from __future__ import annotations
 import contextlib
 import errno
 import sqlite3
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 
 from spotdiff.errors import DataError
@@ -20,25 +20,30 @@ from spotdiff.errors import DataError
 _SQLITE_FULL = 13
 
 
-def connect(path: Path, remedy: str) -> sqlite3.Connection:
+def connect(path: Path, remedy: str, setup: Sequence[str] = ()) -> sqlite3.Connection:
     """A connection to ``path`` (autocommit, 60 s busy timeout) whose file passed ``PRAGMA quick_check``.
 
     Args:
         path: the SQLite file (created when missing).
         remedy: what the user should do when the file is damaged (one sentence, in the error).
+        setup: SQL scripts run once the file is checked (pragmas, the schema).
     """
     db = sqlite3.connect(path, timeout=60.0, isolation_level=None)
     try:
         db.execute("PRAGMA busy_timeout=60000")
         problems = [row[0] for row in db.execute("PRAGMA quick_check")]
-    except sqlite3.DatabaseError as exc:
+        if problems != ["ok"]:
+            raise sqlite3.DatabaseError("; ".join(problems[:3]))
+        for script in setup:
+            db.executescript(script)
+    except sqlite3.OperationalError as exc:  # locked, busy, full: not damage
         db.close()
         if is_disk_full(exc):
             raise disk_full(path, exc) from exc
-        raise DataError(f"damaged SQLite file ({exc}); {remedy}", file=path) from exc
-    if problems != ["ok"]:
+        raise
+    except sqlite3.DatabaseError as exc:
         db.close()
-        raise DataError(f"damaged SQLite file ({'; '.join(problems[:3])}); {remedy}", file=path)
+        raise DataError(f"damaged SQLite file ({exc}); {remedy}", file=path) from exc
     return db
 
 
