@@ -125,6 +125,23 @@ def test_sigkill_twice_then_resume_equals_a_clean_run(shared_data: Path, tmp_pat
     assert status == 0 and summary["matching"] == 1
 
 
+@pytest.mark.slow
+def test_fault_injection_sigterm_class(shared_data: Path, tmp_path: Path) -> None:
+    """The benchmark's SIGTERM class: the stopped run exits by itself, marked failed, no temporary file
+    left; the resumed run equals a clean one."""
+    report = tmp_path / "report.json"
+    status = _fault_injection().main(
+        [
+            "--n", "1", "--kills", "1", "--mode", "progress", "--signal", "term", "--data", str(shared_data / "visla"),
+            "--limit", "40", "--batch-size", "4", "--n-boot", "50", "--workdir", str(tmp_path / "work"),
+            "--json", str(report),
+        ]
+    )  # fmt: skip
+    trial = json.loads(report.read_text())["trials"][0]
+    assert [(k["exit"], k["stopped_cleanly"]) for k in trial["kills"]] == [(130, True)], trial
+    assert trial["ok"] and status == 0, trial
+
+
 # ------------------------------------------------------------------------------ concurrency
 def _hammer(args: tuple[str, int]) -> int:
     directory, worker = args
