@@ -180,8 +180,9 @@ class RunRecorder:
             result = rec.finish(load_report, engine_stats)
 
     ``scores.jsonl`` is written beside the output as a temporary file and renamed by :meth:`finish`,
-    so it always holds a complete run; an exception inside the block marks the run failed in the
-    store and removes the temporary file (what the engine cached is kept). The output folder is
+    so it always holds a complete run; an exception inside the block (SIGTERM included, see
+    :func:`sigterm_as_interrupt`) marks the run failed in the store and removes the temporary file
+    (what the engine cached is kept); a run that finishes removes those of killed runs. The output folder is
     claimed for this run's configuration before anything is recorded (:func:`claim_out_dir`).
     Every run records its tie rule, the aggregates computed (the benchmark's paper groupings from
     :attr:`~spotdiff.benchmarks.BenchmarkMetadata.groups`) and its ``environment``.

@@ -101,7 +101,9 @@ class Run:
 class RunStore:
     """Open (creating if needed) the run store at ``path``; a context manager that closes it.
 
-    Every SQL statement spotdiff runs against a run store is a method of this class.
+    Every SQL statement spotdiff runs against a run store is a method of this class (the check at open
+    and the transactions: :mod:`spotdiff.diagnose.sqlfile`). A damaged store fails at open, left as
+    it is; a full disk fails the write, naming the file.
     """
 
     def __init__(self, path: str | Path | None = None) -> None:
