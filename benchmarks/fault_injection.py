@@ -1,4 +1,4 @@
-"""Fault injection: SIGKILL real ``spotdiff eval`` runs at random points, resume them, compare.
+"""Fault injection: SIGKILL (or SIGTERM) real ``spotdiff eval`` runs at random points, resume them, compare.
 
 For each of N trials the script starts a run on a fresh cache, kills it with SIGKILL at a random
 point (``--kills`` times in a row), then runs it again to completion and checks that the resumed run
@@ -7,7 +7,10 @@ point (``--kills`` times in a row), then runs it again to completion and checks 
   ``scores.jsonl`` (scores to ``--atol``, outcomes exactly);
 * computes nothing twice: it computes exactly the items the killed runs had not committed to the
   cache (``computed == unique items - items cached at the kill``, from the run store's record);
-* loses nothing: the cache ends with every unique item.
+* loses nothing: the cache ends with every unique item;
+* leaves nothing behind: no temporary ``scores`` file after the resumed run, and with ``--signal term``
+  (what ``kill``, Slurm and ``docker stop`` send) each stopped run exited by itself, marked failed in
+  the run store (none left ``running``) with its temporary file removed.
 
 Kill points (``--mode``): ``progress`` kills when the cache holds a random number of items (somewhere
 inside the encoding, where the work is); ``time`` kills at a uniformly random time within the clean
@@ -139,10 +142,33 @@ def kill(proc: subprocess.Popen) -> None:
     proc.wait()
 
 
+def stop(proc: subprocess.Popen, trial_dir: Path, how: str) -> dict:
+    """Stop the run: ``kill`` SIGKILLs every process of it at once; ``term`` sends SIGTERM (``kill``,
+    Slurm, ``docker stop``) to the run and waits for it to exit (SIGKILL after 120 s), which must leave
+    no run ``running`` in the store and no temporary file in the output folder."""
+    if how == "kill":
+        kill(proc)
+        return {}
+    with contextlib.suppress(ProcessLookupError):
+        os.kill(proc.pid, signal.SIGTERM)
+    try:
+        status = proc.wait(timeout=120)
+    except subprocess.TimeoutExpired:
+        kill(proc)
+        status = None
+    running = []
+    if (trial_dir / "runs.sqlite").is_file():
+        with contextlib.closing(sqlite3.connect(trial_dir / "runs.sqlite", timeout=60)) as db:
+            running = db.execute("SELECT id FROM runs WHERE status='running'").fetchall()
+    left = sorted(p.name for p in (trial_dir / "out").glob(".scores*.tmp"))
+    return {"exit": status, "stopped_cleanly": status is not None and not running and not left}
+
+
 def kill_at_random_point(
     args: argparse.Namespace, trial_dir: Path, mode: str, total: int, span: float, rng: random.Random
 ) -> dict:
-    """Start a run and SIGKILL it at a random point (time kills: within ``span`` seconds)."""
+    """Start a run and stop it (:func:`stop`, ``args.signal``) at a random point (time kills: within
+    ``span`` seconds)."""
     cache = trial_dir / "cache"
     before = count_items(cache)
     proc = start(args, trial_dir)
@@ -159,9 +185,10 @@ def kill_at_random_point(
         point = f"{delay:.1f}s of {span:.1f}s"
     finished = proc.poll() is not None
     elapsed = time.monotonic() - t0
-    kill(proc)
+    stopped = stop(proc, trial_dir, args.signal)
     after = count_items(cache)
     return {
+        **stopped,
         "mode": mode,
         "point": point,
         "killed": not finished,
@@ -218,11 +245,49 @@ def _computed(trial_dir: Path) -> int:
     return int(info["engine"]["computed"]) + sum(info.get("distributed", {}).get("computed", []))
 
 
+def resume(
+    args: argparse.Namespace, trial: Path, clean: Path, reference: dict, total: int, kills: list[dict]
+) -> dict:
+    """Run a stopped trial to the end and compare it with the clean run: same metrics and scores, nothing
+    computed twice, nothing lost, every SIGTERM stop clean, no temporary file left after the resume.
+
+    Args:
+        args: the script's options.
+        trial: the trial's folder.
+        clean: the clean run's folder.
+        reference: the clean run's metrics (:func:`_metrics`).
+        total: the unique items of the clean run.
+        kills: the trial's stops (:func:`kill_at_random_point`).
+    """
+    at_resume = count_items(trial / "cache")
+    run_to_end(args, trial)
+    computed = _computed(trial)
+    result = {
+        "qualified": True,
+        "kills": kills,
+        "items_at_resume": at_resume,
+        "computed_by_resume": computed,
+        "items_at_end": count_items(trial / "cache"),
+        "metrics_equal": _metrics(trial / "out") == reference,
+        "scores_equal": _scores_equal(trial / "out", clean / "out", args.atol),
+        "stops_clean": all(k.get("stopped_cleanly", True) for k in kills),
+        "no_temporaries": not list((trial / "out").glob(".scores*.tmp")),
+    }
+    result["nothing_twice"] = computed == total - at_resume
+    result["nothing_lost"] = result["items_at_end"] == total
+    checks = ("metrics_equal", "scores_equal", "nothing_twice", "nothing_lost", "stops_clean", "no_temporaries")
+    result["ok"] = all(result[k] for k in checks)
+    return result
+
+
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--n", type=int, default=5, help="trials (kill + resume), default 5")
     p.add_argument("--kills", type=int, default=1, help="kills in a row before the resume, default 1")
     p.add_argument("--mode", choices=("progress", "time", "mixed"), default="mixed")
+    p.add_argument(
+        "--signal", choices=("kill", "term"), default="kill", help="stop runs with SIGKILL (a crash) or SIGTERM"
+    )
     p.add_argument("--model", default="minilm")
     p.add_argument("--benchmark", default="visla-generic")
     p.add_argument("--data", type=Path, default=ROOT.parent / "shared" / "data" / "visla")
@@ -272,25 +337,11 @@ def main(argv: list[str] | None = None) -> int:
                 trials.append({"trial": i, "kills": kills, "qualified": False})
                 print(f"trial {i}: not qualified, no kill landed mid-run after 4 attempts ({where})", flush=True)
                 continue
-            at_resume = count_items(trial / "cache")
-            run_to_end(args, trial)
-            computed = _computed(trial)
-            result = {
-                "trial": i,
-                "qualified": True,
-                "kills": kills,
-                "items_at_resume": at_resume,
-                "computed_by_resume": computed,
-                "items_at_end": count_items(trial / "cache"),
-                "metrics_equal": _metrics(trial / "out") == reference,
-                "scores_equal": _scores_equal(trial / "out", clean / "out", args.atol),
-            }
-            result["nothing_twice"] = computed == total - at_resume
-            result["nothing_lost"] = result["items_at_end"] == total
-            result["ok"] = all(result[k] for k in ("metrics_equal", "scores_equal", "nothing_twice", "nothing_lost"))
-            trials.append(result)
+            result = resume(args, trial, clean, reference, total, kills)
+            trials.append({"trial": i, **result})
             print(
-                f"trial {i}: killed at {where}; {at_resume} items kept; resume computed {computed}; "
+                f"trial {i}: stopped at {where}; {result['items_at_resume']} items kept; "
+                f"resume computed {result['computed_by_resume']}; "
                 f"{'OK' if result['ok'] else 'MISMATCH ' + json.dumps(result)}",
                 flush=True,
             )
@@ -305,7 +356,8 @@ def main(argv: list[str] | None = None) -> int:
             "unique_items": total,
             "trials": trials,
         }
-        print(f"{len(done)} of {args.n} trials killed mid-run (after the first cache commit, before the end)")
+        how = f"SIG{args.signal.upper()}"
+        print(f"{len(done)} of {args.n} trials stopped mid-run by {how} (after the first cache commit, before the end)")
         print(f"resumed runs matching the clean run: {ok}/{len(done)}")
         if args.json:
             args.json.write_text(json.dumps(summary, indent=2) + "\n", encoding="utf-8")

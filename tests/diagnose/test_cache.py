@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from spotdiff.diagnose.cache import CACHE_FILE, Cache, CachedRequests, batch_positions
-from spotdiff.errors import ConfigError
+from spotdiff.errors import ConfigError, DataError
 
 
 def _row(key: str) -> np.ndarray:
@@ -102,3 +102,53 @@ def test_requests_refuse_a_wrong_number_of_rows(tmp_path: Path) -> None:
 
     with Cache(tmp_path, "m") as cache, pytest.raises(ConfigError, match="returned 1 rows for 2 items"):
         CachedRequests(cache, progress=False)("text", ["a", "b"], short, 2, desc="d", unit="u")
+
+
+def _full(cache: Cache) -> None:
+    """Make the cache file's disk "full": the next write that needs a new page fails with SQLITE_FULL."""
+    (pages,) = cache._db.execute("PRAGMA page_count").fetchone()
+    cache._db.execute(f"PRAGMA max_page_count={pages}")
+
+
+def test_disk_full_is_one_error_naming_the_file_and_keeps_the_rows(tmp_path: Path) -> None:
+    with Cache(tmp_path, "m") as cache:
+        cache.put("text", [(f"k{i}", np.ones(64)) for i in range(500)])
+        _full(cache)
+        with pytest.raises(DataError, match="disk full") as caught:
+            cache.put("text", [(f"j{i}", np.ones(64)) for i in range(500)])
+        assert str(tmp_path / CACHE_FILE) in str(caught.value)
+        assert "rollback" not in str(caught.value)
+        assert cache.count() == 500  # the failed batch left nothing half-written
+        cache._db.execute("PRAGMA max_page_count=1073741823")  # space freed: the cache works again
+        cache.put("text", [("j0", np.ones(64))])
+        assert cache.count() == 501
+
+
+def _damaged_copies(tmp_path: Path, source: Path) -> dict[str, Path]:
+    """Garbage, a truncated copy and a copy with a page of garbage in the middle of ``source``."""
+    data = source.read_bytes()
+    half = len(data) // 2
+    damaged = {
+        "garbage": np.random.default_rng(0).bytes(8192),
+        "truncated": data[:half],
+        "mid-file": data[:half] + np.random.default_rng(1).bytes(4096) + data[half + 4096 :],
+    }
+    paths = {}
+    for name, content in damaged.items():
+        (tmp_path / name).mkdir()
+        paths[name] = tmp_path / name / source.name
+        paths[name].write_bytes(content)
+    return paths
+
+
+def test_damaged_cache_fails_at_open_naming_the_file_and_the_rebuild(tmp_path: Path) -> None:
+    with Cache(tmp_path / "real", "m") as cache:
+        cache.put("text", [(f"k{i}", np.ones(64)) for i in range(2000)])
+        cache.checkpoint()
+    for name, path in _damaged_copies(tmp_path, tmp_path / "real" / CACHE_FILE).items():
+        content = path.read_bytes()
+        with pytest.raises(DataError, match="damaged") as caught:
+            Cache(path.parent, "m")
+        message = str(caught.value)
+        assert str(path) in message and f"mv {path.parent} {path.parent}.corrupt" in message, (name, message)
+        assert path.read_bytes() == content  # left as it was

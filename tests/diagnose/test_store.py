@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 from spotdiff.diagnose.store import Run, RunStore, default_store_path
-from spotdiff.errors import ConfigError
+from spotdiff.errors import ConfigError, DataError
 
 OLD_SCHEMA = """
 CREATE TABLE runs (
@@ -143,3 +143,45 @@ def test_get_refuses_unknown_and_ambiguous_ids(tmp_path: Path) -> None:
             store.get("zz")
         with pytest.raises(ConfigError, match="run id prefix '' is ambiguous"):
             store.get("")
+
+
+def _units(n: int, prefix: str = "u") -> list[dict]:
+    return [{"unit_id": f"{prefix}{i}", "case_id": f"c{i}", "subset": "s", "scores": [[0.5] * 20], "outcomes": {},
+             "tags": {}} for i in range(n)]  # fmt: skip
+
+
+def test_disk_full_is_one_error_naming_the_store_and_the_run_is_marked_failed(tmp_path: Path) -> None:
+    path = tmp_path / "runs.sqlite"
+    with RunStore(path) as store:
+        rid = _start(store)
+        store.add_units(rid, _units(50))
+        (pages,) = store._db.execute("PRAGMA page_count").fetchone()
+        store._db.execute(f"PRAGMA max_page_count={pages}")  # the disk is "full": no new page can be written
+        with pytest.raises(DataError, match="disk full") as caught:
+            store.add_units(rid, _units(500, "v"))
+        assert str(path) in str(caught.value) and "rollback" not in str(caught.value)
+        store.fail_run(rid, f"DataError: {caught.value}")  # fits in the run's page: the reason is recorded
+        assert store.get(rid).status.startswith(f"failed: DataError: file {path}: disk full")
+        assert len(list(store.units(rid))) == 50
+
+
+def test_damaged_store_fails_at_open_naming_the_file_and_is_never_deleted(tmp_path: Path) -> None:
+    real = tmp_path / "real" / "runs.sqlite"
+    with RunStore(real) as store:
+        store.add_units(_start(store), _units(2000))
+        store._db.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+    data = real.read_bytes()
+    half = len(data) // 2
+    damaged = {
+        "garbage": np.random.default_rng(0).bytes(8192),
+        "truncated": data[:half],
+        "mid-file": data[:half] + np.random.default_rng(1).bytes(4096) + data[half + 4096 :],
+    }
+    for name, content in damaged.items():
+        path = tmp_path / f"{name}.sqlite"
+        path.write_bytes(content)
+        with pytest.raises(DataError, match="damaged") as caught:
+            RunStore(path)
+        message = str(caught.value)
+        assert str(path) in message and "cannot be rebuilt" in message and ".recover" in message, (name, message)
+        assert path.read_bytes() == content  # left as it was

@@ -9,12 +9,15 @@ import os
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")
 
+import errno
 import importlib.util
 import json
 import multiprocessing
+import signal
 import sqlite3
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import numpy as np
@@ -120,6 +123,23 @@ def test_sigkill_twice_then_resume_equals_a_clean_run(shared_data: Path, tmp_pat
     assert trial["computed_by_resume"] == summary["unique_items"] - trial["items_at_resume"]
     assert trial["metrics_equal"] and trial["scores_equal"] and trial["nothing_lost"], trial
     assert status == 0 and summary["matching"] == 1
+
+
+@pytest.mark.slow
+def test_fault_injection_sigterm_class(shared_data: Path, tmp_path: Path) -> None:
+    """The benchmark's SIGTERM class: the stopped run exits by itself, marked failed, no temporary file
+    left; the resumed run equals a clean one."""
+    report = tmp_path / "report.json"
+    status = _fault_injection().main(
+        [
+            "--n", "1", "--kills", "1", "--mode", "progress", "--signal", "term", "--data", str(shared_data / "visla"),
+            "--limit", "40", "--batch-size", "4", "--n-boot", "50", "--workdir", str(tmp_path / "work"),
+            "--json", str(report),
+        ]
+    )  # fmt: skip
+    trial = json.loads(report.read_text())["trials"][0]
+    assert [(k["exit"], k["stopped_cleanly"]) for k in trial["kills"]] == [(130, True)], trial
+    assert trial["ok"] and status == 0, trial
 
 
 # ------------------------------------------------------------------------------ concurrency
@@ -323,3 +343,144 @@ def test_data_location_that_does_not_exist(tmp_path: Path, capsys: pytest.Captur
     )
     assert status == 2
     assert f"data location does not exist: {tmp_path / 'nowhere'}" in one_error(lines)
+
+
+# ------------------------------------------------------------------- full disk, damaged files
+class _FullDisk:
+    """A file whose writes fail as on a full disk (ENOSPC), like its close (the buffered rest)."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        path.write_text("", encoding="utf-8")
+
+    def write(self, text: str) -> int:
+        raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC), str(self.path))
+
+    def close(self) -> None:
+        raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC), str(self.path))
+
+
+def _assert_failed_for_full_disk(tmp_path: Path, lines: list[str], full: Path) -> None:
+    error = one_error(lines)
+    assert "disk full" in error and str(full) in error and "rollback" not in error, lines
+    (run,) = RunStore(tmp_path / "runs.sqlite").runs()
+    assert run.status.startswith(f"failed: DataError: file {full}: disk full"), run.status
+    assert not list((tmp_path / "out").glob(".scores*")) and not (tmp_path / "out" / "scores.jsonl").exists()
+
+
+def test_full_disk_on_out_is_one_error_and_the_run_failed_with_its_temporary_file_removed(
+    clip: Path, data: Path, tmp_path: Path, capsys: pytest.CaptureFixture, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import spotdiff.diagnose.runner as runner
+
+    monkeypatch.setattr(runner, "open", lambda path, *a, **k: _FullDisk(Path(path)), raising=False)
+    status, lines = cli(capsys, *eval_args(clip, data, tmp_path, "--out", tmp_path / "out"))
+    assert status == 2
+    _assert_failed_for_full_disk(tmp_path, lines, tmp_path / "out" / f".scores.jsonl.{os.getpid()}.tmp")
+
+
+def test_full_disk_on_cache_is_one_error_and_the_run_failed_with_that_reason(
+    clip: Path, data: Path, tmp_path: Path, capsys: pytest.CaptureFixture, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import spotdiff.diagnose.cache as cache_module
+
+    connect = cache_module._connect
+
+    def full(path: Path, journal: str | None) -> sqlite3.Connection:
+        """The cache file on a "full disk": no page beyond the present ones, and those filled with rows
+        sorting before every real one, so the run's first write needs a new page: SQLITE_FULL."""
+        db = connect(path, journal)
+        if journal is not None:
+            db.execute(f"PRAGMA max_page_count={db.execute('PRAGMA page_count').fetchone()[0]}")
+            with pytest.raises(sqlite3.OperationalError, match="full"):
+                for n in range(100_000):
+                    db.execute("INSERT OR REPLACE INTO items VALUES ('!filler', 'x', ?, x'00')", [f"{n:06d}"])
+        return db
+
+    monkeypatch.setattr(cache_module, "_connect", full)
+    status, lines = cli(capsys, *eval_args(clip, data, tmp_path, "--out", tmp_path / "out"))
+    assert status == 2
+    _assert_failed_for_full_disk(tmp_path, lines, tmp_path / "cache" / CACHE_FILE)
+
+
+def _garbage(path: Path) -> bytes:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    content = np.random.default_rng(0).bytes(8192)
+    path.write_bytes(content)
+    return content
+
+
+def test_damaged_cache_or_store_is_one_error_naming_it_before_any_work(
+    clip: Path, data: Path, tmp_path: Path, capsys: pytest.CaptureFixture
+) -> None:
+    cache = tmp_path / "cache" / CACHE_FILE
+    content = _garbage(cache)
+    status, lines = cli(capsys, *eval_args(clip, data, tmp_path))
+    error = one_error(lines)
+    assert status == 2 and str(cache) in error and f"mv {cache.parent} {cache.parent}.corrupt" in error
+    assert cache.read_bytes() == content and not (tmp_path / "runs.sqlite").exists()  # no run started
+    cache.unlink()
+    store = tmp_path / "runs.sqlite"
+    content = _garbage(store)
+    for argv in (eval_args(clip, data, tmp_path), ["runs", "--store", store],
+                 ["report", "--store", store, "--out", tmp_path / "report"]):  # fmt: skip
+        status, lines = cli(capsys, *argv)
+        error = one_error(lines)
+        assert status == 2 and str(store) in error and "cannot be rebuilt" in error, (argv, lines)
+        assert store.read_bytes() == content
+    assert cache_rows(tmp_path / "cache") == 0  # eval stopped before evaluating anything
+
+
+# ----------------------------------------------------------------------------------- SIGTERM
+#: ``spotdiff eval`` whose run blocks after its first case, once it has written the file argv[1].
+_BLOCKING_EVAL = """
+import pathlib, sys, time
+from spotdiff.diagnose import runner
+add_case = runner.RunRecorder.add_case
+def blocking(self, case, matrix):
+    add_case(self, case, matrix)
+    pathlib.Path(sys.argv[1]).write_text("started")
+    time.sleep(600)
+runner.RunRecorder.add_case = blocking
+from spotdiff.cli import main
+sys.exit(main(sys.argv[2:]))
+"""
+
+
+def _dead_pid() -> int:
+    process = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True)
+    return int(process.stdout)
+
+
+@pytest.mark.slow
+def test_sigterm_marks_the_run_failed_and_leaves_no_temporary_file(clip: Path, data: Path, tmp_path: Path) -> None:
+    """SIGTERM (``kill``, Slurm, ``docker stop``) stops ``eval`` as Ctrl-C does; a later run that
+    finishes removes the temporary files of runs whose process is gone."""
+    env = {**os.environ, "HF_HUB_OFFLINE": "1", "OMP_NUM_THREADS": "1"}
+    env["PYTHONPATH"] = os.pathsep.join([str(ROOT / "src"), env.get("PYTHONPATH", "")])
+    out, started = tmp_path / "out", tmp_path / "started"
+    argv = [str(a) for a in eval_args(clip, data, tmp_path, "--out", out, "--workers", "0")]
+    proc = subprocess.Popen([sys.executable, "-c", _BLOCKING_EVAL, str(started), *argv],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env, cwd=ROOT)  # fmt: skip
+    try:
+        deadline = time.monotonic() + 300
+        while not started.exists() and proc.poll() is None and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert started.exists(), proc.communicate(timeout=60)
+        proc.send_signal(signal.SIGTERM)
+        _, err = proc.communicate(timeout=120)
+    finally:
+        proc.kill()
+    assert proc.returncode == 130 and "interrupted" in err and "Traceback" not in err, err
+    (run,) = RunStore(tmp_path / "runs.sqlite").runs()
+    assert run.status == "failed: KeyboardInterrupt: SIGTERM"
+    assert not list(out.glob(".scores*"))
+    stale, live = out / f".scores.jsonl.{_dead_pid()}.tmp", out / f".scores.jsonl.{os.getppid()}.tmp"
+    stale.write_text("{}\n")
+    live.write_text("{}\n")
+    config = EvalConfig(
+        model=f"hf-clip:{clip}", benchmark="sugarcrepe", data=data, device="cpu", batch_size=2, out=out,
+        cache=tmp_path / "cache", store=tmp_path / "runs.sqlite", progress=False, n_boot=50, workers=0,
+    )  # fmt: skip
+    run_eval(config)
+    assert (out / "scores.jsonl").is_file() and not stale.exists() and live.exists()

@@ -23,6 +23,7 @@ from pathlib import Path
 import numpy as np
 from tqdm.auto import tqdm
 
+from spotdiff.diagnose.sqlfile import connect, transaction
 from spotdiff.errors import ConfigError
 
 _SCHEMA = """
@@ -99,13 +100,8 @@ class Cache:
         ]
         if not rows:
             return
-        self._db.execute("BEGIN IMMEDIATE")
-        try:
+        with transaction(self._db, self.path):
             self._db.executemany("INSERT OR REPLACE INTO items VALUES (?, ?, ?, ?)", rows)
-            self._db.execute("COMMIT")
-        except BaseException:
-            self._db.execute("ROLLBACK")
-            raise
 
     def count(self, kind: str | None = None) -> int:
         if kind is None:
@@ -130,13 +126,8 @@ class Cache:
         before = self._db.total_changes
         self._db.execute("ATTACH DATABASE ? AS other", [str(path)])
         try:
-            self._db.execute("BEGIN IMMEDIATE")
-            try:
+            with transaction(self._db, self.path):
                 self._db.execute("INSERT OR IGNORE INTO main.items SELECT model, kind, key, value FROM other.items")
-                self._db.execute("COMMIT")
-            except BaseException:
-                self._db.execute("ROLLBACK")
-                raise
         finally:
             self._db.execute("DETACH DATABASE other")
         return self._db.total_changes - before
@@ -233,14 +224,17 @@ def batch_positions(todo: Sequence[int], size: int, groups: Sequence[str] | None
 
 
 def _connect(path: Path, journal: str | None) -> sqlite3.Connection:
-    """A connection with a 60 s busy timeout; ``journal`` None leaves the file's mode alone."""
-    db = sqlite3.connect(path, timeout=60.0, isolation_level=None)
-    db.execute("PRAGMA busy_timeout=60000")
+    """A connection to a checked cache file (:func:`~spotdiff.diagnose.sqlfile.connect`); ``journal``
+    None leaves the file's mode alone."""
+    remedy = (
+        f"a cache can be rebuilt: move its folder aside (mv {path.parent} {path.parent}.corrupt) and run again, "
+        "which recomputes what it held"
+    )
+    setup = []
     if journal is not None:
-        db.execute(f"PRAGMA journal_mode={journal.upper()}")
-        db.execute("PRAGMA synchronous=NORMAL" if journal.lower() == "wal" else "PRAGMA synchronous=FULL")
-        db.executescript(_SCHEMA)
-    return db
+        sync = "NORMAL" if journal.lower() == "wal" else "FULL"
+        setup = [f"PRAGMA journal_mode={journal.upper()}; PRAGMA synchronous={sync};", _SCHEMA]
+    return connect(path, remedy, setup)
 
 
 # --- shards of a sharded run ---------------------------------------------------------------------

@@ -10,8 +10,11 @@ import contextlib
 import json
 import logging
 import os
+import signal
+import sqlite3
+import threading
 from collections import deque
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -23,6 +26,7 @@ from spotdiff.data import data_provenance
 from spotdiff.diagnose.autobatch import DEFAULT_BATCH_SIZE, resolve_batch_size
 from spotdiff.diagnose.cache import Cache, merge_shards
 from spotdiff.diagnose.engine import Engine, check_capability
+from spotdiff.diagnose.sqlfile import disk_full, is_disk_full
 from spotdiff.diagnose.store import RunStore
 from spotdiff.errors import ConfigError, DataError
 from spotdiff.jsonio import dumps, to_jsonable, write_json
@@ -176,8 +180,9 @@ class RunRecorder:
             result = rec.finish(load_report, engine_stats)
 
     ``scores.jsonl`` is written beside the output as a temporary file and renamed by :meth:`finish`,
-    so it always holds a complete run; an exception inside the block marks the run failed in the
-    store and removes the temporary file (what the engine cached is kept). The output folder is
+    so it always holds a complete run; an exception inside the block (SIGTERM included, see
+    :func:`sigterm_as_interrupt`) marks the run failed in the store and removes the temporary file
+    (what the engine cached is kept); a run that finishes removes those of killed runs. The output folder is
     claimed for this run's configuration before anything is recorded (:func:`claim_out_dir`); the
     files of a run it replaces (``overwrite``) stay until :meth:`finish` has written the new ones.
     Every run records its tie rule, the aggregates computed (the benchmark's paper groupings from
@@ -242,11 +247,23 @@ class RunRecorder:
         self._scores_tmp: Path | None = None
         #: The files of the run this one replaces (``--overwrite``): kept until :meth:`finish` succeeds.
         self._replaced: list[Path] = []
+        self._restore_sigterm: Callable[[], None] | None = None
 
     def __enter__(self) -> RunRecorder:
         config = self.config
         if config.out is not None:
             self._replaced = claim_out_dir(config.out, self.run_config, overwrite=config.overwrite, replace_now=False)
+        self._restore_sigterm = sigterm_as_interrupt()
+        try:
+            self._start()
+        except BaseException as exc:
+            self.__exit__(type(exc), exc, None)
+            raise
+        return self
+
+    def _start(self) -> None:
+        """Record the run as running in the store and open the temporary ``scores.jsonl``."""
+        config = self.config
         if self.store is not None:
             self.run_id = self.store.start_run(
                 benchmark=config.benchmark,
@@ -264,8 +281,7 @@ class RunRecorder:
             )
         if config.out is not None:
             self._scores_tmp = config.out / f".{self.scores_name}.{os.getpid()}.tmp"
-            self._scores = open(self._scores_tmp, "w", encoding="utf-8")
-        return self
+            self._scores = open(self._scores_tmp, "w", encoding="utf-8")  # noqa: SIM115 (closed by finish or __exit__)
 
     def add_case(self, case: Case, matrix: np.ndarray) -> None:
         """Turn one case's score matrix into per-unit outcomes and record them."""
@@ -286,7 +302,8 @@ class RunRecorder:
                 }
             )
         if self._scores is not None:
-            self._scores.write(_case_line(case, matrix, unit_ids, outcomes) + "\n")
+            with self._writing_scores():
+                self._scores.write(_case_line(case, matrix, unit_ids, outcomes) + "\n")
         if self.cases is not None:
             units = [{"unit": u, **o} for u, o in zip(unit_ids, outcomes, strict=True)]
             record = {"id": case.id, "subset": case.subset, "tags": case.tags, "scores": saved, "units": units}
@@ -315,6 +332,9 @@ class RunRecorder:
                 "aggregates": aggregates,
             }
         )
+        if self._scores is not None:
+            with self._writing_scores():
+                self._scores.close()  # before the run is done: a full disk fails here
         if self.store is not None:
             self.store.finish_run(self.run_id, metrics, self.n_cases, info=self.info)
         result = EvalResult(
@@ -332,21 +352,82 @@ class RunRecorder:
             run_config=self.run_config,
         )
         if self._scores is not None:
-            self._scores.close()
             self._scores_tmp.replace(self.config.out / self.scores_name)
             self._scores = None
+            remove_stale_temporaries(self.config.out, self.scores_name)
             if self.write_metrics:
                 write_metrics_json(self.config, self.protocol.name, result, self.data_digest)
             # metrics.json: a debiased run writes it after its variants (debias.evaluate)
             take_out_dir(self.config.out, self.run_config, self._replaced, (self.scores_name, "metrics.json"))
         return result
 
+    @contextlib.contextmanager
+    def _writing_scores(self) -> Iterator[None]:
+        """A full disk while writing the temporary ``scores.jsonl`` raised as one error naming it."""
+        try:
+            yield
+        except OSError as exc:
+            if is_disk_full(exc):
+                raise disk_full(self._scores_tmp, exc) from exc
+            raise
+
     def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: object) -> None:
-        if self._scores is not None:
-            self._scores.close()
-            self._scores_tmp.unlink(missing_ok=True)
-        if exc is not None and self.store is not None and self.run_id is not None:
-            self.store.fail_run(self.run_id, f"{type(exc).__name__}: {exc}")
+        try:
+            if self._scores is not None:
+                with contextlib.suppress(OSError):  # a full disk fails the close again: the file goes anyway
+                    self._scores.close()
+                self._scores_tmp.unlink(missing_ok=True)
+                self._scores = None
+            if exc is not None and self.store is not None and self.run_id is not None:
+                try:
+                    self.store.fail_run(self.run_id, f"{type(exc).__name__}: {exc}")
+                except (DataError, sqlite3.Error) as err:  # the store's disk is full too: the cause still shows
+                    log.warning("run %s could not be marked failed in %s: %s", self.run_id, self.store.path, err)
+        finally:
+            if self._restore_sigterm is not None:
+                self._restore_sigterm()
+                self._restore_sigterm = None
+
+
+def sigterm_as_interrupt() -> Callable[[], None]:
+    """Make SIGTERM (``kill``, Slurm, ``docker stop``) raise :class:`KeyboardInterrupt` in this process,
+    as SIGINT does, so a run stopped either way is marked failed and leaves no temporary file; returns
+    the function that restores the previous handler.
+
+    Nothing changes off the main thread or where a handler is already set; a forked child (an image
+    worker) that inherits the handler still dies of SIGTERM.
+    """
+    if threading.current_thread() is not threading.main_thread() or signal.getsignal(signal.SIGTERM) != signal.SIG_DFL:
+        return lambda: None
+    pid = os.getpid()
+
+    def interrupt(signum: int, frame: object) -> None:
+        if os.getpid() != pid:
+            signal.signal(signum, signal.SIG_DFL)
+            os.kill(os.getpid(), signum)
+            return
+        raise KeyboardInterrupt("SIGTERM")
+
+    signal.signal(signal.SIGTERM, interrupt)
+    return lambda: signal.signal(signal.SIGTERM, signal.SIG_DFL)
+
+
+def remove_stale_temporaries(out: Path, scores_name: str) -> None:
+    """Remove the temporary ``scores`` files in ``out`` left by runs whose process is gone (killed)."""
+    for path in out.glob(f".{scores_name}.*.tmp"):
+        pid = path.name[len(scores_name) + 2 : -len(".tmp")]
+        if pid.isdigit() and not _process_alive(int(pid)):
+            path.unlink(missing_ok=True)
+
+
+def _process_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # another user's process
+        pass
+    return True
 
 
 def set_batch_size(scorer: Scorer, batch_size: int | str, cache_dir: str | Path | None) -> None:

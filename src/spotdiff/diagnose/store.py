@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import json
 import os
-import sqlite3
 import uuid
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
@@ -17,6 +16,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from spotdiff.diagnose.sqlfile import connect, transaction
 from spotdiff.errors import ConfigError
 from spotdiff.jsonio import dumps, to_jsonable
 
@@ -101,17 +101,19 @@ class Run:
 class RunStore:
     """Open (creating if needed) the run store at ``path``; a context manager that closes it.
 
-    Every SQL statement spotdiff runs against a run store is a method of this class.
+    Every SQL statement spotdiff runs against a run store is a method of this class (the check at open
+    and the transactions: :mod:`spotdiff.diagnose.sqlfile`). A damaged store fails at open, left as
+    it is; a full disk fails the write, naming the file.
     """
 
     def __init__(self, path: str | Path | None = None) -> None:
         self.path = Path(path) if path is not None else default_store_path()
         self.path.parent.mkdir(parents=True, exist_ok=True)
-        self._db = sqlite3.connect(self.path, timeout=60.0, isolation_level=None)
-        self._db.execute("PRAGMA journal_mode=WAL")
-        self._db.execute("PRAGMA busy_timeout=60000")
-        self._db.execute("PRAGMA foreign_keys=ON")
-        self._db.executescript(_SCHEMA)
+        remedy = (
+            "a run store cannot be rebuilt, so it is left as it is: keep a copy, try to recover its runs "
+            f"(sqlite3 {self.path} .recover | sqlite3 recovered.sqlite), and pass --store NEW.sqlite meanwhile"
+        )
+        self._db = connect(self.path, remedy, ["PRAGMA journal_mode=WAL; PRAGMA foreign_keys=ON;", _SCHEMA])
         self._migrate()
         self._db.execute("CREATE INDEX IF NOT EXISTS runs_training ON runs(training, step)")
 
@@ -119,31 +121,21 @@ class RunStore:
         """Add the columns an older store lacks (in one write transaction, so concurrent openers agree)."""
         if not self._missing_columns():
             return
-        self._db.execute("BEGIN IMMEDIATE")
-        try:
+        with transaction(self._db, self.path):
             for name, kind in self._missing_columns():
                 self._db.execute(f"ALTER TABLE runs ADD COLUMN {name} {kind}")
-            self._db.execute("COMMIT")
-        except BaseException:
-            self._db.execute("ROLLBACK")
-            raise
 
     def _missing_columns(self) -> list[tuple[str, str]]:
         have = {row[1] for row in self._db.execute("PRAGMA table_info(runs)")}
         return [(name, kind) for name, kind in _ADDED_COLUMNS if name not in have]
 
     def _tx(self, statements: Iterable[tuple[str, Any]]) -> None:
-        self._db.execute("BEGIN IMMEDIATE")
-        try:
+        with transaction(self._db, self.path):
             for sql, params in statements:
                 if params and isinstance(params, list) and isinstance(params[0], (list, tuple)):
                     self._db.executemany(sql, params)
                 else:
                     self._db.execute(sql, params or ())
-            self._db.execute("COMMIT")
-        except BaseException:
-            self._db.execute("ROLLBACK")
-            raise
 
     def start_run(
         self,

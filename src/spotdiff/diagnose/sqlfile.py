@@ -1,0 +1,78 @@
+"""The SQLite files of spotdiff (the cache, the run store): opened with an integrity check, written in
+transactions whose failures name the file.
+
+A damaged file fails at open (``PRAGMA quick_check``), before any work is done, with one error naming
+the file and what to do; a full disk fails the write with one error naming the file and "disk full"
+(SQLite has already rolled the transaction back, so no ``ROLLBACK`` hides it).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import errno
+import sqlite3
+from collections.abc import Iterator, Sequence
+from pathlib import Path
+
+from spotdiff.errors import DataError
+
+#: SQLite's result code for "database or disk is full".
+_SQLITE_FULL = 13
+
+
+def connect(path: Path, remedy: str, setup: Sequence[str] = ()) -> sqlite3.Connection:
+    """A connection to ``path`` (autocommit, 60 s busy timeout) whose file passed ``PRAGMA quick_check``.
+
+    Args:
+        path: the SQLite file (created when missing).
+        remedy: what the user should do when the file is damaged (one sentence, in the error).
+        setup: SQL scripts run once the file is checked (pragmas, the schema).
+    """
+    db = sqlite3.connect(path, timeout=60.0, isolation_level=None)
+    try:
+        db.execute("PRAGMA busy_timeout=60000")
+        problems = [row[0] for row in db.execute("PRAGMA quick_check")]
+        if problems != ["ok"]:
+            raise sqlite3.DatabaseError("; ".join(problems[:3]))
+        for script in setup:
+            db.executescript(script)
+    except sqlite3.OperationalError as exc:  # locked, busy, full: not damage
+        db.close()
+        if is_disk_full(exc):
+            raise disk_full(path, exc) from exc
+        raise
+    except sqlite3.DatabaseError as exc:
+        db.close()
+        raise DataError(f"damaged SQLite file ({exc}); {remedy}", file=path) from exc
+    return db
+
+
+@contextlib.contextmanager
+def transaction(db: sqlite3.Connection, path: Path) -> Iterator[None]:
+    """``BEGIN IMMEDIATE`` ... ``COMMIT``; on an exception, ``ROLLBACK`` where SQLite has not already
+    rolled back, and a full disk raised as :func:`disk_full` naming ``path``."""
+    try:
+        db.execute("BEGIN IMMEDIATE")
+        try:
+            yield
+            db.execute("COMMIT")
+        except BaseException:
+            if db.in_transaction:
+                db.execute("ROLLBACK")
+            raise
+    except sqlite3.OperationalError as exc:
+        if is_disk_full(exc):
+            raise disk_full(path, exc) from exc
+        raise
+
+
+def is_disk_full(exc: BaseException) -> bool:
+    """True for SQLite's "database or disk is full" and the OS's ENOSPC/EDQUOT."""
+    if isinstance(exc, sqlite3.Error):
+        return getattr(exc, "sqlite_errorcode", None) == _SQLITE_FULL or "disk is full" in str(exc)
+    return isinstance(exc, OSError) and exc.errno in (errno.ENOSPC, errno.EDQUOT)
+
+
+def disk_full(path: Path, exc: BaseException) -> DataError:
+    """The one error of a write to ``path`` that found the disk full."""
+    return DataError(f"disk full ({exc}); free space there (or choose another location) and run again", file=path)
