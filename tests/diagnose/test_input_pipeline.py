@@ -134,6 +134,17 @@ def test_bad_image_raises_its_own_error_after_earlier_batches_are_stored(models,
         assert cache.count("image") == 6  # the three batches before the bad one
 
 
+def test_workers_are_capped_at_the_cores(caplog) -> None:
+    """``--workers 1000`` starts one process per core, not one per image, and says so (issue 22 item 14)."""
+    cores = default_workers()
+    with caplog.at_level("WARNING", logger="spotdiff.diagnose.pipeline"):
+        assert InputPipeline(1000).workers == cores
+    assert f"--workers 1000 is more than the {cores} cores" in caplog.text
+    caplog.clear()
+    assert InputPipeline(cores).workers == cores and InputPipeline(0).workers == 0
+    assert not caplog.text
+
+
 def test_stopping_early_stops_the_workers(tmp_path: Path) -> None:
     refs = [ArrayImage(np.full((8, 8, 3), i, np.uint8), name=f"a{i}") for i in range(12)]
     pipeline = InputPipeline(2)

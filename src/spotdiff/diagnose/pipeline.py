@@ -28,6 +28,7 @@ the image), after every earlier batch has been handed over.
 from __future__ import annotations
 
 import contextlib
+import logging
 import os
 from collections import deque
 from collections.abc import Callable, Iterator, Sequence
@@ -38,6 +39,8 @@ from typing import Any
 from spotdiff.cases import FileImage, ImageRef
 from spotdiff.errors import ConfigError
 from spotdiff.scorers.base import ImagePreprocessor, Prepared
+
+log = logging.getLogger(__name__)
 
 #: Pieces in flight per worker (DataLoader ``prefetch_factor``; about as many whole batches), and
 #: text batches tokenised ahead. Four rather than DataLoader's default two: slack that absorbs the
@@ -156,7 +159,8 @@ class InputPipeline:
     """Prepared batches for the model, produced ahead of it (see the module docstring).
 
     Args:
-        workers: image worker processes; 0 loads in the calling process; None: :func:`default_workers`.
+        workers: image worker processes, at most :func:`default_workers` (more are capped, with a warning);
+            0 loads in the calling process; None: :func:`default_workers`.
         device: where the model runs (memory is pinned for CUDA).
         decode_device: decode JPEG files there (GPU decoding), or None to decode in the workers.
         prefetch: pieces in flight per worker (about as many whole batches), and text batches
@@ -175,7 +179,11 @@ class InputPipeline:
             raise ConfigError(f"--workers must be 0 or more, got {workers}")
         import torch
 
-        self.workers = default_workers() if workers is None else int(workers)
+        cores = default_workers()
+        if workers is not None and workers > cores:  # more processes than cores only oversubscribe them
+            log.warning("--workers %d is more than the %d cores this process may use: %d workers", workers, cores,
+                        cores)
+        self.workers = cores if workers is None else min(int(workers), cores)
         self.pin = str(device).startswith("cuda") and torch.cuda.is_available()
         self.decode_device = decode_device
         self.prefetch = max(1, int(prefetch))
