@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import math
 import os
+import signal
 import subprocess
 import sys
 import time
@@ -33,17 +34,26 @@ FINDINGS = (
 )
 
 
+#: Far above the few minutes the quick demo takes on two busy cores: a hang fails here, not at CI's limit.
+DEMO_TIMEOUT_S = 1200
+
+
 def _run_demo(out: Path) -> tuple[subprocess.CompletedProcess, float]:
     env = dict(os.environ, HF_HUB_OFFLINE="1", PYTHONUNBUFFERED="1")
     env.pop("SPOTDIFF_STORE", None)
+    argv = [sys.executable, "-m", "spotdiff", "demo", "--quick", "--out", str(out), "--workers", "2"]
     t0 = time.perf_counter()
-    proc = subprocess.run(
-        [sys.executable, "-m", "spotdiff", "demo", "--quick", "--out", str(out), "--workers", "2"],
-        capture_output=True,
-        text=True,
-        env=env,
-        timeout=3600,
-    )
+    # its own session, so that a hang is ended with every stage process (a few minutes is normal)
+    with subprocess.Popen(
+        argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env, start_new_session=True
+    ) as popen:
+        try:
+            stdout, stderr = popen.communicate(timeout=DEMO_TIMEOUT_S)
+        except subprocess.TimeoutExpired:
+            os.killpg(popen.pid, signal.SIGKILL)
+            stdout, stderr = popen.communicate()
+            pytest.fail(f"spotdiff demo --quick ran over {DEMO_TIMEOUT_S} s:\n{stdout[-4000:]}\n{stderr[-4000:]}")
+    proc = subprocess.CompletedProcess(argv, popen.returncode, stdout, stderr)
     return proc, time.perf_counter() - t0
 
 

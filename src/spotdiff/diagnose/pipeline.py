@@ -38,6 +38,7 @@ from typing import Any
 
 from spotdiff.cases import FileImage, ImageRef
 from spotdiff.errors import ConfigError
+from spotdiff.processes import usable_cores
 from spotdiff.scorers.base import ImagePreprocessor, Prepared
 
 log = logging.getLogger(__name__)
@@ -53,10 +54,7 @@ _JPEG_MAGIC = b"\xff\xd8\xff"
 def default_workers() -> int:
     """Every core this process may use, shared between the processes of a launch on this machine
     (``LOCAL_WORLD_SIZE``, set by torchrun and accelerate)."""
-    try:
-        cores = len(os.sched_getaffinity(0))
-    except AttributeError:  # not on Linux
-        cores = os.cpu_count() or 1
+    cores = usable_cores()
     try:
         local = max(1, int(os.environ.get("LOCAL_WORLD_SIZE") or 1))
     except ValueError:
@@ -181,8 +179,9 @@ class InputPipeline:
 
         cores = default_workers()
         if workers is not None and workers > cores:  # more processes than cores only oversubscribe them
-            log.warning("--workers %d is more than the %d cores this process may use: %d workers", workers, cores,
-                        cores)
+            log.warning(
+                "--workers %d is more than the %d cores this process may use: %d workers", workers, cores, cores
+            )
         self.workers = cores if workers is None else min(int(workers), cores)
         self.pin = str(device).startswith("cuda") and torch.cuda.is_available()
         self.decode_device = decode_device

@@ -34,6 +34,7 @@ from typing import Any
 from spotdiff.diagnose.store import RunStore
 from spotdiff.errors import ConfigError, SpotdiffError
 from spotdiff.jsonio import dumps, write_json
+from spotdiff.processes import usable_cores
 from spotdiff.version import __version__
 
 
@@ -114,7 +115,7 @@ def _without_workers(argv: list[str]) -> list[str]:
 
 def threads_per_worker(workers: int) -> int:
     """Torch threads of each of ``workers`` processes sharing this machine's cores."""
-    return max(1, (os.cpu_count() or 1) // max(1, workers))
+    return max(1, usable_cores() // max(1, workers))
 
 
 def preload() -> None:
@@ -186,7 +187,7 @@ class Runner:
 
     ``run_command`` executes one command's argv (``spotdiff.commands.main``). Each command runs in a
     forked worker process (a ``python -m spotdiff`` subprocess where fork is unavailable) with
-    ``cpu_count // workers`` torch threads, its output going to ``out/logs/NAME.log``. A stage is up
+    ``usable cores // workers`` torch threads, its output going to ``out/logs/NAME.log``. A stage is up
     to date when its record holds the same fingerprint, its outputs exist and the runs its record
     names are finished in the run store ``out/store``.
 
@@ -527,7 +528,7 @@ def write_commands(stages: Sequence[Stage], path: Path, *, title: str, epilogue:
         "#!/usr/bin/env bash",
         f"# {title}",
         "# Paths are relative to this folder. Stages without a dependency between them may run at the",
-        "# same time (the runner runs --workers of them at once, each with cpu_count/workers torch threads).",
+        "# same time (the runner runs --workers of them at once, each with usable cores / workers torch threads).",
         "set -euo pipefail",
         'cd "$(dirname "$0")"',
         "export HF_HUB_OFFLINE=1",

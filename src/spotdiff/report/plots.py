@@ -12,8 +12,6 @@ from __future__ import annotations
 
 import logging
 import math
-import multiprocessing
-import os
 import warnings
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -21,6 +19,7 @@ from typing import Any
 
 import numpy as np
 
+from spotdiff.processes import can_fork, fork_map, usable_cores
 from spotdiff.report.collect import ResultTable, unit_scores
 from spotdiff.report.equivariance import equivariance_scores_from_matrices, figure_to_png_bytes, plot_equivariance
 
@@ -57,11 +56,8 @@ def _render_pending(i: int) -> bytes:
 
 
 def default_jobs() -> int:
-    try:
-        n = len(os.sched_getaffinity(0))
-    except (AttributeError, OSError):
-        n = os.cpu_count() or 1
-    return max(1, min(4, n))
+    """Figure-drawing processes by default: the usable cores, at most 4."""
+    return min(4, usable_cores())
 
 
 def render_many(items: Sequence[tuple[Any, str, str, str]], jobs: int | None = None) -> list[Plot]:
@@ -75,11 +71,10 @@ def render_many(items: Sequence[tuple[Any, str, str, str]], jobs: int | None = N
     jobs = default_jobs() if jobs is None else max(1, jobs)
     figs = [item[0] for item in items]
     pngs: list[bytes] | None = None
-    if jobs > 1 and len(figs) > 1 and "fork" in multiprocessing.get_all_start_methods():
+    if jobs > 1 and len(figs) > 1 and can_fork():
         _PENDING = figs
         try:
-            with multiprocessing.get_context("fork").Pool(min(jobs, len(figs))) as pool:
-                pngs = pool.map(_render_pending, range(len(figs)), chunksize=1)
+            pngs = fork_map(_render_pending, range(len(figs)), min(jobs, len(figs)))
         except Exception as exc:  # a broken worker must not lose the report: draw here instead
             log.warning("parallel figure rendering failed (%s); rendering serially", exc)
             pngs = None

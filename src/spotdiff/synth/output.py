@@ -7,8 +7,6 @@ newline; PNGs with fixed zlib settings and no timestamps or other varying metada
 from __future__ import annotations
 
 import json
-import multiprocessing
-import os
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any, TypeVar
@@ -17,6 +15,7 @@ import numpy as np
 from PIL import Image
 
 from spotdiff.jsonio import json_default
+from spotdiff.processes import can_fork, fork_map, usable_cores
 
 T = TypeVar("T")
 R = TypeVar("R")
@@ -63,17 +62,15 @@ def parallel_map(fn: Callable[[T], R], tasks: Sequence[T], workers: int = 1) -> 
     """
     global _WORKER_FN
     workers = max(1, int(workers))
-    if workers == 1 or len(tasks) < 2 or "fork" not in multiprocessing.get_all_start_methods():
+    if workers == 1 or len(tasks) < 2 or not can_fork():
         return [fn(t) for t in tasks]
     _WORKER_FN = fn
     try:
-        ctx = multiprocessing.get_context("fork")
-        chunk = max(1, len(tasks) // (workers * 8))
-        with ctx.Pool(workers) as pool:
-            return pool.map(_call, tasks, chunksize=chunk)
+        return fork_map(_call, tasks, workers, chunksize=len(tasks) // (workers * 8))
     finally:
         _WORKER_FN = None
 
 
 def default_workers() -> int:
-    return max(1, min(4, os.cpu_count() or 1))
+    """Synthesis worker processes by default: the usable cores, at most 4."""
+    return min(4, usable_cores())

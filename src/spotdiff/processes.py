@@ -1,0 +1,69 @@
+"""Worker processes: the cores this process may use, and a map over forked workers.
+
+Every forked pool of spotdiff (synthesis, report figures) goes through :func:`fork_map`, which lets
+its workers exit on their own: ``with Pool()`` alone ends them with SIGTERM, and a worker that
+inherited a Python SIGTERM handler (the plan runner's commands install one) can miss that signal and
+block ``Pool.__exit__`` forever (the quick demo hung so in CI).
+"""
+
+from __future__ import annotations
+
+import multiprocessing
+import os
+import signal
+from collections.abc import Callable, Sequence
+from typing import TypeVar
+
+T = TypeVar("T")
+R = TypeVar("R")
+
+
+def usable_cores() -> int:
+    """The cores this process may run on (its CPU affinity, as Slurm and ``taskset`` set it).
+
+    >>> usable_cores() >= 1
+    True
+    """
+    try:
+        return max(1, len(os.sched_getaffinity(0)))
+    except (AttributeError, OSError):  # not on Linux
+        return max(1, os.cpu_count() or 1)
+
+
+def can_fork() -> bool:
+    """Whether worker processes can be forked here (Linux and other POSIX systems)."""
+    return "fork" in multiprocessing.get_all_start_methods()
+
+
+def _worker_signals() -> None:
+    """A pool worker's signals: SIGTERM ends it (the pool's ``terminate``), SIGINT is the parent's.
+
+    A Python-level handler inherited from the parent would make ``terminate`` race: a SIGTERM that
+    arrives just before the idle worker blocks on the task queue's lock is noted by the interpreter's
+    C handler, but the Python handler runs only once that wait returns, which it never does.
+    """
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+
+
+def fork_map(fn: Callable[[T], R], items: Sequence[T], workers: int, chunksize: int = 1) -> list[R]:
+    """``[fn(x) for x in items]``, in order, computed by ``workers`` forked processes.
+
+    The workers inherit the caller's memory (``fn`` and what it reads need not pickle; the items
+    and results do). A failure in ``fn`` is raised here.
+
+    Args:
+        fn: a module-level function of one item.
+        items: the items.
+        workers: processes to fork (at least 1).
+        chunksize: items sent to a worker at a time.
+
+    >>> fork_map(abs, [-1, 2, -3], workers=2)
+    [1, 2, 3]
+    """
+    context = multiprocessing.get_context("fork")
+    with context.Pool(max(1, workers), initializer=_worker_signals) as pool:
+        results = pool.map(fn, items, chunksize=max(1, chunksize))
+        pool.close()  # the workers finish and exit: no SIGTERM is needed (``terminate`` is for failures)
+        pool.join()
+    return results
