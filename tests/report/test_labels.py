@@ -34,7 +34,9 @@ def test_variants_of_one_captioner_read_as_their_variant() -> None:
 def test_only_an_option_differs() -> None:
     runs = [
         RunKey("a", "vgpt:models/captioner", "aro-coco-order", options={"tokenizer": "regex", "pos_tagger": "nltk"}),
-        RunKey("b", "vgpt:models/captioner", "aro-coco-order", options={"tokenizer": "regex", "pos_tagger": "heuristic"}),
+        RunKey(
+            "b", "vgpt:models/captioner", "aro-coco-order", options={"tokenizer": "regex", "pos_tagger": "heuristic"}
+        ),
     ]
     assert run_labels(runs) == {"a": "captioner pos_tagger=nltk", "b": "captioner pos_tagger=heuristic"}
 
@@ -106,5 +108,5 @@ def test_bad_findings_name_the_file_and_finding(tmp_path: Path) -> None:
     with pytest.raises(DataError, match=r"findings.json.*record hn.*'holds'"):
         read_findings(path)
     path.write_text("{not json")
-    with pytest.raises(DataError, match="findings.json"):
+    with pytest.raises(DataError, match=r"findings\.json"):
         read_findings(path)

@@ -6,7 +6,6 @@ Its stages (synthesize, train, diagnose, fine-tune three ways, VisualGPTScore, r
 What each stage does, and why: docs/plans.md.
 """
 
-
 from __future__ import annotations
 
 import time

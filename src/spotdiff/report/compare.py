@@ -205,4 +205,3 @@ def format_comparison(cmp: Comparison, alpha: float = 0.05) -> str:
         lines.append("all = pooled over every unit; subset_mean and groups = unweighted means over subsets")
     lines += [f"{t}: {TESTS[t]}" for t in sorted({c.test for c in cmp.results}) if t in TESTS]
     return "\n".join(lines)
-

@@ -20,6 +20,7 @@ from spotdiff.report.collect import Cell
 from spotdiff.report.export import identity_text
 from spotdiff.report.gallery import GalleryCase
 from spotdiff.report.model import Report
+from spotdiff.report.runkey import diagnostics_notes
 
 
 @lru_cache(maxsize=1)
@@ -125,4 +126,5 @@ def render_html(report: Report) -> str:
         identity_text=identity_text,
         scores_table=scores_table,
         n_runs=len(report.runs),
+        diagnostics_notes=diagnostics_notes,
     )

@@ -47,7 +47,9 @@ def parse_spec(model: str) -> _Spec:
     _Spec(family='hf-clip', rest='/runs/ft-hn/final', parts=('runs', 'ft-hn', 'final'), variant='tuned')
     """
     m = _SPEC.match(model)
-    family, rest, variant = (m.group("family") or "", m.group("rest"), m.group("variant") or "") if m else ("", model, "")
+    family, rest, variant = (
+        (m.group("family") or "", m.group("rest"), m.group("variant") or "") if m else ("", model, "")
+    )
     parts = tuple(p for p in re.split(r"[/\\]", rest) if p) or (rest or family or model,)
     return _Spec(family, rest, parts, variant.strip())
 
@@ -71,12 +73,15 @@ def _names(specs: Mapping[str, _Spec]) -> dict[str, str]:
 
 def _distinct_options(runs: Sequence[RunKey]) -> dict[str, tuple[str, ...]]:
     """Run id -> its ``key=value`` options that differ from another run of the same model and benchmark."""
-    out: dict[str, tuple[str, ...]] = {}
+    groups: dict[tuple[str, str], list[RunKey]] = {}
     for r in runs:
-        peers = [p for p in runs if p.model == r.model and p.benchmark == r.benchmark]
+        groups.setdefault((r.model, r.benchmark), []).append(r)
+    out: dict[str, tuple[str, ...]] = {}
+    for peers in groups.values():
         keys = {k for p in peers for k in p.options}
         differ = sorted(k for k in keys if len({str(p.options.get(k)) for p in peers}) > 1)
-        out[r.run_id] = tuple(f"{k}={r.options[k]}" for k in differ if k in r.options)
+        for r in peers:
+            out[r.run_id] = tuple(f"{k}={r.options[k]}" for k in differ if k in r.options)
     return out
 
 

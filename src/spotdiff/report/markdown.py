@@ -14,6 +14,7 @@ from typing import Any
 from spotdiff.naming import safe_name
 from spotdiff.report.export import identity_text
 from spotdiff.report.model import Report
+from spotdiff.report.runkey import diagnostics_notes
 
 #: Gallery cases per table in the Markdown report.
 MD_GALLERY = 8
@@ -155,7 +156,9 @@ def _key(report: Report) -> list[str]:
             f"#{rid[:6]} " + ", ".join(f"{n} {_f(v)}" for n, v in d.items()) for rid, d in k.diagnostics.items()
         )
         rows.append([k.label, f"`{k.model}`", " ".join(f"`{r}`" for r in k.run_ids), ", ".join(k.benchmarks), diag])
-    return ["## Run labels", "", *_table(["label", "model spec", "runs", "benchmarks", "diagnostics"], rows)]
+    notes = diagnostics_notes(report.key)
+    lines = ["## Run labels", "", *_table(["label", "model spec", "runs", "benchmarks", "diagnostics"], rows)]
+    return lines + ([f"Diagnostics: {'; '.join(notes)}.", ""] if notes else [])
 
 
 def _gallery(ts: Any, thumbs_dir: Path | None) -> list[str]:

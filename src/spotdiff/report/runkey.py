@@ -17,8 +17,18 @@ from typing import Any
 
 from spotdiff.report.collect import RunData
 
-#: The diagnostics shown per run, in this order.
-DIAGNOSTICS = ("tie_rate", "yes_rate", "unparseable_rate")
+#: The diagnostics shown per run, in this order, with what each is.
+DIAGNOSTICS = {
+    "tie_rate": "units whose candidates tied (%)",
+    "yes_rate": "yes answers of a yes/no scorer (%)",
+    "unparseable_rate": "answers that could not be read (%)",
+}
+
+
+def diagnostics_notes(key: Sequence[KeyEntry]) -> list[str]:
+    """``name = what it is`` for each diagnostic some run of ``key`` records."""
+    present = {name for entry in key for diag in entry.diagnostics.values() for name in diag}
+    return [f"{name} = {text}" for name, text in DIAGNOSTICS.items() if name in present]
 
 
 def run_diagnostics(metrics: Mapping[str, Any] | None, info: Mapping[str, Any] | None) -> dict[str, Any]:

@@ -80,12 +80,11 @@ def grid_table(tables: Sequence[ResultTable], benchmarks: Sequence[str], alpha: 
         col = table.column_of(scope, metric)
         used = sorted({d["test"] for d in table.tests if (d["subset"], d["metric"]) == (scope, metric)})
         tests = f"tests: {', '.join(used)}" if used else f"no mark: {col.note}" if col.note else "no test"
-        aggregate = "pooled over every unit (micro average)" if scope == "all" else "one subset"
-        notes.append(f"{b}: {metric} on {scope} = {aggregate}; {TIE_NOTES.get(table.ties, table.ties)}; {tests}")
+        aggregate = "every unit pooled" if scope == "all" else "its only subset"
+        notes.append(f"{b}: {metric} on {scope} ({aggregate}); {TIE_NOTES.get(table.ties, table.ties)}; {tests}")
     notes.append(
         f"▲ = best of its column, and a paired test on the same units rejects “no difference” at p < {alpha} against "
-        "every other run (intersection–union test); "
-        + "; ".join(f"{k} = {v}" for k, v in TESTS.items())
+        "every other run (intersection–union test); " + "; ".join(f"{k} = {v}" for k, v in TESTS.items())
     )
     by_label = [{r.label: r for r in table.rows} for table, _, _ in columns]
     rows = []
