@@ -303,6 +303,17 @@ def test_demo_summary_lists_findings_and_orders_by_them(answer_reports: dict) ->
     assert md.index("## Findings") < md.index("## Run labels") < md.index("## winoground")
 
 
+def test_cli_report_with_findings(answer_reports: dict, tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
+    root = answer_reports["demo"]["written"]["html"].parents[1]
+    args = ["report", "--store", str(root / "runs.sqlite"), "--out", str(tmp_path / "rep"), "--no-cases"]
+    assert main([*args, "--gallery-limit", "0", "--findings", str(root / "findings.json")]) == 0
+    assert 'data-kind="demo"' in (tmp_path / "rep" / "report.html").read_text()
+    (tmp_path / "bad.json").write_text(json.dumps({"findings": {"x": {"holds": "yes", "claim": "c"}}}))
+    capsys.readouterr()
+    assert main([*args, "--findings", str(tmp_path / "bad.json")]) != 0
+    assert "bad.json" in capsys.readouterr().err
+
+
 def test_two_run_summary_is_their_paired_differences(tiny_store: dict) -> None:
     store = RunStore(tiny_store["store"])
     a, b = tiny_store["ids"][("winoground", 0)], tiny_store["ids"][("winoground", 1)]
