@@ -121,8 +121,10 @@ def render_markdown(report: Report, out: str | Path | None = None) -> str:
     return "\n".join(lines)
 
 
-def _table(header: list[str], rows: list[list[str]]) -> list[str]:
-    lines = ["| " + " | ".join(_esc(h) for h in header) + " |", "|---|" + "---:|" * (len(header) - 1)]
+def _table(header: list[str], rows: list[list[str]], *, numbers: bool = True) -> list[str]:
+    """A Markdown table; ``numbers``: the columns after the first are right-aligned."""
+    align = "---:|" if numbers else "---|"
+    lines = ["| " + " | ".join(_esc(h) for h in header) + " |", "|---|" + align * (len(header) - 1)]
     return lines + ["| " + " | ".join(_esc(c) for c in row) + " |" for row in rows] + [""]
 
 
@@ -157,7 +159,11 @@ def _key(report: Report) -> list[str]:
         )
         rows.append([k.label, f"`{k.model}`", " ".join(f"`{r}`" for r in k.run_ids), ", ".join(k.benchmarks), diag])
     notes = diagnostics_notes(report.key)
-    lines = ["## Run labels", "", *_table(["label", "model spec", "runs", "benchmarks", "diagnostics"], rows)]
+    lines = [
+        "## Run labels",
+        "",
+        *_table(["label", "model spec", "runs", "benchmarks", "diagnostics"], rows, numbers=False),
+    ]
     return lines + ([f"Diagnostics: {'; '.join(notes)}.", ""] if notes else [])
 
 
