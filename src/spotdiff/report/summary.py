@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from spotdiff.benchmarks import BENCHMARKS
+from spotdiff.errors import SpotdiffError
 from spotdiff.protocols import TESTS
 from spotdiff.report.collect import ALPHA, ResultTable, RunData
 from spotdiff.report.compare import compare_loaded
@@ -54,7 +55,7 @@ class Summary:
 def main_table_and_metric(tables: Sequence[ResultTable], benchmark: str) -> tuple[ResultTable, str, str]:
     """A benchmark's table of its main score (the declared main protocol when reported, else its first
     table), that score's metric (the declared one, else the table's first) and scope (``all`` if present)."""
-    own = [t for t in tables if t.benchmark == benchmark]
+    own = [t for t in tables if t.benchmark == benchmark and t.columns]
     main_protocol, main_metric = BENCHMARKS.get(benchmark).metadata.main_score if benchmark in BENCHMARKS else ("", "")
     table = next((t for t in own if t.protocol == main_protocol), own[0])
     metric = main_metric if table.protocol == main_protocol and main_metric in table.metrics else table.metrics[0]
@@ -71,15 +72,16 @@ def grid_table(tables: Sequence[ResultTable], benchmarks: Sequence[str], alpha: 
         alpha: the significance level of the marks.
     """
     header, labels, columns = ["run"], [], []
+    benchmarks = [b for b in benchmarks if any(t.columns for t in tables if t.benchmark == b)]
     notes = ["values in %, 95% percentile-bootstrap CI in brackets (a case holding several units resampled whole)"]
     for b in benchmarks:
         table, metric, scope = main_table_and_metric(tables, b)
         columns.append((table, metric, scope))
         header.append(f"{b} {metric}" + ("" if scope == "all" else f" ({scope})"))
         labels += [row.label for row in table.rows if row.label not in labels]
-        col = table.column_of(scope, metric)
+        note = next((c.note for c in table.columns if (c.subset, c.metric) == (scope, metric)), "")
         used = sorted({d["test"] for d in table.tests if (d["subset"], d["metric"]) == (scope, metric)})
-        tests = f"tests: {', '.join(used)}" if used else f"no mark: {col.note}" if col.note else "no test"
+        tests = f"tests: {', '.join(used)}" if used else f"no mark: {note}" if note else "no test"
         aggregate = "every unit pooled" if scope == "all" else "its only subset"
         notes.append(f"{b}: {metric} on {scope} ({aggregate}); {TIE_NOTES.get(table.ties, table.ties)}; {tests}")
     notes.append(
@@ -154,12 +156,20 @@ def build_summary(
     if findings is not None:
         views, note = read_findings(findings)
         order = findings_order(views, {rd.id: rd.run.benchmark for rd in runs}, order)
-        main = [grid_table(tables, order, alpha)] if tables else []
+        main = [grid_table(tables, order, alpha)] if any(t.columns for t in tables) else []
         return Summary("demo", f"Findings ({sum(v.holds for v in views)} of {len(views)} reproduced)", views, note,
                        main, order)  # fmt: skip
-    if len(tables) == 1 and len(runs) == 2:
-        table = comparison_table(runs[0], runs[1], labels)
-        return Summary("comparison", f"{labels[runs[0].id]} against {labels[runs[1].id]}", tables=[table], order=order)
-    grid = [grid_table(tables, order, alpha)] if tables else []
-    n_rows = len(grid[0].rows) if grid else 0
-    return Summary("grid", f"{n_rows} models x {len(order)} benchmarks: main scores", tables=grid, order=order)
+    note = ""
+    if len(tables) == 1 and len(runs) == 2 and len(tables[0].rows) == 2:
+        try:
+            table = comparison_table(runs[0], runs[1], labels)
+        except SpotdiffError as exc:  # e.g. no unit in common: the table of main scores instead
+            note = f"no paired comparison of the two runs: {exc}"
+        else:
+            heading = f"{labels[runs[0].id]} against {labels[runs[1].id]}"
+            return Summary("comparison", heading, tables=[table], order=order)
+    if not any(t.columns for t in tables):
+        return Summary("grid", "No result tables", note="only evaluations made during training", order=order)
+    grid = grid_table(tables, order, alpha)
+    heading = f"{len(grid.rows)} models x {len(grid.header) - 1} benchmarks: main scores"
+    return Summary("grid", heading, note=note, tables=[grid], order=order)
