@@ -38,6 +38,7 @@ from spotdiff.report.compare import compare_runs, format_comparison
 from spotdiff.report.equivariance import equivariance_scores_from_matrices
 from spotdiff.report.export import latex_escape, table_latex
 from spotdiff.report.gallery import score_entries
+from spotdiff.report.html import render_html
 from spotdiff.report.plots import alpha_curves
 from spotdiff.testing.formats import write_aro_vg_relation, write_winoground
 from spotdiff.testing.synthetic_runs import fill_store
@@ -93,6 +94,48 @@ def rendered(tiny_store: dict) -> dict:
     written = write_report(report, out)
     store.close()
     return {"report": report, "out": out, "written": written, "html": written["html"].read_text(encoding="utf-8")}
+
+
+@pytest.fixture(scope="module")
+def answer_reports(tiny_store: dict) -> dict:
+    """A 2-model x 3-benchmark grid report (benchmarks in a given order) and a demo-style report
+    opening with a findings.json made from paired comparisons of its runs."""
+    root = tiny_store["root"] / "answers"
+    store = RunStore(root / "runs.sqlite")
+    data = {"winoground": tiny_store["data"]["winoground"]}
+    fill_store(store, models=2, benchmarks=GRID_ORDER, n_cases=30, n_boot=50, data=data)
+    runs = {(r.benchmark, r.model): r for r in store.runs()}
+    wino = [runs[("winoground", f"synthetic-model-0{k}")].id for k in (1, 0)]
+    cmp = paired_comparison(
+        *(evaluation_from_units("group", store.units(r), seed=0) for r in wino), "group", n_boot=200
+    )
+    entry = runs[("valse", "synthetic-model-00")]
+    findings = {
+        "findings": {
+            "stronger_model_wins": {
+                "holds": cmp.ci[0] > 0,
+                "claim": "the stronger synthetic model beats the weaker on Winoground's group score",
+                "comparison": {"winoground_group": {**cmp.as_json(), "difference": cmp.difference}},
+            },
+            "valse_above_chance": {
+                "holds": False,
+                "claim": "the weaker model is far above chance on VALSE",
+                "entry": {"value": entry.metrics["all"]["acc"], "ci95": entry.metrics["all"]["acc_ci95"],
+                          "run_id": entry.id},
+            },
+        }
+    }  # fmt: skip
+    (root / "findings.json").write_text(json.dumps(findings))
+    out = {}
+    for kind, extra in (("grid", {"benchmarks": list(GRID_ORDER)}), ("demo", {"findings": root / "findings.json"})):
+        report = build_report(store, title=f"{kind} report", **extra)
+        written = write_report(report, root / kind)
+        out[kind] = {"report": report, "written": written, "html": written["html"].read_text(encoding="utf-8")}
+    store.close()
+    return out
+
+
+GRID_ORDER = ("valse", "winoground", "sugarcrepe")
 
 
 def _store_with(tmp_path: Path, outcomes: dict[str, list[float]], *, subsets: list[str] | None = None) -> RunStore:
@@ -227,6 +270,93 @@ def test_short_model_and_latex_escape() -> None:
     assert latex_escape("a_b & 50% #1") == r"a\_b \& 50\% \#1"
 
 
+# ------------------------------------------------------------------------------------------ summary
+def test_grid_summary_main_scores_in_the_given_order(answer_reports: dict) -> None:
+    report = answer_reports["grid"]["report"]
+    sm = report.summary
+    assert sm.kind == "grid" and sm.order == list(GRID_ORDER)
+    assert [sec.benchmark for sec in report.sections] == list(GRID_ORDER)  # sections follow the summary
+    (table,) = sm.tables
+    assert table.header == ["run", "valse acc", "winoground group", "sugarcrepe accuracy"]
+    assert [row[0].text for row in table.rows] == ["synthetic-model-00", "synthetic-model-01"]
+    for j, bench in enumerate(GRID_ORDER, start=1):
+        result = next(t for t in report.tables if t.benchmark == bench)
+        metric = table.header[j].split()[1]
+        for row, cells in zip(result.rows, table.rows, strict=True):
+            cell = row.cells[("all", metric)]
+            assert cells[j].text == f"{cell.value:.2f} [{cell.ci[0]:.1f}, {cell.ci[1]:.1f}]"
+            assert cells[j].best == cell.best
+    assert any("(every unit pooled)" in n and "ties: strict" in n for n in table.notes)
+    html = answer_reports["grid"]["html"]
+    assert html.index('id="summary"') < html.index('id="bench-valse"') < html.index('id="bench-winoground"')
+
+
+def test_demo_summary_lists_findings_and_orders_by_them(answer_reports: dict) -> None:
+    sm = answer_reports["demo"]["report"].summary
+    assert sm.kind == "demo" and [f.name for f in sm.findings] == ["stronger_model_wins", "valse_above_chance"]
+    win = sm.findings[0]
+    assert win.tests == ["mcnemar-exact"] and "winoground_group: group +" in win.numbers[0]
+    assert sm.order == ["winoground", "valse", "sugarcrepe"]  # named by the findings first
+    html = answer_reports["demo"]["html"]
+    assert html.index("REPRODUCED" if win.holds else "NOT reproduced") < html.index('id="bench-winoground"')
+    md = answer_reports["demo"]["written"]["md"].read_text()
+    assert md.index("## Findings") < md.index("## Run labels") < md.index("## winoground")
+
+
+def test_cli_report_with_findings(answer_reports: dict, tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
+    root = answer_reports["demo"]["written"]["html"].parents[1]
+    args = ["report", "--store", str(root / "runs.sqlite"), "--out", str(tmp_path / "rep"), "--no-cases"]
+    assert main([*args, "--gallery-limit", "0", "--findings", str(root / "findings.json")]) == 0
+    assert 'data-kind="demo"' in (tmp_path / "rep" / "report.html").read_text()
+    (tmp_path / "bad.json").write_text(json.dumps({"findings": {"x": {"holds": "yes", "claim": "c"}}}))
+    capsys.readouterr()
+    assert main([*args, "--findings", str(tmp_path / "bad.json")]) != 0
+    assert "bad.json" in capsys.readouterr().err
+
+
+def test_two_run_summary_is_their_paired_differences(tiny_store: dict) -> None:
+    store = RunStore(tiny_store["store"])
+    a, b = tiny_store["ids"][("winoground", 0)], tiny_store["ids"][("winoground", 1)]
+    report = build_report(store, [a, b], gallery_limit=0, load_cases=False)
+    sm = report.summary
+    assert sm.kind == "comparison"
+    ref = compare_runs(a, b, store=store)
+    (table,) = sm.tables
+    assert [[c.text for c in row[:2]] for row in table.rows] == [[c.scope, c.metric] for c in ref.results]
+    assert [row[4].text for row in table.rows] == [
+        f"{c.difference:+.2f} [{c.ci[0]:+.2f}, {c.ci[1]:+.2f}]" for c in ref.results
+    ]
+    assert "A = clip0" in table.notes[0] and "B = clip1" in table.notes[0]
+
+
+def test_labels_in_tables_legends_and_galleries(rendered: dict) -> None:
+    report = rendered["report"]
+    labels = {k.label for k in report.key}
+    assert len(labels) == len(report.key) and {"clip0", "clip1", "synthetic-model-00"} <= labels
+    for sec in report.sections:
+        for ts in sec.tables:
+            assert len({row.label for row in ts.table.rows}) == len(ts.table.rows)
+            for plot in ts.plots:
+                if plot.key.endswith("-bars"):
+                    assert list(plot.legend) == [row.label for row in ts.table.rows]
+                assert len(set(plot.legend)) == len(plot.legend)
+    html = rendered["html"]
+    assert html.count("data-legend=") >= 1 and "&#34;clip0&#34;" in html
+
+
+def test_run_key_shows_recorded_diagnostics(tmp_path: Path) -> None:
+    store = _store_with(tmp_path, {"m": np.ones(10), "n": np.zeros(10)})
+    run = next(r for r in store.runs() if r.model == "m")
+    store.finish_run(run.id, run.metrics, run.n_cases, info={**run.info, "diagnostics": {"tie_rate": 12.5}})
+    report = build_report(store, load_cases=False)
+    entry = next(k for k in report.key if k.label == "m")
+    assert entry.diagnostics == {run.id: {"tie_rate": 12.5}}
+    assert next(k for k in report.key if k.label == "n").diagnostics == {}
+    html = render_html(report)
+    key = html.split('id="key"')[1].split("</section>")[0]
+    assert "tie_rate 12.50" in key and "tie_rate = units whose candidates tied" in key and "yes_rate" not in key
+
+
 # ------------------------------------------------------------------------------------------ files
 def test_report_files_csv_latex_markdown(rendered: dict) -> None:
     out, report = rendered["out"], rendered["report"]
@@ -249,6 +379,17 @@ def test_report_files_csv_latex_markdown(rendered: dict) -> None:
     for link in re.findall(r"\]\((figures/[^)]+)\)", md):
         assert (out / link).is_file(), link
     assert "figures/thumbs/" in md  # gallery thumbnails as files for Markdown
+
+
+def test_html_works_offline(rendered: dict, answer_reports: dict) -> None:
+    """No resource is fetched: no http(s) or protocol-relative address in an attribute, a CSS url() or an
+    @import; the print stylesheet is inline."""
+    for html in (rendered["html"], answer_reports["grid"]["html"], answer_reports["demo"]["html"]):
+        remote = re.findall(
+            r"""(?:\b[\w-]+\s*=\s*["']?|url\(\s*["']?|@import\s+["']?)\s*(?:https?:)?//[^\s"')>]*""", html
+        )
+        assert not remote, remote[:5]
+        assert "@media print" in html
 
 
 def test_html_is_self_contained(rendered: dict) -> None:
@@ -482,18 +623,81 @@ def _browser_or_skip():
     return driver, profile
 
 
+#: What the first screen shows, and the labels of the legends, galleries and run key, read in the page.
+_ANSWER_JS = """
+const sm = document.getElementById('summary');
+const box = sm ? sm.getBoundingClientRect() : null;
+const heading = sm ? sm.querySelector('h2').getBoundingClientRect() : null;
+const legends = Array.from(document.querySelectorAll('figure.plot[data-legend]'))
+  .map(f => [f.id, JSON.parse(f.dataset.legend)]);
+const galleries = Array.from(document.querySelectorAll('.gallery')).map(g => {
+  const runs = {};
+  g.querySelectorAll('tr[data-model]').forEach(r => {
+    (runs[r.dataset.model] = runs[r.dataset.model] || new Set()).add(r.dataset.run);
+  });
+  const perCase = Array.from(g.querySelectorAll('article.case')).map(c =>
+    Array.from(c.querySelectorAll('tr[data-model]')).map(r => r.dataset.model));
+  return [g.id, Object.fromEntries(Object.entries(runs).map(([k, v]) => [k, Array.from(v)])), perCase];
+});
+return {
+  summary_top: box ? box.top : null, heading_bottom: heading ? heading.bottom : null,
+  height: window.innerHeight, kind: sm ? sm.dataset.kind : null,
+  first_section: document.querySelector('section.benchmark').id,
+  legends: legends, galleries: galleries,
+  key: Array.from(document.querySelectorAll('table.runkey tr[data-label]')).map(r => r.dataset.label),
+};
+"""
+
+
+def _check_answer_first(driver, path: Path, kind: str, first_benchmark: str) -> dict:
+    """Open the page: the summary's heading lies within the first screen and comes before every section;
+    no legend of a figure, no gallery case and no gallery repeats a label for different runs."""
+    driver.get(path.resolve().as_uri())
+    state = driver.execute_script(_ANSWER_JS)
+    assert state["kind"] == kind, state["kind"]
+    assert 0 <= state["summary_top"] < state["height"] and state["heading_bottom"] < state["height"], state
+    assert state["first_section"] == f"bench-{first_benchmark}"
+    assert len(set(state["key"])) == len(state["key"]) > 0
+    for fig, legend in state["legends"]:
+        assert len(set(legend)) == len(legend), (fig, legend)
+    for gallery, runs, cases in state["galleries"]:
+        assert all(len(ids) == 1 for ids in runs.values()), (gallery, runs)  # one run per label
+        assert len({ids[0] for ids in runs.values()}) == len(runs), (gallery, runs)  # one label per run
+        assert all(len(set(labels)) == len(labels) for labels in cases), gallery
+    return state
+
+
+@pytest.mark.slow
+def test_reports_open_on_their_answer_in_chromium(answer_reports: dict) -> None:
+    driver, profile = _browser_or_skip()
+    try:
+        grid = _check_answer_first(driver, answer_reports["grid"]["written"]["html"], "grid", GRID_ORDER[0])
+        assert any(legend for _, legend in grid["legends"]) and grid["galleries"]
+        demo = _check_answer_first(driver, answer_reports["demo"]["written"]["html"], "demo", "winoground")
+        assert demo["key"] == ["synthetic-model-00", "synthetic-model-01"]
+        shown = driver.execute_script(
+            "return Array.from(document.querySelectorAll('article.finding')).map(a => a.getBoundingClientRect().top)"
+        )
+        assert len(shown) == 2 and shown[0] < demo["height"]  # the first finding is on the first screen
+    finally:
+        driver.quit()
+        shutil.rmtree(profile, ignore_errors=True)
+
+
 @pytest.mark.slow
 def test_report_in_headless_chromium(rendered: dict, tmp_path: Path) -> None:
     driver, profile = _browser_or_skip()
     try:
-        driver.get(rendered["written"]["html"].resolve().as_uri())
+        first = rendered["report"].summary.order[0]
+        labels = _check_answer_first(driver, rendered["written"]["html"], "grid", first)
+        assert {"clip0", "clip1"} <= set(labels["key"]) and labels["legends"]
         assert driver.title == "tiny report"
         state = driver.execute_script(
             """
             const imgs = Array.from(document.images);
             return {
-              tables: document.querySelectorAll('table.results').length,
-              rows: document.querySelectorAll('table.results tbody tr').length,
+              tables: document.querySelectorAll('main table.results').length,
+              rows: document.querySelectorAll('main table.results tbody tr').length,
               images: imgs.length,
               loaded: imgs.filter(i => i.complete && i.naturalWidth > 0).length,
               plots: document.querySelectorAll('figure.plot img').length,

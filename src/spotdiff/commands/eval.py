@@ -307,7 +307,7 @@ def _run_grid(
         print(f"n/a: {cell.model} on {cell.benchmark}: {cell.error}")
     if args.report and grid.run_ids:
         with RunStore(args.store) as store:
-            report = build_report(store, grid.run_ids, title=f"spotdiff grid: {len(models)} models")
+            report = build_report(store, grid.run_ids, benchmarks=names, title=f"spotdiff grid: {len(models)} models")
         written = write_report(report, args.report)
         print(f"wrote {written['html']} and {written['md']}")
     return 1 if grid.failed else 0

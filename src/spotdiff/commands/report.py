@@ -40,6 +40,12 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--alpha", type=float, default=0.05, help="significance level of the best-cell mark")
     p.add_argument("--format", choices=["html", "md", "both"], default="both")
     p.add_argument("--jobs", type=int, help="processes drawing the figures (default: CPUs, at most 4)")
+    p.add_argument(
+        "--findings",
+        type=Path,
+        help="a demo's findings.json: the report opens with its findings (default: with the table of main scores, "
+        "or the paired differences of two runs)",
+    )
     p.set_defaults(func=run)
 
 
@@ -57,6 +63,7 @@ def run(args: argparse.Namespace) -> int:
             load_cases=not args.no_cases,
             alpha=args.alpha,
             jobs=args.jobs,
+            findings=args.findings,
         )
     formats = ("html", "md") if args.format == "both" else (args.format,)
     written = write_report(report, args.out, formats=formats)

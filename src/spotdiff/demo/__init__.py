@@ -6,18 +6,18 @@ Its stages (synthesize, train, diagnose, fine-tune three ways, VisualGPTScore, r
 What each stage does, and why: docs/plans.md.
 """
 
-
 from __future__ import annotations
 
 import time
 from collections.abc import Callable
 from dataclasses import asdict
+from pathlib import Path
 
 from spotdiff.demo.findings import compute_findings, finding_flags, instance_overlap, write_findings
 from spotdiff.demo.plan import plan
-from spotdiff.demo.profiles import DEFAULT_OUT, PROFILES, DemoConfig, Profile
+from spotdiff.demo.profiles import DEFAULT_OUT, PROFILES, STORE, DemoConfig, Profile
 from spotdiff.demo.summary import summary_text
-from spotdiff.errors import ConfigError
+from spotdiff.errors import ConfigError, SpotdiffError
 from spotdiff.jsonio import write_json
 from spotdiff.plans import Runner, preload, threads_per_worker, write_commands
 from spotdiff.version import __version__
@@ -67,7 +67,12 @@ def run_demo(
         stages,
         out / "demo_commands.sh",
         title=f"The commands `spotdiff demo{' --quick' if config.quick else ''} --seed {config.seed}` runs, in order.",
-        epilogue=["# findings.json and summary.md from the runs above", "spotdiff demo findings .", ""],
+        epilogue=[
+            "# findings.json and summary.md from the runs above, then the report again, opening with the findings",
+            "spotdiff demo findings .",
+            " ".join(_report_argv(p.name, Path("."))),
+            "",
+        ],
     )
     preload()
     from transformers import BlipForConditionalGeneration, CLIPModel  # noqa: F401  (the demo's models, once)
@@ -87,6 +92,9 @@ def run_demo(
         },
     }
     write_findings(out, findings)
+    echo(f"{runner.stamp()} {'report':20s} the report again, opening with the findings")
+    if run_command(_report_argv(p.name, out)[1:]) != 0:
+        raise SpotdiffError(f"the report with the findings failed; see {out / 'report'}")
     echo("")
     echo(summary_text(findings))
     echo("")
@@ -97,6 +105,13 @@ def run_demo(
     echo(f"  findings: {out / 'findings.json'}")
     echo(f"  commands: {out / 'demo_commands.sh'}")
     return findings
+
+
+def _report_argv(profile: str, out: Path) -> list[str]:
+    """``spotdiff report`` of the demo's runs, opening with its findings (run after findings.json is written)."""
+    return ["spotdiff", "report", "--out", str(out / "report"), "--store", str(out / STORE), "--title",
+            f"'spotdiff demo ({profile})'" if out == Path(".") else f"spotdiff demo ({profile})",
+            "--findings", str(out / "findings.json")]  # fmt: skip
 
 
 def _cpu() -> float:

@@ -31,10 +31,12 @@ from spotdiff.report.collect import (
     RunData,
     build_tables,
     load_run_data,
+    run_key,
     select_runs,
 )
 from spotdiff.report.gallery import CaseSource, build_gallery
 from spotdiff.report.html import render_html
+from spotdiff.report.labels import run_labels
 from spotdiff.report.markdown import render_markdown
 from spotdiff.report.model import BenchmarkSection, Report, TableSection
 from spotdiff.report.plots import (
@@ -47,6 +49,8 @@ from spotdiff.report.plots import (
 )
 from spotdiff.report.retention import TITLE as RETENTION_TITLE
 from spotdiff.report.retention import retention_figures, training_runs
+from spotdiff.report.runkey import build_key
+from spotdiff.report.summary import build_summary
 
 log = logging.getLogger(__name__)
 
@@ -91,10 +95,14 @@ def build_report(
     alpha: float = ALPHA,
     n_perm: int = N_PERM,
     jobs: int | None = None,
+    findings: str | Path | None = None,
 ) -> Report:
     """Collect, test, plot and pick galleries for the selected runs (see :func:`select_runs`).
 
     ``jobs`` processes render the figures (default: the available CPUs, at most 4; 1 renders here).
+    ``findings``: a demo's ``findings.json``, the summary the report opens with (otherwise the
+    summary is the runs x ``benchmarks`` table of main scores, in the order given, or the paired
+    differences of two runs); the sections follow in the summary's order (:mod:`.summary`).
     """
     clock = _Clock()
     with clock.stage("load"):
@@ -107,7 +115,11 @@ def build_report(
             selected = []  # a store holding only evaluations made during training
         runs = load_run_data(store, selected)
     with clock.stage("tables"):
-        tables = build_tables(runs, alpha=alpha, n_perm=n_perm)
+        labels = run_labels([run_key(rd) for rd in runs])
+        tables = build_tables(runs, alpha=alpha, n_perm=n_perm, labels=labels)
+    with clock.stage("summary"):
+        summary = build_summary(tables, labels, findings=findings, benchmarks=benchmarks, alpha=alpha)
+        key = build_key(runs, labels)
     source = CaseSource() if load_cases else None
     sections: dict[str, BenchmarkSection] = {}
     pending: list[tuple[list[Plot], Any, str, str, str]] = []  # (destination, figure, key, title, caption)
@@ -143,16 +155,19 @@ def build_report(
         rendered = render_many([(fig, key, title, caption) for _, fig, key, title, caption in pending], jobs=jobs)
         for (dest, *_), plot in zip(pending, rendered, strict=True):
             dest.append(plot)
+    rank = {b: k for k, b in enumerate(summary.order)}
     return Report(
         title=title,
         created=datetime.now(UTC).isoformat(timespec="seconds"),
         store_path=str(store.path),
-        sections=list(sections.values()),
+        sections=sorted(sections.values(), key=lambda sec: rank.get(sec.benchmark, len(rank))),
         runs=runs,
         alpha=alpha,
         n_perm=n_perm,
         timings=clock.wall,
         cpu_timings=clock.cpu,
+        summary=summary,
+        key=key,
     )
 
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 import json
 import math
 import re
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -32,6 +32,7 @@ from spotdiff.protocols import (
     get_protocol,
     paired_comparison,
 )
+from spotdiff.report.labels import RunKey, run_labels
 from spotdiff.report.table import TIE_NOTES
 
 #: Significance level of the best-cell test.
@@ -330,20 +331,21 @@ def _scope_metrics(run: Run) -> dict[str, dict]:
     return {run.subset: metrics.get(run.subset) or metrics.get("all") or {}}
 
 
-def _rows(runs: list[RunData]) -> list[Row]:
-    by_model: dict[str, list[RunData]] = {}
+def run_key(rd: RunData) -> RunKey:
+    """What a run's label is made from (:func:`spotdiff.report.labels.run_labels`)."""
+    r = rd.run
+    return RunKey(r.id, r.model, r.benchmark, r.subset, dict((r.info or {}).get("options") or {}))
+
+
+def _rows(runs: list[RunData], labels: Mapping[str, str]) -> list[Row]:
+    """One row per label: a model's full and per-subset runs share one (see :mod:`.labels`)."""
+    by_label: dict[str, list[RunData]] = {}
     for rd in runs:
-        by_model.setdefault(rd.run.model, []).append(rd)
-    rows: list[Row] = []
-    labels = {m: short_model(m) for m in by_model}
-    clash = {lab for lab in labels.values() if list(labels.values()).count(lab) > 1}
-    for model, group in by_model.items():
-        label = model if labels[model] in clash else labels[model]
-        subsets = [rd.run.subset for rd in group]
-        if len(set(subsets)) == len(subsets):  # one row merges a model's full and per-subset runs
-            rows.append(Row(label, model, sorted(group, key=lambda rd: rd.run.subset is not None)))
-        else:  # repeated runs of the same model: one row each
-            rows.extend(Row(f"{label} [{rd.id[:6]}]", model, [rd]) for rd in group)
+        by_label.setdefault(labels[rd.id], []).append(rd)
+    rows = [
+        Row(label, group[0].run.model, sorted(group, key=lambda rd: rd.run.subset is not None))
+        for label, group in by_label.items()
+    ]
     for row in rows:
         for rd in row.runs:
             for subset, values in _scope_metrics(rd.run).items():
@@ -371,7 +373,12 @@ def scope_order(benchmark: str, scopes: Iterable[str]) -> list[str]:
 
 
 def build_tables(
-    runs: Sequence[RunData], *, alpha: float = ALPHA, n_perm: int = N_PERM, test: bool = True
+    runs: Sequence[RunData],
+    *,
+    alpha: float = ALPHA,
+    n_perm: int = N_PERM,
+    test: bool = True,
+    labels: Mapping[str, str] | None = None,
 ) -> list[ResultTable]:
     """One :class:`ResultTable` per (benchmark, protocol, tie rule), significance marks included.
 
@@ -380,14 +387,16 @@ def build_tables(
         alpha: the significance level of the marks.
         n_perm: the number of random swaps of a sign-flip test.
         test: run the paired tests (False: no marks).
+        labels: run id -> row label (default: :func:`spotdiff.report.labels.run_labels` of ``runs``).
     """
+    labels = labels if labels is not None else run_labels([run_key(rd) for rd in runs])
     groups: dict[tuple[str, str, str], list[RunData]] = {}
     for rd in runs:
         groups.setdefault((rd.run.benchmark, rd.run.protocol, rd.ties), []).append(rd)
     tables = []
     for (benchmark, protocol_name, ties), group in sorted(groups.items()):
         protocol = get_protocol(protocol_name, ties)
-        rows = _rows(group)
+        rows = _rows(group, labels)
         present = {k for row in rows for k in row.cells}
         subsets = scope_order(benchmark, {s for s, _ in present})
         only = [sub for sub in subsets if sub != "all"]

@@ -75,6 +75,34 @@ def compare_runs(
 ) -> Comparison:
     """Compare ``run_a`` with ``run_b`` (run ids or result folders) on every metric and scope."""
     (a, units_a), (b, units_b) = load_run(run_a, store), load_run(run_b, store)
+    return compare_loaded(
+        a, units_a, b, units_b, metrics=metrics, subsets=subsets, n_boot=n_boot, n_perm=n_perm, seed=seed
+    )
+
+
+def compare_loaded(
+    a: Run,
+    units_a: list[dict],
+    b: Run,
+    units_b: list[dict],
+    *,
+    metrics: Sequence[str] | None = None,
+    subsets: Sequence[str] | None = None,
+    n_boot: int | None = None,
+    n_perm: int = 10_000,
+    seed: int | None = None,
+) -> Comparison:
+    """:func:`compare_runs` on runs already loaded with their unit records (a report's two runs).
+
+    Args:
+        a, b: the runs (A - B is reported).
+        units_a, units_b: their unit records.
+        metrics: the metrics to compare (default: the protocol's).
+        subsets: the scopes to compare (default: every scope, or only ``all`` for one subset).
+        n_boot: bootstrap resamples of the interval (default: run A's).
+        n_perm: random swaps of a sign-flip test.
+        seed: the bootstrap seed (default: run A's).
+    """
     if a.id == b.id:
         raise ConfigError("compare needs two different runs")
     if (a.benchmark, a.protocol) != (b.benchmark, b.protocol):
@@ -177,4 +205,3 @@ def format_comparison(cmp: Comparison, alpha: float = 0.05) -> str:
         lines.append("all = pooled over every unit; subset_mean and groups = unweighted means over subsets")
     lines += [f"{t}: {TESTS[t]}" for t in sorted({c.test for c in cmp.results}) if t in TESTS]
     return "\n".join(lines)
-

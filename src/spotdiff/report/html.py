@@ -15,10 +15,12 @@ from typing import Any
 
 from markupsafe import Markup, escape
 
+from spotdiff.naming import slugify
 from spotdiff.report.collect import Cell
 from spotdiff.report.export import identity_text
 from spotdiff.report.gallery import GalleryCase
 from spotdiff.report.model import Report
+from spotdiff.report.runkey import diagnostics_notes
 
 
 @lru_cache(maxsize=1)
@@ -33,6 +35,7 @@ def _env():
         lstrip_blocks=True,
     )
     env.filters["fmt"] = fmt
+    env.filters["slug"] = slugify
     env.filters["b64"] = lambda data: base64.b64encode(data).decode("ascii")
     env.filters["tojson_pretty"] = lambda v: json.dumps(v, indent=1, sort_keys=True, default=str)
     return env
@@ -85,7 +88,8 @@ def scores_table(gc: GalleryCase) -> Markup:
         summary = ", ".join(k if n == 1 else f"{k} ×{n}" for k, n in failed_metrics.items())
         label = escape(m.label)
         parts.append(
-            f'<tr data-model="{escape(m.label.replace("|", "/"))}"><th class="mname" title="{label} (run {m.run_id})">'
+            f'<tr data-model="{escape(m.label.replace("|", "/"))}" data-run="{escape(m.run_id)}">'
+            f'<th class="mname" title="{label} (run {m.run_id})">'
             f'{label} <a class="mono" href="#run-{m.run_id}">#{m.run_id[:6]}</a></th>{cells}'
             f'<td class="outcomes" title="{escape("; ".join(details))}">{escape(summary)}</td></tr>'
         )
@@ -122,4 +126,5 @@ def render_html(report: Report) -> str:
         identity_text=identity_text,
         scores_table=scores_table,
         n_runs=len(report.runs),
+        diagnostics_notes=diagnostics_notes,
     )

@@ -14,6 +14,7 @@ from typing import Any
 from spotdiff.naming import safe_name
 from spotdiff.report.export import identity_text
 from spotdiff.report.model import Report
+from spotdiff.report.runkey import diagnostics_notes
 
 #: Gallery cases per table in the Markdown report.
 MD_GALLERY = 8
@@ -35,8 +36,11 @@ def render_markdown(report: Report, out: str | Path | None = None) -> str:
     lines = [
         f"# {report.title}",
         "",
-        f"Generated {report.created} by spotdiff {report.version} from `{report.store_path}`: "
-        f"{len(report.runs)} runs. Values are percentages with 95% percentile-bootstrap intervals (a case holding "
+        f"Generated {report.created} by spotdiff {report.version} from `{report.store_path}`: {len(report.runs)} runs.",
+        "",
+        *_summary(report),
+        *_key(report),
+        "Values are percentages with 95% percentile-bootstrap intervals (a case holding "
         "several units resampled whole); each table says what its aggregates are and its tie rule. **Bold ▲** marks "
         "the best cell of a column only when a paired test on the same units rejects “no difference” at "
         f"p < {report.alpha} against every other model (intersection–union test): exact McNemar when every case is "
@@ -115,6 +119,52 @@ def render_markdown(report: Report, out: str | Path | None = None) -> str:
         "",
     ]
     return "\n".join(lines)
+
+
+def _table(header: list[str], rows: list[list[str]], *, numbers: bool = True) -> list[str]:
+    """A Markdown table; ``numbers``: the columns after the first are right-aligned."""
+    align = "---:|" if numbers else "---|"
+    lines = ["| " + " | ".join(_esc(h) for h in header) + " |", "|---|" + align * (len(header) - 1)]
+    return lines + ["| " + " | ".join(_esc(c) for c in row) + " |" for row in rows] + [""]
+
+
+def _summary(report: Report) -> list[str]:
+    """The summary the report opens with: findings, main scores or paired differences (:mod:`.summary`)."""
+    sm = report.summary
+    if sm is None:
+        return []
+    lines = [f"## {sm.heading}", ""] + ([f"*{sm.note}*", ""] if sm.note else [])
+    for f in sm.findings:
+        lines += [f"- **{'REPRODUCED' if f.holds else 'NOT reproduced'}** `{f.name}`: {_esc(f.claim)}"]
+        lines += [f"  - {_esc(n)}" for n in f.numbers]
+        lines += [f"  - and {f.more} more in findings.json"] if f.more else []
+        lines += [f"  - test: {'; '.join(f.tests)}"] if f.tests else []
+    lines += [""] if sm.findings else []
+    for st in sm.tables:
+        rows = [[c.text + (" ▲" if c.best else "") for c in row] for row in st.rows]
+        lines += [f"### {st.title}", "", *_table(st.header, rows), " · ".join(_esc(n) for n in st.notes) + ".", ""]
+    if sm.order:
+        lines += ["Sections below, in this order: " + ", ".join(sm.order) + ".", ""]
+    return lines
+
+
+def _key(report: Report) -> list[str]:
+    """Label -> model spec -> run ids, with each run's diagnostics."""
+    if not report.key:
+        return []
+    rows = []
+    for k in report.key:
+        diag = "; ".join(
+            f"#{rid[:6]} " + ", ".join(f"{n} {_f(v)}" for n, v in d.items()) for rid, d in k.diagnostics.items()
+        )
+        rows.append([k.label, f"`{k.model}`", " ".join(f"`{r}`" for r in k.run_ids), ", ".join(k.benchmarks), diag])
+    notes = diagnostics_notes(report.key)
+    lines = [
+        "## Run labels",
+        "",
+        *_table(["label", "model spec", "runs", "benchmarks", "diagnostics"], rows, numbers=False),
+    ]
+    return lines + ([f"Diagnostics: {'; '.join(notes)}.", ""] if notes else [])
 
 
 def _gallery(ts: Any, thumbs_dir: Path | None) -> list[str]:

@@ -12,6 +12,8 @@ from spotdiff.naming import slugify
 from spotdiff.report.collect import ALPHA, N_PERM, ResultTable, RunData
 from spotdiff.report.gallery import Gallery
 from spotdiff.report.plots import Plot
+from spotdiff.report.runkey import KeyEntry
+from spotdiff.report.summary import Summary
 from spotdiff.version import __version__
 
 
@@ -46,6 +48,8 @@ class Report:
     version: str = __version__
     timings: dict[str, float] = field(default_factory=dict)  # wall-clock seconds per stage
     cpu_timings: dict[str, float] = field(default_factory=dict)  # CPU seconds of this process per stage
+    summary: Summary | None = None  # the block the report opens with
+    key: list[KeyEntry] = field(default_factory=list)  # label -> model spec -> run ids
 
     @property
     def tables(self) -> list[ResultTable]:

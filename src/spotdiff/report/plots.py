@@ -32,6 +32,8 @@ HEADLINE = {
     "aro-macro": ("macro_accuracy", "accuracy"),
 }
 DPI = 72
+#: The gid of :func:`fast_legend`'s texts.
+LEGEND_GID = "spotdiff-legend"
 
 
 @dataclass
@@ -42,10 +44,21 @@ class Plot:
     title: str
     caption: str
     png: bytes
+    legend: tuple[str, ...] = ()  # the legend's entries as drawn (:func:`legend_labels`)
+
+
+def legend_labels(fig: Any) -> tuple[str, ...]:
+    """The entries of a figure's legends as drawn: :func:`fast_legend` texts and matplotlib legends."""
+    labels = [t.get_text() for t in fig.texts if t.get_gid() == LEGEND_GID]
+    for ax in fig.axes:
+        legend = ax.get_legend()
+        if legend is not None:
+            labels += [t.get_text() for t in legend.get_texts()]
+    return tuple(labels)
 
 
 def render(fig: Any, key: str, title: str, caption: str, dpi: int = DPI) -> Plot:
-    return Plot(key, title, caption, figure_to_png_bytes(fig, dpi=dpi))
+    return Plot(key, title, caption, figure_to_png_bytes(fig, dpi=dpi), legend_labels(fig))
 
 
 _PENDING: list = []  # figures handed to forked render workers (inherited, never pickled)
@@ -70,6 +83,7 @@ def render_many(items: Sequence[tuple[Any, str, str, str]], jobs: int | None = N
     global _PENDING
     jobs = default_jobs() if jobs is None else max(1, jobs)
     figs = [item[0] for item in items]
+    legends = [legend_labels(fig) for fig in figs]
     pngs: list[bytes] | None = None
     if jobs > 1 and len(figs) > 1 and can_fork():
         _PENDING = figs
@@ -82,7 +96,10 @@ def render_many(items: Sequence[tuple[Any, str, str, str]], jobs: int | None = N
             _PENDING = []
     if pngs is None:
         pngs = [figure_to_png_bytes(fig, dpi=DPI) for fig in figs]
-    return [Plot(key, title, caption, png) for (_, key, title, caption), png in zip(items, pngs, strict=True)]
+    return [
+        Plot(key, title, caption, png, legend)
+        for (_, key, title, caption), png, legend in zip(items, pngs, legends, strict=True)
+    ]
 
 
 def _colors(n: int) -> list:
@@ -103,9 +120,11 @@ def fast_legend(
     top_in: float,
     line_in: float = 0.16,
     col_w: float = 1.6,
-    max_chars: int = 24,
 ) -> None:
     """A legend of colour squares and labels in the figure's right margin, in columns of 30.
+
+    Labels are drawn whole (a cut label can read like another run's); :func:`legend_width` gives the
+    column width they need.
 
     Drawn as one PolyCollection and plain texts: matplotlib's own legend lays out every entry with
     offset boxes, which takes most of the drawing time of a figure with 50 models.
@@ -128,9 +147,13 @@ def fast_legend(
             ]
         )
         faces.append(colors[k])
-        text = label if len(label) <= max_chars else label[: max_chars - 1] + "…"
-        fig.text((x + 0.15) / w_in, (y - sq / 2) / h_in, text, fontsize=6.5, va="center", ha="left")
+        fig.text((x + 0.15) / w_in, (y - sq / 2) / h_in, label, fontsize=6.5, va="center", ha="left", gid=LEGEND_GID)
     fig.add_artist(PolyCollection(verts, facecolors=faces, edgecolors="none", transform=fig.transFigure))
+
+
+def legend_width(labels: Sequence[str], minimum: float = 1.6) -> float:
+    """Inches a :func:`fast_legend` column needs for its longest label (6.5 pt text, about 0.05 in a character)."""
+    return max(minimum, 0.3 + 0.05 * max((len(lab) for lab in labels), default=0))
 
 
 def _legend(fig: Any, ax: Any, n: int) -> None:
@@ -153,7 +176,8 @@ def subset_bars(table: ResultTable, metrics: Sequence[str] | None = None) -> Any
         return None
     n_models, n_sub = len(rows), len(subsets)
     width_in = min(18.0, max(5.0, 0.9 + n_sub * (0.5 + 0.08 * n_models)))
-    legend_in = 0.0 if n_models <= 1 else 0.2 + 1.6 * math.ceil(n_models / 30)
+    col_w = legend_width([row.label for row in rows])
+    legend_in = 0.0 if n_models <= 1 else 0.2 + col_w * math.ceil(n_models / 30)
     fig_w, fig_h = width_in + legend_in, max(2.2 * len(metrics) + 0.9, 0.6 + 0.16 * min(n_models, 30))
     fig = Figure(figsize=(fig_w, fig_h))
     colors = np.asarray(_colors(n_models))
@@ -202,7 +226,8 @@ def subset_bars(table: ResultTable, metrics: Sequence[str] | None = None) -> Any
         if p == 0:
             ax.set_title(f"{table.benchmark} ({table.protocol}): per subset, 95% CI")
             if n_models > 1:
-                fast_legend(fig, [row.label for row in rows], colors, left_in=fig_w - legend_in + 0.1, top_in=0.4)
+                labels = [row.label for row in rows]
+                fast_legend(fig, labels, colors, left_in=fig_w - legend_in + 0.1, top_in=0.4, col_w=col_w)
     # fixed margins in inches instead of tight_layout, which draws the figure once more
     bottom = 0.75 if n_sub > 5 else 0.5
     fig.subplots_adjust(
@@ -264,7 +289,8 @@ def equivariance_figure(table: ResultTable) -> Any | None:
         if legend is not None:
             legend.remove()
         lines = ax.get_lines()
-        legend_in = 0.2 + 2.6 * math.ceil(n / 30)
+        col_w = legend_width([ln.get_label() for ln in lines], 2.6)
+        legend_in = 0.2 + col_w * math.ceil(n / 30)
         fig_w, fig_h = 6.5 + legend_in, max(3.8, 0.6 + 0.16 * min(n, 30))
         fig.set_size_inches(fig_w, fig_h)
         fig.subplots_adjust(left=0.8 / fig_w, right=(6.3) / fig_w, top=1 - 0.4 / fig_h, bottom=0.55 / fig_h)
@@ -274,8 +300,7 @@ def equivariance_figure(table: ResultTable) -> Any | None:
             [ln.get_color() for ln in lines],
             left_in=6.5 + 0.1,
             top_in=0.4,
-            col_w=2.6,
-            max_chars=40,
+            col_w=col_w,
         )
     return fig
 
