@@ -8,6 +8,7 @@ What each stage does, and why: docs/plans.md.
 
 from __future__ import annotations
 
+import shlex
 import time
 from collections.abc import Callable
 from dataclasses import asdict
@@ -70,7 +71,7 @@ def run_demo(
         epilogue=[
             "# findings.json and summary.md from the runs above, then the report again, opening with the findings",
             "spotdiff demo findings .",
-            " ".join(_report_argv(p.name, Path("."))),
+            shlex.join(_report_argv(p.name, Path("."))),
             "",
         ],
     )
@@ -109,9 +110,8 @@ def run_demo(
 
 def _report_argv(profile: str, out: Path) -> list[str]:
     """``spotdiff report`` of the demo's runs, opening with its findings (run after findings.json is written)."""
-    return ["spotdiff", "report", "--out", str(out / "report"), "--store", str(out / STORE), "--title",
-            f"'spotdiff demo ({profile})'" if out == Path(".") else f"spotdiff demo ({profile})",
-            "--findings", str(out / "findings.json")]  # fmt: skip
+    return ["spotdiff", "report", "--out", str(out / "report"), "--store", str(out / STORE),
+            "--title", f"spotdiff demo ({profile})", "--findings", str(out / "findings.json")]  # fmt: skip
 
 
 def _cpu() -> float:
