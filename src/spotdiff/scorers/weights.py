@@ -13,6 +13,22 @@ from spotdiff.errors import ConfigError
 #: File suffixes that hold weights; every other file of a model folder counts as configuration.
 WEIGHT_SUFFIXES = (".safetensors", ".bin", ".pt", ".pth", ".ckpt", ".h5", ".msgpack", ".onnx")
 _NOT_CONFIG = {"README.md", ".gitattributes", "LICENSE", "LICENSE.txt"}
+#: What a trainer writes beside the model it saves (spotdiff's ``train``, Hugging Face's ``Trainer``):
+#: records and resumable checkpoints, which ``from_pretrained`` never reads. They are not part of the
+#: model's identity, so a resumed training's folder has the digests of an uninterrupted one.
+TRAINING_RECORDS = frozenset(
+    {"train_log.jsonl", "training.json", "train_summary.json", "tensorboard", "runs", "trainer_state.json",
+     "training_args.bin"}
+)  # fmt: skip
+CHECKPOINT_PREFIX = "checkpoint-"
+
+
+def _model_file(relative: Path) -> bool:
+    """Whether a file of a model folder (its path relative to the folder) belongs to the model."""
+    return not any(
+        part.startswith(".") or part in TRAINING_RECORDS or part.startswith(CHECKPOINT_PREFIX)
+        for part in relative.parts
+    )
 
 
 def digest_files(paths: Sequence[Path]) -> str:
@@ -50,17 +66,14 @@ def local_path(name_or_path: str, what: str = "model") -> Path | None:
 
 
 def model_dir_digests(directory: Path) -> tuple[str | None, str | None]:
-    """(config digest, weights digest) of a model folder, recursively, hidden folders skipped.
+    """(config digest, weights digest) of a model folder, recursively; hidden files and a trainer's records
+    and checkpoints (:data:`TRAINING_RECORDS`, ``checkpoint-*``) skipped.
 
     Weights are the ``*.safetensors`` files when there are any (what ``from_pretrained`` prefers),
     else the other weight files; configuration is every other file (config.json, tokenizer and
     preprocessor files, sentence-transformers module configs), READMEs excepted.
     """
-    files = [
-        p
-        for p in directory.rglob("*")
-        if p.is_file() and not any(part.startswith(".") for part in p.relative_to(directory).parts)
-    ]
+    files = [p for p in directory.rglob("*") if p.is_file() and _model_file(p.relative_to(directory))]
     weights = [p for p in files if p.suffix in WEIGHT_SUFFIXES]
     if any(p.suffix == ".safetensors" for p in weights):
         weights = [p for p in weights if p.suffix == ".safetensors"]
