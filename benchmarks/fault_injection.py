@@ -1,36 +1,34 @@
-"""Fault injection: SIGKILL (or SIGTERM) real ``spotdiff eval`` runs at random points, resume them, compare.
+"""Fault injection: stop real ``spotdiff`` runs at random points, run them again, check that nothing is lost.
 
-For each of N trials the script starts a run on a fresh cache, kills it with SIGKILL at a random
-point (``--kills`` times in a row), then runs it again to completion and checks that the resumed run
+Three classes of fault (``--fault``), each a clean run and ``--n`` trials compared with it:
 
-* writes the same ``metrics.json`` as an uninterrupted run (every field but ``run_id``) and the same
-  ``scores.jsonl`` (scores to ``--atol``, outcomes exactly);
-* computes nothing twice: it computes exactly the items the killed runs had not committed to the
-  cache (``computed == unique items - items cached at the kill``, from the run store's record);
-* loses nothing: the cache ends with every unique item;
-* leaves nothing behind: no temporary ``scores`` file after the resumed run, and with ``--signal term``
-  (what ``kill``, Slurm and ``docker stop`` send) each stopped run exited by itself, marked failed in
-  the run store (none left ``running``) with its temporary file removed.
-
-Kill points (``--mode``): ``progress`` kills when the cache holds a random number of items (somewhere
-inside the encoding, where the work is); ``time`` kills at a uniformly random time within the clean
-run's duration (it can also land in model loading, or after the run ended); ``mixed`` alternates.
-
-Only kills that land *mid-run* count: the run was still going when it was killed, and it had already
-committed at least one batch to the cache. A kill before the first commit (model loading) or after
-the run ended is not a trial: the trial starts again afresh (a time kill with the elapsed time as the
-new span), up to 3 times, and a trial whose kills still did not all land mid-run is reported as not
-qualified and left out of the count. The summary prints how many trials qualified.
-``--nproc 2`` runs every step under ``torchrun`` (sharded evaluation; the whole launcher process
-group is killed).
+* ``eval`` (the default): SIGKILL (a crash) or SIGTERM (``--signal term``: ``kill``, Slurm, ``docker
+  stop``) to ``spotdiff eval`` at a random point, ``--kills`` times in a row, then the run again to the
+  end. The resumed run must write the clean run's ``metrics.json`` (every field but ``run_id``) and
+  ``scores.jsonl`` (scores to ``--atol``), compute exactly the items the stopped runs had not committed to
+  the cache, end with every unique item cached, and leave no temporary file; a SIGTERM stop must exit
+  by itself with its run marked failed. Kill points (``--mode``): ``progress`` (when the cache holds a
+  random number of items), ``time`` (a uniformly random time within the clean run), ``mixed``. Only
+  kills that land mid-run (after the first cache commit, before the end) count; a trial starts afresh
+  up to 3 times. ``--nproc 2`` runs every step under ``torchrun`` (the whole process group is killed).
+* ``plan``: SIGTERM (or SIGINT, ``--signal int``) to ``spotdiff run`` on a small study (synthesis,
+  tokenizer, ``train --save-every``, ``eval``) at a random moment after the training's first complete
+  checkpoint. The runner must exit 143 (130) with no process of the study left running and the
+  checkpoints kept; run again, the training must resume from its last checkpoint (never step 0) and the
+  study end with the clean run's weights (tensor for tensor) and metrics.
+* ``disk-full``: the evaluation's cache, output folder or run store (in turn) on a tmpfs of a random
+  10-90% of the size the clean run wrote there (needs root, to mount). The run must end with one line
+  naming the path and "disk full" (no traceback), its run marked failed, no temporary file left; once
+  the file system has room, the same command must finish equal to the clean run with every item cached.
 
 Example (the numbers in docs/scaling.md)::
 
     python benchmarks/fault_injection.py --n 10 --data ../shared/data/visla --limit 300
+    python benchmarks/fault_injection.py --fault plan --n 5
+    python benchmarks/fault_injection.py --fault disk-full --n 6
 
-Prints one line per trial, how many qualified (``Q of N trials killed mid-run``) and the summary
-``resumed runs matching the clean run: K/Q``; writes the details as JSON with ``--json``. Exit status
-0 when K == Q and Q > 0.
+Prints one line per trial, how many qualified, and the summary ``faults survived with nothing lost
+(FAULT): K/Q``; writes the details as JSON with ``--json``. Exit status 0 when K == Q and Q > 0.
 """
 
 from __future__ import annotations
@@ -40,6 +38,7 @@ import contextlib
 import json
 import os
 import random
+import re
 import shutil
 import signal
 import sqlite3
@@ -48,6 +47,8 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+
+import numpy as np
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -207,15 +208,15 @@ def _why_not(kill: dict) -> str:
     return " (not mid-run: " + ("before the first cache commit" if kill["killed"] else "the run had finished") + ")"
 
 
-def _metrics(out: Path) -> dict:
-    data = json.loads((out / "metrics.json").read_text(encoding="utf-8"))
+def _metrics(out: Path, folder: Path | None = None) -> dict:
+    """``metrics.json`` without its run id (and with ``folder``, where a study's paths start, made relative)."""
+    text = (out / "metrics.json").read_text(encoding="utf-8")
+    data = json.loads(text.replace(json.dumps(str(folder))[1:-1], "STUDY") if folder is not None else text)
     data.pop("run_id", None)
     return data
 
 
 def _scores_equal(a: Path, b: Path, atol: float) -> bool:
-    import numpy as np
-
     lines_a = (a / "scores.jsonl").read_text(encoding="utf-8").splitlines()
     lines_b = (b / "scores.jsonl").read_text(encoding="utf-8").splitlines()
     if len(lines_a) != len(lines_b):
@@ -245,9 +246,7 @@ def _computed(trial_dir: Path) -> int:
     return int(info["engine"]["computed"]) + sum(info.get("distributed", {}).get("computed", []))
 
 
-def resume(
-    args: argparse.Namespace, trial: Path, clean: Path, reference: dict, total: int, kills: list[dict]
-) -> dict:
+def resume(args: argparse.Namespace, trial: Path, clean: Path, reference: dict, total: int, kills: list[dict]) -> dict:
     """Run a stopped trial to the end and compare it with the clean run: same metrics and scores, nothing
     computed twice, nothing lost, every SIGTERM stop clean, no temporary file left after the resume.
 
@@ -280,14 +279,288 @@ def resume(
     return result
 
 
+def eval_trials(args: argparse.Namespace, work: Path, rng: random.Random) -> list[dict]:
+    """A clean evaluation, then ``args.n`` trials: ``args.kills`` stops in a row at random mid-run points,
+    then the resume compared with the clean run (:func:`resume`)."""
+    clean = work / "clean"
+    shutil.rmtree(clean, ignore_errors=True)
+    clean.mkdir()
+    clean_s = run_to_end(args, clean)
+    total = count_items(clean / "cache")
+    print(f"clean run: {clean_s:.1f}s, {total} unique items", flush=True)
+    reference = _metrics(clean / "out")
+    span = clean_s  # time kills are drawn in [0, span): the shortest full run seen so far
+    trials = []
+    for i in range(args.n):
+        trial = work / f"trial-{i}"
+        kills: list[dict] = []
+        for _attempt in range(4):  # a trial whose kills did not all land mid-run starts afresh
+            shutil.rmtree(trial, ignore_errors=True)
+            trial.mkdir()
+            kills = []
+            for k in range(args.kills):
+                mode = args.mode if args.mode != "mixed" else ("progress", "time")[(i + k) % 2]
+                kills.append(kill_at_random_point(args, trial, mode, total, span, rng))
+                if not kills[-1]["mid_run"]:
+                    if not kills[-1]["killed"]:  # the run beat the kill: draw later kills earlier
+                        span = min(span, kills[-1]["elapsed"])
+                    break
+            if all(x["mid_run"] for x in kills) and len(kills) == args.kills:
+                break
+        qualified = len(kills) == args.kills and all(x["mid_run"] for x in kills)
+        where = ", ".join(f"{x['point']}{_why_not(x)}" for x in kills)
+        if not qualified:
+            trials.append({"trial": i, "kills": kills, "qualified": False})
+            print(f"trial {i}: not qualified, no kill landed mid-run after 4 attempts ({where})", flush=True)
+            continue
+        result = resume(args, trial, clean, reference, total, kills)
+        trials.append({"trial": i, **result})
+        print(
+            f"trial {i}: stopped at {where}; {result['items_at_resume']} items kept; "
+            f"resume computed {result['computed_by_resume']}; "
+            f"{'OK' if result['ok'] else 'MISMATCH ' + json.dumps(result)}",
+            flush=True,
+        )
+    return trials
+
+
+# --- fault class "plan": SIGTERM / SIGINT to `spotdiff run` while a stage trains ------------------
+
+PLAN = """\
+name: fault injection (a study interrupted while it trains)
+vars: {seed: 0, steps: 60, save_every: 10}
+stages:
+  - name: synth-corpus
+    run: synth corpus --out data/corpus --n 256 --seed {seed} --image-size 32 --workers 1
+    outputs: [data/corpus]
+  - name: synth-spec
+    run: synth spec --out data/spec --n 6 --seed 1 --image-size 32 --workers 1
+    outputs: [data/spec]
+  - name: tokenizer
+    after: [synth-corpus]
+    run: demo tokenizer --captions data/corpus/captions.jsonl --out models/tokenizer
+    outputs: [models/tokenizer]
+  - name: train
+    after: [synth-corpus, tokenizer]
+    run: >-
+      train --from-config small --tokenizer models/tokenizer --captions data/corpus/captions.jsonl --loss clip
+      --steps {steps} --batch-size 32 --lr 0.001 --warmup-steps 2 --seed {seed} --save-every {save_every}
+      --log-every 10 --out models/m
+    outputs: [models/m]
+  - name: eval
+    after: [train, synth-spec]
+    run: >-
+      eval --model hf-clip:models/m --benchmark spec --data data/spec --out evals/m --store runs.sqlite
+      --cache cache --n-boot 100 --seed {seed} -q
+    outputs: [evals/m]
+"""
+
+
+def run_plan(args: argparse.Namespace, folder: Path) -> subprocess.Popen:
+    """``spotdiff run plan.yaml --out folder`` in its own session, its output appended to ``folder/log.txt``."""
+    plan = folder.parent / "plan.yaml"
+    cmd = [sys.executable, "-m", "spotdiff", "run", str(plan), "--out", str(folder), "--workers", "2",
+           "--set", f"steps={args.steps}", "--set", f"save_every={args.save_every}"]  # fmt: skip
+    folder.mkdir(parents=True, exist_ok=True)
+    with open(folder / "log.txt", "a", encoding="utf-8") as log:
+        return subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, env=_env(), cwd=ROOT, start_new_session=True)
+
+
+def _checkpoint_steps(model_dir: Path) -> list[int]:
+    """Steps of the complete checkpoints in a training folder."""
+    return sorted(int(p.parent.name.rsplit("-", 1)[1]) for p in model_dir.glob("checkpoint-*/COMPLETE"))
+
+
+def _left_running(folder: Path) -> list[int]:
+    """Processes whose working directory is inside ``folder`` (a stopped plan must leave none)."""
+    pids = []
+    for cwd in Path("/proc").glob("[0-9]*/cwd"):
+        with contextlib.suppress(OSError):
+            if Path(os.readlink(cwd)).is_relative_to(folder):
+                pids.append(int(cwd.parent.name))
+    return pids
+
+
+def _weights_equal(a: Path, b: Path) -> bool:
+    from safetensors.numpy import load_file
+
+    ta, tb = load_file(a / "model.safetensors"), load_file(b / "model.safetensors")
+    return ta.keys() == tb.keys() and all(np.array_equal(ta[k], tb[k]) for k in ta)
+
+
+def interrupt_plan(args: argparse.Namespace, trial: Path, rng: random.Random) -> dict:
+    """Start the plan, wait for the training's first complete checkpoint, then a random 0-2 s more, and send
+    ``args.signal`` (term: SIGTERM, what Slurm and ``docker stop`` send; int: Ctrl-C) to the runner."""
+    proc = run_plan(args, trial)
+    model = trial / "models" / "m"
+    while proc.poll() is None and not _checkpoint_steps(model):
+        time.sleep(0.05)
+    end = time.monotonic() + rng.uniform(0.0, 2.0)
+    while proc.poll() is None and time.monotonic() < end:
+        time.sleep(0.05)
+    mid_run = proc.poll() is None and not (trial / "stages" / "train.json").is_file()
+    sig = signal.SIGTERM if args.signal == "term" else signal.SIGINT
+    with contextlib.suppress(ProcessLookupError):
+        os.kill(proc.pid, sig)
+    try:
+        status = proc.wait(timeout=120)
+    except subprocess.TimeoutExpired:
+        kill(proc)
+        status = None
+    time.sleep(0.5)  # the stopped commands' last exits
+    return {
+        "mid_run": mid_run,
+        "exit": status,
+        "checkpoints_at_stop": _checkpoint_steps(model),
+        "left_running": _left_running(trial),
+    }
+
+
+def plan_trials(args: argparse.Namespace, work: Path, rng: random.Random) -> list[dict]:
+    """A clean run of the plan, then ``args.n`` runs interrupted while training and run again: each must stop
+    cleanly (exit 143 or 130, no process left), keep its checkpoints, resume from the last one (never from
+    step 0) and end with the clean run's weights and metrics."""
+    (work / "plan.yaml").write_text(PLAN, encoding="utf-8")
+    clean = work / "clean"
+    t0 = time.monotonic()
+    if run_plan(args, clean).wait() != 0:
+        raise SystemExit(f"the clean plan failed; see {clean / 'log.txt'}")
+    print(f"clean plan: {time.monotonic() - t0:.1f}s", flush=True)
+    reference = _metrics(clean / "evals" / "m", clean)
+    trials = []
+    for i in range(args.n):
+        trial = work / f"trial-{i}"
+        shutil.rmtree(trial, ignore_errors=True)
+        stop_ = interrupt_plan(args, trial, rng)
+        if not stop_["mid_run"]:
+            trials.append({"trial": i, "qualified": False, **stop_})
+            print(f"trial {i}: not qualified (the training had ended before the signal)", flush=True)
+            continue
+        kept = _checkpoint_steps(trial / "models" / "m")
+        status = run_plan(args, trial).wait()
+        log = (trial / "logs" / "train.log").read_text(encoding="utf-8", errors="replace")
+        step = re.search(r"resumed from \S+ at step (\d+)", log)
+        result = {
+            "trial": i,
+            "qualified": True,
+            **stop_,
+            "stopped_cleanly": stop_["exit"] in (130, 143) and not stop_["left_running"],
+            "checkpoints_kept": bool(kept) and kept == stop_["checkpoints_at_stop"][: len(kept)],
+            "resumed_at": int(step.group(1)) if step else None,
+            "weights_equal": status == 0 and _weights_equal(trial / "models" / "m", clean / "models" / "m"),
+            "metrics_equal": status == 0 and _metrics(trial / "evals" / "m", trial) == reference,
+        }
+        result["resumed"] = bool(kept) and result["resumed_at"] == kept[-1]  # the last checkpoint, never step 0
+        checks = ("stopped_cleanly", "checkpoints_kept", "resumed", "weights_equal", "metrics_equal")
+        result["ok"] = all(result[k] for k in checks)
+        trials.append(result)
+        failed = [k for k in checks if not result[k]]
+        print(f"trial {i}: SIG{args.signal.upper()} at checkpoints {stop_['checkpoints_at_stop']}; "
+              f"{'OK' if result['ok'] else 'FAILED ' + ', '.join(failed)}", flush=True)  # fmt: skip
+    return trials
+
+
+# --- fault class "disk-full": the cache, the output folder or the run store on a full file system ----
+
+
+def _mount_tmpfs(where: Path, size: int) -> None:
+    where.mkdir(parents=True, exist_ok=True)
+    subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={size}", "tmpfs", str(where)], check=True)
+
+
+def _resize_tmpfs(where: Path, size: int) -> None:
+    subprocess.run(["mount", "-o", f"remount,size={size}", str(where)], check=True)
+
+
+def _size(path: Path) -> int:
+    return sum(p.stat().st_size for p in path.rglob("*") if p.is_file())
+
+
+def fill_disk(args: argparse.Namespace, trial: Path, target: str, clean: Path, rng: random.Random) -> dict:
+    """Run the evaluation with ``target`` (cache, out or store) on a tmpfs too small for it (a random 10-90%
+    of what the clean run wrote there): the run must stop with one line naming the path and "disk full",
+    no traceback, its run marked failed (where the store is writable) and no temporary file left."""
+    names = {"cache": "cache", "out": "out", "store": "store"}
+    clean_size = _size(clean / names[target]) if target != "store" else (clean / "runs.sqlite").stat().st_size
+    size = max(64 * 1024, int(clean_size * rng.uniform(0.1, 0.9)))
+    mount = trial / names[target]
+    _mount_tmpfs(mount, size)
+    cmd = eval_command(args, trial)
+    if target == "store":
+        cmd[cmd.index("--store") + 1] = str(mount / "runs.sqlite")
+    proc = subprocess.run(cmd, capture_output=True, text=True, env=_env(), cwd=ROOT)
+    said = (proc.stdout + proc.stderr).strip().splitlines()
+    store = mount / "runs.sqlite" if target == "store" else trial / "runs.sqlite"
+    failed = []
+    if store.is_file():
+        with contextlib.closing(sqlite3.connect(store, timeout=60)) as db:
+            failed = db.execute("SELECT status FROM runs").fetchall()
+    return {
+        "target": target,
+        "size": size,
+        "exit": proc.returncode,
+        "last_line": said[-1] if said else "",
+        "clear": proc.returncode != 0
+        and bool(said)
+        and "disk full" in said[-1]
+        and str(mount) in said[-1]
+        and not any(line.startswith("Traceback") for line in said),
+        # the store holds the reason (a store on the full disk itself cannot record it)
+        "marked_failed": target == "store"
+        or (bool(failed) and all(s.startswith("failed: ") and "disk full" in s for (s,) in failed)),
+        "no_temporaries": not list((trial / "out").glob(".scores*.tmp")),
+        "mount": str(mount),
+    }
+
+
+def disk_full_trials(args: argparse.Namespace, work: Path, rng: random.Random) -> list[dict]:
+    """A clean run, then ``args.n`` runs whose cache, output folder or run store (in turn) sits on a full
+    tmpfs; each fault must give one clear line (:func:`fill_disk`), and the run started again once the
+    file system has room must finish equal to the clean run, computing nothing the cache kept."""
+    clean = work / "clean"
+    clean.mkdir(parents=True, exist_ok=True)
+    run_to_end(args, clean)
+    reference, total = _metrics(clean / "out"), count_items(clean / "cache")
+    trials = []
+    for i in range(args.n):
+        trial = work / f"trial-{i}"
+        trial.mkdir(parents=True, exist_ok=True)
+        fault = fill_disk(args, trial, ("cache", "out", "store")[i % 3], clean, rng)
+        try:
+            _resize_tmpfs(Path(fault["mount"]), 64 * 1024 * 1024)
+            kept = count_items(trial / "cache")
+            args_store = trial / "store" / "runs.sqlite" if fault["target"] == "store" else None
+            cmd = eval_command(args, trial)
+            if args_store is not None:
+                cmd[cmd.index("--store") + 1] = str(args_store)
+            status = subprocess.run(cmd, capture_output=True, text=True, env=_env(), cwd=ROOT).returncode
+            result = {"trial": i, "qualified": True, **fault, "rerun_exit": status, "items_kept": kept}
+            result["metrics_equal"] = status == 0 and _metrics(trial / "out") == reference
+            result["nothing_lost"] = status == 0 and count_items(trial / "cache") == total
+        finally:
+            subprocess.run(["umount", fault["mount"]], check=False)
+        checks = ("clear", "marked_failed", "no_temporaries", "metrics_equal", "nothing_lost")
+        result["ok"] = all(result[k] for k in checks)
+        trials.append(result)
+        failed = [k for k in checks if not result[k]]
+        print(f"trial {i}: {fault['target']} on a {fault['size'] // 1024} KiB tmpfs -> {fault['last_line'][:160]!r}; "
+              f"{'OK' if result['ok'] else 'FAILED ' + ', '.join(failed)}", flush=True)  # fmt: skip
+    return trials
+
+
+FAULTS = {"eval": eval_trials, "plan": plan_trials, "disk-full": disk_full_trials}
+
+
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--n", type=int, default=5, help="trials (kill + resume), default 5")
-    p.add_argument("--kills", type=int, default=1, help="kills in a row before the resume, default 1")
-    p.add_argument("--mode", choices=("progress", "time", "mixed"), default="mixed")
+    p.add_argument("--fault", choices=tuple(FAULTS), default="eval", help="the class of fault, default eval")
+    p.add_argument("--n", type=int, default=5, help="trials, default 5")
+    p.add_argument("--kills", type=int, default=1, help="eval: kills in a row before the resume, default 1")
+    p.add_argument("--mode", choices=("progress", "time", "mixed"), default="mixed", help="eval: kill points")
     p.add_argument(
-        "--signal", choices=("kill", "term"), default="kill", help="stop runs with SIGKILL (a crash) or SIGTERM"
-    )
+        "--signal", choices=("kill", "term", "int"), default=None,
+        help="eval: SIGKILL (a crash, the default) or SIGTERM; plan: SIGTERM (the default) or SIGINT (Ctrl-C)",
+    )  # fmt: skip
     p.add_argument("--model", default="minilm")
     p.add_argument("--benchmark", default="visla-generic")
     p.add_argument("--data", type=Path, default=ROOT.parent / "shared" / "data" / "visla")
@@ -296,71 +569,33 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--batch-size", type=int, default=8, help="small, so that there are many cache commits")
     p.add_argument("--device", default="cpu")
     p.add_argument("--n-boot", type=int, default=200)
-    p.add_argument("--seed", type=int, default=0, help="seed of the run and of the kill points")
-    p.add_argument("--nproc", type=int, default=1, help="processes per run (>1: torchrun, sharded)")
-    p.add_argument("--atol", type=float, default=1e-5, help="tolerance on per-case scores")
+    p.add_argument("--seed", type=int, default=0, help="seed of the run and of the fault points")
+    p.add_argument("--nproc", type=int, default=1, help="eval: processes per run (>1: torchrun, sharded)")
+    p.add_argument("--atol", type=float, default=1e-5, help="eval: tolerance on per-case scores")
+    p.add_argument("--steps", type=int, default=60, help="plan: training steps")
+    p.add_argument("--save-every", type=int, default=10, help="plan: steps between checkpoints")
     p.add_argument("--workdir", type=Path, help="keep everything here (default: a temporary folder)")
     p.add_argument("--json", type=Path, help="write the per-trial details here")
     args = p.parse_args(argv)
+    signals = {"eval": ("kill", "term"), "plan": ("term", "int"), "disk-full": ("kill",)}[args.fault]
+    args.signal = args.signal or signals[0]
+    if args.signal not in signals:
+        p.error(f"--signal {args.signal} does not apply to --fault {args.fault} (one of {', '.join(signals)})")
+    if args.fault == "disk-full" and os.geteuid() != 0:
+        p.error("--fault disk-full mounts a small tmpfs, which needs root")
     rng = random.Random(args.seed)
     work = args.workdir or Path(tempfile.mkdtemp(prefix="spotdiff-faults-"))
     work.mkdir(parents=True, exist_ok=True)
     try:
-        clean = work / "clean"
-        shutil.rmtree(clean, ignore_errors=True)
-        clean.mkdir()
-        clean_s = run_to_end(args, clean)
-        total = count_items(clean / "cache")
-        print(f"clean run: {clean_s:.1f}s, {total} unique items", flush=True)
-        reference = _metrics(clean / "out")
-        span = clean_s  # time kills are drawn in [0, span): the shortest full run seen so far
-        trials = []
-        for i in range(args.n):
-            trial = work / f"trial-{i}"
-            kills: list[dict] = []
-            for _attempt in range(4):  # a trial whose kills did not all land mid-run starts afresh
-                shutil.rmtree(trial, ignore_errors=True)
-                trial.mkdir()
-                kills = []
-                for k in range(args.kills):
-                    mode = args.mode if args.mode != "mixed" else ("progress", "time")[(i + k) % 2]
-                    kills.append(kill_at_random_point(args, trial, mode, total, span, rng))
-                    if not kills[-1]["mid_run"]:
-                        if not kills[-1]["killed"]:  # the run beat the kill: draw later kills earlier
-                            span = min(span, kills[-1]["elapsed"])
-                        break
-                if all(x["mid_run"] for x in kills) and len(kills) == args.kills:
-                    break
-            qualified = len(kills) == args.kills and all(x["mid_run"] for x in kills)
-            where = ", ".join(f"{x['point']}{_why_not(x)}" for x in kills)
-            if not qualified:
-                trials.append({"trial": i, "kills": kills, "qualified": False})
-                print(f"trial {i}: not qualified, no kill landed mid-run after 4 attempts ({where})", flush=True)
-                continue
-            result = resume(args, trial, clean, reference, total, kills)
-            trials.append({"trial": i, **result})
-            print(
-                f"trial {i}: stopped at {where}; {result['items_at_resume']} items kept; "
-                f"resume computed {result['computed_by_resume']}; "
-                f"{'OK' if result['ok'] else 'MISMATCH ' + json.dumps(result)}",
-                flush=True,
-            )
+        trials = FAULTS[args.fault](args, work, rng)
         done = [t for t in trials if t["qualified"]]
         ok = sum(t["ok"] for t in done)
-        summary = {
-            "n": args.n,
-            "qualified": len(done),
-            "matching": ok,
-            "metrics_equal": sum(t["metrics_equal"] for t in done),
-            "clean_seconds": round(clean_s, 1),
-            "unique_items": total,
-            "trials": trials,
-        }
-        how = f"SIG{args.signal.upper()}"
-        print(f"{len(done)} of {args.n} trials stopped mid-run by {how} (after the first cache commit, before the end)")
-        print(f"resumed runs matching the clean run: {ok}/{len(done)}")
+        how = "a full file system" if args.fault == "disk-full" else f"SIG{args.signal.upper()}"
+        print(f"{len(done)} of {args.n} trials had their fault ({args.fault}: {how}) land mid-run")
+        print(f"faults survived with nothing lost ({args.fault}): {ok}/{len(done)}")
         if args.json:
-            args.json.write_text(json.dumps(summary, indent=2) + "\n", encoding="utf-8")
+            summary = {"fault": args.fault, "n": args.n, "qualified": len(done), "survived": ok, "trials": trials}
+            args.json.write_text(json.dumps(summary, indent=2, default=str) + "\n", encoding="utf-8")
         return 0 if done and ok == len(done) else 1
     finally:
         if args.workdir is None:
