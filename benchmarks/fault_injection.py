@@ -279,9 +279,10 @@ def resume(args: argparse.Namespace, trial: Path, clean: Path, reference: dict, 
     return result
 
 
-def eval_trials(args: argparse.Namespace, work: Path, rng: random.Random) -> list[dict]:
+def eval_trials(args: argparse.Namespace, work: Path, rng: random.Random) -> tuple[list[dict], dict]:
     """A clean evaluation, then ``args.n`` trials: ``args.kills`` stops in a row at random mid-run points,
-    then the resume compared with the clean run (:func:`resume`)."""
+    then the resume compared with the clean run (:func:`resume`). Returns the trials and the clean run's
+    facts."""
     clean = work / "clean"
     shutil.rmtree(clean, ignore_errors=True)
     clean.mkdir()
@@ -321,7 +322,7 @@ def eval_trials(args: argparse.Namespace, work: Path, rng: random.Random) -> lis
             f"{'OK' if result['ok'] else 'MISMATCH ' + json.dumps(result)}",
             flush=True,
         )
-    return trials
+    return trials, {"seconds": round(clean_s, 1), "unique_items": total}
 
 
 # --- fault class "plan": SIGTERM / SIGINT to `spotdiff run` while a stage trains ------------------
@@ -416,7 +417,7 @@ def interrupt_plan(args: argparse.Namespace, trial: Path, rng: random.Random) ->
     }
 
 
-def plan_trials(args: argparse.Namespace, work: Path, rng: random.Random) -> list[dict]:
+def plan_trials(args: argparse.Namespace, work: Path, rng: random.Random) -> tuple[list[dict], dict]:
     """A clean run of the plan, then ``args.n`` runs interrupted while training and run again: each must stop
     cleanly (exit 143 or 130, no process left), keep its checkpoints, resume from the last one (never from
     step 0) and end with the clean run's weights and metrics."""
@@ -425,7 +426,8 @@ def plan_trials(args: argparse.Namespace, work: Path, rng: random.Random) -> lis
     t0 = time.monotonic()
     if run_plan(args, clean).wait() != 0:
         raise SystemExit(f"the clean plan failed; see {clean / 'log.txt'}")
-    print(f"clean plan: {time.monotonic() - t0:.1f}s", flush=True)
+    clean_s = time.monotonic() - t0
+    print(f"clean plan: {clean_s:.1f}s", flush=True)
     reference = _metrics(clean / "evals" / "m", clean)
     trials = []
     for i in range(args.n):
@@ -457,7 +459,7 @@ def plan_trials(args: argparse.Namespace, work: Path, rng: random.Random) -> lis
         failed = [k for k in checks if not result[k]]
         print(f"trial {i}: SIG{args.signal.upper()} at checkpoints {stop_['checkpoints_at_stop']}; "
               f"{'OK' if result['ok'] else 'FAILED ' + ', '.join(failed)}", flush=True)  # fmt: skip
-    return trials
+    return trials, {"seconds": round(clean_s, 1), "checkpoints": _checkpoint_steps(clean / "models" / "m")}
 
 
 # --- fault class "disk-full": the cache, the output folder or the run store on a full file system ----
@@ -482,7 +484,7 @@ def fill_disk(args: argparse.Namespace, trial: Path, target: str, clean: Path, r
     no traceback, its run marked failed (where the store is writable) and no temporary file left."""
     names = {"cache": "cache", "out": "out", "store": "store"}
     clean_size = _size(clean / names[target]) if target != "store" else (clean / "runs.sqlite").stat().st_size
-    size = max(64 * 1024, int(clean_size * rng.uniform(0.1, 0.9)))
+    size = max(4096, int(clean_size * rng.uniform(0.1, 0.9)) // 4096 * 4096)  # whole pages
     mount = trial / names[target]
     _mount_tmpfs(mount, size)
     cmd = eval_command(args, trial)
@@ -492,7 +494,7 @@ def fill_disk(args: argparse.Namespace, trial: Path, target: str, clean: Path, r
     said = (proc.stdout + proc.stderr).strip().splitlines()
     store = mount / "runs.sqlite" if target == "store" else trial / "runs.sqlite"
     failed = []
-    if store.is_file():
+    if target != "store" and store.is_file():
         with contextlib.closing(sqlite3.connect(store, timeout=60)) as db:
             failed = db.execute("SELECT status FROM runs").fetchall()
     return {
@@ -513,13 +515,13 @@ def fill_disk(args: argparse.Namespace, trial: Path, target: str, clean: Path, r
     }
 
 
-def disk_full_trials(args: argparse.Namespace, work: Path, rng: random.Random) -> list[dict]:
+def disk_full_trials(args: argparse.Namespace, work: Path, rng: random.Random) -> tuple[list[dict], dict]:
     """A clean run, then ``args.n`` runs whose cache, output folder or run store (in turn) sits on a full
     tmpfs; each fault must give one clear line (:func:`fill_disk`), and the run started again once the
     file system has room must finish equal to the clean run, computing nothing the cache kept."""
     clean = work / "clean"
     clean.mkdir(parents=True, exist_ok=True)
-    run_to_end(args, clean)
+    clean_s = run_to_end(args, clean)
     reference, total = _metrics(clean / "out"), count_items(clean / "cache")
     trials = []
     for i in range(args.n):
@@ -534,7 +536,8 @@ def disk_full_trials(args: argparse.Namespace, work: Path, rng: random.Random) -
             if args_store is not None:
                 cmd[cmd.index("--store") + 1] = str(args_store)
             status = subprocess.run(cmd, capture_output=True, text=True, env=_env(), cwd=ROOT).returncode
-            result = {"trial": i, "qualified": True, **fault, "rerun_exit": status, "items_kept": kept}
+            # a run that fit after all (its writes rounded below the size) met no fault: not a trial
+            result = {"trial": i, "qualified": fault["exit"] != 0, **fault, "rerun_exit": status, "items_kept": kept}
             result["metrics_equal"] = status == 0 and _metrics(trial / "out") == reference
             result["nothing_lost"] = status == 0 and count_items(trial / "cache") == total
         finally:
@@ -545,7 +548,7 @@ def disk_full_trials(args: argparse.Namespace, work: Path, rng: random.Random) -
         failed = [k for k in checks if not result[k]]
         print(f"trial {i}: {fault['target']} on a {fault['size'] // 1024} KiB tmpfs -> {fault['last_line'][:160]!r}; "
               f"{'OK' if result['ok'] else 'FAILED ' + ', '.join(failed)}", flush=True)  # fmt: skip
-    return trials
+    return trials, {"seconds": round(clean_s, 1), "unique_items": total}
 
 
 FAULTS = {"eval": eval_trials, "plan": plan_trials, "disk-full": disk_full_trials}
@@ -587,14 +590,15 @@ def main(argv: list[str] | None = None) -> int:
     work = args.workdir or Path(tempfile.mkdtemp(prefix="spotdiff-faults-"))
     work.mkdir(parents=True, exist_ok=True)
     try:
-        trials = FAULTS[args.fault](args, work, rng)
+        trials, clean = FAULTS[args.fault](args, work, rng)
         done = [t for t in trials if t["qualified"]]
         ok = sum(t["ok"] for t in done)
         how = "a full file system" if args.fault == "disk-full" else f"SIG{args.signal.upper()}"
         print(f"{len(done)} of {args.n} trials had their fault ({args.fault}: {how}) land mid-run")
         print(f"faults survived with nothing lost ({args.fault}): {ok}/{len(done)}")
         if args.json:
-            summary = {"fault": args.fault, "n": args.n, "qualified": len(done), "survived": ok, "trials": trials}
+            summary = {"fault": args.fault, "n": args.n, "qualified": len(done), "survived": ok, "clean": clean,
+                       "trials": trials}  # fmt: skip
             args.json.write_text(json.dumps(summary, indent=2, default=str) + "\n", encoding="utf-8")
         return 0 if done and ok == len(done) else 1
     finally:

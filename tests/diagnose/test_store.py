@@ -4,7 +4,9 @@ and a store written before those columns existed gains them on open, its runs in
 
 from __future__ import annotations
 
+import os
 import sqlite3
+import subprocess
 import threading
 from pathlib import Path
 
@@ -163,6 +165,31 @@ def test_disk_full_is_one_error_naming_the_store_and_the_run_is_marked_failed(tm
         store.fail_run(rid, f"DataError: {caught.value}")  # fits in the run's page: the reason is recorded
         assert store.get(rid).status.startswith(f"failed: DataError: file {path}: disk full")
         assert len(list(store.units(rid))) == 50
+
+
+@pytest.mark.skipif(os.geteuid() != 0 or not Path("/proc/filesystems").is_file(), reason="mounting a tmpfs needs root")
+def test_a_store_opened_on_a_full_disk_says_disk_full(tmp_path: Path) -> None:
+    """On a full file system SQLite cannot grow the write-ahead log's shared memory: "disk I/O error"
+    (SQLITE_IOERR_SHMSIZE), which is the disk being full, said as such and naming the store."""
+    mount = tmp_path / "full"
+    mount.mkdir()
+    if subprocess.run(["mount", "-t", "tmpfs", "-o", "size=20480", "tmpfs", str(mount)]).returncode != 0:
+        pytest.skip("this machine does not allow mounting a tmpfs")
+    try:
+        with pytest.raises(DataError, match="disk full") as caught:
+            RunStore(mount / "runs.sqlite")
+        assert str(mount / "runs.sqlite") in str(caught.value)
+    finally:
+        subprocess.run(["umount", str(mount)], check=True)
+
+
+def test_an_unwritable_store_folder_is_one_error_naming_the_file(tmp_path: Path) -> None:
+    folder = tmp_path / "ro"
+    folder.mkdir()
+    (folder / "runs.sqlite").mkdir()  # a folder where the file should be: SQLite cannot open it
+    with pytest.raises(DataError, match="cannot open the SQLite file") as caught:
+        RunStore(folder / "runs.sqlite")
+    assert str(folder / "runs.sqlite") in str(caught.value)
 
 
 def test_damaged_store_fails_at_open_naming_the_file_and_is_never_deleted(tmp_path: Path) -> None:

@@ -119,10 +119,10 @@ def test_sigkill_twice_then_resume_equals_a_clean_run(shared_data: Path, tmp_pat
     summary = json.loads(report.read_text())
     trial = summary["trials"][0]
     assert all(k["killed"] for k in trial["kills"]), trial  # both kills landed mid-run
-    assert 0 < trial["items_at_resume"] < summary["unique_items"]
-    assert trial["computed_by_resume"] == summary["unique_items"] - trial["items_at_resume"]
+    assert 0 < trial["items_at_resume"] < summary["clean"]["unique_items"]
+    assert trial["computed_by_resume"] == summary["clean"]["unique_items"] - trial["items_at_resume"]
     assert trial["metrics_equal"] and trial["scores_equal"] and trial["nothing_lost"], trial
-    assert status == 0 and summary["matching"] == 1
+    assert status == 0 and summary["survived"] == 1
 
 
 @pytest.mark.slow
@@ -140,6 +140,42 @@ def test_fault_injection_sigterm_class(shared_data: Path, tmp_path: Path) -> Non
     trial = json.loads(report.read_text())["trials"][0]
     assert [(k["exit"], k["stopped_cleanly"]) for k in trial["kills"]] == [(130, True)], trial
     assert trial["ok"] and status == 0, trial
+
+
+@pytest.mark.slow
+def test_fault_injection_plan_class(tmp_path: Path) -> None:
+    """The benchmark's plan class: SIGTERM to ``spotdiff run`` while it trains stops every command (exit 143,
+    no process left), keeps the checkpoints; the plan run again resumes from the last one and ends with
+    the clean run's weights and metrics."""
+    report = tmp_path / "report.json"
+    status = _fault_injection().main(
+        ["--fault", "plan", "--n", "1", "--steps", "24", "--save-every", "4", "--workdir", str(tmp_path / "work"),
+         "--json", str(report)]
+    )  # fmt: skip
+    summary = json.loads(report.read_text())
+    trial = summary["trials"][0]
+    assert trial["qualified"] and trial["exit"] == 143 and trial["left_running"] == [], trial
+    assert 0 < trial["resumed_at"] < 24 and trial["weights_equal"] and trial["metrics_equal"], trial
+    assert status == 0 and summary["survived"] == 1
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(os.geteuid() != 0, reason="mounting a small tmpfs needs root")
+def test_fault_injection_disk_full_class(shared_data: Path, tmp_path: Path) -> None:
+    """The benchmark's disk-full class, once per place (cache, output folder, run store): one line naming the
+    path and "disk full", the run marked failed, no temporary file; the run again, with room, equals the
+    clean one and computes only what the cache lacked."""
+    report = tmp_path / "report.json"
+    status = _fault_injection().main(
+        ["--fault", "disk-full", "--n", "3", "--data", str(shared_data / "visla"), "--limit", "40",
+         "--batch-size", "4", "--n-boot", "50", "--workdir", str(tmp_path / "work"), "--json", str(report)]
+    )  # fmt: skip
+    trials = json.loads(report.read_text())["trials"]
+    assert [t["target"] for t in trials] == ["cache", "out", "store"]
+    for t in trials:
+        assert t["exit"] == 2 and "disk full" in t["last_line"] and t["mount"] in t["last_line"], t
+        assert t["ok"], t
+    assert status == 0
 
 
 # ------------------------------------------------------------------------------ concurrency

@@ -10,14 +10,20 @@ from __future__ import annotations
 
 import contextlib
 import errno
+import os
 import sqlite3
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 
 from spotdiff.errors import DataError
 
-#: SQLite's result code for "database or disk is full".
+#: SQLite's result codes for "database or disk is full" and for an I/O error (the primary code of
+#: ``SQLITE_IOERR_*``).
 _SQLITE_FULL = 13
+_SQLITE_IOERR = 10
+#: Free bytes below which a file system counts as full: SQLite grows its files by pages and the
+#: write-ahead log's shared-memory file by 32 KiB.
+_ROOM = 64 * 1024
 
 
 def connect(path: Path, remedy: str, setup: Sequence[str] = ()) -> sqlite3.Connection:
@@ -28,7 +34,10 @@ def connect(path: Path, remedy: str, setup: Sequence[str] = ()) -> sqlite3.Conne
         remedy: what the user should do when the file is damaged (one sentence, in the error).
         setup: SQL scripts run once the file is checked (pragmas, the schema).
     """
-    db = sqlite3.connect(path, timeout=60.0, isolation_level=None)
+    try:
+        db = sqlite3.connect(path, timeout=60.0, isolation_level=None)
+    except sqlite3.OperationalError as exc:  # a folder in its place, no permission
+        raise _cannot_open(path, exc) from exc
     try:
         db.execute("PRAGMA busy_timeout=60000")
         problems = [row[0] for row in db.execute("PRAGMA quick_check")]
@@ -36,15 +45,20 @@ def connect(path: Path, remedy: str, setup: Sequence[str] = ()) -> sqlite3.Conne
             raise sqlite3.DatabaseError("; ".join(problems[:3]))
         for script in setup:
             db.executescript(script)
-    except sqlite3.OperationalError as exc:  # locked, busy, full: not damage
+    except sqlite3.OperationalError as exc:  # locked, busy, full, unwritable: not damage
         db.close()
-        if is_disk_full(exc):
+        if is_disk_full(exc, path):
             raise disk_full(path, exc) from exc
-        raise
+        raise _cannot_open(path, exc) from exc
     except sqlite3.DatabaseError as exc:
         db.close()
         raise DataError(f"damaged SQLite file ({exc}); {remedy}", file=path) from exc
     return db
+
+
+def _cannot_open(path: Path, exc: sqlite3.OperationalError) -> DataError:
+    hint = "" if "locked" in str(exc) else "; it must be a file (not a folder) in a folder you can write to"
+    return DataError(f"cannot open the SQLite file ({exc}){hint}", file=path)
 
 
 @contextlib.contextmanager
@@ -61,16 +75,30 @@ def transaction(db: sqlite3.Connection, path: Path) -> Iterator[None]:
                 db.execute("ROLLBACK")
             raise
     except sqlite3.OperationalError as exc:
-        if is_disk_full(exc):
+        if is_disk_full(exc, path):
             raise disk_full(path, exc) from exc
         raise
 
 
-def is_disk_full(exc: BaseException) -> bool:
-    """True for SQLite's "database or disk is full" and the OS's ENOSPC/EDQUOT."""
+def is_disk_full(exc: BaseException, path: Path | None = None) -> bool:
+    """True for SQLite's "database or disk is full", the OS's ENOSPC/EDQUOT, and an SQLite I/O error on a
+    file (``path``) whose file system has no room left: growing the write-ahead log's shared-memory
+    file on a full disk fails as ``SQLITE_IOERR_SHMSIZE``, "disk I/O error"."""
     if isinstance(exc, sqlite3.Error):
-        return getattr(exc, "sqlite_errorcode", None) == _SQLITE_FULL or "disk is full" in str(exc)
+        code = getattr(exc, "sqlite_errorcode", None)
+        if code == _SQLITE_FULL or "disk is full" in str(exc):
+            return True
+        return code is not None and code & 0xFF == _SQLITE_IOERR and path is not None and _no_room(path)
     return isinstance(exc, OSError) and exc.errno in (errno.ENOSPC, errno.EDQUOT)
+
+
+def _no_room(path: Path) -> bool:
+    """Whether the file system holding ``path`` has less than :data:`_ROOM` bytes free."""
+    try:
+        stat = os.statvfs(path.parent)
+    except OSError:
+        return False
+    return stat.f_bavail * stat.f_frsize < _ROOM
 
 
 def disk_full(path: Path, exc: BaseException) -> DataError:
