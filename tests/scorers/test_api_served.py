@@ -132,6 +132,10 @@ def test_bounded_scores_are_flagged_and_counted(server, data, tmp_path):
     lines = [json.loads(x) for x in (tmp_path / "out" / "scores.jsonl").read_text().splitlines()]
     assert all(line["bounded"] == [[0, 0], [0, 1], [1, 0], [1, 1]] for line in lines)
     assert result.engine_stats["bounded"] == 4 * len(lines) == scorer.run_usage()["bounded"]
+    usage = json.loads((tmp_path / "out" / "metrics.json").read_text())["usage"]  # recorded with the run
+    assert usage["bounded"] == 4 * len(lines) and usage["sent"] == usage["responses"]["computed"] == 4 * len(lines)
+    assert usage["prompt_tokens"] > 0 and usage["completion_tokens"] == 4 * len(lines)
+    assert usage["endpoint"] == server.base_url and usage["model"] == "tiny-vlm"
 
 
 @pytest.mark.parametrize(

@@ -100,6 +100,8 @@ class EvalResult:
     aggregates: dict = field(default_factory=dict)
     environment: dict = field(default_factory=dict)
     run_config: dict = field(default_factory=dict)
+    #: What a served model's requests cost and what could not be read (:meth:`Scorer.run_usage`), or None.
+    usage: dict | None = None
 
 
 def resolve_protocol(
@@ -356,6 +358,7 @@ class RunRecorder:
             aggregates=aggregates,
             environment=self.environment,
             run_config=self.run_config,
+            usage=self.info.get("usage"),
         )
         if self._scores is not None:
             self._scores_tmp.replace(self.config.out / self.scores_name)
@@ -591,6 +594,7 @@ def write_metrics_json(
         "environment": result.environment,
         "load_report": result.load_report,
         "version": __version__,
+        **({"usage": result.usage} if result.usage is not None else {}),
         **(extra or {}),
     }
     return write_json(config.out / "metrics.json", payload)
