@@ -183,5 +183,5 @@ def test_no_logprobs_unknown_model_and_refused_key_stop_cleanly(server, data, tm
     with pytest.raises(EndpointError, match="does not serve this model"):
         evaluate(load_scorer(spec, ScorerOptions()), "winoground", data["winoground"], tmp_path, name="o")
     server.inject("401")
-    with pytest.raises(EndpointError, match="refused the key .401.: set SPOTDIFF_API_KEY or OPENAI_API_KEY"):
+    with pytest.raises(EndpointError, match=r"refused the key \(401\): set SPOTDIFF_API_KEY or OPENAI_API_KEY"):
         evaluate(api(server, "&concurrency=1"), "winoground", data["winoground"], tmp_path, name="k")

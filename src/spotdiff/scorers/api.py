@@ -15,6 +15,7 @@ import hashlib
 import io
 import json
 import os
+from collections import deque
 from collections.abc import Iterator, Sequence
 from typing import Any
 
@@ -101,24 +102,33 @@ def yes_probability(top: Sequence[dict], answer: str, spellings: str) -> tuple[f
 
 
 class _Limit:
-    """At most ``limit`` requests in flight; the limit halves on each 429 and grows back by one per
-    ``limit`` successes (additive increase, multiplicative decrease)."""
+    """At most ``limit`` requests in flight, admitted in arrival order; the limit halves on each 429
+    and grows back by one per ``limit`` successes (additive increase, multiplicative decrease)."""
 
     def __init__(self, limit: int) -> None:
         self.top = self.limit = float(limit)
         self.active = 0
         self.throttled = 0
-        self._cond = asyncio.Condition()
+        self._waiting: deque[asyncio.Future] = deque()
 
     async def __aenter__(self) -> None:
-        async with self._cond:
-            await self._cond.wait_for(lambda: self.active < int(self.limit))
+        if self.active < int(self.limit) and not self._waiting:
             self.active += 1
+            return
+        admitted = asyncio.get_running_loop().create_future()
+        self._waiting.append(admitted)
+        await admitted  # the slot was counted by whoever admitted it
 
     async def __aexit__(self, *exc: object) -> None:
-        async with self._cond:
-            self.active -= 1
-            self._cond.notify_all()
+        self.active -= 1
+        self._admit()
+
+    def _admit(self) -> None:
+        while self._waiting and self.active < int(self.limit):
+            admitted = self._waiting.popleft()
+            if not admitted.done():  # a cancelled waiter is skipped
+                self.active += 1
+                admitted.set_result(None)
 
     async def on_response(self, response: Any) -> None:
         """An HTTP response hook: a 429 halves the limit (the client then retries it)."""
@@ -128,6 +138,7 @@ class _Limit:
 
     def succeeded(self) -> None:
         self.limit = min(self.top, self.limit + 1 / self.limit)
+        self._admit()
 
 
 @SCORERS.register("api")
@@ -289,16 +300,19 @@ class ApiScorer(PairScorer):
             return i, json_row(doc)
 
     async def _create(self, client: Any, body: dict) -> dict[str, Any]:
-        """``chat.completions.create``; the client's own retries and backoff handle 429s (with
-        ``Retry-After``), 5xx, timeouts and dropped connections; a body that is not JSON is asked
-        again, ``retries`` times."""
+        """``chat.completions.create``, its body read as the JSON the server sent; the client's own
+        retries and backoff handle 429s (with ``Retry-After``), 5xx, timeouts and dropped
+        connections; a body that is not JSON is asked again, ``retries`` times."""
         import openai
 
         for attempt in range(self.retries + 1):
             try:
-                completion = await client.chat.completions.create(**body)
-                return completion.model_dump(mode="json")
-            except (json.JSONDecodeError, openai.APIResponseValidationError) as exc:
+                raw = await client.chat.completions.with_raw_response.create(**body)
+                doc = json.loads(raw.text)
+                if not isinstance(doc, dict):
+                    raise json.JSONDecodeError("not a JSON object", raw.text, 0)
+                return doc
+            except json.JSONDecodeError as exc:
                 if attempt == self.retries:
                     raise EndpointError(f"{self._where()} sent unreadable responses ({exc}); check the server") from exc
                 await asyncio.sleep(0.1 * 2**attempt)

@@ -40,12 +40,16 @@ class ChatCompletionsServer(LoopbackServer):
     Args:
         chat: the loaded chat VLM.
         name: the model name the server answers to (another gives a 404).
-        delay: seconds added to each answer (a slower server, for the throughput benchmark).
+        delay: seconds each answer waits before the model runs, requests in parallel (the latency of a
+            server that batches many requests; for the throughput benchmark).
+        memo: answer a request seen before from memory (the model runs once per distinct request),
+            so that a benchmark measures the client and the latency rather than the tiny model.
     """
 
-    def __init__(self, chat: Any, name: str = "tiny-vlm", delay: float = 0.0) -> None:
+    def __init__(self, chat: Any, name: str = "tiny-vlm", delay: float = 0.0, memo: bool = False) -> None:
         super().__init__()
         self.chat, self.name, self.delay = chat, name, delay
+        self._memo: dict[str, dict[str, Any]] | None = {} if memo else None
         self._faults: list[str] = []
         self._model_lock = threading.Lock()
         self.answered = 0
@@ -77,7 +81,12 @@ class ChatCompletionsServer(LoopbackServer):
             return _send_json(handler, 404, {"error": {"message": f"model {request.get('model')!r} not found"}})
         if fault == "timeout":
             time.sleep(self.timeout_s)
-        answer = self.complete(request, logprobs=fault != "no-logprobs")
+        time.sleep(self.delay)
+        if self._memo is not None and fault is None:
+            key = body.decode()
+            answer = self._memo.get(key) or self._memo.setdefault(key, self.complete(request))
+        else:
+            answer = self.complete(request, logprobs=fault != "no-logprobs")
         data = json.dumps(answer).encode()
         if fault == "bad-json":
             data = data[: len(data) // 2] + b" " * (len(data) - len(data) // 2)
@@ -93,8 +102,6 @@ class ChatCompletionsServer(LoopbackServer):
         prompt = chat.render(question, len(images), system)
         k = int(request.get("top_logprobs") or 0)
         with self._model_lock, torch.inference_mode():
-            if self.delay:
-                time.sleep(self.delay)
             enc = chat.process([prompt], [images])
             logp = torch.log_softmax(chat.model(**enc).logits[0, -1].float(), dim=-1)
             top = torch.topk(logp, min(max(1, k), logp.numel()))  # any k: the whole vocabulary at most
