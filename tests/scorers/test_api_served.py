@@ -185,3 +185,26 @@ def test_no_logprobs_unknown_model_and_refused_key_stop_cleanly(server, data, tm
     server.inject("401")
     with pytest.raises(EndpointError, match=r"refused the key \(401\): set SPOTDIFF_API_KEY or OPENAI_API_KEY"):
         evaluate(api(server, "&concurrency=1"), "winoground", data["winoground"], tmp_path, name="k")
+
+
+@pytest.fixture(scope="module")
+def vgpt(tmp_path_factory):
+    """``vgpt:`` on a tiny Qwen2-VL (the chat backend: the caption as the answer to the describe prompt)."""
+    path = make_tiny_vlm("qwen2_vl", tmp_path_factory.mktemp("vgpt") / "qwen2_vl", seed=1)
+    return load_scorer(f"vgpt:{path}", ScorerOptions(device="cpu", batch_size=4))
+
+
+def test_visualgptscore_from_prompt_logprobs_equals_in_process(vgpt, data, tmp_path):
+    with ChatCompletionsServer(vgpt.scoring.vlm) as server:
+        scorer = api(server, "&score=vgpt")
+        assert scorer.capabilities == {"image-text", "choice-text", "choice"}  # a log-probability, not match-prob
+        got = evaluate(scorer, "eqben", data["eqben"], tmp_path, name="api")
+        want = evaluate(vgpt, "eqben", data["eqben"], tmp_path, name="vgpt")
+        assert got.metrics == want.metrics
+        for a, b in zip(
+            *((tmp_path / n / "scores.jsonl").read_text().splitlines() for n in ("api", "vgpt")), strict=True
+        ):
+            np.testing.assert_allclose(json.loads(a)["scores"], json.loads(b)["scores"], atol=1e-4)
+        server.inject("no-logprobs")  # a server without prompt_logprobs (any but vLLM): one clear line
+        with pytest.raises(EndpointError, match=r"returned no prompt_logprobs: VisualGPTScore \(score=vgpt\) needs"):
+            evaluate(api(server, "&score=vgpt&concurrency=1"), "winoground", data["winoground"], tmp_path, name="n")

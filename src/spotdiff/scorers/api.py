@@ -27,9 +27,10 @@ from spotdiff.jsonio import json_row, row_json
 from spotdiff.scorers.base import SCORERS, PairScorer, ScorerOptions
 from spotdiff.scorers.chat import CHOICE_IMAGE_QUESTION, CHOICE_TEXT_QUESTION, LETTERS, parse_choice
 from spotdiff.scorers.lm import parse_spec_options
+from spotdiff.scorers.vgpt import DESCRIBE_PROMPT
 from spotdiff.scorers.vqa import DEFAULT_ANSWER, DEFAULT_QUESTION, option_flag
 
-__all__ = ["API_KEY_VARS", "ApiScorer", "encode_image", "parse_api_spec", "yes_probability"]
+__all__ = ["API_KEY_VARS", "ApiScorer", "caption_logprob", "encode_image", "parse_api_spec", "yes_probability"]
 
 #: Environment variables read for the endpoint's key, first set wins (vLLM without ``--api-key``
 #: accepts any key; ``EMPTY`` is sent when neither is set).
@@ -148,7 +149,7 @@ class ApiScorer(PairScorer):
     capabilities = frozenset({"image-text", "match-prob", "choice-text", "choice"})
     OPTIONS = (
         "question", "answer", "system", "spellings", "top_logprobs", "generate", "max_side",
-        "concurrency", "timeout", "retries", "multi_image",
+        "concurrency", "timeout", "retries", "multi_image", "score",
     )  # fmt: skip
 
     def __init__(self, rest: str, options: ScorerOptions) -> None:
@@ -167,15 +168,17 @@ class ApiScorer(PairScorer):
         self.max_side = _positive(opts, "max_side", DEFAULT_MAX_SIDE, minimum=0)
         self.timeout = float(opts.get("timeout", 60))
         self.multi_image = option_flag(opts.get("multi_image", "yes"), "multi_image")
+        self.score = str(opts.get("score", "vqa"))
+        if self.score not in ("vqa", "vgpt"):
+            raise ConfigError(f"option score={self.score!r}: expected vqa (VQAScore) or vgpt (VisualGPTScore)")
         if "{}" not in self.question:
             raise ConfigError(f"question template {self.question!r} has no {{}} for the text")
         self.requests: Any = None  # the engine's cached door (bind_requests)
         self.responses = {"computed": 0, "cached": 0}
         self.usage = {"sent": 0, "bounded": 0, "no_letter": 0, "unparseable": 0, "prompt_tokens": 0,
                       "completion_tokens": 0, "throttled": 0}  # fmt: skip
-        self.capabilities = frozenset(
-            {"image-text", "match-prob", "choice-text"} | ({"choice"} if self.multi_image else set())
-        )
+        pair = {"image-text", "match-prob"} if self.score == "vqa" else {"image-text"}  # vgpt: a log-probability
+        self.capabilities = frozenset(pair | {"choice-text"} | ({"choice"} if self.multi_image else set()))
 
     def identity(self) -> dict[str, Any]:
         return {
@@ -186,6 +189,8 @@ class ApiScorer(PairScorer):
             "question": self.question,
             "answer": self.answer,
             "system": self.system,
+            "score": self.score,
+            "vgpt_prompt": DESCRIBE_PROMPT if self.score == "vgpt" else None,
             "spellings": self.spellings,
             "top_logprobs": self.top_logprobs,
             "generate": self.generate,
@@ -225,6 +230,15 @@ class ApiScorer(PairScorer):
             "logprobs": True,
             "top_logprobs": self.top_logprobs,
         }
+
+    def _vgpt_body(self, url: str, text: str) -> dict[str, Any]:
+        """The caption as the assistant's turn after vgpt:'s describe prompt, continued rather than
+        answered, asking for the prompt tokens' log-probabilities (vLLM's chat extensions)."""
+        body = self._body([url], DESCRIBE_PROMPT, 1)
+        body["messages"].append({"role": "assistant", "content": text})
+        del body["logprobs"], body["top_logprobs"]
+        body["extra_body"] = {"add_generation_prompt": False, "continue_final_message": True, "prompt_logprobs": 0}
+        return body
 
     def _ask(self, bodies: list[dict[str, Any]], digests: dict[str, str]) -> list[dict[str, Any]]:
         """The responses to ``bodies``, cached ones read, the others asked concurrently."""
@@ -292,7 +306,7 @@ class ApiScorer(PairScorer):
             try:
                 doc = await self._create(client, body)
                 self.usage["sent"] += 1
-                _check_response(doc, self._where())
+                _check_response(doc, self._where(), body)
             except BaseException:
                 stop.set()  # before the limit is released: no request starts after a failure
                 raise
@@ -335,11 +349,18 @@ class ApiScorer(PairScorer):
     # -- scoring -------------------------------------------------------------------------------
     def score_pairs(self, images: Sequence[Image.Image], texts: Sequence[Sequence[str]]) -> list[np.ndarray]:
         """For each image, ``[n_texts, 2]``: VQAScore, and 1 where it is only a bound (the answer
-        was not among the ``top_logprobs``; the score is then the smallest listed probability)."""
+        was not among the ``top_logprobs``; the score is then the smallest listed probability); or,
+        with ``score=vgpt``, log VisualGPTScore (:func:`caption_logprob`) and 0."""
         if len(images) != len(texts):
             raise ValueError(f"{len(images)} images but {len(texts)} text lists")
         urls, digests = self._encode(images)
-        bodies = [self._body([u], self.question.format(t), 1) for u, ts in zip(urls, texts, strict=True) for t in ts]
+        if self.score == "vgpt":
+            bodies = [self._vgpt_body(u, t) for u, ts in zip(urls, texts, strict=True) for t in ts]
+            docs = iter(self._ask(bodies, digests))
+            where = self._where()
+            return [np.array([[caption_logprob(next(docs), t, where), 0.0] for t in ts]).reshape(-1, 2) for ts in texts]
+        q = self.question
+        bodies = [self._body([u], q.format(t), 1) for u, ts in zip(urls, texts, strict=True) for t in ts]
         docs = iter(self._ask(bodies, digests))
         out = []
         for ts in texts:
@@ -431,19 +452,47 @@ def _request_key(body: dict[str, Any], digests: dict[str, str]) -> str:
     return "api:" + hashlib.sha256(text.encode("utf-8")).hexdigest()
 
 
-def _check_response(doc: dict[str, Any], where: str) -> None:
-    """Refuse a response without a first token's ``top_logprobs`` (before it is cached)."""
+def _check_response(doc: dict[str, Any], where: str, body: dict[str, Any]) -> None:
+    """Refuse a response without what its request asked for (before it is cached): the first
+    token's ``top_logprobs``, or the prompt's ``prompt_logprobs``."""
     choices = doc.get("choices") or []
+    if choices and choices[0].get("finish_reason") == "content_filter":
+        raise EndpointError(f"{where} refused the request (content policy); this case cannot be scored there")
+    if "prompt_logprobs" in body.get("extra_body", {}):
+        if not doc.get("prompt_logprobs"):
+            raise EndpointError(
+                f"{where} returned no prompt_logprobs: VisualGPTScore (score=vgpt) needs the prompt tokens' "
+                "log-probabilities, which vLLM returns; use score=vqa there, or vgpt: in-process"
+            )
+        return
     logprobs = (choices[0].get("logprobs") or {}) if choices else {}
     content = logprobs.get("content") or []
     if not content or not content[0].get("top_logprobs"):
-        if choices and choices[0].get("finish_reason") == "content_filter":
-            raise EndpointError(f"{where} refused the request (content policy); this case cannot be scored there")
         raise EndpointError(
             f"{where} answered without top_logprobs: serve the model with log-probabilities enabled "
             "(vLLM, SGLang and llama.cpp's server return them; vLLM caps them with --max-logprobs), "
             "or use another endpoint"
         )
+
+
+def caption_logprob(doc: dict[str, Any], text: str, where: str) -> float:
+    """log VisualGPTScore (Eq. 2, the mean over the caption's tokens) from a response's
+    ``prompt_logprobs``: the caption is the prompt's last tokens, found by their decoded text.
+
+    >>> doc = {"prompt_logprobs": [None, {"7": {"logprob": -9.0, "decoded_token": "\\n"}},
+    ...        {"3": {"logprob": -1.0, "decoded_token": "a"}}, {"4": {"logprob": -2.0, "decoded_token": " cat"}}]}
+    >>> caption_logprob(doc, "a cat", "here")
+    -1.5
+    """
+    entries = [next(iter(e.values())) for e in doc["prompt_logprobs"][1:]]
+    joined = ""
+    for n in range(1, len(entries) + 1):
+        joined = entries[-n]["decoded_token"] + joined
+        if joined == text:
+            return float(np.mean([e["logprob"] for e in entries[-n:]]))
+        if len(joined) >= len(text):
+            break
+    raise EndpointError(f"{where}: the prompt's last tokens do not spell the caption {text!r}; cannot score it")
 
 
 def _first_top(doc: dict[str, Any]) -> list[dict[str, Any]]:

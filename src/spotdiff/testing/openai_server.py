@@ -35,7 +35,9 @@ class ChatCompletionsServer(LoopbackServer):
     A request's messages are rendered by the model's own chat template (the images of a user turn
     first, then its text, as ``vqa:`` renders them); ``top_logprobs`` come from the first answer
     position's log-softmax, each token as its decoded text; with ``max_tokens > 1`` the answer is
-    greedy generation. The model runs one request at a time (a lock), as a single GPU would.
+    greedy generation. A final assistant turn is continued (vLLM's ``continue_final_message``), and
+    ``prompt_logprobs`` returns the log-probability of each prompt token (vLLM's extension). The
+    model runs one request at a time (a lock), as a single GPU would.
 
     Args:
         chat: the loaded chat VLM.
@@ -97,13 +99,15 @@ class ChatCompletionsServer(LoopbackServer):
         """The ``chat.completion`` object answering ``request``."""
         import torch
 
-        images, question, system = _read_messages(request["messages"])
+        images, question, system, answer = _read_messages(request["messages"])
         chat = self.chat
-        prompt = chat.render(question, len(images), system)
+        prompt = chat.render(question, len(images), system) + (answer or "")
         k = int(request.get("top_logprobs") or 0)
         with self._model_lock, torch.inference_mode():
             enc = chat.process([prompt], [images])
-            logp = torch.log_softmax(chat.model(**enc).logits[0, -1].float(), dim=-1)
+            every = torch.log_softmax(chat.model(**enc).logits[0].float(), dim=-1)
+            logp = every[-1]
+            prompt_logprobs = _prompt_logprobs(chat.tokenizer, enc["input_ids"][0], every)
             top = torch.topk(logp, min(max(1, k), logp.numel()))  # any k: the whole vocabulary at most
             max_tokens = int(request.get("max_tokens") or 1)
             text = (
@@ -129,6 +133,7 @@ class ChatCompletionsServer(LoopbackServer):
                     "finish_reason": "stop",
                 }
             ],
+            **({"prompt_logprobs": prompt_logprobs} if logprobs and request.get("prompt_logprobs") is not None else {}),
             "usage": {
                 "prompt_tokens": n_prompt,
                 "completion_tokens": max_tokens,
@@ -137,9 +142,11 @@ class ChatCompletionsServer(LoopbackServer):
         }
 
 
-def _read_messages(messages: Sequence[dict[str, Any]]) -> tuple[list[Image.Image], str, str | None]:
-    """The images and text of the one user turn (images first), and the system turn's text."""
+def _read_messages(messages: Sequence[dict[str, Any]]) -> tuple[list[Image.Image], str, str | None, str | None]:
+    """The images and text of the one user turn (images first), the system turn's text, and the text
+    of a final assistant turn (continued: vLLM's ``continue_final_message``)."""
     system = next((m["content"] for m in messages if m["role"] == "system"), None)
+    answer = messages[-1]["content"] if messages[-1]["role"] == "assistant" else None
     (user,) = [m for m in messages if m["role"] == "user"]
     images, texts = [], []
     for part in user["content"]:
@@ -150,7 +157,19 @@ def _read_messages(messages: Sequence[dict[str, Any]]) -> tuple[list[Image.Image
             images.append(Image.open(io.BytesIO(base64.b64decode(url.split(",", 1)[1]))).convert("RGB"))
         else:
             texts.append(part["text"])
-    return images, "".join(texts), system
+    return images, "".join(texts), system, answer
+
+
+def _prompt_logprobs(tokenizer: Any, ids: Any, logp: Any) -> list[dict[str, dict[str, Any]] | None]:
+    """vLLM's ``prompt_logprobs`` (with ``prompt_logprobs=0``): None for the first token, then each
+    token's ``{id: {"logprob", "rank", "decoded_token"}}`` given the tokens before it."""
+    out: list[dict[str, dict[str, Any]] | None] = [None]
+    for k in range(1, len(ids)):
+        t = int(ids[k])
+        lp = logp[k - 1, t]
+        rank = int((logp[k - 1] > lp).sum()) + 1
+        out.append({str(t): {"logprob": float(lp), "rank": rank, "decoded_token": tokenizer.decode([t])}})
+    return out
 
 
 def _send_json(handler: BaseHTTPRequestHandler, status: int, doc: dict, headers: dict | None = None) -> None:
