@@ -9,7 +9,9 @@ from pathlib import Path
 import pytest
 
 from spotdiff.cli import main
+from spotdiff.diagnose.store import RunStore
 from spotdiff.errors import ConfigError
+from spotdiff.naming import safe_name
 from spotdiff.report.hub import push_run
 from spotdiff.testing.formats import write_winoground
 from spotdiff.testing.hub_server import HubServer, hub_environment
@@ -41,3 +43,25 @@ def test_eval_pushes_metrics_scores_and_card(tmp_path, capsys):
         (out / "scores.jsonl").unlink()
         with pytest.raises(ConfigError, match=r"missing .*scores\.jsonl"):
             push_run(out, "me/results")
+
+
+def test_runs_push_sends_a_stored_run(tmp_path, capsys):
+    clip, data, store = (
+        make_tiny_clip(tmp_path / "clip"),
+        write_winoground(tmp_path / "wino", n=2),
+        tmp_path / "runs.sqlite",
+    )
+    args = ["eval", "--model", f"hf-clip:{clip}", "--benchmark", "winoground", "--data", str(data),
+            "--store", str(store), "--no-cache", "--n-boot", "0", "--workers", "0"]  # fmt: skip
+    assert main(args) == 0
+    (run,) = RunStore(store).runs()
+    with HubServer() as hub, hub_environment(hub.url):
+        assert main(["runs", run.id[:6], "--store", str(store), "--push-to-hub", "me/results"]) == 0
+        files = hub.repos[("dataset", "me/results")].files
+    metrics = json.loads(files[f"winoground/hf-clip_{safe_name(str(clip))}/{run.id}/metrics.json"])
+    assert metrics["metrics"] == run.metrics and metrics["model_identity"] == run.model_identity
+    units = files[f"winoground/hf-clip_{safe_name(str(clip))}/{run.id}/units.jsonl"].decode().splitlines()
+    assert [json.loads(u)["unit_id"] for u in units] == [u["unit_id"] for u in RunStore(store).units(run.id)]
+    assert len(units) == 2 and "## Provenance" in files["README.md"].decode()
+    assert main(["runs", "--store", str(store), "--push-to-hub", "me/results"]) == 2  # which run?
+    assert "give its id" in capsys.readouterr().err
