@@ -38,7 +38,7 @@ ANSWER_TOKENS = ("Yes", " Yes", "yes", "A", "B")
 def vqa(tmp_path_factory):
     """The ``vqa:`` scorer of a tiny Qwen2-VL whose LM head favours the answer tokens."""
     path = make_tiny_vlm("qwen2_vl", tmp_path_factory.mktemp("vlm") / "qwen2_vl")
-    scorer = load_scorer(f"vqa:{path}?generate=4", ScorerOptions(device="cpu", batch_size=4))
+    scorer = load_scorer(f"vqa:{path}?generate=2", ScorerOptions(device="cpu", batch_size=4))
     head, tok = scorer.chat.model.lm_head, scorer.chat.tokenizer
     bias = torch.zeros(head.out_features)
     for text in ANSWER_TOKENS:
@@ -77,6 +77,9 @@ def test_spec_and_image_encoding():
     for bad in ("m", "@http://h", "m@h:8000"):
         with pytest.raises(ConfigError, match="MODEL@BASE_URL"):
             parse_api_spec(bad)
+    for option in ("timeout=soon", "concurrency=0", "spellings=some", "score=clip"):
+        with pytest.raises(ConfigError, match=option.split("=")[0]):
+            load_scorer(f"api:m@http://127.0.0.1:9/v1?{option}", ScorerOptions())
     (image,) = tiny_images(1)
     url, digest = encode_image(image.resize((300, 100)), 150)
     data = b64decode(url.split(",", 1)[1])
@@ -107,7 +110,7 @@ def test_vqascore_equals_in_process(benchmark, vqa, server, data, tmp_path):
 
 
 def test_choice_equals_in_process(vqa, server, data, tmp_path):
-    scorer = api(server, "&generate=4")
+    scorer = api(server, "&generate=2")
     got = evaluate(scorer, "winoground", data["winoground"], tmp_path, protocol="choice-text", name="api")
     want = evaluate(vqa, "winoground", data["winoground"], tmp_path, protocol="choice-text", name="vqa")
     assert got.metrics == want.metrics

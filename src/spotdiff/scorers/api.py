@@ -166,7 +166,10 @@ class ApiScorer(PairScorer):
         self.top_logprobs, self.concurrency, self.retries = ints["top_logprobs"], ints["concurrency"], ints["retries"]
         self.generate = _positive(opts, "generate", 8, minimum=0)
         self.max_side = _positive(opts, "max_side", DEFAULT_MAX_SIDE, minimum=0)
-        self.timeout = float(opts.get("timeout", 60))
+        try:
+            self.timeout = float(opts.get("timeout", 60))
+        except ValueError as exc:
+            raise ConfigError(f"option timeout={opts.get('timeout')!r}: expected seconds") from exc
         self.multi_image = option_flag(opts.get("multi_image", "yes"), "multi_image")
         self.score = str(opts.get("score", "vqa"))
         if self.score not in ("vqa", "vgpt"):
