@@ -39,6 +39,11 @@ class ConfigError(SpotdiffError, ValueError):
     """A command-line option, model spec or protocol choice cannot be served."""
 
 
+class EndpointError(SpotdiffError):
+    """A served model's endpoint refused or failed a request; the message names the endpoint and
+    what to do (what it answered before is cached)."""
+
+
 class DistributedError(SpotdiffError):
     """Another rank of a sharded run failed (its message is included)."""
 

@@ -1,5 +1,6 @@
 """The one way spotdiff writes JSON: NaN as null, numpy values as Python numbers, sorted keys, files
-replaced atomically; the one JSON-lines reader and writer; and the one rounding of metric values for display.
+replaced atomically; the one JSON-lines reader and writer; the one rounding of metric values for display; and a JSON
+document as a float32 cache row (:func:`json_row`).
 
 >>> import numpy as np
 >>> dumps({"b": np.float32(0.5), "a": [float("nan"), np.int64(2)]})
@@ -135,3 +136,19 @@ def round_values(value: Any, digits: int = 2) -> Any:
     except (TypeError, ValueError):
         return value
     return None if math.isnan(x) else round(x, digits)
+
+
+def json_row(document: object) -> np.ndarray:
+    """A JSON document as a cache row: its UTF-8 text, padded with spaces to a multiple of four
+    bytes, viewed as float32 (the bytes round-trip exactly; :func:`row_json` reads it back).
+
+    >>> row_json(json_row({"a": [1, "é"]}))
+    {'a': [1, 'é']}
+    """
+    data = json.dumps(document, sort_keys=True, ensure_ascii=False).encode("utf-8")
+    return np.frombuffer(data + b" " * (-len(data) % 4), dtype=np.float32)
+
+
+def row_json(row: np.ndarray) -> object:
+    """The JSON document held by a row made by :func:`json_row`."""
+    return json.loads(np.ascontiguousarray(row, dtype=np.float32).tobytes().decode("utf-8"))

@@ -473,8 +473,8 @@ _BLOCKING_EVAL = """
 import pathlib, sys, time
 from spotdiff.diagnose import runner
 add_case = runner.RunRecorder.add_case
-def blocking(self, case, matrix):
-    add_case(self, case, matrix)
+def blocking(self, case, matrix, *rest):
+    add_case(self, case, matrix, *rest)
     pathlib.Path(sys.argv[1]).write_text("started")
     time.sleep(600)
 runner.RunRecorder.add_case = blocking

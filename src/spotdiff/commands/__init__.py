@@ -60,6 +60,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         level=logging.DEBUG if args.verbose else logging.INFO,
         format="%(levelname)s %(name)s: %(message)s",
     )
+    # one line per HTTP request (a served model's thousands) only with -v
+    logging.getLogger("httpx2").setLevel(logging.DEBUG if args.verbose else logging.WARNING)
     if not getattr(args, "func", None):
         parser.print_help()
         return 2

@@ -22,6 +22,7 @@ from spotdiff.diagnose.runner import EvalConfig, run_eval
 from spotdiff.diagnose.store import RunStore
 from spotdiff.errors import ConfigError
 from spotdiff.report.build import build_report, write_report
+from spotdiff.report.hub import push_run
 from spotdiff.report.table import TIE_NOTES, format_metrics_table, format_table
 
 
@@ -72,6 +73,11 @@ def _what_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--subset", help="evaluate one subset only")
     p.add_argument("--protocol", help="protocol (default: the benchmark's first)")
     p.add_argument("--out", type=Path, help="write metrics.json and scores.jsonl here")
+    p.add_argument(
+        "--push-to-hub",
+        metavar="REPO",
+        help="also commit metrics.json, scores.jsonl and a dataset card to this hub dataset repository (needs --out)",
+    )
 
 
 def _execution_args(p: argparse.ArgumentParser) -> None:
@@ -246,6 +252,8 @@ def _run_options(args: argparse.Namespace) -> dict:
 
 def run(args: argparse.Namespace) -> int:
     models, benchmarks = _models(args), _benchmarks(args)
+    if args.push_to_hub and (not args.out or args.debias or len(models) * len(benchmarks) > 1):
+        raise ConfigError("--push-to-hub pushes one run's --out folder (one model, one benchmark, no --debias)")
     data = _data(args, [name for name, _ in benchmarks])
     if len(models) * len(benchmarks) > 1:
         return _run_grid(args, models, benchmarks, data)
@@ -277,6 +285,8 @@ def run(args: argparse.Namespace) -> int:
         print(f"run {result.run_id} recorded")
     if args.out:
         print(f"wrote {args.out / 'metrics.json'} and {args.out / 'scores.jsonl'}")
+    if args.push_to_hub:
+        print(f"pushed to {push_run(args.out, args.push_to_hub)}")
     return 0
 
 

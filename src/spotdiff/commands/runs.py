@@ -1,11 +1,13 @@
-"""``spotdiff runs``: list the runs in the run store."""
+"""``spotdiff runs``: list the runs in the run store, show one, or push one to the hub (``--push-to-hub``)."""
 
 from __future__ import annotations
 
 import argparse
 
 from spotdiff.diagnose.store import RunStore
+from spotdiff.errors import ConfigError
 from spotdiff.jsonio import dumps
+from spotdiff.report.hub import push_stored_run
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -13,11 +15,21 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("run_id", nargs="?", help="show one run in full (id or unique prefix)")
     p.add_argument("--store", help="run store path (default: $SPOTDIFF_STORE or ~/.local/share/spotdiff)")
     p.add_argument("--benchmark", help="only runs of this benchmark")
+    p.add_argument(
+        "--push-to-hub",
+        metavar="REPO",
+        help="commit the run's metrics, per-unit records and a dataset card to this hub dataset repository",
+    )
     p.set_defaults(func=run)
 
 
 def run(args: argparse.Namespace) -> int:
     with RunStore(args.store) as store:
+        if args.push_to_hub:
+            if not args.run_id:
+                raise ConfigError("--push-to-hub pushes one run: give its id (spotdiff runs RUN_ID --push-to-hub REPO)")
+            print(f"pushed to {push_stored_run(store, args.run_id, args.push_to_hub)}")
+            return 0
         if args.run_id:
             r = store.get(args.run_id)
             print(dumps(r.__dict__, indent=2))

@@ -153,6 +153,8 @@ class Cache:
 #: Computes the rows of batches of missing items (positions into a request's keys), in order: for
 #: each batch, one row per position.
 Compute = Callable[[list[list[int]]], Iterator[Sequence[np.ndarray]]]
+#: Answers requests at the given positions, yielding ``(position, row)`` in the order they arrive.
+Fetch = Callable[[list[int]], Iterator[tuple[int, np.ndarray]]]
 
 
 class CachedRequests:
@@ -193,21 +195,52 @@ class CachedRequests:
             desc: the progress bar's title.
             unit: the progress bar's unit.
         """
-        found = self.cache.get(kind, keys) if keys else {}
-        self.stats["cached"] += len(found)
-        todo = [i for i, k in enumerate(keys) if k not in found]
+        found, todo = self._lookup(kind, keys)
         batches = batch_positions(todo, batch_size, groups)
         bar = tqdm(total=len(todo), desc=desc, unit=unit, disable=not self.progress or not todo, leave=False)
         with bar, contextlib.closing(compute(batches)) as computed:
             for idx, rows in zip(batches, computed, strict=True):
                 if len(rows) != len(idx):
                     raise ConfigError(f"model returned {len(rows)} rows for {len(idx)} items ({desc})")
-                items = [(keys[i], row) for i, row in zip(idx, rows, strict=True)]
-                self.cache.put(kind, items)
-                found.update(items)
-                self.stats["computed"] += len(items)
-                bar.update(len(items))
+                self._store(kind, [(keys[i], row) for i, row in zip(idx, rows, strict=True)], found, bar)
         return found
+
+    def as_completed(
+        self, kind: str, keys: Sequence[str], fetch: Fetch, *, desc: str, unit: str
+    ) -> dict[str, np.ndarray]:
+        """As :meth:`__call__`, for requests answered out of order (a served model's responses):
+        ``fetch`` gets the positions of the missing keys and yields ``(position, row)`` as each is
+        answered; each row is stored as it arrives, so what was answered before a failure is kept.
+
+        Args:
+            kind: the cache's kind of the rows.
+            keys: the requests' content keys.
+            fetch: the requests, on the missing positions (see :data:`Fetch`).
+            desc: the progress bar's title.
+            unit: the progress bar's unit.
+        """
+        found, todo = self._lookup(kind, keys)
+        bar = tqdm(total=len(todo), desc=desc, unit=unit, disable=not self.progress or not todo, leave=False)
+        with bar, contextlib.closing(fetch(todo)) as answered:
+            for i, row in answered:
+                self._store(kind, [(keys[i], row)], found, bar)
+        missing = [keys[i] for i in todo if keys[i] not in found]
+        if missing:
+            raise ConfigError(f"{len(missing)} of {len(todo)} requests were not answered ({desc})")
+        return found
+
+    def _lookup(self, kind: str, keys: Sequence[str]) -> tuple[dict[str, np.ndarray], list[int]]:
+        """The cached rows among ``keys`` and the positions of the missing ones."""
+        found = self.cache.get(kind, keys) if keys else {}
+        self.stats["cached"] += len(found)
+        return found, [i for i, k in enumerate(keys) if k not in found]
+
+    def _store(self, kind: str, items: list[tuple[str, np.ndarray]], found: dict[str, np.ndarray], bar: tqdm) -> None:
+        """Store computed rows (one transaction), then hand them to ``found``."""
+        self.cache.put(kind, items)
+        found.update(items)
+        self.stats["computed"] += len(items)
+        bar.update(len(items))
 
 
 def batch_positions(todo: Sequence[int], size: int, groups: Sequence[str] | None = None) -> list[list[int]]:

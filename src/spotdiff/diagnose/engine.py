@@ -297,6 +297,9 @@ class Engine:
         self.pipeline = InputPipeline(workers, device=device, decode_device=decode_device)
         self.requests = CachedRequests(cache, progress=progress)
         self.stats = self.requests.stats
+        scorer.bind_requests(CachedRequests(cache, progress=False))  # a served model's responses
+        #: Pair keys whose score is a bound, not a value (a second row entry of 1; counted in ``stats``).
+        self.bounded: set[str] = set()
         self._labels: dict[tuple[tuple[str, ...], tuple[str, ...]], np.ndarray] = {}
 
     def _batch_size(self) -> int:
@@ -378,7 +381,23 @@ class Engine:
     def pair_scores(self, pairs: Iterable[tuple[ImageRef, str]]) -> dict[str, float]:
         """Joint scores of (image, text) pairs keyed by :func:`pair_key`; vision once per image."""
         scorer = _serves(self.scorer, PairScoring, "does not score pairs jointly")
-        return {k: float(v[0]) for k, v in self._pair_rows(pairs, "pair", scorer.score_pairs).items()}
+        rows = self._pair_rows(pairs, "pair", scorer.score_pairs)
+        self.bounded.update(k for k, v in rows.items() if v.size > 1 and v[1])
+        if self.bounded:
+            self.stats["bounded"] = len(self.bounded)
+        return {k: float(v[0]) for k, v in rows.items()}
+
+    def bounded_cells(self, case: Case) -> list[list[int]]:
+        """The ``[image, text]`` cells of ``case`` whose pair score is only a bound (a served model's
+        answer was not among its listed log-probabilities; :mod:`spotdiff.scorers.api`)."""
+        if not self.bounded:
+            return []
+        return [
+            [i, j]
+            for i, ref in enumerate(case.images)
+            for j, text in enumerate(case.texts)
+            if pair_key(ref, text) in self.bounded
+        ]
 
     def itm_logits(self, pairs: Iterable[tuple[ImageRef, str]]) -> dict[str, np.ndarray]:
         """``(no-match, match)`` ITM logits of (image, text) pairs keyed by :func:`pair_key`."""
@@ -503,6 +522,7 @@ class Engine:
             serve.prefill(self, chunk, owns or (lambda key: True))
 
     def close(self) -> None:
+        self.scorer.bind_requests(None)
         self.cache.close()
         if self._scratch is not None:
             self._scratch.cleanup()

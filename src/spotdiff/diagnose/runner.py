@@ -100,6 +100,8 @@ class EvalResult:
     aggregates: dict = field(default_factory=dict)
     environment: dict = field(default_factory=dict)
     run_config: dict = field(default_factory=dict)
+    #: What a served model's requests cost and what could not be read (:meth:`Scorer.run_usage`), or None.
+    usage: dict | None = None
 
 
 def resolve_protocol(
@@ -283,8 +285,14 @@ class RunRecorder:
             self._scores_tmp = config.out / f".{self.scores_name}.{os.getpid()}.tmp"
             self._scores = open(self._scores_tmp, "w", encoding="utf-8")  # noqa: SIM115 (closed by finish or __exit__)
 
-    def add_case(self, case: Case, matrix: np.ndarray) -> None:
-        """Turn one case's score matrix into per-unit outcomes and record them."""
+    def add_case(self, case: Case, matrix: np.ndarray, bounded: list[list[int]] | None = None) -> None:
+        """Turn one case's score matrix into per-unit outcomes and record them.
+
+        Args:
+            case: the case.
+            matrix: its score matrix.
+            bounded: the ``[image, text]`` cells whose score is only a bound, written to ``scores.jsonl``.
+        """
         self.n_cases += 1
         outcomes = self.protocol.outcomes(case, matrix)
         unit_ids = self.protocol.unit_ids(case, len(outcomes))
@@ -303,7 +311,7 @@ class RunRecorder:
             )
         if self._scores is not None:
             with self._writing_scores():
-                self._scores.write(_case_line(case, matrix, unit_ids, outcomes) + "\n")
+                self._scores.write(_case_line(case, matrix, unit_ids, outcomes, bounded) + "\n")
         if self.cases is not None:
             units = [{"unit": u, **o} for u, o in zip(unit_ids, outcomes, strict=True)]
             record = {"id": case.id, "subset": case.subset, "tags": case.tags, "scores": saved, "units": units}
@@ -350,6 +358,7 @@ class RunRecorder:
             aggregates=aggregates,
             environment=self.environment,
             run_config=self.run_config,
+            usage=self.info.get("usage"),
         )
         if self._scores is not None:
             self._scores_tmp.replace(self.config.out / self.scores_name)
@@ -509,10 +518,13 @@ def run_eval(config: EvalConfig, scorer: Scorer | None = None) -> EvalResult:
     ):
         cases = stream_cases(bench, config.subset, config.limit)
         for case, matrix in _zip_cases(cases, engine, protocol.needs):
-            recorder.add_case(case, matrix)
+            recorder.add_case(case, matrix, engine.bounded_cells(case))
         bench.report.cases = recorder.n_cases
         if recorder.n_cases == 0:
             raise DataError(f"no cases to evaluate ({bench.report.summary()})", file=config.data)
+        usage = scorer.run_usage()
+        if usage is not None:
+            recorder.info["usage"] = usage
         return recorder.finish(bench.report.as_dict(), engine.stats)
 
 
@@ -529,12 +541,16 @@ def _zip_cases(cases: Iterator[Case], engine: Engine, need: str) -> Iterator[tup
         yield buffer.popleft(), matrix
 
 
-def _case_line(case: Case, matrix: np.ndarray, unit_ids: list[str], outcomes: list[dict]) -> str:
+def _case_line(
+    case: Case, matrix: np.ndarray, unit_ids: list[str], outcomes: list[dict], bounded: list[list[int]] | None
+) -> str:
     line: dict = {"id": case.id, "subset": case.subset, "tags": case.tags}
     if matrix.size <= MAX_SAVED_SCORES:
         line["scores"] = matrix
     else:
         line["scores_shape"] = list(matrix.shape)
+    if bounded:
+        line["bounded"] = bounded
     if len(outcomes) == 1:
         line["unit"] = unit_ids[0]
         line["correct"] = outcomes[0]
@@ -578,6 +594,7 @@ def write_metrics_json(
         "environment": result.environment,
         "load_report": result.load_report,
         "version": __version__,
+        **({"usage": result.usage} if result.usage is not None else {}),
         **(extra or {}),
     }
     return write_json(config.out / "metrics.json", payload)

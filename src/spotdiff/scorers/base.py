@@ -82,6 +82,17 @@ class Scorer(ABC):
         provide it, a text-only scorer has none."""
         raise ConfigError(f"model {self.spec!r} does not score images against texts")
 
+    def bind_requests(self, requests: Any) -> None:
+        """Take the engine's cached door (a :class:`~spotdiff.diagnose.cache.CachedRequests` on the
+        run's cache; None when the engine closes) for what this scorer asks elsewhere (a served
+        model's responses); the default asks nothing elsewhere and ignores it."""
+        return None
+
+    def run_usage(self) -> dict[str, Any] | None:
+        """What this scorer's work cost and could not read, recorded with the run (a served model's
+        requests, tokens and bounded scores), or None (the default: nothing to record)."""
+        return None
+
     def image_preprocessor(self) -> ImagePreprocessor | None:
         """The CPU stage of the vision side (decoded images -> :class:`Prepared` pixels), or None.
 

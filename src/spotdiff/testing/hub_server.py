@@ -1,11 +1,14 @@
-"""A loopback server speaking the part of the Hugging Face hub HTTP API that downloads use.
+"""A loopback server speaking the part of the Hugging Face hub HTTP API that downloads and small
+uploads use.
 
 ``huggingface_hub.snapshot_download`` and ``hf_hub_download`` work against it unchanged; repositories
-are added with :meth:`HubServer.add_repo`. What it answers: docs/testing.md.
+are added with :meth:`HubServer.add_repo`, or created and committed to by ``create_repo`` and
+``create_commit`` / ``upload_folder`` (files as regular blobs). What it answers: docs/testing.md.
 """
 
 from __future__ import annotations
 
+import base64
 import hashlib
 import json
 import os
@@ -33,6 +36,8 @@ class Repo:
     files: dict[str, bytes]
     gated: bool = False
     granted_tokens: set[str] = field(default_factory=set)
+    #: The summaries of the commits pushed to it, in order.
+    commits: list[str] = field(default_factory=list)
 
     def entry(self, path: str) -> dict:
         data = self.files[path]
@@ -109,14 +114,58 @@ class HubServer(LoopbackServer):
                         "have access to it and be authenticated to access it. Please log in.")
         return False
 
+    def _upload(self, handler: BaseHTTPRequestHandler, path: str, body: bytes) -> bool:
+        """The upload routes ``huggingface_hub``'s ``create_repo`` and ``create_commit`` use (every file
+        a regular git blob, no LFS); True when ``path`` was one of them."""
+        if path == "/api/repos/create":
+            req = json.loads(body)
+            repo_id = "/".join(p for p in (req.get("organization"), req["name"]) if p)
+            repo_type = req.get("type") or "model"
+            url = f"{self.url}/{repo_type}s/{repo_id}"
+            if (repo_type, repo_id) in self.repos:  # as the hub: a 409 that still names the repository
+                data = json.dumps({"error": "You already created this repo", "url": url}).encode()
+                handler.send_response(409)
+                handler.send_header("Content-Type", "application/json")
+                handler.send_header("Content-Length", str(len(data)))
+                handler.end_headers()
+                handler.wfile.write(data)
+            else:
+                self.add_repo(repo_id, {}, revision="0" * 40, repo_type=repo_type)
+                self._json(handler, {"url": url})
+            return True
+        if path == "/api/validate-yaml":
+            self._json(handler, {"errors": [], "warnings": []})
+            return True
+        head, _, rest = path.removeprefix("/api/").partition("/")
+        found = self._find(head.removesuffix("s"), rest) if path.startswith("/api/") else None
+        if found is None or found[1].split("/")[0] not in ("preupload", "commit"):
+            return False
+        repo, tail = found
+        if tail.startswith("preupload/"):
+            files = json.loads(body)["files"]
+            self._json(handler, {"files": [{"path": f["path"], "uploadMode": "regular", "shouldIgnore": False}
+                                           for f in files]})  # fmt: skip
+            return True
+        lines = [json.loads(line) for line in body.decode().splitlines() if line.strip()]
+        for line in lines:
+            if line["key"] == "file":
+                repo.files[line["value"]["path"]] = base64.b64decode(line["value"]["content"])
+        repo.revision = hashlib.sha1(body + repo.revision.encode(), usedforsecurity=False).hexdigest()
+        repo.commits.append(lines[0]["value"].get("summary", ""))
+        self._json(handler, {"commitUrl": f"{self.url}/{head}/{repo.repo_id}/commit/{repo.revision}",
+                             "commitOid": repo.revision})  # fmt: skip
+        return True
+
     def handle(self, handler: BaseHTTPRequestHandler) -> None:
         url = urlsplit(handler.path)
         path = unquote(url.path)
+        form: dict = {}
         if handler.command == "POST":
             length = int(handler.headers.get("Content-Length") or 0)
-            form = parse_qs(handler.rfile.read(length).decode()) if length else {}
-        else:
-            form = {}
+            body = handler.rfile.read(length) if length else b""
+            if self._upload(handler, path, body):
+                return None
+            form = parse_qs(body.decode()) if body else {}
         if path.startswith("/api/"):
             head, _, rest = path[len("/api/"):].partition("/")
             repo_type = head.removesuffix("s")

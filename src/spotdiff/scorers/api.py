@@ -1,0 +1,522 @@
+"""``api:MODEL@BASE_URL``: a chat VLM served behind an OpenAI-compatible endpoint (vLLM, SGLang,
+llama.cpp's server, hosted APIs), asked through the official ``openai`` client.
+
+VQAScore (Lin et al. 2024, as ``vqa:``) is P("Yes") read from the first answer token's
+``top_logprobs``; answer-based choice (EqBen Sec. 5.5) reads the option letters' log-probabilities and
+the generated answer. Every response is cached before it is used (:class:`~spotdiff.diagnose.cache.
+CachedRequests`), requests run concurrently under a limit that halves on a 429. Docs: docs/served.md.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import hashlib
+import io
+import json
+import os
+from collections import deque
+from collections.abc import Iterator, Sequence
+from typing import Any
+
+import numpy as np
+from PIL import Image
+
+from spotdiff.errors import ConfigError, EndpointError
+from spotdiff.jsonio import json_row, row_json
+from spotdiff.scorers.base import SCORERS, PairScorer, ScorerOptions
+from spotdiff.scorers.chat import CHOICE_IMAGE_QUESTION, CHOICE_TEXT_QUESTION, LETTERS, parse_choice
+from spotdiff.scorers.lm import parse_spec_options
+from spotdiff.scorers.vgpt import DESCRIBE_PROMPT
+from spotdiff.scorers.vqa import DEFAULT_ANSWER, DEFAULT_QUESTION, option_flag
+
+__all__ = ["API_KEY_VARS", "ApiScorer", "caption_logprob", "encode_image", "parse_api_spec", "yes_probability"]
+
+#: Environment variables read for the endpoint's key, first set wins (vLLM without ``--api-key``
+#: accepts any key; ``EMPTY`` is sent when neither is set).
+API_KEY_VARS = ("SPOTDIFF_API_KEY", "OPENAI_API_KEY")
+#: The cache kind of raw responses.
+RESPONSES = "api-response"
+#: The resize rule's default: the longer side is at most this many pixels.
+DEFAULT_MAX_SIDE = 1024
+
+
+def parse_api_spec(rest: str) -> tuple[str, str]:
+    """Split ``MODEL@BASE_URL`` (the spec after ``api:``, options removed) into (model, base URL).
+
+    >>> parse_api_spec("Qwen/Qwen2.5-VL-72B-Instruct@http://gpu1:8000/v1")
+    ('Qwen/Qwen2.5-VL-72B-Instruct', 'http://gpu1:8000/v1')
+    """
+    model, sep, url = rest.partition("@")
+    if not sep or not model or not url.startswith(("http://", "https://")):
+        raise ConfigError(
+            f"api spec {rest!r}: expected MODEL@BASE_URL, e.g. api:Qwen/Qwen2.5-VL-7B-Instruct@http://localhost:8000/v1"
+        )
+    return model, url.rstrip("/")
+
+
+def encode_image(image: Image.Image, max_side: int) -> tuple[str, str]:
+    """The image as a base64 PNG data URL, and the SHA-256 of the PNG bytes.
+
+    The resize rule (recorded in the scorer's identity): RGB; when the longer side exceeds
+    ``max_side``, scaled down (aspect kept, Lanczos) so that it equals ``max_side``; PNG is lossless,
+    so an image within the limit reaches the server pixel for pixel.
+
+    Args:
+        image: a decoded image.
+        max_side: the longest side sent, in pixels (0: never resized).
+    """
+    image = image.convert("RGB")
+    if max_side and max(image.size) > max_side:
+        scale = max_side / max(image.size)
+        size = (max(1, round(image.width * scale)), max(1, round(image.height * scale)))
+        image = image.resize(size, Image.Resampling.LANCZOS)
+    buf = io.BytesIO()
+    image.save(buf, format="PNG")
+    data = buf.getvalue()
+    return "data:image/png;base64," + base64.b64encode(data).decode("ascii"), hashlib.sha256(data).hexdigest()
+
+
+def yes_probability(top: Sequence[dict], answer: str, spellings: str) -> tuple[float, bool]:
+    """P(answer) from one token's ``top_logprobs`` entries, and whether it is only a bound.
+
+    ``spellings="all"`` sums every entry whose text, stripped and lower-cased, is the answer's
+    (``"Yes"``, ``" Yes"``, ``"yes"``, ...); ``"exact"`` takes the entry equal to the answer (as
+    t2v_metrics' GPT-4V model). When no entry matches, the answer's probability is below the
+    smallest listed one: that bound is returned, flagged True.
+
+    >>> top = [{"token": " Yes", "logprob": -0.5}, {"token": "No", "logprob": -1.5}, {"token": "yes", "logprob": -2.0}]
+    >>> p, bounded = yes_probability(top, "Yes", "all"); round(p, 4), bounded
+    (0.7419, False)
+    >>> p, bounded = yes_probability(top[1:2], "Yes", "exact"); round(p, 4), bounded
+    (0.2231, True)
+    """
+    want = answer.strip().lower()
+    hits = [
+        e["logprob"]
+        for e in top
+        if (e["token"].strip().lower() == want if spellings == "all" else e["token"] == answer)
+    ]
+    if hits:
+        return float(np.exp(hits).sum()), False
+    return float(np.exp(min(e["logprob"] for e in top))), True
+
+
+class _Limit:
+    """At most ``limit`` requests in flight, admitted in arrival order; the limit halves on each 429
+    and grows back by one per ``limit`` successes (additive increase, multiplicative decrease)."""
+
+    def __init__(self, limit: int) -> None:
+        self.top = self.limit = float(limit)
+        self.active = 0
+        self.throttled = 0
+        self._waiting: deque[asyncio.Future] = deque()
+
+    async def __aenter__(self) -> None:
+        if self.active < int(self.limit) and not self._waiting:
+            self.active += 1
+            return
+        admitted = asyncio.get_running_loop().create_future()
+        self._waiting.append(admitted)
+        await admitted  # the slot was counted by whoever admitted it
+
+    async def __aexit__(self, *exc: object) -> None:
+        self.active -= 1
+        self._admit()
+
+    def _admit(self) -> None:
+        while self._waiting and self.active < int(self.limit):
+            admitted = self._waiting.popleft()
+            if not admitted.done():  # a cancelled waiter is skipped
+                self.active += 1
+                admitted.set_result(None)
+
+    async def on_response(self, response: Any) -> None:
+        """An HTTP response hook: a 429 halves the limit (the client then retries it)."""
+        if response.status_code == 429:
+            self.throttled += 1
+            self.limit = max(1.0, self.limit / 2)
+
+    def succeeded(self) -> None:
+        self.limit = min(self.top, self.limit + 1 / self.limit)
+        self._admit()
+
+
+@SCORERS.register("api")
+class ApiScorer(PairScorer):
+    """A served chat VLM: VQAScore and answer-based choice through an OpenAI-compatible endpoint."""
+
+    capabilities = frozenset({"image-text", "match-prob", "choice-text", "choice"})
+    OPTIONS = (
+        "question", "answer", "system", "spellings", "top_logprobs", "generate", "max_side",
+        "concurrency", "timeout", "retries", "multi_image", "score",
+    )  # fmt: skip
+
+    def __init__(self, rest: str, options: ScorerOptions) -> None:
+        super().__init__(f"api:{rest}", options)
+        name, opts = parse_spec_options(rest, options, self.OPTIONS)
+        self.model, self.base_url = parse_api_spec(name)
+        self.question = str(opts.get("question", DEFAULT_QUESTION))
+        self.answer = str(opts.get("answer", DEFAULT_ANSWER))
+        self.system = opts.get("system")
+        self.spellings = str(opts.get("spellings", "all"))
+        if self.spellings not in ("all", "exact"):
+            raise ConfigError(f"option spellings={self.spellings!r}: expected all or exact")
+        ints = {k: _positive(opts, k, d) for k, d in (("top_logprobs", 20), ("concurrency", 16), ("retries", 4))}
+        self.top_logprobs, self.concurrency, self.retries = ints["top_logprobs"], ints["concurrency"], ints["retries"]
+        self.generate = _positive(opts, "generate", 8, minimum=0)
+        self.max_side = _positive(opts, "max_side", DEFAULT_MAX_SIDE, minimum=0)
+        try:
+            self.timeout = float(opts.get("timeout", 60))
+        except ValueError as exc:
+            raise ConfigError(f"option timeout={opts.get('timeout')!r}: expected seconds") from exc
+        self.multi_image = option_flag(opts.get("multi_image", "yes"), "multi_image")
+        self.score = str(opts.get("score", "vqa"))
+        if self.score not in ("vqa", "vgpt"):
+            raise ConfigError(f"option score={self.score!r}: expected vqa (VQAScore) or vgpt (VisualGPTScore)")
+        if "{}" not in self.question:
+            raise ConfigError(f"question template {self.question!r} has no {{}} for the text")
+        self.requests: Any = None  # the engine's cached door (bind_requests)
+        self.responses = {"computed": 0, "cached": 0}
+        self.usage = {"sent": 0, "bounded": 0, "no_letter": 0, "unparseable": 0, "prompt_tokens": 0,
+                      "completion_tokens": 0, "throttled": 0}  # fmt: skip
+        pair = {"image-text", "match-prob"} if self.score == "vqa" else {"image-text"}  # vgpt: a log-probability
+        self.capabilities = frozenset(pair | {"choice-text"} | ({"choice"} if self.multi_image else set()))
+
+    def identity(self) -> dict[str, Any]:
+        return {
+            "spec": f"api:{self.model}@{self.base_url}",
+            "class": "ApiScorer",
+            "model": self.model,
+            "base_url": self.base_url,
+            "question": self.question,
+            "answer": self.answer,
+            "system": self.system,
+            "score": self.score,
+            "vgpt_prompt": DESCRIBE_PROMPT if self.score == "vgpt" else None,
+            "spellings": self.spellings,
+            "top_logprobs": self.top_logprobs,
+            "generate": self.generate,
+            "image_encoding": f"PNG data URL, RGB, longer side scaled down (Lanczos) to at most {self.max_side} px",
+            "choice": {"text_question": CHOICE_TEXT_QUESTION, "image_question": CHOICE_IMAGE_QUESTION},
+            "device": "remote",
+            "dtype": None,
+        }
+
+    def cannot(self, need: str) -> str | None:
+        if need == "choice" and not self.multi_image:
+            return "'which image' questions show several images in one prompt; spec option multi_image=yes allows them"
+        return None
+
+    def bind_requests(self, requests: Any) -> None:
+        """Cache every response through ``requests`` (the engine's cached door, on the run's cache)."""
+        self.requests = requests
+        if requests is not None:
+            self.responses = requests.stats
+
+    def run_usage(self) -> dict[str, Any]:
+        """What the run cost and what it could not read (recorded with the run): requests sent,
+        responses read from the cache, tokens, bounded scores, answers that could not be read."""
+        return {"endpoint": self.base_url, "model": self.model, **self.usage, "responses": dict(self.responses)}
+
+    # -- requests ------------------------------------------------------------------------------
+    def _body(self, urls: Sequence[str], question: str, max_tokens: int) -> dict[str, Any]:
+        content = [{"type": "image_url", "image_url": {"url": u}} for u in urls] + [{"type": "text", "text": question}]
+        messages: list[dict[str, Any]] = [{"role": "user", "content": content}]
+        if self.system is not None:
+            messages.insert(0, {"role": "system", "content": self.system})
+        return {
+            "model": self.model,
+            "messages": messages,
+            "max_tokens": max_tokens,
+            "temperature": 0.0,
+            "logprobs": True,
+            "top_logprobs": self.top_logprobs,
+        }
+
+    def _vgpt_body(self, url: str, text: str) -> dict[str, Any]:
+        """The caption as the assistant's turn after vgpt:'s describe prompt, continued rather than
+        answered, asking for the prompt tokens' log-probabilities (vLLM's chat extensions)."""
+        body = self._body([url], DESCRIBE_PROMPT, 1)
+        body["messages"].append({"role": "assistant", "content": text})
+        del body["logprobs"], body["top_logprobs"]
+        body["extra_body"] = {"add_generation_prompt": False, "continue_final_message": True, "prompt_logprobs": 0}
+        return body
+
+    def _ask(self, bodies: list[dict[str, Any]], digests: dict[str, str]) -> list[dict[str, Any]]:
+        """The responses to ``bodies``, cached ones read, the others asked concurrently."""
+        keys = [_request_key(b, digests) for b in bodies]
+        if self.requests is None:  # used on its own, outside an engine: nothing to keep the answers in
+            rows = {keys[i]: row for i, row in self._fetch(bodies, list(range(len(bodies))))}
+        else:
+            rows = self.requests.as_completed(
+                RESPONSES, keys, lambda todo: self._fetch(bodies, todo), desc="asking the endpoint", unit="req"
+            )
+        out = [row_json(rows[k]) for k in keys]
+        for doc in out:
+            usage = doc.get("usage") or {}
+            self.usage["prompt_tokens"] += int(usage.get("prompt_tokens") or 0)
+            self.usage["completion_tokens"] += int(usage.get("completion_tokens") or 0)
+        return out
+
+    def _fetch(self, bodies: list[dict[str, Any]], todo: list[int]) -> Iterator[tuple[int, np.ndarray]]:
+        """Ask ``bodies[i]`` for each ``i`` in ``todo`` concurrently; yield each answer as it arrives.
+
+        On a failure no further request starts, those in flight are awaited and yielded (so they
+        are cached), then the first failure is raised.
+        """
+        loop = asyncio.new_event_loop()
+        run = loop.run_until_complete
+        limit = _Limit(self.concurrency)
+        client = run(self._client(limit))
+        stop = asyncio.Event()
+        pending = {loop.create_task(self._one(client, limit, stop, i, bodies[i])) for i in todo}
+        failure: BaseException | None = None
+        try:
+            while pending:
+                done, pending = run(asyncio.wait(pending, return_when=asyncio.FIRST_COMPLETED))
+                for task in done:
+                    if task.exception() is not None:
+                        failure = failure or task.exception()
+                        stop.set()
+                    elif task.result() is not None:
+                        yield task.result()
+            if failure is not None:
+                raise failure
+        finally:
+            for task in pending:
+                task.cancel()
+            if pending:
+                run(asyncio.wait(pending))
+            run(client.close())
+            self.usage["throttled"] += limit.throttled
+            loop.close()
+
+    async def _client(self, limit: _Limit) -> Any:
+        import openai
+
+        key = next((os.environ[v] for v in API_KEY_VARS if os.environ.get(v)), "EMPTY")
+        http = openai.DefaultAsyncHttpxClient(event_hooks={"response": [limit.on_response]})
+        return openai.AsyncOpenAI(
+            api_key=key, base_url=self.base_url, max_retries=self.retries, timeout=self.timeout, http_client=http
+        )
+
+    async def _one(self, client: Any, limit: _Limit, stop: asyncio.Event, i: int, body: dict) -> tuple | None:
+        """One request: its response as a cache row, after checking it holds what was asked."""
+        async with limit:
+            if stop.is_set():
+                return None
+            try:
+                doc = await self._create(client, body)
+                self.usage["sent"] += 1
+                _check_response(doc, self._where(), body)
+            except BaseException:
+                stop.set()  # before the limit is released: no request starts after a failure
+                raise
+            limit.succeeded()
+            return i, json_row(doc)
+
+    async def _create(self, client: Any, body: dict) -> dict[str, Any]:
+        """``chat.completions.create``, its body read as the JSON the server sent; the client's own
+        retries and backoff handle 429s (with ``Retry-After``), 5xx, timeouts and dropped
+        connections; a body that is not JSON is asked again, ``retries`` times."""
+        import openai
+
+        for attempt in range(self.retries + 1):
+            try:
+                raw = await client.chat.completions.with_raw_response.create(**body)
+                doc = json.loads(raw.text)
+                if not isinstance(doc, dict):
+                    raise json.JSONDecodeError("not a JSON object", raw.text, 0)
+                return doc
+            except json.JSONDecodeError as exc:
+                if attempt == self.retries:
+                    raise EndpointError(f"{self._where()} sent unreadable responses ({exc}); check the server") from exc
+                await asyncio.sleep(0.1 * 2**attempt)
+            except openai.APIError as exc:
+                raise EndpointError(_explain(exc, self._where(), self.retries)) from exc
+        raise AssertionError("unreachable")
+
+    def _where(self) -> str:
+        return f"endpoint {self.base_url} (model {self.model})"
+
+    def _encode(self, images: Sequence[Image.Image]) -> tuple[list[str], dict[str, str]]:
+        """Each image's data URL, and the digest of each URL's image bytes (for the cache keys)."""
+        urls, digests = [], {}
+        for image in images:
+            url, digest = encode_image(image, self.max_side)
+            urls.append(url)
+            digests[url] = digest
+        return urls, digests
+
+    # -- scoring -------------------------------------------------------------------------------
+    def score_pairs(self, images: Sequence[Image.Image], texts: Sequence[Sequence[str]]) -> list[np.ndarray]:
+        """For each image, ``[n_texts, 2]``: VQAScore, and 1 where it is only a bound (the answer
+        was not among the ``top_logprobs``; the score is then the smallest listed probability); or,
+        with ``score=vgpt``, log VisualGPTScore (:func:`caption_logprob`) and 0."""
+        if len(images) != len(texts):
+            raise ValueError(f"{len(images)} images but {len(texts)} text lists")
+        urls, digests = self._encode(images)
+        if self.score == "vgpt":
+            bodies = [self._vgpt_body(u, t) for u, ts in zip(urls, texts, strict=True) for t in ts]
+            docs = iter(self._ask(bodies, digests))
+            where = self._where()
+            return [np.array([[caption_logprob(next(docs), t, where), 0.0] for t in ts]).reshape(-1, 2) for ts in texts]
+        q = self.question
+        bodies = [self._body([u], q.format(t), 1) for u, ts in zip(urls, texts, strict=True) for t in ts]
+        docs = iter(self._ask(bodies, digests))
+        out = []
+        for ts in texts:
+            rows = [yes_probability(_first_top(next(docs)), self.answer, self.spellings) for _ in ts]
+            self.usage["bounded"] += sum(b for _, b in rows)
+            out.append(np.array(rows, dtype=np.float64).reshape(len(ts), 2))
+        return out
+
+    def score_matrix(self, images: Sequence[Image.Image], texts: Sequence[str]) -> np.ndarray:
+        rows = self.score_pairs(images, [list(texts)] * len(images))
+        return np.array([r[:, 0] for r in rows], dtype=np.float32).reshape(len(images), len(texts))
+
+    def answer_choices(self, images: Sequence[Image.Image], texts: Sequence[str], need: str) -> np.ndarray:
+        """Answer-based choices of one K x K case, as ``vqa:``'s (``[n_questions, 2, 2]``; readings:
+        the option letter with the highest first-token log-probability among the ``top_logprobs``,
+        and the generated answer parsed by :func:`~spotdiff.scorers.chat.parse_choice`).
+
+        Args:
+            images: the case's K images.
+            texts: its K texts.
+            need: ``"choice"`` (caption and image questions) or ``"choice-text"`` (caption questions only).
+        """
+        k = len(texts)
+        if len(images) != k or not 2 <= k <= len(LETTERS):
+            raise ConfigError(f"answer-based questions need K x K candidates (2 <= K <= 26), got {len(images)} x {k}")
+        if need == "choice" and not self.multi_image:
+            raise ConfigError(self.cannot("choice") or "")
+        urls, digests = self._encode(images)
+        orders = (tuple(range(k)), tuple(reversed(range(k))))
+        questions: list[tuple[list[str], str, tuple[int, ...]]] = []
+        for i in range(k):
+            for order in orders:
+                options = "\n".join(f"{LETTERS[p]}. {texts[c]}" for p, c in enumerate(order))
+                questions.append(([urls[i]], CHOICE_TEXT_QUESTION.format(options=options), order))
+        if need == "choice":
+            options = "\n".join(f"{LETTERS[p]}. Image {p + 1}" for p in range(k))
+            for j in range(k):
+                q = CHOICE_IMAGE_QUESTION.format(text=texts[j], options=options)
+                questions += [([urls[c] for c in order], q, order) for order in orders]
+        docs = self._ask([self._body(u, q, max(1, self.generate)) for u, q, _ in questions], digests)
+        out = np.full((len(questions) // 2, 2, 2 if self.generate else 1), np.nan)
+        for n, ((_, _, order), doc) in enumerate(zip(questions, docs, strict=True)):
+            row, o = divmod(n, 2)
+            out[row, o, 0] = self._letter_choice(_first_top(doc), order)
+            if self.generate:
+                said = parse_choice(doc["choices"][0]["message"].get("content") or "", k)
+                self.usage["unparseable"] += said is None
+                out[row, o, 1] = np.nan if said is None else order[said]
+        return out
+
+    def _letter_choice(self, top: Sequence[dict], order: tuple[int, ...]) -> float:
+        """The candidate whose letter is most likely among the listed tokens (NaN: none listed, or a tie)."""
+        letters = tuple(LETTERS[: len(order)])
+        best: dict[int, float] = {}
+        for e in top:
+            if e["token"] in letters:
+                p = letters.index(e["token"])
+                best[p] = max(best.get(p, -np.inf), e["logprob"])
+        if not best:
+            self.usage["no_letter"] += 1
+            return np.nan
+        top_lp = max(best.values())
+        winners = [p for p, lp in best.items() if lp == top_lp]
+        return float(order[winners[0]]) if len(winners) == 1 else np.nan
+
+
+def _positive(opts: dict, name: str, default: int, minimum: int = 1) -> int:
+    try:
+        value = int(opts.get(name, default))
+    except ValueError as exc:
+        raise ConfigError(f"option {name}={opts.get(name)!r}: expected a whole number") from exc
+    if value < minimum:
+        raise ConfigError(f"option {name}={value}: must be at least {minimum}")
+    return value
+
+
+def _request_key(body: dict[str, Any], digests: dict[str, str]) -> str:
+    """The cache key of a request: the endpoint's model name and the full request, each image's
+    data URL replaced by the SHA-256 of its bytes."""
+
+    def strip(value: Any) -> Any:
+        if isinstance(value, dict):
+            return {k: strip(v) for k, v in value.items()}
+        if isinstance(value, list):
+            return [strip(v) for v in value]
+        return f"sha256:{digests[value]}" if isinstance(value, str) and value in digests else value
+
+    text = json.dumps(strip(body), sort_keys=True, ensure_ascii=False)
+    return "api:" + hashlib.sha256(text.encode("utf-8")).hexdigest()
+
+
+def _check_response(doc: dict[str, Any], where: str, body: dict[str, Any]) -> None:
+    """Refuse a response without what its request asked for (before it is cached): the first
+    token's ``top_logprobs``, or the prompt's ``prompt_logprobs``."""
+    choices = doc.get("choices") or []
+    if choices and choices[0].get("finish_reason") == "content_filter":
+        raise EndpointError(f"{where} refused the request (content policy); this case cannot be scored there")
+    if "prompt_logprobs" in body.get("extra_body", {}):
+        if not doc.get("prompt_logprobs"):
+            raise EndpointError(
+                f"{where} returned no prompt_logprobs: VisualGPTScore (score=vgpt) needs the prompt tokens' "
+                "log-probabilities, which vLLM returns; use score=vqa there, or vgpt: in-process"
+            )
+        return
+    logprobs = (choices[0].get("logprobs") or {}) if choices else {}
+    content = logprobs.get("content") or []
+    if not content or not content[0].get("top_logprobs"):
+        raise EndpointError(
+            f"{where} answered without top_logprobs: serve the model with log-probabilities enabled "
+            "(vLLM, SGLang and llama.cpp's server return them; vLLM caps them with --max-logprobs), "
+            "or use another endpoint"
+        )
+
+
+def caption_logprob(doc: dict[str, Any], text: str, where: str) -> float:
+    """log VisualGPTScore (Eq. 2, the mean over the caption's tokens) from a response's
+    ``prompt_logprobs``: the caption is the prompt's last tokens, found by their decoded text.
+
+    >>> doc = {"prompt_logprobs": [None, {"7": {"logprob": -9.0, "decoded_token": "\\n"}},
+    ...        {"3": {"logprob": -1.0, "decoded_token": "a"}}, {"4": {"logprob": -2.0, "decoded_token": " cat"}}]}
+    >>> caption_logprob(doc, "a cat", "here")
+    -1.5
+    """
+    entries = [next(iter(e.values())) for e in doc["prompt_logprobs"][1:]]
+    joined = ""
+    for n in range(1, len(entries) + 1):
+        joined = entries[-n]["decoded_token"] + joined
+        if joined == text:
+            return float(np.mean([e["logprob"] for e in entries[-n:]]))
+        if len(joined) >= len(text):
+            break
+    raise EndpointError(f"{where}: the prompt's last tokens do not spell the caption {text!r}; cannot score it")
+
+
+def _first_top(doc: dict[str, Any]) -> list[dict[str, Any]]:
+    return doc["choices"][0]["logprobs"]["content"][0]["top_logprobs"]
+
+
+def _explain(exc: Exception, where: str, retries: int) -> str:
+    """One line for a failed request: what happened at ``where`` and what to do."""
+    import openai
+
+    status = getattr(exc, "status_code", None)
+    resume = "a re-run resumes from the cache"
+    if isinstance(exc, openai.AuthenticationError | openai.PermissionDeniedError):
+        return f"{where} refused the key ({status}): set {' or '.join(API_KEY_VARS)} to a key it accepts"
+    if isinstance(exc, openai.NotFoundError):
+        return f"{where} does not serve this model ({status}): use a name its /models route lists"
+    if isinstance(exc, openai.RateLimitError):
+        return f"{where} still rate-limited after {retries} retries: lower concurrency= in the spec; {resume}"
+    if isinstance(exc, openai.APITimeoutError | openai.APIConnectionError):
+        return f"{where} did not answer after {retries} retries ({type(exc).__name__}): check the server; {resume}"
+    if isinstance(exc, openai.InternalServerError):
+        return f"{where} kept failing ({status}) after {retries} retries: check the server's log; {resume}"
+    detail = str(getattr(exc, "message", exc)).replace("\n", " ")[:200]
+    return f"{where} refused the request ({status}: {detail}); check the spec's options against what it supports"

@@ -1,0 +1,213 @@
+"""``api:MODEL@BASE_URL`` against a loopback OpenAI-compatible server that runs a tiny chat VLM's real
+forward pass (:class:`spotdiff.testing.openai_server.ChatCompletionsServer`), through the official
+``openai`` client.
+
+The server and the ``vqa:`` scorer share one in-memory model, so ``api:`` must equal ``vqa:`` (VQAScore
+to 1e-4 in log space, answer-based choices exactly) on Winoground and EqBen fixtures. The tiny model's
+LM head gets a bias towards the answer tokens ("Yes" and its spellings, the option letters), as a
+trained chat model has them among its top tokens; without it a random model's "Yes" sits far below
+any top-k. Faults injected through the server must end in a finished run or one clear line, with
+everything answered cached, and a re-run from the cache must give identical metrics with no request.
+"""
+
+from __future__ import annotations
+
+import json
+from base64 import b64decode
+from hashlib import sha256
+from io import BytesIO
+
+import numpy as np
+import pytest
+import torch
+from PIL import Image
+
+from spotdiff.diagnose.runner import EvalConfig, run_eval
+from spotdiff.errors import ConfigError, EndpointError
+from spotdiff.scorers import ScorerOptions, load_scorer
+from spotdiff.scorers.api import encode_image, parse_api_spec, yes_probability
+from spotdiff.testing.formats import write_eqben, write_winoground
+from spotdiff.testing.openai_server import ChatCompletionsServer
+from spotdiff.testing.tiny_models import tiny_images
+from spotdiff.testing.tiny_vlms import make_tiny_vlm
+
+ANSWER_TOKENS = ("Yes", " Yes", "yes", "A", "B")
+
+
+@pytest.fixture(scope="module")
+def vqa(tmp_path_factory):
+    """The ``vqa:`` scorer of a tiny Qwen2-VL whose LM head favours the answer tokens."""
+    path = make_tiny_vlm("qwen2_vl", tmp_path_factory.mktemp("vlm") / "qwen2_vl")
+    scorer = load_scorer(f"vqa:{path}?generate=2", ScorerOptions(device="cpu", batch_size=4))
+    head, tok = scorer.chat.model.lm_head, scorer.chat.tokenizer
+    bias = torch.zeros(head.out_features)
+    for text in ANSWER_TOKENS:
+        (token,) = tok(text, add_special_tokens=False)["input_ids"]
+        bias[token] = 9.0
+    head.bias = torch.nn.Parameter(bias)
+    return scorer
+
+
+@pytest.fixture(scope="module")
+def server(vqa):
+    with ChatCompletionsServer(vqa.chat) as srv:
+        yield srv
+
+
+@pytest.fixture(scope="module")
+def data(tmp_path_factory):
+    root = tmp_path_factory.mktemp("data")
+    return {"winoground": write_winoground(root / "wino", n=2, seed=0), "eqben": write_eqben(root / "eqben", n=2)}
+
+
+def api(server, extra="") -> object:
+    return load_scorer(f"api:tiny-vlm@{server.base_url}?retries=3{extra}", ScorerOptions(batch_size=8))
+
+
+def evaluate(scorer, benchmark, data, tmp_path, protocol=None, name="out", cache=None):
+    config = EvalConfig(
+        model=scorer.spec, benchmark=benchmark, data=data, protocol=protocol, out=tmp_path / name,
+        use_store=False, progress=False, n_boot=0, workers=0, device="cpu", cache=cache,
+    )  # fmt: skip
+    return run_eval(config, scorer=scorer)
+
+
+def test_spec_and_image_encoding():
+    assert parse_api_spec("m@https://h/v1/") == ("m", "https://h/v1")
+    for bad in ("m", "@http://h", "m@h:8000"):
+        with pytest.raises(ConfigError, match="MODEL@BASE_URL"):
+            parse_api_spec(bad)
+    for option in ("timeout=soon", "concurrency=0", "spellings=some", "score=clip"):
+        with pytest.raises(ConfigError, match=option.split("=")[0]):
+            load_scorer(f"api:m@http://127.0.0.1:9/v1?{option}", ScorerOptions())
+    (image,) = tiny_images(1)
+    url, digest = encode_image(image.resize((300, 100)), 150)
+    data = b64decode(url.split(",", 1)[1])
+    assert url.startswith("data:image/png;base64,") and sha256(data).hexdigest() == digest
+    assert Image.open(BytesIO(data)).size == (150, 50)  # the longer side scaled down to max_side
+
+
+def test_yes_probability_combines_spellings_and_bounds():
+    top = [{"token": "No", "logprob": np.log(0.5)}, {"token": " yes", "logprob": np.log(0.2)},
+           {"token": "Yes", "logprob": np.log(0.1)}]  # fmt: skip
+    assert yes_probability(top, "Yes", "all") == (pytest.approx(0.3), False)
+    assert yes_probability(top, "Yes", "exact") == (pytest.approx(0.1), False)
+    assert yes_probability(top[:1], "Yes", "all") == (pytest.approx(0.5), True)
+
+
+@pytest.mark.parametrize("benchmark", ["winoground", "eqben"])
+def test_vqascore_equals_in_process(benchmark, vqa, server, data, tmp_path):
+    scorer = api(server, "&spellings=exact")
+    got = evaluate(scorer, benchmark, data[benchmark], tmp_path, name="api")
+    want = evaluate(vqa, benchmark, data[benchmark], tmp_path, name="vqa")
+    assert got.metrics == want.metrics
+    lines = [json.loads(x) for x in (tmp_path / "api" / "scores.jsonl").read_text().splitlines()]
+    wants = [json.loads(x) for x in (tmp_path / "vqa" / "scores.jsonl").read_text().splitlines()]
+    for a, b in zip(lines, wants, strict=True):
+        np.testing.assert_allclose(np.log(a["scores"]), np.log(b["scores"]), atol=1e-4)
+        assert "bounded" not in a
+    assert got.engine_stats["computed"] == 4 * len(lines) and "bounded" not in got.engine_stats
+
+
+def test_choice_equals_in_process(vqa, server, data, tmp_path):
+    scorer = api(server, "&generate=2")
+    got = evaluate(scorer, "winoground", data["winoground"], tmp_path, protocol="choice-text", name="api")
+    want = evaluate(vqa, "winoground", data["winoground"], tmp_path, protocol="choice-text", name="vqa")
+    assert got.metrics == want.metrics
+    usage = scorer.run_usage()
+    assert usage["no_letter"] == 0 and usage["sent"] == 2 * 4  # 2 cases x 2 images x 2 orders
+    images, texts = tiny_images(2), ["a cat on a mat", "two dogs"]
+    answers = scorer.answer_choices(images, texts, "choice")  # and the "which image" questions
+    np.testing.assert_array_equal(answers, vqa.answer_choices(images, texts, "choice"))
+    unparseable = int(np.isnan(got_generated(tmp_path / "api")).sum() + np.isnan(answers[..., 1]).sum())
+    assert scorer.run_usage()["unparseable"] == unparseable
+
+
+def got_generated(out) -> np.ndarray:
+    """The generation reading of every case in a choice run's ``scores.jsonl``."""
+    lines = [json.loads(x) for x in (out / "scores.jsonl").read_text().splitlines()]
+    return np.array([np.asarray(line["scores"], dtype=float)[..., 1] for line in lines])
+
+
+def test_bounded_scores_are_flagged_and_counted(server, data, tmp_path):
+    scorer = api(server, "&answer=No&top_logprobs=3")  # "No" is never in this top 3
+    result = evaluate(scorer, "winoground", data["winoground"], tmp_path)
+    lines = [json.loads(x) for x in (tmp_path / "out" / "scores.jsonl").read_text().splitlines()]
+    assert all(line["bounded"] == [[0, 0], [0, 1], [1, 0], [1, 1]] for line in lines)
+    assert result.engine_stats["bounded"] == 4 * len(lines) == scorer.run_usage()["bounded"]
+    usage = json.loads((tmp_path / "out" / "metrics.json").read_text())["usage"]  # recorded with the run
+    assert usage["bounded"] == 4 * len(lines) and usage["sent"] == usage["responses"]["computed"] == 4 * len(lines)
+    assert usage["prompt_tokens"] > 0 and usage["completion_tokens"] == 4 * len(lines)
+    assert usage["endpoint"] == server.base_url and usage["model"] == "tiny-vlm"
+
+
+@pytest.mark.parametrize(
+    "faults",
+    [("429", "429", "429", "500"), ("ok", "timeout"), ("truncated", "bad-json")],
+    ids=["429-burst-and-500", "timeout", "truncated-and-bad-json"],
+)
+def test_transient_faults_finish_the_run(faults, server, data, tmp_path):
+    clean = evaluate(api(server), "winoground", data["winoground"], tmp_path, name="clean")
+    server.timeout_s = 1.5
+    server.inject(*faults)
+    scorer = api(server, "&timeout=1&concurrency=1" if "timeout" in faults else "")
+    result = evaluate(scorer, "winoground", data["winoground"], tmp_path)
+    assert result.metrics == clean.metrics
+    if "429" in faults:
+        assert scorer.run_usage()["throttled"] == 3
+
+
+def test_fatal_fault_stops_with_one_line_and_rerun_resumes(server, data, tmp_path):
+    path = "/v1/chat/completions"
+    asked_before = len(server.requests_for(path))
+    scorer = api(server, "&concurrency=1")
+    server.inject("ok", "ok", "500", "500", "500", "500")  # the third request fails 4 times: retries=3 spent
+    cache = tmp_path / "cache"
+    with pytest.raises(EndpointError) as err:
+        evaluate(scorer, "winoground", data["winoground"], tmp_path, cache=cache)
+    message = str(err.value)
+    assert "\n" not in message and server.base_url in message and "re-run resumes from the cache" in message
+    assert scorer.run_usage()["sent"] == scorer.run_usage()["responses"]["computed"] == 2  # answered, cached
+    scorer = api(server)
+    first = evaluate(scorer, "winoground", data["winoground"], tmp_path, name="first", cache=cache)
+    assert scorer.run_usage()["sent"] == 6 and scorer.run_usage()["responses"]["cached"] == 2  # not asked again
+    asked = len(server.requests_for(path)) - asked_before
+    again = api(server)
+    rerun = evaluate(again, "winoground", data["winoground"], tmp_path, name="again", cache=cache)
+    assert len(server.requests_for(path)) - asked_before == asked and again.run_usage()["sent"] == 0  # no request
+    assert rerun.metrics == first.metrics
+
+
+def test_no_logprobs_unknown_model_and_refused_key_stop_cleanly(server, data, tmp_path):
+    server.inject("no-logprobs")
+    with pytest.raises(EndpointError, match="without top_logprobs: serve the model with log-probabilities"):
+        evaluate(api(server, "&concurrency=1"), "winoground", data["winoground"], tmp_path)
+    spec = f"api:other@{server.base_url}"
+    with pytest.raises(EndpointError, match="does not serve this model"):
+        evaluate(load_scorer(spec, ScorerOptions()), "winoground", data["winoground"], tmp_path, name="o")
+    server.inject("401")
+    with pytest.raises(EndpointError, match=r"refused the key \(401\): set SPOTDIFF_API_KEY or OPENAI_API_KEY"):
+        evaluate(api(server, "&concurrency=1"), "winoground", data["winoground"], tmp_path, name="k")
+
+
+@pytest.fixture(scope="module")
+def vgpt(tmp_path_factory):
+    """``vgpt:`` on a tiny Qwen2-VL (the chat backend: the caption as the answer to the describe prompt)."""
+    path = make_tiny_vlm("qwen2_vl", tmp_path_factory.mktemp("vgpt") / "qwen2_vl", seed=1)
+    return load_scorer(f"vgpt:{path}", ScorerOptions(device="cpu", batch_size=4))
+
+
+def test_visualgptscore_from_prompt_logprobs_equals_in_process(vgpt, data, tmp_path):
+    with ChatCompletionsServer(vgpt.scoring.vlm) as server:
+        scorer = api(server, "&score=vgpt")
+        assert scorer.capabilities == {"image-text", "choice-text", "choice"}  # a log-probability, not match-prob
+        got = evaluate(scorer, "eqben", data["eqben"], tmp_path, name="api")
+        want = evaluate(vgpt, "eqben", data["eqben"], tmp_path, name="vgpt")
+        assert got.metrics == want.metrics
+        for a, b in zip(
+            *((tmp_path / n / "scores.jsonl").read_text().splitlines() for n in ("api", "vgpt")), strict=True
+        ):
+            np.testing.assert_allclose(json.loads(a)["scores"], json.loads(b)["scores"], atol=1e-4)
+        server.inject("no-logprobs")  # a server without prompt_logprobs (any but vLLM): one clear line
+        with pytest.raises(EndpointError, match=r"returned no prompt_logprobs: VisualGPTScore \(score=vgpt\) needs"):
+            evaluate(api(server, "&score=vgpt&concurrency=1"), "winoground", data["winoground"], tmp_path, name="n")
