@@ -163,6 +163,8 @@ def test_vl_checklist_round_trip(data, all_pairs: bool) -> None:
             yaml.parent.mkdir(parents=True, exist_ok=True)
             yaml.write_text(f"ANNO_PATH: {anno}\nIMG_ROOT: vg/\nTYPE: TUPLE_JSON\n", encoding="utf-8")
             write_json(root / anno, [[f"{img}.jpg", {"POS": pos, "NEG": neg}] for img, (pos, neg) in records])
+            for img, _ in records:  # the official loader keeps a record only if its image exists
+                write_text(root / "images" / "vg" / f"{img}.jpg", "")
         cases, _ = load("vl-checklist", root, pairs="all" if all_pairs else "first")
     expected = []
     for folder in sorted(files, key=lambda f: f.split("/")):  # the loader reads the yaml files in path order
