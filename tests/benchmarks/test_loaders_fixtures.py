@@ -584,7 +584,8 @@ def test_retrieval_round_trip(tmp_path, name, dataset):
     records = json.loads(next(root.glob("*.json")).read_text())
     (case,) = cases
     assert case.shape == (4, 20) and case.subset == "test" and case.id == f"{dataset}-test"
-    assert case.texts == tuple(c for r in records for c in r["caption"])
+    # ARO's COCO_Retrieval applies pre_caption(caption, 30) by default (ARO Table 6)
+    assert case.texts == tuple(_aro_pre_caption(c, 30) for r in records for c in r["caption"])
     expected = np.zeros((4, 20), dtype=bool)
     for i in range(4):
         expected[i, 5 * i : 5 * i + 5] = True
@@ -592,8 +593,50 @@ def test_retrieval_round_trip(tmp_path, name, dataset):
     assert [im.path for im in case.images] == [root / r["image"] for r in records]
     assert case.images[2].load().size == (40, 30)
     assert bench.report.records == 4
-    _, (clean,) = load(name, root, pre_caption="true")
-    assert clean.texts == tuple(pre_caption(t, 30) for t in case.texts)
+    _, (verbatim,) = load(name, root, pre_caption="false")
+    assert verbatim.texts == tuple(c for r in records for c in r["caption"])
+
+
+def _aro_pre_caption(caption, max_words=50):
+    """ARO's ``pre_caption``, copied from dataset_zoo/retrieval.py lines 15-34 at commit
+    81fdd20dc5b6f434aa5a4a971717bc80d1cedb0d (github.com/mertyg/vision-language-models-are-bows)."""
+    import re
+
+    caption = re.sub(
+        r"([.!\"()*#:;~])",
+        " ",
+        caption.lower(),
+    )
+    caption = re.sub(
+        r"\s{2,}",
+        " ",
+        caption,
+    )
+    caption = caption.rstrip("\n")
+    caption = caption.strip(" ")
+
+    # truncate caption
+    caption_words = caption.split(" ")
+    if len(caption_words) > max_words:
+        caption = " ".join(caption_words[:max_words])
+
+    return caption
+
+
+@pytest.mark.parametrize(
+    "caption",
+    [
+        "A Man (left) rides a horse.",
+        ' "Two" dogs:  play; ~ fetch*#!\n',
+        "tab\tseparated\t\ttext \n\n",
+        " ".join(f"w{k}." for k in range(45)),
+        "...",
+        "Ünïcode CAFÉ  :)",
+    ],
+)
+def test_pre_caption_equals_aros(caption):
+    for max_words in (30, 50, 3):
+        assert pre_caption(caption, max_words) == _aro_pre_caption(caption, max_words)
 
 
 def test_retrieval_uneven_caption_counts(tmp_path):
