@@ -199,8 +199,14 @@ def as_scores(case: Case, scores: Any, shape: tuple[int, int], what: str) -> np.
     return s
 
 
-def one_row_positive(case: Case, protocol: str) -> tuple[int, np.ndarray]:
-    """The single positive text of a one-row case and the indices of its negatives."""
+def one_row_positive(case: Case, protocol: str, allow_alone: bool = False) -> tuple[int, np.ndarray]:
+    """The single positive text of a one-row case and the indices of its negatives.
+
+    Args:
+        case: a one-image case.
+        protocol: the protocol's name, for errors.
+        allow_alone: accept a positive with no negative (CREPE's code ranks such a caption first).
+    """
     truth = case.truth
     if truth.shape[0] != 1:
         raise DataError(
@@ -213,7 +219,7 @@ def one_row_positive(case: Case, protocol: str) -> tuple[int, np.ndarray]:
             f"case {case.id}: protocol {protocol!r} needs exactly one positive text, got {pos.size}"
         )
     neg = np.flatnonzero(~truth[0])
-    if neg.size == 0:
+    if neg.size == 0 and not allow_alone:
         raise DataError(f"case {case.id}: protocol {protocol!r} needs at least one negative text")
     return int(pos[0]), neg
 

@@ -452,9 +452,10 @@ def write_crepe(
     pandas index column, ``image_id,x,y,width,height,caption,hard_negs``; ``n`` rows with 5 negatives as a
     Python-literal list) for each type and complexity, and, with ``systematicity``,
     ``root/syst_hard_negatives/syst_vg_hard_negs_seen_compounds_in_cc12m.csv`` (columns
-    ``image_id,x,y,width,height,caption,valid_hard_negs_atom,valid_hard_negs_comp``; ``n`` rows with 3
-    and 2 negatives). Images are ``root/images/<image_id>.jpg`` (64 x 48), except the first, which is
-    put in ``root/images/VG_100K/`` as in a Visual Genome download. Returns ``root``.
+    ``image_id,x,y,width,height,caption,valid_hard_negs_atom,valid_hard_negs_comp,``
+    ``valid_hard_negs_combined``; ``n`` rows with 3 and 2 negatives, combined their concatenation).
+    Images are ``root/images/<image_id>.jpg`` (64 x 48), except the first, which is put in
+    ``root/images/VG_100K/`` as in a Visual Genome download. Returns ``root``.
 
     Args:
         n: rows per file.
@@ -497,13 +498,13 @@ def write_crepe(
                     "caption",
                     "valid_hard_negs_atom",
                     "valid_hard_negs_comp",
+                    "valid_hard_negs_combined",
                 ]
             )
             for row in _crepe_rows(n, rng, image_ids):
                 caption = row["caption"]
-                writer.writerow(
-                    [*row.values(), str(negatives(caption, 3, "atom-")), str(negatives(caption, 2, "comp-"))]
-                )
+                atom, comp = negatives(caption, 3, "atom-"), negatives(caption, 2, "comp-")
+                writer.writerow([*row.values(), str(atom), str(comp), str(atom + comp)])
     return root
 
 
