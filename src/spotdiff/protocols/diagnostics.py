@@ -7,7 +7,8 @@ bag-of-words scope (issue 25).
   (:meth:`Protocol.answer_counts`).
 * A case is *bag-of-words identical* when every negative text has the same multiset of words as a
   positive text of its row, so a bag-of-words model cannot tell them apart (sugar-crepe issue 10: 572
-  of SugarCrepe's 7,511 pairs); its units form the scope :data:`BOW_SCOPE` of ``metrics.json``.
+  of SugarCrepe's 7,511 pairs); its units form the scope :data:`BOW_SCOPE` of ``metrics.json`` when
+  they are some but not all of the run's units (ARO's VG-Relation: all, the scope would repeat ``all``).
 """
 
 from __future__ import annotations

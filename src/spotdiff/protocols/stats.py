@@ -528,7 +528,7 @@ def _aggregate(
     metrics: dict[str, dict[str, Any]] = {}
     boot: dict[str, dict[str, np.ndarray]] = {}
     bow = [(BOW_SCOPE, tags[BOW_TAG] == "identical")] if BOW_TAG in tags else []
-    bow = [(scope, mask) for scope, mask in bow if mask.any()]
+    bow = [(scope, mask) for scope, mask in bow if mask.any() and not mask.all()]  # all of them: "all" says it
     for scope, mask in [("all", np.ones(n, dtype=bool)), *bow, *((s, subsets == s) for s in present)]:
         if scope != "all" and mask.all():  # a single subset: the same units as "all"
             metrics[scope], boot[scope] = dict(metrics["all"]), boot["all"]
