@@ -602,3 +602,40 @@ def write_zeroshot_cifar(root: Path, n: int = 12, seed: int = 0, *, kind: str = 
         with open(folder / name, "wb") as f:
             pickle.dump(value, f)
     return root
+
+
+# ------------------------------------------------------------------------------ What'sUp
+WHATSUP_CONTROLLED = [
+    {"image_path": "data/controlled_images/beer-bottle_on_armchair.jpeg",
+     "caption_options": ["A beer bottle on a armchair", "A beer bottle under a armchair",
+                         "A beer bottle to the left of a armchair", "A beer bottle to the right of a armchair"]},
+    {"image_path": "data/controlled_images/beer-bottle_left_of_armchair.jpeg",
+     "caption_options": ["A beer bottle to the left of a armchair", "A beer bottle on a armchair",
+                         "A beer bottle under a armchair", "A beer bottle to the right of a armchair"]},
+]  # fmt: skip
+WHATSUP_CLEVR = [
+    {"image_path": "data/controlled_clevr/cube_in-front_of_sphere.jpeg",
+     "caption_options": ["A cube in front of a sphere", "A cube behind a sphere", "A cube left of a sphere",
+                         "A cube right of a sphere"]},
+]  # fmt: skip
+WHATSUP_COCO_ONE = [[397133, "A photo of a dog on the left", "A photo of a dog on the right"]]
+WHATSUP_COCO_TWO = [
+    [37777, "A cup above a plate", "A cup below a plate"],
+    [252219, "A man left of a horse", "A man right of a horse"],
+]
+WHATSUP_VG_ONE = [[2417871, "A tree on the top", "A tree on the bottom"]]
+WHATSUP_VG_TWO = [["2344765", "A car behind a bus", "A car in front of a bus"]]
+
+
+def write_whatsup(root: Path) -> Path:
+    """What'sUp's six annotation files in their published schema (controlled: objects with ``image_path``
+    and 4 ``caption_options``; QA sets: ``[image_id, true caption, false caption]`` lists); no images.
+    Returns ``root``."""
+    from spotdiff.benchmarks.whatsup import FILES
+
+    root.mkdir(parents=True, exist_ok=True)
+    records = (WHATSUP_CONTROLLED, WHATSUP_CLEVR, WHATSUP_COCO_ONE, WHATSUP_COCO_TWO, WHATSUP_VG_ONE, WHATSUP_VG_TWO)
+    for subset, data in zip(FILES, records, strict=True):
+        (root / FILES[subset][0]).parent.mkdir(parents=True, exist_ok=True)
+        (root / FILES[subset][0]).write_text(json.dumps(data), encoding="utf-8")
+    return root
