@@ -639,3 +639,25 @@ def write_whatsup(root: Path) -> Path:
         (root / FILES[subset][0]).parent.mkdir(parents=True, exist_ok=True)
         (root / FILES[subset][0]).write_text(json.dumps(data), encoding="utf-8")
     return root
+
+
+# ------------------------------------------------------------------------------ MMVP-VLM
+def write_mmvp_vlm(root: Path, n_pairs: int = 16) -> Path:
+    """MMVP-VLM's ``Questions.csv`` (header ``Question ID,Type,Statement``; ids 1, 2, ... in pairs; Type
+    the image folder) as evaluate_vlm.py reads it, for ``n_pairs`` pairs (15 per pattern, in order);
+    no images. Returns ``root``.
+
+    Args:
+        n_pairs: the number of statement pairs.
+    """
+    root.mkdir(parents=True, exist_ok=True)
+    folders = ("Orientation", "Presence", "State", "Quantity", "Spatial", "Color", "Structural_Character",
+               "Text", "Camera_Perspective")  # fmt: skip
+    with (root / "Questions.csv").open("w", newline="", encoding="utf-8") as f:
+        writer = csv.writer(f)
+        writer.writerow(["Question ID", "Type", "Statement"])
+        for k in range(n_pairs):
+            folder = folders[k // 15]
+            writer.writerow([2 * k + 1, folder, f"the dog is facing left, pair {k}"])
+            writer.writerow([2 * k + 2, folder, f"the dog is facing right, pair {k}"])
+    return root
