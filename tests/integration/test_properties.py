@@ -442,6 +442,9 @@ def _valid_dataset(bench: str, root: Path) -> list[Path]:
         ff.write_zeroshot_wds(root, n=4, shards=2)
         return [root / "classnames.txt", root / "zeroshot_classification_templates.txt",
                 root / "test" / "nshards.txt", root / "test" / "0.tar"]  # fmt: skip
+    if bench == "sugarcrepe-pp":
+        ff.write_sugarcrepe_pp(root)
+        return sorted(root.glob("*.json"))
     if bench == "mmvp-vlm":
         ff.write_mmvp_vlm(root, n_pairs=2)
         return [root / "Questions.csv"]
@@ -696,7 +699,7 @@ def test_every_loader_and_protocol_is_covered() -> None:
     covered = {
         "visla-generic", "visla-spatial", "sugarcrepe", "valse", "vl-checklist", "winoground", "eqben", "spec",
         "aro-vg-relation", "aro-vg-attribution", "aro-coco-order", "aro-flickr-order", "crepe", "coco-retrieval",
-        "flickr-retrieval", "zeroshot-classification", "whatsup", "mmvp-vlm",
+        "flickr-retrieval", "zeroshot-classification", "whatsup", "mmvp-vlm", "sugarcrepe-pp",
     }  # fmt: skip
     assert set(BENCHMARKS.names()) <= covered, set(BENCHMARKS.names()) - covered
     assert PROTOCOL_NAMES  # every registered protocol is parametrized above

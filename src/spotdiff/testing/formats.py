@@ -661,3 +661,24 @@ def write_mmvp_vlm(root: Path, n_pairs: int = 16) -> Path:
             writer.writerow([2 * k + 1, folder, f"the dog is facing left, pair {k}"])
             writer.writerow([2 * k + 2, folder, f"the dog is facing right, pair {k}"])
     return root
+
+
+# ------------------------------------------------------------------------------ SugarCrepe++
+def write_sugarcrepe_pp(root: Path, subsets: tuple[str, ...] = ("replace_att", "swap_obj")) -> Path:
+    """SugarCrepe++'s ``<subset>.json`` files in the schema of github.com/Sri-Harsha/scpp ``data/`` (a
+    list of ``{id, filename, caption, caption2, negative_caption}``), two records each; no images.
+    Returns ``root``.
+
+    Args:
+        subsets: the subset files to write.
+    """
+    root.mkdir(parents=True, exist_ok=True)
+    for name in subsets:
+        records = [
+            {"id": k, "filename": f"{565045 + k:012d}.jpg", "caption": f"Blue bathroom with {k + 2} white towels.",
+             "caption2": f"The bathroom is blue and has {k + 2} white towels.",
+             "negative_caption": f"White bathroom with {k + 2} blue towels."}
+            for k in range(2)
+        ]  # fmt: skip
+        (root / f"{name}.json").write_text(json.dumps(records, indent=1), encoding="utf-8")
+    return root
