@@ -442,6 +442,11 @@ def _valid_dataset(bench: str, root: Path) -> list[Path]:
         ff.write_zeroshot_wds(root, n=4, shards=2)
         return [root / "classnames.txt", root / "zeroshot_classification_templates.txt",
                 root / "test" / "nshards.txt", root / "test" / "0.tar"]  # fmt: skip
+    if bench == "colorswap":  # the README's JSON layout
+        rec = {"id": 0, "caption_1": "a red cup on a blue mat", "caption_2": "a blue cup on a red mat",
+               "image_1": "images/img_0_1.png", "image_2": "images/img_0_2.png", "image_source": "midjourney",
+               "caption_source": "human"}  # fmt: skip
+        return [write_json(root / "test.json", [rec])]
     if bench == "sugarcrepe-pp":
         ff.write_sugarcrepe_pp(root)
         return sorted(root.glob("*.json"))
@@ -699,7 +704,7 @@ def test_every_loader_and_protocol_is_covered() -> None:
     covered = {
         "visla-generic", "visla-spatial", "sugarcrepe", "valse", "vl-checklist", "winoground", "eqben", "spec",
         "aro-vg-relation", "aro-vg-attribution", "aro-coco-order", "aro-flickr-order", "crepe", "coco-retrieval",
-        "flickr-retrieval", "zeroshot-classification", "whatsup", "mmvp-vlm", "sugarcrepe-pp",
+        "flickr-retrieval", "zeroshot-classification", "whatsup", "mmvp-vlm", "sugarcrepe-pp", "colorswap",
     }  # fmt: skip
     assert set(BENCHMARKS.names()) <= covered, set(BENCHMARKS.names()) - covered
     assert PROTOCOL_NAMES  # every registered protocol is parametrized above
