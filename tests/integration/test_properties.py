@@ -442,6 +442,13 @@ def _valid_dataset(bench: str, root: Path) -> list[Path]:
         ff.write_zeroshot_wds(root, n=4, shards=2)
         return [root / "classnames.txt", root / "zeroshot_classification_templates.txt",
                 root / "test" / "nshards.txt", root / "test" / "0.tar"]  # fmt: skip
+    if bench == "bivlc":  # parquet only: byte damage
+        from spotdiff.testing.hub_repos import bivlc_repo
+
+        for rel, blob in bivlc_repo(n=2).items():
+            (root / rel).parent.mkdir(parents=True, exist_ok=True)
+            (root / rel).write_bytes(blob)
+        return sorted(root.rglob("*.parquet"))
     if bench == "colorswap":  # the README's JSON layout
         rec = {"id": 0, "caption_1": "a red cup on a blue mat", "caption_2": "a blue cup on a red mat",
                "image_1": "images/img_0_1.png", "image_2": "images/img_0_2.png", "image_source": "midjourney",
@@ -532,7 +539,7 @@ def test_damaged_files_raise_only_spotdiff_errors(bench: str, data) -> None:
         load(bench, root, **_OPTIONS.get(bench, {}))  # the undamaged dataset loads
         target = data.draw(st.sampled_from(files))
         mutated = None
-        if data.draw(st.booleans()) and target.suffix != ".tar":  # binary files get byte damage only
+        if data.draw(st.booleans()) and target.suffix not in (".tar", ".parquet"):  # binary files: byte damage only
             mutated = _mutate_json(target.read_text(encoding="utf-8"), data.draw)
         if mutated is not None:
             target.write_text(mutated, encoding="utf-8")
@@ -704,7 +711,7 @@ def test_every_loader_and_protocol_is_covered() -> None:
     covered = {
         "visla-generic", "visla-spatial", "sugarcrepe", "valse", "vl-checklist", "winoground", "eqben", "spec",
         "aro-vg-relation", "aro-vg-attribution", "aro-coco-order", "aro-flickr-order", "crepe", "coco-retrieval",
-        "flickr-retrieval", "zeroshot-classification", "whatsup", "mmvp-vlm", "sugarcrepe-pp", "colorswap",
+        "flickr-retrieval", "zeroshot-classification", "whatsup", "mmvp-vlm", "sugarcrepe-pp", "colorswap", "bivlc",
     }  # fmt: skip
     assert set(BENCHMARKS.names()) <= covered, set(BENCHMARKS.names()) - covered
     assert PROTOCOL_NAMES  # every registered protocol is parametrized above
