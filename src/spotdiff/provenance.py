@@ -29,13 +29,19 @@ _SNAPSHOT = re.compile(r"(models|datasets|spaces)--(?P<repo>[^/\\]+)[/\\]snapsho
 
 
 def package_versions() -> dict[str, str | None]:
-    """``{distribution: version}`` for :data:`PACKAGES` (None when not installed)."""
+    """``{distribution: version}`` for :data:`PACKAGES` (None when not installed). torch's is
+    ``torch.__version__`` with its build tag (``2.14.1+cu130``): the CUDA build changes numbers, and
+    the distribution metadata of a wheel from PyPI leaves the tag out."""
     out: dict[str, str | None] = {}
     for name in PACKAGES:
         try:
             out[name] = version(name)
         except PackageNotFoundError:
             out[name] = None
+    if out["torch"] is not None:
+        import torch
+
+        out["torch"] = str(torch.__version__)
     return out
 
 

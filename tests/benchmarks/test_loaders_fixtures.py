@@ -10,6 +10,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -26,6 +27,7 @@ from spotdiff.benchmarks.word_order import (
 )
 from spotdiff.cases import FileImage, NpyImage
 from spotdiff.errors import ConfigError, DataError
+from spotdiff.protocols.top1 import ImageToTextTop1
 from spotdiff.testing.formats import (
     ARO_FIXTURE_ATTRIBUTES,
     ARO_FIXTURE_RELATIONS,
@@ -584,7 +586,8 @@ def test_retrieval_round_trip(tmp_path, name, dataset):
     records = json.loads(next(root.glob("*.json")).read_text())
     (case,) = cases
     assert case.shape == (4, 20) and case.subset == "test" and case.id == f"{dataset}-test"
-    assert case.texts == tuple(c for r in records for c in r["caption"])
+    # ARO's COCO_Retrieval applies pre_caption(caption, 30) by default (ARO Table 6)
+    assert case.texts == tuple(_aro_pre_caption(c, 30) for r in records for c in r["caption"])
     expected = np.zeros((4, 20), dtype=bool)
     for i in range(4):
         expected[i, 5 * i : 5 * i + 5] = True
@@ -592,8 +595,50 @@ def test_retrieval_round_trip(tmp_path, name, dataset):
     assert [im.path for im in case.images] == [root / r["image"] for r in records]
     assert case.images[2].load().size == (40, 30)
     assert bench.report.records == 4
-    _, (clean,) = load(name, root, pre_caption="true")
-    assert clean.texts == tuple(pre_caption(t, 30) for t in case.texts)
+    _, (verbatim,) = load(name, root, pre_caption="false")
+    assert verbatim.texts == tuple(c for r in records for c in r["caption"])
+
+
+def _aro_pre_caption(caption, max_words=50):
+    """ARO's ``pre_caption``, copied from dataset_zoo/retrieval.py lines 15-34 at commit
+    81fdd20dc5b6f434aa5a4a971717bc80d1cedb0d (github.com/mertyg/vision-language-models-are-bows)."""
+    import re
+
+    caption = re.sub(
+        r"([.!\"()*#:;~])",
+        " ",
+        caption.lower(),
+    )
+    caption = re.sub(
+        r"\s{2,}",
+        " ",
+        caption,
+    )
+    caption = caption.rstrip("\n")
+    caption = caption.strip(" ")
+
+    # truncate caption
+    caption_words = caption.split(" ")
+    if len(caption_words) > max_words:
+        caption = " ".join(caption_words[:max_words])
+
+    return caption
+
+
+@pytest.mark.parametrize(
+    "caption",
+    [
+        "A Man (left) rides a horse.",
+        ' "Two" dogs:  play; ~ fetch*#!\n',
+        "tab\tseparated\t\ttext \n\n",
+        " ".join(f"w{k}." for k in range(45)),
+        "...",
+        "Ünïcode CAFÉ  :)",
+    ],
+)
+def test_pre_caption_equals_aros(caption):
+    for max_words in (30, 50, 3):
+        assert pre_caption(caption, max_words) == _aro_pre_caption(caption, max_words)
 
 
 def test_retrieval_uneven_caption_counts(tmp_path):
@@ -693,10 +738,43 @@ def test_crepe_missing_column_and_empty_negatives(tmp_path):
     root = write_crepe(tmp_path, n=3, prod_types=("atom",), complexities=(4,), systematicity=False)
     path = root / "prod_hard_negatives" / "atom" / "prod_vg_hard_negs_atom_complexity_4.csv"
     _edit_csv_cell(path, 0, "hard_negs", "[]")
-    bench, cases = load("crepe", root)
+    bench, cases = load("crepe", root)  # CREPE's code scores the caption alone: rank 0, a success
+    assert len(cases) == 3 and not bench.report.skipped and cases[0].shape == (1, 1)
+    assert ImageToTextTop1().outcomes(cases[0], np.array([[0.2]])) == [{"accuracy": 1.0}]
+    assert _crepe_rank(torch.tensor([[0.2]])).tolist() == [0]
+    bench, cases = load("crepe", root, empty_negatives="skip")
     assert len(cases) == 2 and bench.report.skipped[SKIP_EMPTY] == 1
     path.write_text(path.read_text(encoding="utf-8").replace("hard_negs", "negatives", 1), encoding="utf-8")
     raises_data_error("crepe", root, file=path.name, field="hard_negs")
+
+
+def _crepe_rank(logits_per_image):
+    """CREPE's ``get_one2many_rank`` (crepe_eval_utils.py, github.com/RAIVNLab/CREPE commit 1fa81c4),
+    from the logits on: the rank of the true caption, listed first."""
+    ground_truth = 0
+    ranking = torch.argsort(logits_per_image, descending=True)
+    return torch.where(ranking == ground_truth)[1].detach().cpu().numpy()
+
+
+def test_crepe_top1_equals_crepes_rank_below_one(tmp_path):
+    rng = np.random.default_rng(3)
+    root = write_crepe(tmp_path, n=3, prod_types=("atom",), complexities=(4,))
+    for case in load("crepe", root)[1]:
+        scores = rng.normal(size=case.shape)  # no ties: CREPE's argsort order among equal scores is undefined
+        expected = float(_crepe_rank(torch.tensor(scores))[0] < 1)  # get_one2many_metrics' R@1: preds < 1
+        assert ImageToTextTop1().outcomes(case, scores) == [{"accuracy": expected}]
+
+
+def test_crepe_combined_negatives_are_offered(tmp_path):
+    root = write_crepe(tmp_path, n=2, prod_types=(), complexities=())
+    subsets = {c.subset for c in load("crepe", root)[1]}
+    assert subsets == {"syst/atom/seen_compounds_in_cc12m", "syst/comp/seen_compounds_in_cc12m"}
+    _, cases = load("crepe", root, combined="true")
+    combined = [c for c in cases if c.tags["neg_type"] == "combined"]
+    assert len(combined) == 2 and all(len(c.texts) == 1 + 3 + 2 for c in combined)
+    _, only = load("crepe", root, "syst/combined")
+    assert [c.id for c in only] == [c.id for c in combined] == ["syst/combined/seen_compounds_in_cc12m/0",
+                                                                "syst/combined/seen_compounds_in_cc12m/1"]
 
 
 # ------------------------------------------------------------------------------ generic file errors

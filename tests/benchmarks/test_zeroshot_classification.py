@@ -235,3 +235,17 @@ def test_hub_parquet_with_classlabel_names(tmp_path):
     (tmp_path / "hub" / "data" / "test-00000-of-00001.parquet").unlink()
     with pytest.raises(DataError, match="no image / img"):
         load(tmp_path / "hub")
+
+
+def test_imagenet_hub_webdataset_reads_its_test_split(tmp_path):
+    """clip-benchmark/wds_imagenet1k has train and test, no val: with no split= the loader reads test
+    from the webdataset and val from torchvision's folder."""
+    names = tuple(f"class {k}" for k in range(1000))
+    listing = tmp_path / "en_classnames.json"
+    listing.write_text(json.dumps({"imagenet1k": list(names)}), encoding="utf-8")
+    root = write_zeroshot_wds(tmp_path / "wds_imagenet1k", n=4, shards=1, classes=names)
+    bench, cases = load(root, dataset="imagenet1k", classnames=str(listing))
+    assert (bench.split, bench.format, len(cases)) == ("test", "wds", 4)
+    assert cases[0].id.startswith("test/0/")
+    folder = write_zeroshot_folder(tmp_path / "in", n_per_class=1, split="val")
+    assert get_benchmark("zeroshot-classification")(folder, dataset="imagenet1k").split == "val"

@@ -63,3 +63,12 @@ def test_eval_records_hub_revisions_of_model_and_data(tmp_path: Path, monkeypatc
     env = json.loads((out / "metrics.json").read_text())["environment"]
     assert env["model_hub"] == {"repo": "acme/tiny-clip", "revision": MODEL_SHA}
     assert env["data_hub"] == {"repo": "acme/spec-mini", "revision": DATA_SHA}
+
+
+def test_torch_version_keeps_its_build_tag(monkeypatch) -> None:
+    import torch
+
+    from spotdiff.provenance import package_versions
+
+    monkeypatch.setattr(torch, "__version__", "2.14.1+cu130")
+    assert package_versions()["torch"] == "2.14.1+cu130"

@@ -162,8 +162,8 @@ def test_i2t_top1_rejects_other_shapes():
         p.outcomes(case(np.eye(2)), np.zeros((2, 2)))
     with pytest.raises(DataError, match="exactly one positive"):
         p.outcomes(case([[True, True, False]]), np.zeros((1, 3)))
-    with pytest.raises(DataError, match="negative"):
-        p.outcomes(case([[True]]), np.zeros((1, 1)))
+    # a caption alone (a CREPE row with no negatives) ranks first, as CREPE's get_one2many_rank
+    assert p.outcomes(case([[True]]), np.zeros((1, 1))) == [{"accuracy": 1.0}]
     with pytest.raises(DataError, match="shape"):
         p.outcomes(case([[True, False]]), np.zeros((1, 3)))
 

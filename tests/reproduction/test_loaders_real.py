@@ -559,7 +559,8 @@ VLC_MISSING = {
 
 @pytest.fixture(scope="module")
 def vlc_full(shared_data: Path) -> tuple[Benchmark, list[Case], float]:
-    bench = get_benchmark("vl-checklist")(shared_data / "vl_checklist")
+    # the annotations-only snapshot holds no images: keep the records whose image is absent
+    bench = get_benchmark("vl-checklist")(shared_data / "vl_checklist", missing_images="keep")
     # CPU time of this process, so that other jobs on a shared machine do not make the check flaky
     start = time.process_time()
     cases = bench.load()
@@ -621,7 +622,8 @@ def test_vl_checklist_spot_checks(vlc_full, shared_data: Path) -> None:
 
 def test_vl_checklist_all_pairs_and_filters(shared_data: Path, tmp_path: Path) -> None:
     root = shared_data / "vl_checklist"
-    bench, cases = load("vl-checklist", root, "Object_Size_small_swig_agent", pairs="all", images=tmp_path)
+    bench, cases = load("vl-checklist", root, "Object_Size_small_swig_agent", pairs="all", images=tmp_path,
+                        missing_images="keep")
     assert len(cases) == 3 * 48 and bench.report.records == 48
     assert [c.texts for c in cases[:3]] == [
         ("an people balloons at a sky", "an President balloons at a sky"),
@@ -633,12 +635,12 @@ def test_vl_checklist_all_pairs_and_filters(shared_data: Path, tmp_path: Path) -
         and cases[0].images[0].path == tmp_path / "swig/ballooning_212.jpg"
     )
     # a yaml folder, a corpus.json key and a category all select the expected corpora
-    bench, cases = load("vl-checklist", root, "Object/Size/small")
+    bench, cases = load("vl-checklist", root, "Object/Size/small", missing_images="keep")
     assert len(cases) == 48 + 9 + 154 + 308 + 13702 + 10554 + 6210
     assert bench.report.skipped == {} and {c.tags["variant"] for c in cases} == {"small"}
-    bench, cases = load("vl-checklist", root, "spatial")  # corpus.json key
+    bench, cases = load("vl-checklist", root, "spatial", missing_images="keep")  # corpus.json key
     assert len(cases) == 30650 and {c.subset for c in cases} == {"Relation/spatial"}
-    bench, cases = load("vl-checklist", root, "Relation/action")
+    bench, cases = load("vl-checklist", root, "Relation/action", missing_images="keep")
     assert len(cases) == 25150 + 12733 and bench.report.skipped == {"annotation file missing": 1}
     # only missing files selected: nothing could be read, which is an error naming the file
     with pytest.raises(DataError, match="missing") as info:
@@ -650,6 +652,12 @@ def test_vl_checklist_all_pairs_and_filters(shared_data: Path, tmp_path: Path) -
         get_benchmark("vl-checklist")(root).load("Object/Colour")
     with pytest.raises(ConfigError):
         get_benchmark("vl-checklist")(root, pairs="some").load("spatial")
+
+
+def test_vl_checklist_without_images_keeps_no_record(shared_data: Path) -> None:
+    """The official loader keeps a record only if its image exists: without images, none, all counted."""
+    bench, cases = load("vl-checklist", shared_data / "vl_checklist", "spatial")
+    assert cases == [] and bench.report.skipped == {"image missing": 30650}
 
 
 def test_vl_checklist_data_files(shared_data: Path) -> None:
@@ -695,6 +703,10 @@ def vlc_fixture(root: Path) -> None:
     yaml_file("Object/Size/small/swig_agent.yaml", "data/Object/Size/swig_agent_small.json", "swig/")
     write_json(root / "data/Attribute/vg/color.json", REAL_COLOR)
     write_json(root / "data/Object/Size/swig_agent_small.json", REAL_SWIG)
+    for folder, records in (("vg", REAL_COLOR), ("swig", REAL_SWIG)):  # records are kept if their image exists
+        for image, _ in records:
+            (root / "images" / folder / image).parent.mkdir(parents=True, exist_ok=True)
+            (root / "images" / folder / image).write_bytes(b"")
     write_json(
         root / "corpus.json", {"color": {"vg": ["Attribute_color_vg"], "vaw": ["Attribute_color_vaw"]}}
     )

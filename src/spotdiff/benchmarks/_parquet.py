@@ -67,7 +67,7 @@ def iter_rows(
                 raise DataError(f"missing column (columns: {', '.join(sorted(names))})", file=path, field=column)
         present = [c for c in dict.fromkeys((*wanted, *images)) if c in names]
         row = 0
-        for batch in pf.iter_batches(batch_size=BATCH, columns=present):
+        for batch in _batches(pf, present, path):
             data = batch.to_pydict()
             for i in range(batch.num_rows):
                 record: dict[str, Any] = {c: None for c in optional}
@@ -79,3 +79,18 @@ def iter_rows(
                     record[column] = value
                 yield path, row, record
                 row += 1
+
+
+def _batches(pf: Any, columns: list[str], path: Path) -> Iterator[Any]:
+    """``pf``'s record batches of ``columns``; a damaged page or footer is a DataError naming the file."""
+    import pyarrow as pa
+
+    batches = pf.iter_batches(batch_size=BATCH, columns=columns)
+    while True:
+        try:
+            batch = next(batches)
+        except StopIteration:
+            return
+        except (OSError, ValueError, pa.ArrowException) as exc:
+            raise DataError(f"cannot read parquet data: {exc}", file=path) from exc
+        yield batch

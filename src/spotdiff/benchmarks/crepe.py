@@ -14,7 +14,7 @@ from pathlib import Path
 
 import numpy as np
 
-from spotdiff.benchmarks._io import images_dir, nonempty_strings, read_csv_rows
+from spotdiff.benchmarks._io import images_dir, nonempty_strings, option_bool, option_choice, read_csv_rows
 from spotdiff.benchmarks.base import BENCHMARKS, Benchmark, BenchmarkMetadata, LoadReport
 from spotdiff.benchmarks.shared import images_part
 from spotdiff.benchmarks.sources import GIT_TREE, Checksum, Part, RemoteFile, Unpack, UrlSource, github_raw
@@ -24,13 +24,17 @@ from spotdiff.errors import ConfigError, DataError
 PROD_TYPES = ("atom", "swap", "negate")
 COMPLEXITIES = tuple(range(4, 13))
 SYST_TYPES = ("atom", "comp")
+#: CREPE's third systematicity type, atom + comp negatives in one list (column ``valid_hard_negs_combined``,
+#: ``crepe_compo_eval_open_clip.py``'s ``gather_params``): read with option ``combined=true`` or a
+#: ``syst/combined`` subset filter, so that the default does not count atom and comp negatives twice.
+SYST_COMBINED = "combined"
 SYST_SPLITS = ("seen", "unseen")
 SYST_DATA = ("cc12m", "yfcc", "laion")
 
 SUBSETS = (
     *(f"prod/{t}/complexity_{c}" for t in PROD_TYPES for c in COMPLEXITIES),
     *(f"prod/{t}/all" for t in PROD_TYPES),
-    *(f"syst/{t}/{s}_compounds_in_{d}" for t in SYST_TYPES for s in SYST_SPLITS for d in SYST_DATA),
+    *(f"syst/{t}/{s}_compounds_in_{d}" for t in (*SYST_TYPES, SYST_COMBINED) for s in SYST_SPLITS for d in SYST_DATA),
 )
 
 _PROD_RE = re.compile(r"prod_vg_hard_negs_(atom|swap|negate)_complexity_(\d+)\.csv")
@@ -40,8 +44,13 @@ _BOX = ("x", "y", "width", "height")
 SKIP_EMPTY = "row with an empty negative list"
 
 
-def _variants(path: Path) -> list[tuple[str, str, dict[str, str]]]:
-    """``(subset, negatives column, tags)`` for each case set a CREPE CSV holds; [] if not CREPE."""
+def _variants(path: Path, combined: bool = False) -> list[tuple[str, str, dict[str, str]]]:
+    """``(subset, negatives column, tags)`` for each case set a CREPE CSV holds; [] if not CREPE.
+
+    Args:
+        path: the CSV file; its name says which set it holds.
+        combined: also the systematicity ``combined`` negatives.
+    """
     name = path.name
     if m := _PROD_RE.fullmatch(name):
         t, c = m.group(1), int(m.group(2))
@@ -58,7 +67,8 @@ def _variants(path: Path) -> list[tuple[str, str, dict[str, str]]]:
                 f"valid_hard_negs_{t}",
                 {"split": "systematicity", "neg_type": t, "compounds": seen, "train_data": data},
             )
-            for t in SYST_TYPES
+            for t in (*SYST_TYPES, SYST_COMBINED)
+            if combined or t != SYST_COMBINED
         ]
     return []
 
@@ -109,8 +119,10 @@ DIR/syst_hard_negatives/syst_vg_hard_negs_<seen|unseen>_compounds_in_<cc12m|yfcc
 columns: image_id, x, y, width, height, caption, and the negatives as a Python-literal list
 images: <images>/<image_id>.jpg (or <images>/VG_100K[_2]/<image_id>.jpg), cropped to the box;
   <images> = option images=PATH, default DIR/images
+  option combined=true (or a syst/combined subset) adds syst/combined/... (valid_hard_negs_combined)
 case: 1 image x (1 + negatives) texts [caption, *negatives], truth on the caption; id <subset>/<row>;
-  rows with no negatives are skipped
+  a row with no negatives is the caption alone, a success (CREPE's code ranks it 0);
+  option empty_negatives=skip skips such rows instead (counted)
 tags: subset, split, neg_type, complexity (productivity), compounds + train_data (systematicity)""",
         description="CREPE: Visual Genome crops with compositional hard negatives (productivity: atom/swap/negate at "
         "complexity 4-12; systematicity), I2T top-1 (Ma et al., CREPE, CVPR 2023)",
@@ -128,7 +140,8 @@ tags: subset, split, neg_type, complexity (productivity), compounds + train_data
             images_part(("visual-genome", "")),
         ),
         ties="strict by default; --ties argmax gives a tie to the candidate listed first (the true caption); "
-        "CREPE's own code's tie rule is not checked here",
+        "CREPE's get_one2many_rank (crepe_eval_utils.py, commit 1fa81c4) ranks by torch.argsort(descending=True), "
+        "whose order among equal scores torch does not define",
     )
 
     def check_subset(self, subset: str | None) -> None:
@@ -178,6 +191,8 @@ tags: subset, split, neg_type, complexity (productivity), compounds + train_data
     def cases(self, subset: str | None = None) -> Iterator[Case]:
         self.check_subset(subset)
         self.report = LoadReport()
+        combined = option_bool(self.options, "combined", False) or (subset or "").startswith(f"syst/{SYST_COMBINED}")
+        skip_empty = option_choice(self.options, "empty_negatives", ("score", "skip"), "score") == "skip"
         images = self._image_base()
         refs: dict[tuple, FileImage] = {}
         paths: dict[str, Path] = {}
@@ -195,7 +210,7 @@ tags: subset, split, neg_type, complexity (productivity), compounds + train_data
             return path
 
         for path in self._files():
-            variants = [v for v in _variants(path) if _matches(v[0], subset)]
+            variants = [v for v in _variants(path, combined) if _matches(v[0], subset)]
             if not variants:
                 continue
             rows = read_csv_rows(path, required=("image_id", *_BOX, "caption", *(v[1] for v in variants)))
@@ -230,7 +245,7 @@ tags: subset, split, neg_type, complexity (productivity), compounds + train_data
                     if not caption:
                         raise DataError("empty caption", file=path, record=where, field="caption")
                     negatives = self._negatives(row[column], path=path, where=where, column=column)
-                    if not negatives:
+                    if not negatives and skip_empty:
                         self.report.skip(SKIP_EMPTY)
                         continue
                     key = (image_id, *box)

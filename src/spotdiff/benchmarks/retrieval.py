@@ -26,10 +26,19 @@ _SPACES = re.compile(r"\s{2,}")
 
 
 def pre_caption(caption: str, max_words: int = 50) -> str:
-    """BLIP's ``pre_caption`` (used by ARO for its order and retrieval datasets), reimplemented.
+    """BLIP's ``pre_caption`` as ARO ships it, transcribed: ``dataset_zoo/retrieval.py`` lines 15-34 of
+    github.com/mertyg/vision-language-models-are-bows at commit 81fdd20dc5b6f434aa5a4a971717bc80d1cedb0d;
+    ARO's ``COCO_Retrieval`` / ``Flickr30k_Retrieval`` and its order datasets call it with ``max_words=30``.
 
     Lowercases, replaces each of ``.!"()*#:;~`` by a space, collapses runs of whitespace, strips
     surrounding newlines and spaces, and keeps the first ``max_words`` space-separated words.
+
+    Args:
+        caption: the caption.
+        max_words: the number of words kept.
+
+    >>> pre_caption("A man (left) rides a horse.  ", 4)
+    'a man left rides'
     """
     caption = _PUNCT.sub(" ", caption.lower())
     caption = _SPACES.sub(" ", caption)
@@ -156,7 +165,7 @@ class _Retrieval(_KarpathyBenchmark):
         records = read_karpathy(ann)
         self.report.records = len(records)
         base = self._image_root(ann)
-        clean = option_bool(self.options, "pre_caption", False)
+        clean = option_bool(self.options, "pre_caption", True)
         max_words = option_int(self.options, "max_words", 30)
         texts: list[str] = []
         owner: list[int] = []
@@ -186,7 +195,8 @@ DIR/{file} (BLIP/ARO Karpathy split; option split=val reads the _val file; DIR m
   [{{"image": "<path relative to DIR>", "caption": [5 captions], ...}}]
 images: DIR/<image>, or option images=PATH as the image root
 case: one gallery, N images x T captions, truth[i, t] = caption t is one of image i's; id {name}-<split>
-texts verbatim; option pre_caption=true applies BLIP's pre_caption (max_words=30 by default)
+texts pass through ARO's pre_caption(caption, max_words=30) as its COCO_Retrieval does (ARO Table 6);
+  option max_words=N, option pre_caption=false keeps them verbatim
 tags: subset = the split, dataset"""
 
 

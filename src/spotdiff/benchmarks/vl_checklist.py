@@ -17,6 +17,7 @@ from spotdiff.benchmarks._io import (
     images_dir,
     option_bool,
     option_choice,
+    option_int,
     read_json,
     read_text,
 )
@@ -41,6 +42,11 @@ SUBSETS = (
     "Relation/spatial",
 )
 SKIP_MISSING = "annotation file missing"
+SKIP_NO_IMAGE = "image missing"
+SKIP_PAST_MAX = "past max_per_corpus"
+#: The official sample configuration's cap: ``configs/sample.yaml`` sets ``MAX_NUM: 2000`` and
+#: ``vl_checklist/evaluate.py`` (commit 6f8d6a3) keeps ``d.data[name][:int(max_number/2)]`` for task itc.
+OFFICIAL_MAX_PER_CORPUS = 1000
 
 
 @dataclass(frozen=True)
@@ -120,6 +126,10 @@ case: 1 image x 2 texts [POS[0], NEG[0]] per record, truth [[1, 0]] (official IT
 subsets: Attribute/{action,color,material,size,state} Object/{Location,Size} Relation/{action,spatial};
   a filter may also name a category, a yaml folder, a corpus name or a corpus.json key
 a yaml whose annotation file is missing is skipped and reported (option strict=true: error)
+a record whose image file is absent is skipped and counted, as the official data_loader.py does
+  (option missing_images=keep: kept, and fails when scored); HAKE is a manual part
+option max_per_corpus=N: the first N records with an image per yaml file (1000: the official
+  configs/sample.yaml, MAX_NUM 2000 halved by evaluate.py for itc); default 0, every record
 tags: subset, category, source (vg/vaw/swig/hake), corpus (yaml name), variant (Object only)""",
         description="VL-CheckList: objects, attributes and relations on VG/VAW/SWiG/HAKE images, positive vs "
         "paired negative phrase; I2T top-1 (Zhao et al., VL-CheckList, arXiv:2207.00221)",
@@ -274,6 +284,10 @@ tags: subset, category, source (vg/vaw/swig/hake), corpus (yaml name), variant (
         self.missing = []
         all_pairs = option_choice(self.options, "pairs", ("first", "all"), "first") == "all"
         strict = option_bool(self.options, "strict", False)
+        keep_missing = option_choice(self.options, "missing_images", ("skip", "keep"), "skip") == "keep"
+        cap = option_int(self.options, "max_per_corpus", 0)
+        if cap < 0:
+            raise ConfigError(f"option 'max_per_corpus' must be 0 (every record) or positive, got {cap}")
         entries = self._select(subset)
         present = [e for e in entries if e.anno_path.is_file()]
         self.missing = [e.anno_path for e in entries if not e.anno_path.is_file()]
@@ -285,13 +299,22 @@ tags: subset, category, source (vg/vaw/swig/hake), corpus (yaml name), variant (
             self.report.skip(SKIP_MISSING, len(self.missing))
         images = images_dir(self.root, self.options)
         # One FileImage per distinct image file, shared by its cases (VG images recur across files).
-        refs: dict[str, FileImage] = {}
+        refs: dict[str, FileImage | None] = {}
         for entry in present:
-            yield from self._file_cases(entry, images / entry.img_root, all_pairs, refs)
+            yield from self._file_cases(entry, images / entry.img_root, all_pairs, refs, keep_missing, cap)
 
     def _file_cases(
-        self, entry: CorpusEntry, image_root: Path, all_pairs: bool, refs: dict[str, FileImage]
+        self,
+        entry: CorpusEntry,
+        image_root: Path,
+        all_pairs: bool,
+        refs: dict[str, FileImage | None],
+        keep_missing: bool,
+        cap: int,
     ) -> Iterator[Case]:
+        """One annotation file's cases. As the official ``DataLoader.load_itc_samples`` (data_loader.py,
+        commit 6f8d6a3), a record is kept only if its image exists; ``cap`` > 0 keeps the first ``cap``
+        records so kept (``evaluate.py``'s ``d.data[name][:int(max_number/2)]``); both counted."""
         path = entry.anno_path
         data = read_json(path)
         if not isinstance(data, list):
@@ -301,13 +324,22 @@ tags: subset, category, source (vg/vaw/swig/hake), corpus (yaml name), variant (
         tags = entry.tags()
         prefix = entry.corpus
         report = self.report
+        kept = 0
         for idx, record in enumerate(data):
             report.records += 1
             image_path, pos, neg = _parse_record(record, path, idx)
+            if cap and kept == cap:
+                report.skip(SKIP_PAST_MAX)
+                continue
             key = f"{entry.img_root}/{image_path}"
-            image = refs.get(key)
+            if key not in refs:
+                file = image_root / image_path
+                refs[key] = FileImage(file) if keep_missing or file.is_file() else None
+            image = refs[key]
             if image is None:
-                image = refs[key] = FileImage(image_root / image_path)
+                report.skip(SKIP_NO_IMAGE)
+                continue
+            kept += 1
             for i in range(len(pos) if all_pairs else 1):
                 yield Case(
                     id=f"{prefix}/{idx}/{i}",

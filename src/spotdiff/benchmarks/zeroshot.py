@@ -247,8 +247,10 @@ class ZeroShotClassification(Benchmark):
 
     @cached_property
     def split(self) -> str:
-        default = self.dataset.default_split if self.dataset else "test"
-        return str(self.options.get("split") or default)
+        if self.options.get("split"):
+            return str(self.options["split"])
+        splits = self.dataset.splits if self.dataset else ("test",)
+        return next((s for s in splits if (self.root / s).is_dir()), splits[0])
 
     def check_subset(self, subset: str | None) -> None:
         if subset is not None and subset != self.split:

@@ -75,7 +75,9 @@ class ZeroShotDataset:
         classnames_source: where the official class names are, when not built in.
         templates: the prompt templates, when built in (else the data's, else ImageNet's 80).
         n_classes: the number of classes, when known (checked on load).
-        default_split: the split read when ``split=`` is not given.
+        splits: the splits read when ``split=`` is not given, in order of preference: the first that the
+            data folder holds (``DIR/<split>/``), else the first. ImageNet: ``test`` is the hub webdataset's
+            (``clip-benchmark/wds_imagenet1k`` has ``train`` and ``test``), ``val`` torchvision's folder.
     """
 
     name: str
@@ -86,7 +88,7 @@ class ZeroShotDataset:
     classnames_source: ListSource | None = None
     templates: tuple[str, ...] | None = None
     n_classes: int | None = None
-    default_split: str = "test"
+    splits: tuple[str, ...] = ("test",)
 
 
 def _wds(name: str, kind: str) -> ZeroShotDataset:
@@ -104,7 +106,7 @@ DATASETS: dict[str, ZeroShotDataset] = {
             classnames_source=IMAGENET_CLASSNAMES,
             templates=IMAGENET_TEMPLATES,
             n_classes=1000,
-            default_split="val",
+            splits=("test", "val"),
         ),
         ZeroShotDataset("cifar10", "natural", ("cifar",), None, CIFAR10_CLASSES, None, CIFAR_TEMPLATES, 10),
         ZeroShotDataset("cifar100", "natural", ("cifar",), None, CIFAR100_CLASSES, None, CIFAR_TEMPLATES, 100),

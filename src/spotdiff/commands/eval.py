@@ -277,7 +277,11 @@ def run(args: argparse.Namespace) -> int:
     else:
         result = run_eval(config)
     title = f"{config.benchmark} | {config.model} | {result.n_cases} cases"
-    print(format_metrics_table(result.metrics, title=title, ties=args.ties, aggregates=result.aggregates))
+    print(
+        format_metrics_table(
+            result.metrics, title=title, ties=args.ties, aggregates=result.aggregates, diagnostics=result.diagnostics
+        )
+    )
     skipped = result.load_report.get("skipped") or {}
     for rule, n in skipped.items():
         print(f"skipped {n} records: {rule}")
@@ -373,7 +377,10 @@ def _run_debiased(args: argparse.Namespace, config: EvalConfig) -> int:
     for name, result in results.items():
         label = variant_label(name, runs.tuned_label)
         title = f"{config.benchmark} | {config.model} [{label}] | {result.n_cases} cases"
-        print(format_metrics_table(result.metrics, title=title, ties=args.ties, aggregates=result.aggregates) + "\n")
+        table = format_metrics_table(
+            result.metrics, title=title, ties=args.ties, aggregates=result.aggregates, diagnostics=result.diagnostics
+        )
+        print(table + "\n")
     if args.out:
         print(f"wrote {args.out / 'metrics.json'}, scores*.jsonl and {args.out / 'alpha_curve.json'}")
     print(f"{len(results)} variants recorded; {any_result.n_cases} cases")

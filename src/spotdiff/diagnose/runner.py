@@ -32,6 +32,7 @@ from spotdiff.errors import ConfigError, DataError
 from spotdiff.jsonio import dumps, to_jsonable, write_json
 from spotdiff.protocols import Protocol, UnitTable, get_protocol
 from spotdiff.protocols.columns import IdSet
+from spotdiff.protocols.diagnostics import BOW_TAG, RunDiagnostics, bag_of_words_identical
 from spotdiff.protocols.stats import evaluate_units
 from spotdiff.provenance import environment
 from spotdiff.scorers import Scorer, ScorerOptions, load_scorer, quiet_progress
@@ -102,6 +103,9 @@ class EvalResult:
     run_config: dict = field(default_factory=dict)
     #: What a served model's requests cost and what could not be read (:meth:`Scorer.run_usage`), or None.
     usage: dict | None = None
+    #: The run's tie rate and, for answer-based runs, its unparseable share
+    #: (:meth:`spotdiff.protocols.diagnostics.RunDiagnostics.as_json`).
+    diagnostics: dict = field(default_factory=dict)
 
 
 def resolve_protocol(
@@ -241,6 +245,7 @@ class RunRecorder:
         debias = (info or {}).get("debias") or {}
         self.run_config = run_config(config, protocol, data_digest, debias.get("config"))
         self.table = UnitTable()
+        self.diagnostics = RunDiagnostics()
         self.cases: list[dict] | None = [] if config.keep_cases else None
         self.n_cases = 0
         self.run_id: str | None = None
@@ -296,9 +301,15 @@ class RunRecorder:
         self.n_cases += 1
         outcomes = self.protocol.outcomes(case, matrix)
         unit_ids = self.protocol.unit_ids(case, len(outcomes))
+        self.diagnostics.add(
+            self.protocol.tied_units(case, matrix, outcomes), self.protocol.answer_counts(case, matrix)
+        )
+        tags = case.tags
+        if bag_of_words_identical(case):
+            tags = {**tags, BOW_TAG: "identical"}  # the unit's scope bag_of_words_identical
         saved = matrix if matrix.size <= MAX_SAVED_SCORES else None
         for uid, values in zip(unit_ids, outcomes, strict=True):
-            self.table.add(uid, case.id, case.tags, values)
+            self.table.add(uid, case.id, tags, values)
             self._pending.append(
                 {
                     "unit_id": uid,
@@ -306,7 +317,7 @@ class RunRecorder:
                     "subset": case.subset,
                     "scores": saved,
                     "outcomes": values,
-                    "tags": case.tags,
+                    "tags": tags,
                 }
             )
         if self._scores is not None:
@@ -338,6 +349,7 @@ class RunRecorder:
                 "engine": dict(engine_stats),
                 "n_boot": self.config.n_boot,
                 "aggregates": aggregates,
+                "diagnostics": self.diagnostics.as_json(),
             }
         )
         if self._scores is not None:
@@ -359,6 +371,7 @@ class RunRecorder:
             environment=self.environment,
             run_config=self.run_config,
             usage=self.info.get("usage"),
+            diagnostics=self.diagnostics.as_json(),
         )
         if self._scores is not None:
             self._scores_tmp.replace(self.config.out / self.scores_name)
@@ -593,6 +606,7 @@ def write_metrics_json(
         "model_identity": result.model_identity,
         "environment": result.environment,
         "load_report": result.load_report,
+        **result.diagnostics,
         "version": __version__,
         **({"usage": result.usage} if result.usage is not None else {}),
         **(extra or {}),

@@ -65,6 +65,30 @@ class Protocol(ABC):
             raise RuntimeError(f"protocol {self.name}: {len(ids)} unit ids for {len(out)} units")
         return list(zip(ids, out, strict=True))
 
+    def tied_units(self, case: Case, scores: np.ndarray, outcomes: list[dict[str, float]]) -> list[bool]:
+        """Per unit, whether a tie among the scores that decide it changes its outcome: its outcomes
+        under the ``strict`` and ``argmax`` tie rules differ (the run's tie rate counts these).
+
+        Args:
+            case: the case.
+            scores: its score matrix.
+            outcomes: :meth:`outcomes` of the case under this protocol's own tie rule.
+        """
+        other = type(self)("argmax" if self.ties == "strict" else "strict")
+        return [
+            any(not _same(value, alt.get(m)) for m, value in own.items())
+            for own, alt in zip(outcomes, other.outcomes(case, scores), strict=True)
+        ]
+
+    def answer_counts(self, case: Case, scores: np.ndarray) -> tuple[int, int] | None:
+        """``(answers, unparseable answers)`` of an answer-based case; None for score-based protocols.
+
+        Args:
+            case: the case.
+            scores: the answers the protocol reads.
+        """
+        return None
+
     @property
     def unit_metrics(self) -> tuple[str, ...]:
         """The metrics that have per-unit values (averaged over units)."""
@@ -120,6 +144,13 @@ class Protocol(ABC):
             out[metric] = resampled_mean(np.asarray(v, dtype=float), idx, counts) * 100.0
         out.update(self.derive(out))
         return {m: np.asarray(out[m], dtype=float) for m in self.metrics if m in out}
+
+
+def _same(a: Any, b: Any) -> bool:
+    """Equal outcomes, NaN equal to NaN."""
+    if isinstance(a, float) and isinstance(b, float) and np.isnan(a) and np.isnan(b):
+        return True
+    return bool(a == b)
 
 
 def resampled_mean(
@@ -199,8 +230,14 @@ def as_scores(case: Case, scores: Any, shape: tuple[int, int], what: str) -> np.
     return s
 
 
-def one_row_positive(case: Case, protocol: str) -> tuple[int, np.ndarray]:
-    """The single positive text of a one-row case and the indices of its negatives."""
+def one_row_positive(case: Case, protocol: str, allow_alone: bool = False) -> tuple[int, np.ndarray]:
+    """The single positive text of a one-row case and the indices of its negatives.
+
+    Args:
+        case: a one-image case.
+        protocol: the protocol's name, for errors.
+        allow_alone: accept a positive with no negative (CREPE's code ranks such a caption first).
+    """
     truth = case.truth
     if truth.shape[0] != 1:
         raise DataError(
@@ -213,7 +250,7 @@ def one_row_positive(case: Case, protocol: str) -> tuple[int, np.ndarray]:
             f"case {case.id}: protocol {protocol!r} needs exactly one positive text, got {pos.size}"
         )
     neg = np.flatnonzero(~truth[0])
-    if neg.size == 0:
+    if neg.size == 0 and not allow_alone:
         raise DataError(f"case {case.id}: protocol {protocol!r} needs at least one negative text")
     return int(pos[0]), neg
 

@@ -98,6 +98,29 @@ class AnswerChoice(Protocol):
             out.update({m if m == "unparsed" else f"gen_{m}": v for m, v in gen.items()})
         return [out]
 
+    def tied_units(self, case: Case, scores: np.ndarray, outcomes: list[dict[str, float]]) -> list[bool]:
+        """The likelihood reading gives no answer on a tie of the options' log-probabilities (or NaN):
+        the case's unit is tied when any of its questions has no likelihood answer.
+
+        Args:
+            case: the case.
+            scores: its answers, ``[n_questions, 2, n_readings]``.
+            outcomes: its outcomes (unused: the answers say it).
+        """
+        return [bool(np.isnan(np.asarray(scores, dtype=np.float64)[..., 0]).any())]
+
+    def answer_counts(self, case: Case, scores: np.ndarray) -> tuple[int, int] | None:
+        """``(answers, unparseable)`` of the generation reading, when asked (``generate > 0``).
+
+        Args:
+            case: the case.
+            scores: its answers, ``[n_questions, 2, n_readings]``.
+        """
+        c = np.asarray(scores, dtype=np.float64)
+        if c.ndim != 3 or c.shape[2] != 2:
+            return None
+        return c[..., 1].size, int(np.isnan(c[..., 1]).sum())
+
     def aggregate(self, values: dict[str, np.ndarray], groups: dict[str, np.ndarray]) -> dict[str, float]:
         return super().aggregate(_asked(values), groups)
 

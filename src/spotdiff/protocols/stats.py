@@ -23,6 +23,7 @@ from spotdiff.jsonio import round_values
 from spotdiff.protocols import columns
 from spotdiff.protocols.base import Protocol, get_protocol
 from spotdiff.protocols.columns import CodeColumn, FloatColumn, StringColumn
+from spotdiff.protocols.diagnostics import BOW_SCOPE, BOW_TAG
 
 #: Upper bound on the elements of one chunk of the resampling index matrix.
 CHUNK_ELEMENTS = 4_000_000
@@ -83,7 +84,9 @@ class Evaluation:
 
     def aggregates(self) -> dict[str, Any]:
         """What each scope of :attr:`metrics` is (the ``aggregates`` block of ``metrics.json``)."""
-        return describe_aggregates(self.mean_scopes, self.missing_groups, self.protocol.ties)
+        return describe_aggregates(
+            self.mean_scopes, self.missing_groups, self.protocol.ties, bag_of_words=BOW_SCOPE in self.metrics
+        )
 
     def records(self) -> list[dict[str, Any]]:
         """One dict per unit: ``unit``, ``case``, ``subset`` and each unit metric (NaN as ``None``)."""
@@ -258,7 +261,11 @@ def subset_mean(values: Sequence[Any]) -> Any:
 
 
 def describe_aggregates(
-    mean_scopes: Mapping[str, Sequence[str]], missing: Mapping[str, Sequence[str]], ties: str
+    mean_scopes: Mapping[str, Sequence[str]],
+    missing: Mapping[str, Sequence[str]],
+    ties: str,
+    *,
+    bag_of_words: bool = False,
 ) -> dict[str, Any]:
     """The ``aggregates`` block of ``metrics.json``: what ``"all"``, each subset, ``subset_mean`` and
     each paper grouping are, how their intervals were computed, and the tie rule.
@@ -267,6 +274,7 @@ def describe_aggregates(
         mean_scopes: ``subset_mean`` and each paper grouping -> the subsets it averages.
         missing: paper groupings not computed -> their subsets that were not evaluated.
         ties: the tie rule of the run.
+        bag_of_words: the metrics hold the :data:`BOW_SCOPE` scope.
     """
     out: dict[str, Any] = {
         "all": "pooled: the protocol's aggregate over every unit (a micro average)",
@@ -275,6 +283,11 @@ def describe_aggregates(
         "means over subsets use a stratified bootstrap (each subset resampled on its own)",
         "ties": ties,
     }
+    if bag_of_words:
+        out[BOW_SCOPE] = (
+            "pooled over the units of the cases whose negatives have a positive's multiset of words "
+            "(lowercased \\w+ tokens): no bag-of-words model can tell their texts apart"
+        )
     for name, subs in mean_scopes.items():
         out[name] = {"mean_of": list(subs), "weights": "unweighted mean of the subsets' values"}
     if missing:
@@ -464,7 +477,7 @@ def evaluate_units(
     protocol = _checked(protocol, ci)
     values, tags = table.arrays(protocol)
     metrics, _, means, missing = _aggregate(protocol, values, tags, n_boot=n_boot, seed=seed, ci=ci, groups=groups)
-    return metrics, describe_aggregates(means, missing, protocol.ties)
+    return metrics, describe_aggregates(means, missing, protocol.ties, bag_of_words=BOW_SCOPE in metrics)
 
 
 def _checked(protocol: Protocol | str, ci: float) -> Protocol:
@@ -514,7 +527,9 @@ def _aggregate(
     means, missing = mean_scopes(present, groups)
     metrics: dict[str, dict[str, Any]] = {}
     boot: dict[str, dict[str, np.ndarray]] = {}
-    for scope, mask in [("all", np.ones(n, dtype=bool)), *((s, subsets == s) for s in present)]:
+    bow = [(BOW_SCOPE, tags[BOW_TAG] == "identical")] if BOW_TAG in tags else []
+    bow = [(scope, mask) for scope, mask in bow if mask.any() and not mask.all()]  # all of them: "all" says it
+    for scope, mask in [("all", np.ones(n, dtype=bool)), *bow, *((s, subsets == s) for s in present)]:
         if scope != "all" and mask.all():  # a single subset: the same units as "all"
             metrics[scope], boot[scope] = dict(metrics["all"]), boot["all"]
             continue
@@ -533,7 +548,7 @@ def _aggregate(
                 m: subset_mean([boot[s][m] for s in subs]) for m in protocol.metrics if all(m in boot[s] for s in subs)
             }
         metrics[scope] = _entry(protocol, point, boot.get(scope, {}), n_boot, ci)
-    order = ["all", *means, *present]
+    order = ["all", *means, *(scope for scope, _ in bow), *present]
     return {scope: metrics[scope] for scope in order}, boot, means, missing
 
 

@@ -52,7 +52,8 @@ ARO_MIN_ATTRIBUTE_COUNT = 25
 
 
 def top1_correct(case: Case, scores: np.ndarray, protocol: str, what: str, ties: str = "strict") -> float:
-    """1.0 when the case's single positive text beats every negative under ``ties``, else 0.0.
+    """1.0 when the case's single positive text beats every negative under ``ties``, else 0.0. A
+    positive with no negative is ranked first, as CREPE's ``get_one2many_rank`` ranks a caption alone.
 
     Args:
         case: a one-image case with exactly one true text.
@@ -61,7 +62,7 @@ def top1_correct(case: Case, scores: np.ndarray, protocol: str, what: str, ties:
         what: the kind of scores, for errors.
         ties: ``"strict"`` or ``"argmax"``.
     """
-    pos, neg = one_row_positive(case, protocol)
+    pos, neg = one_row_positive(case, protocol, allow_alone=True)
     s = as_scores(case, scores, case.truth.shape, what)[0]
     return float(beats(s, np.array([pos]), neg, ties))
 

@@ -6,6 +6,8 @@ import math
 from collections.abc import Mapping
 from typing import Any
 
+from spotdiff.protocols.diagnostics import BOW_SCOPE, diagnostic_notes
+
 #: What each tie rule means, for table footers.
 TIE_NOTES = {
     "strict": "ties: strict (a tie counts as a failure)",
@@ -20,8 +22,11 @@ def _fmt(value: object) -> str:
 
 
 def aggregate_notes(aggregates: Mapping[str, Any] | None) -> list[str]:
-    """One line per scope that is not a subset: ``all`` (pooled) and the means over subsets."""
+    """One line per scope that is not a subset: ``all`` (pooled), the bag-of-words scope and the means
+    over subsets."""
     lines = ["all = pooled over every unit (micro average)"]
+    if BOW_SCOPE in (aggregates or {}):
+        lines.append(f"{BOW_SCOPE} = {aggregates[BOW_SCOPE]}")  # type: ignore[index]
     for name, spec in (aggregates or {}).items():
         if isinstance(spec, dict) and "mean_of" in spec:
             lines.append(f"{name} = unweighted mean of {', '.join(spec['mean_of'])} (stratified bootstrap)")
@@ -31,11 +36,18 @@ def aggregate_notes(aggregates: Mapping[str, Any] | None) -> list[str]:
 
 
 def format_metrics_table(
-    metrics: dict, title: str = "", *, ties: str = "strict", aggregates: Mapping[str, Any] | None = None
+    metrics: dict,
+    title: str = "",
+    *,
+    ties: str = "strict",
+    aggregates: Mapping[str, Any] | None = None,
+    diagnostics: dict[str, Any] | None = None,
 ) -> str:
     """Rows = scopes (``all``, the means over subsets, then subsets), columns = metrics, each cell
-    ``value [lo, hi]``; the footer says what each aggregate is and which tie rule was used."""
+    ``value [lo, hi]``; the footer says what each aggregate is, which tie rule was used, and the
+    run's ``diagnostics`` (tie rate, unparseable answers) when given."""
     means = [s for s in metrics if s != "all" and isinstance((aggregates or {}).get(s), dict)]
+    means += [BOW_SCOPE] if BOW_SCOPE in metrics else []
     subsets = ["all", *means, *sorted(s for s in metrics if s != "all" and s not in means)]
     names: list[str] = []
     for s in subsets:
@@ -53,7 +65,7 @@ def format_metrics_table(
                 text += f" [{_fmt(ci[0]).strip()}, {_fmt(ci[1]).strip()}]"
             row.append(text)
         cells.append(row)
-    notes = [TIE_NOTES.get(ties, f"ties: {ties}"), *aggregate_notes(aggregates)]
+    notes = [TIE_NOTES.get(ties, f"ties: {ties}"), *diagnostic_notes(diagnostics), *aggregate_notes(aggregates)]
     return format_table(cells[0], cells[1:], title=title, notes=notes)
 
 

@@ -452,9 +452,10 @@ def write_crepe(
     pandas index column, ``image_id,x,y,width,height,caption,hard_negs``; ``n`` rows with 5 negatives as a
     Python-literal list) for each type and complexity, and, with ``systematicity``,
     ``root/syst_hard_negatives/syst_vg_hard_negs_seen_compounds_in_cc12m.csv`` (columns
-    ``image_id,x,y,width,height,caption,valid_hard_negs_atom,valid_hard_negs_comp``; ``n`` rows with 3
-    and 2 negatives). Images are ``root/images/<image_id>.jpg`` (64 x 48), except the first, which is
-    put in ``root/images/VG_100K/`` as in a Visual Genome download. Returns ``root``.
+    ``image_id,x,y,width,height,caption,valid_hard_negs_atom,valid_hard_negs_comp,``
+    ``valid_hard_negs_combined``; ``n`` rows with 3 and 2 negatives, combined their concatenation).
+    Images are ``root/images/<image_id>.jpg`` (64 x 48), except the first, which is put in
+    ``root/images/VG_100K/`` as in a Visual Genome download. Returns ``root``.
 
     Args:
         n: rows per file.
@@ -497,13 +498,13 @@ def write_crepe(
                     "caption",
                     "valid_hard_negs_atom",
                     "valid_hard_negs_comp",
+                    "valid_hard_negs_combined",
                 ]
             )
             for row in _crepe_rows(n, rng, image_ids):
                 caption = row["caption"]
-                writer.writerow(
-                    [*row.values(), str(negatives(caption, 3, "atom-")), str(negatives(caption, 2, "comp-"))]
-                )
+                atom, comp = negatives(caption, 3, "atom-"), negatives(caption, 2, "comp-")
+                writer.writerow([*row.values(), str(atom), str(comp), str(atom + comp)])
     return root
 
 
@@ -600,4 +601,84 @@ def write_zeroshot_cifar(root: Path, n: int = 12, seed: int = 0, *, kind: str = 
     for name, value in zip(files, (batch, meta), strict=True):
         with open(folder / name, "wb") as f:
             pickle.dump(value, f)
+    return root
+
+
+# ------------------------------------------------------------------------------ What'sUp
+WHATSUP_CONTROLLED = [
+    {"image_path": "data/controlled_images/beer-bottle_on_armchair.jpeg",
+     "caption_options": ["A beer bottle on a armchair", "A beer bottle under a armchair",
+                         "A beer bottle to the left of a armchair", "A beer bottle to the right of a armchair"]},
+    {"image_path": "data/controlled_images/beer-bottle_left_of_armchair.jpeg",
+     "caption_options": ["A beer bottle to the left of a armchair", "A beer bottle on a armchair",
+                         "A beer bottle under a armchair", "A beer bottle to the right of a armchair"]},
+]  # fmt: skip
+WHATSUP_CLEVR = [
+    {"image_path": "data/controlled_clevr/cube_in-front_of_sphere.jpeg",
+     "caption_options": ["A cube in front of a sphere", "A cube behind a sphere", "A cube left of a sphere",
+                         "A cube right of a sphere"]},
+]  # fmt: skip
+WHATSUP_COCO_ONE = [[397133, "A photo of a dog on the left", "A photo of a dog on the right"]]
+WHATSUP_COCO_TWO = [
+    [37777, "A cup above a plate", "A cup below a plate"],
+    [252219, "A man left of a horse", "A man right of a horse"],
+]
+WHATSUP_VG_ONE = [[2417871, "A tree on the top", "A tree on the bottom"]]
+WHATSUP_VG_TWO = [["2344765", "A car behind a bus", "A car in front of a bus"]]
+
+
+def write_whatsup(root: Path) -> Path:
+    """What'sUp's six annotation files in their published schema (controlled: objects with ``image_path``
+    and 4 ``caption_options``; QA sets: ``[image_id, true caption, false caption]`` lists); no images.
+    Returns ``root``."""
+    from spotdiff.benchmarks.whatsup import FILES
+
+    root.mkdir(parents=True, exist_ok=True)
+    records = (WHATSUP_CONTROLLED, WHATSUP_CLEVR, WHATSUP_COCO_ONE, WHATSUP_COCO_TWO, WHATSUP_VG_ONE, WHATSUP_VG_TWO)
+    for subset, data in zip(FILES, records, strict=True):
+        (root / FILES[subset][0]).parent.mkdir(parents=True, exist_ok=True)
+        (root / FILES[subset][0]).write_text(json.dumps(data), encoding="utf-8")
+    return root
+
+
+# ------------------------------------------------------------------------------ MMVP-VLM
+def write_mmvp_vlm(root: Path, n_pairs: int = 16) -> Path:
+    """MMVP-VLM's ``Questions.csv`` (header ``Question ID,Type,Statement``; ids 1, 2, ... in pairs; Type
+    the image folder) as evaluate_vlm.py reads it, for ``n_pairs`` pairs (15 per pattern, in order);
+    no images. Returns ``root``.
+
+    Args:
+        n_pairs: the number of statement pairs.
+    """
+    root.mkdir(parents=True, exist_ok=True)
+    folders = ("Orientation", "Presence", "State", "Quantity", "Spatial", "Color", "Structural_Character",
+               "Text", "Camera_Perspective")  # fmt: skip
+    with (root / "Questions.csv").open("w", newline="", encoding="utf-8") as f:
+        writer = csv.writer(f)
+        writer.writerow(["Question ID", "Type", "Statement"])
+        for k in range(n_pairs):
+            folder = folders[k // 15]
+            writer.writerow([2 * k + 1, folder, f"the dog is facing left, pair {k}"])
+            writer.writerow([2 * k + 2, folder, f"the dog is facing right, pair {k}"])
+    return root
+
+
+# ------------------------------------------------------------------------------ SugarCrepe++
+def write_sugarcrepe_pp(root: Path, subsets: tuple[str, ...] = ("replace_att", "swap_obj")) -> Path:
+    """SugarCrepe++'s ``<subset>.json`` files in the schema of github.com/Sri-Harsha/scpp ``data/`` (a
+    list of ``{id, filename, caption, caption2, negative_caption}``), two records each; no images.
+    Returns ``root``.
+
+    Args:
+        subsets: the subset files to write.
+    """
+    root.mkdir(parents=True, exist_ok=True)
+    for name in subsets:
+        records = [
+            {"id": k, "filename": f"{565045 + k:012d}.jpg", "caption": f"Blue bathroom with {k + 2} white towels.",
+             "caption2": f"The bathroom is blue and has {k + 2} white towels.",
+             "negative_caption": f"White bathroom with {k + 2} blue towels."}
+            for k in range(2)
+        ]  # fmt: skip
+        (root / f"{name}.json").write_text(json.dumps(records, indent=1), encoding="utf-8")
     return root

@@ -124,3 +124,41 @@ def mteb_vg_repo(kind: str = "relation", n: int = 6, seed: int = 0) -> dict[str,
             rows["false_caption"].append(f"the white {a} and the red {b}")
             rows["attributes"].append(["red", "white"])
     return {"data/test-00000-of-00001.parquet": _parquet(rows)}
+
+
+def colorswap_repo(n: int = 4, seed: int = 0) -> dict[str, bytes]:
+    """ColorSwap's hub parquet layout (``data/test-*.parquet``; the README's fields, images as bytes);
+    example ``i``'s captions swap two colour words."""
+    rng = np.random.default_rng(seed)
+    rows: dict[str, list] = {
+        k: [] for k in ("id", "caption_1", "caption_2", "image_1", "image_2", "image_source", "caption_source")
+    }
+    for i in range(n):
+        a, b = rng.choice(_NOUNS, size=2, replace=False)
+        rows["id"].append(i)
+        rows["caption_1"].append(f"a yellow {a} next to a white {b}")
+        rows["caption_2"].append(f"a white {a} next to a yellow {b}")
+        rows["image_1"].append(_image_struct(rng, f"img_{i}_1.png"))
+        rows["image_2"].append(_image_struct(rng, f"img_{i}_2.png"))
+        rows["image_source"].append("midjourney" if i % 2 else "dalle3")
+        rows["caption_source"].append("human")
+    return {"data/test-00000-of-00001.parquet": _parquet(rows)}
+
+
+def bivlc_repo(n: int = 6, seed: int = 0) -> dict[str, bytes]:
+    """BiVLC's hub parquet layout (``data/test-*.parquet``: image, caption, negative_image,
+    negative_caption, type, subtype); example ``i`` has type replace / swap / add for ``i % 3``."""
+    rng = np.random.default_rng(seed)
+    rows: dict[str, list] = {
+        k: [] for k in ("image", "caption", "negative_image", "negative_caption", "type", "subtype")
+    }
+    for i in range(n):
+        a, b = rng.choice(_NOUNS, size=2, replace=False)
+        kind = ("replace", "swap", "add")[i % 3]
+        rows["image"].append(_image_struct(rng, f"{i}.jpg"))
+        rows["caption"].append(f"a {a} next to a {b}")
+        rows["negative_image"].append(_image_struct(rng, f"{i}_neg.jpg"))
+        rows["negative_caption"].append(f"a {b} next to a {a}")
+        rows["type"].append(kind)
+        rows["subtype"].append({"replace": "obj", "swap": "att", "add": "obj"}[kind])
+    return {"data/test-00000-of-00001.parquet": _parquet(rows)}

@@ -1,0 +1,116 @@
+"""Per-run diagnostics next to the metrics: the tie rate, the unparseable share of answers, and the
+bag-of-words scope (issue 25).
+
+* A unit is *tied* when a tie among the scores that decide it changes its outcome: its outcomes under
+  the ``strict`` and ``argmax`` tie rules differ (:meth:`Protocol.tied_units`).
+* The answer-based protocols count their answers and the unparseable ones
+  (:meth:`Protocol.answer_counts`).
+* A case is *bag-of-words identical* when every negative text has the same multiset of words as a
+  positive text of its row, so a bag-of-words model cannot tell them apart (sugar-crepe issue 10: 572
+  of SugarCrepe's 7,511 pairs); its units form the scope :data:`BOW_SCOPE` of ``metrics.json`` when
+  they are some but not all of the run's units (ARO's VG-Relation: all, the scope would repeat ``all``).
+"""
+
+from __future__ import annotations
+
+import re
+from collections import Counter
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from spotdiff.cases import Case
+
+#: The scope of the units whose case is bag-of-words identical, and the unit tag that marks them.
+BOW_SCOPE = "bag_of_words_identical"
+BOW_TAG = "bag_of_words"
+_WORD = re.compile(r"\w+")
+
+
+def word_bag(text: str) -> Counter:
+    """The multiset of a text's words: lowercased runs of letters, digits and ``_`` (punctuation and
+    spacing ignored).
+
+    >>> word_bag("The dog bites the man.") == word_bag("the man bites the dog")
+    True
+    """
+    return Counter(_WORD.findall(text.lower()))
+
+
+def bag_of_words_identical(case: Case) -> bool:
+    """True when, in every row of the case's truth, each false text has the words (as a multiset) of
+    one of the row's true texts: no bag-of-words model can separate them.
+
+    Args:
+        case: the case; a case with no false text is not identical.
+    """
+    truth = np.asarray(case.truth, dtype=bool)
+    if truth.all():
+        return False
+    bags: dict[int, Counter] = {}  # computed as needed: the first text that differs settles it
+
+    def bag(j: int) -> Counter:
+        if j not in bags:
+            bags[j] = word_bag(case.texts[j])
+        return bags[j]
+
+    for row in truth:
+        true_bags = [bag(j) for j in np.flatnonzero(row)]
+        if any(bag(j) not in true_bags for j in np.flatnonzero(~row)):
+            return False
+    return True
+
+
+@dataclass
+class RunDiagnostics:
+    """Counts gathered case by case over a run: units, tied units, answers and unparseable answers."""
+
+    units: int = 0
+    tied: int = 0
+    answers: int = 0
+    unparseable: int = 0
+
+    def add(self, tied: list[bool], answers: tuple[int, int] | None) -> None:
+        """Count one case.
+
+        Args:
+            tied: per unit, whether a tie decides it.
+            answers: ``(answers, unparseable)`` of an answer-based case, else None.
+        """
+        self.units += len(tied)
+        self.tied += sum(tied)
+        if answers is not None:
+            self.answers += answers[0]
+            self.unparseable += answers[1]
+
+    def as_json(self) -> dict[str, Any]:
+        """The ``metrics.json`` keys, in percent: ``tie_rate`` (and ``n_tied_units``), and for an
+        answer-based run ``unparseable_rate`` (and ``n_answers``).
+
+        >>> RunDiagnostics(units=8, tied=2).as_json()
+        {'tie_rate': 25.0, 'n_tied_units': 2}
+        """
+        out: dict[str, Any] = {"tie_rate": 100.0 * self.tied / self.units if self.units else None}
+        out["n_tied_units"] = self.tied
+        if self.answers:
+            out["unparseable_rate"] = 100.0 * self.unparseable / self.answers
+            out["n_answers"] = self.answers
+        return out
+
+
+def diagnostic_notes(diagnostics: dict[str, Any] | None) -> list[str]:
+    """Table footer lines for the keys of :meth:`RunDiagnostics.as_json`.
+
+    >>> diagnostic_notes({"tie_rate": 25.0, "n_tied_units": 2})
+    ['tie rate: 25.00% of units have a tie among the scores that decide them (2)']
+    """
+    if not diagnostics or diagnostics.get("tie_rate") is None:
+        return []
+    lines = [
+        f"tie rate: {diagnostics['tie_rate']:.2f}% of units have a tie among the scores that decide them "
+        f"({diagnostics['n_tied_units']})"
+    ]
+    if "unparseable_rate" in diagnostics:
+        lines.append(f"unparseable answers: {diagnostics['unparseable_rate']:.2f}% of {diagnostics['n_answers']}")
+    return lines
