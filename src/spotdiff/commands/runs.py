@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 
+from spotdiff.commands._types import add_store_option
 from spotdiff.diagnose.store import RunStore
 from spotdiff.jsonio import dumps
 
@@ -11,13 +12,13 @@ from spotdiff.jsonio import dumps
 def register(subparsers: argparse._SubParsersAction) -> None:
     p = subparsers.add_parser("runs", help="list runs in the run store")
     p.add_argument("run_id", nargs="?", help="show one run in full (id or unique prefix)")
-    p.add_argument("--store", help="run store path (default: $SPOTDIFF_STORE or ~/.local/share/spotdiff)")
+    add_store_option(p)
     p.add_argument("--benchmark", help="only runs of this benchmark")
     p.set_defaults(func=run)
 
 
 def run(args: argparse.Namespace) -> int:
-    with RunStore(args.store) as store:
+    with RunStore(args.store, create=False) as store:
         if args.run_id:
             r = store.get(args.run_id)
             print(dumps(r.__dict__, indent=2))

@@ -639,17 +639,21 @@ def claim_out_dir(out: Path, config: dict, *, overwrite: bool = False, replace_n
     """
     out.mkdir(parents=True, exist_ok=True)
     marker = out / RUN_MARKER
-    recorded = None
+    recorded, unreadable = None, None
     if marker.is_file():
         try:
             recorded = json.loads(marker.read_text(encoding="utf-8"))
-        except (OSError, ValueError):
-            recorded = {}
+        except (OSError, ValueError) as exc:
+            unreadable = str(exc)
+        if not isinstance(recorded, dict):
+            recorded, unreadable = {}, unreadable or f"a JSON {type(recorded).__name__}, not an object"
     if recorded == config:
         return []
     previous = _run_outputs(out)
     if (recorded is not None or previous) and not overwrite:
-        if recorded is None:
+        if unreadable is not None:
+            what = f"holds a run's claim {marker} that is unreadable ({unreadable}), so whose folder it is is unknown"
+        elif recorded is None:
             what = f"holds run files ({', '.join(p.name for p in previous)}) not written by this configuration"
         else:
             differ = sorted(k for k in set(config) | set(recorded) if config.get(k) != recorded.get(k))

@@ -58,7 +58,7 @@ def load_run(ref: str, store: RunStore | str | Path | None = None) -> tuple[Run,
     if isinstance(store, RunStore):
         run = store.get(ref)
         return run, list(store.units(run.id))
-    with RunStore(store) as opened:
+    with RunStore(store, create=False) as opened:
         return load_run(ref, opened)
 
 
@@ -177,4 +177,3 @@ def format_comparison(cmp: Comparison, alpha: float = 0.05) -> str:
         lines.append("all = pooled over every unit; subset_mean and groups = unweighted means over subsets")
     lines += [f"{t}: {TESTS[t]}" for t in sorted({c.test for c in cmp.results}) if t in TESTS]
     return "\n".join(lines)
-
