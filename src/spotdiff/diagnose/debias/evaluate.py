@@ -57,8 +57,9 @@ def run_debiased_eval(config: EvalConfig, debias: DebiasConfig) -> DebiasedRuns:
     bench, protocol = resolve(config, frozenset({"image-text"}))
     tune_bench = None
     if debias.tune_split:
-        tune_bench = type(bench)(config.data, **{**config.options, "split": debias.tune_split})
-        if tune_bench.data_files() == bench.data_files():
+        if "split" in type(bench).known_options():
+            tune_bench = type(bench)(config.data, **{**config.options, "split": debias.tune_split})
+        if tune_bench is None or tune_bench.data_files() == bench.data_files():
             raise ConfigError(
                 f"benchmark {config.benchmark!r} has no separate split {debias.tune_split!r} to tune alpha on "
                 f"(--tune-split reads the retrieval benchmarks' split=val files; others: cross-validation)"
