@@ -2,11 +2,14 @@
 
 :func:`environment` is the ``"environment"`` block that every run records: package versions, the git
 commit, the device, and hub revisions read from what is cached (nothing here touches the network).
-Its fields: docs/architecture.md.
+Its fields: docs/architecture.md. :func:`usable_cores` is the machine's share this process may use, and
+:func:`cap_workers` the one place a number of worker processes is capped at it.
 """
 
 from __future__ import annotations
 
+import logging
+import os
 import platform
 import re
 import subprocess
@@ -25,7 +28,38 @@ PACKAGES = (
     "huggingface-hub",
     "numpy",
 )
+log = logging.getLogger(__name__)
 _SNAPSHOT = re.compile(r"(models|datasets|spaces)--(?P<repo>[^/\\]+)[/\\]snapshots[/\\](?P<rev>[0-9a-f]{40})")
+
+
+def usable_cores() -> int:
+    """Every core this process may use (its CPU affinity), shared between the processes of a launch on
+    this machine (``LOCAL_WORLD_SIZE``, set by torchrun and accelerate); at least 1."""
+    try:
+        cores = len(os.sched_getaffinity(0))
+    except AttributeError:  # not on Linux
+        cores = os.cpu_count() or 1
+    try:
+        local = max(1, int(os.environ.get("LOCAL_WORLD_SIZE") or 1))
+    except ValueError:
+        local = 1
+    return max(1, cores // local)
+
+
+def cap_workers(workers: int) -> int:
+    """``workers`` processes, at most :func:`usable_cores` (more only oversubscribe the cores), with a
+    warning when capped.
+
+    Args:
+        workers: the number asked for (``--workers``).
+
+    >>> cap_workers(1)
+    1
+    """
+    cores = usable_cores()
+    if workers > cores:
+        log.warning("--workers %d is more than the %d cores this process may use: %d workers", workers, cores, cores)
+    return min(workers, cores)
 
 
 def package_versions() -> dict[str, str | None]:

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import json
 import multiprocessing
-import os
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any, TypeVar
@@ -17,6 +16,7 @@ import numpy as np
 from PIL import Image
 
 from spotdiff.jsonio import json_default
+from spotdiff.provenance import usable_cores
 
 T = TypeVar("T")
 R = TypeVar("R")
@@ -76,4 +76,5 @@ def parallel_map(fn: Callable[[T], R], tasks: Sequence[T], workers: int = 1) -> 
 
 
 def default_workers() -> int:
-    return max(1, min(4, os.cpu_count() or 1))
+    """The default ``--workers``: the usable cores (:func:`spotdiff.provenance.usable_cores`), at most 4."""
+    return min(4, usable_cores())
