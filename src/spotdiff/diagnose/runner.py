@@ -198,6 +198,8 @@ class RunRecorder:
         scores_name: the per-case file under ``config.out``.
         write_metrics: write ``metrics.json`` on :meth:`finish`.
         info: extra run info recorded at the start and kept at the end.
+        claim: claim the output folder and take it in :meth:`finish`; False when the caller does so
+            around several recorders (the debiased variants, one claim for all their files).
     """
 
     def __init__(
@@ -212,8 +214,10 @@ class RunRecorder:
         scores_name: str = "scores.jsonl",
         write_metrics: bool = True,
         info: dict | None = None,
+        claim: bool = True,
     ) -> None:
         self.config = config
+        self.claim = claim
         self.protocol = protocol
         self.identity = identity
         self.data_digest = data_digest
@@ -251,7 +255,7 @@ class RunRecorder:
 
     def __enter__(self) -> RunRecorder:
         config = self.config
-        if config.out is not None:
+        if config.out is not None and self.claim:
             self._replaced = claim_out_dir(config.out, self.run_config, overwrite=config.overwrite, replace_now=False)
         self._restore_sigterm = sigterm_as_interrupt()
         try:
@@ -357,8 +361,8 @@ class RunRecorder:
             remove_stale_temporaries(self.config.out, self.scores_name)
             if self.write_metrics:
                 write_metrics_json(self.config, self.protocol.name, result, self.data_digest)
-            # metrics.json: a debiased run writes it after its variants (debias.evaluate)
-            take_out_dir(self.config.out, self.run_config, self._replaced, (self.scores_name, "metrics.json"))
+            if self.claim:
+                take_out_dir(self.config.out, self.run_config, self._replaced, (self.scores_name, "metrics.json"))
         return result
 
     @contextlib.contextmanager
