@@ -79,7 +79,7 @@ def test_a_reading_command_does_not_create_a_mistyped_store(tmp_path, capsys):
                  ["compare", "abc", "def", "--store", str(typo)]):  # fmt: skip
         assert main(argv) == 2
         err = capsys.readouterr().err
-        assert f"no run store at {typo}: no run was recorded there (check --store)" in err, err
+        assert f"no run store at {typo}: no run has been recorded there; give the store's file with --store" in err, err
     assert not typo.exists() and not (tmp_path / "r").exists()
 
 

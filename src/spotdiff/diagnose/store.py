@@ -114,7 +114,9 @@ class RunStore:
     def __init__(self, path: str | Path | None = None, *, create: bool = True) -> None:
         self.path = Path(path) if path is not None else default_store_path()
         if not create and not self.path.is_file():
-            raise ConfigError(f"no run store at {self.path}: no run was recorded there (check --store)")
+            raise ConfigError(
+                f"no run store at {self.path}: no run has been recorded there; give the store's file with --store"
+            )
         self.path.parent.mkdir(parents=True, exist_ok=True)
         remedy = (
             "a run store cannot be rebuilt, so it is left as it is: keep a copy, try to recover its runs "
