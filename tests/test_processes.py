@@ -88,5 +88,8 @@ def test_parallel_map_equals_the_serial_map() -> None:
     assert parallel_map(abs, tasks, workers=2) == parallel_map(abs, tasks, workers=1) == [abs(t) for t in tasks]
 
 
-def test_usable_cores_is_the_affinity() -> None:
+def test_usable_cores_are_the_affinity_shared_by_a_launchs_local_processes(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("LOCAL_WORLD_SIZE", raising=False)
     assert usable_cores() == len(os.sched_getaffinity(0))
+    monkeypatch.setenv("LOCAL_WORLD_SIZE", str(4 * len(os.sched_getaffinity(0))))
+    assert usable_cores() == 1

@@ -1,33 +1,58 @@
 """Worker processes: the cores this process may use, and a map over forked workers.
 
-Every forked pool of spotdiff (synthesis, report figures) goes through :func:`fork_map`, which lets
-its workers exit on their own: ``with Pool()`` alone ends them with SIGTERM, and a worker that
-inherited a Python SIGTERM handler (the plan runner's commands install one) can miss that signal and
-block ``Pool.__exit__`` forever (the quick demo hung so in CI).
+:func:`usable_cores` and :func:`cap_workers` size every pool of worker processes. Every forked pool
+(synthesis, report figures) goes through :func:`fork_map`, which lets its workers exit on their own:
+``with Pool()`` alone ends them with SIGTERM, and a worker that inherited a Python SIGTERM handler
+(the plan runner's commands install one) can miss that signal and block ``Pool.__exit__`` forever
+(the quick demo hung so in CI).
 """
 
 from __future__ import annotations
 
+import logging
 import multiprocessing
 import os
 import signal
 from collections.abc import Callable, Sequence
 from typing import TypeVar
 
+log = logging.getLogger(__name__)
 T = TypeVar("T")
 R = TypeVar("R")
 
 
 def usable_cores() -> int:
-    """The cores this process may run on (its CPU affinity, as Slurm and ``taskset`` set it).
+    """The cores this process may run on (its CPU affinity, as Slurm and ``taskset`` set it), shared between
+    the processes of a launch on this machine (``LOCAL_WORLD_SIZE``, set by torchrun and accelerate).
 
     >>> usable_cores() >= 1
     True
     """
     try:
-        return max(1, len(os.sched_getaffinity(0)))
+        cores = len(os.sched_getaffinity(0))
     except (AttributeError, OSError):  # not on Linux
-        return max(1, os.cpu_count() or 1)
+        cores = os.cpu_count() or 1
+    try:
+        local = max(1, int(os.environ.get("LOCAL_WORLD_SIZE") or 1))
+    except ValueError:
+        local = 1
+    return max(1, cores // local)
+
+
+def cap_workers(workers: int) -> int:
+    """``workers`` processes, at most :func:`usable_cores` (more only oversubscribe the cores), with a
+    warning when capped: the one place a ``--workers`` is capped.
+
+    Args:
+        workers: the number asked for (``--workers``).
+
+    >>> cap_workers(1)
+    1
+    """
+    cores = usable_cores()
+    if workers > cores:
+        log.warning("--workers %d is more than the %d cores this process may use: %d workers", workers, cores, cores)
+    return min(workers, cores)
 
 
 def can_fork() -> bool:

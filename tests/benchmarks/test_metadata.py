@@ -127,3 +127,39 @@ def test_a_benchmark_without_a_declaration_cannot_register():
 def test_a_part_that_does_not_exist_is_named():
     with pytest.raises(ConfigError, match="has no data part 'nope'; parts: annotations, images"):
         _valid().part("nope")
+
+
+# ------------------------------------------------------------------------------------- loader options
+
+
+def test_an_unknown_option_is_refused_with_the_known_ones_and_a_suggestion(tmp_path, capsys):
+    """`-o all_record=true` on VALSE, or ARO-Order's pos_tagger on ARO's VG-Relation, no longer pass unread."""
+    from spotdiff.testing.formats import write_aro_vg_relation, write_valse
+
+    valse = write_valse(tmp_path / "valse")
+    argv = ["eval", "--model", "hf-clip:/nowhere", "--benchmark", "valse", "--data", str(valse), "--no-store",
+            "--no-cache", "-o", "all_record=true"]  # fmt: skip
+    assert main(argv) == 2
+    err = capsys.readouterr().err
+    assert "benchmark 'valse' has no option 'all_record'; did you mean 'all_records'? (its options: " in err
+    assert "all_records, images)" in err and "Traceback" not in err
+    aro = write_aro_vg_relation(tmp_path / "aro")
+    with pytest.raises(ConfigError, match=r"'aro-vg-relation' has no option 'pos_tagger' \(its options: crop, images"):
+        BENCHMARKS.get("aro-vg-relation")(aro, pos_tagger="heuristik")
+    with pytest.raises(ConfigError, match=r"'spec' has no option 'images' \(it takes no options\)"):
+        BENCHMARKS.get("spec")(tmp_path, images=str(tmp_path))
+    assert BENCHMARKS.get("valse")(valse, all_records="true").options == {"all_records": "true"}
+
+
+@pytest.mark.parametrize("name", sorted(BENCHMARKS.names()))
+def test_every_declared_option_is_read_by_the_loader(name):
+    """A declared option that no code reads would be accepted and ignored: each is named in its class's module."""
+    import inspect
+
+    from spotdiff.benchmarks import _io
+
+    cls = BENCHMARKS.get(name)
+    modules = {inspect.getmodule(k) for k in cls.__mro__ if issubclass(k, Benchmark)} | {_io}  # _io: images_dir
+    code = "\n".join(line for m in modules for line in inspect.getsource(m).splitlines() if "option_names" not in line)
+    for option in cls.known_options():
+        assert f'"{option}"' in code, (name, option)

@@ -125,3 +125,42 @@ def test_tune_alpha_on_the_val_split_and_report_test(captioner: str, tmp_path: P
                 "--no-cache", "--quiet", "--debias", "null", "--null-n", "1", "--tune-split", "val"]  # fmt: skip
     assert main(argv_bad) == 2
     assert "no separate split" in capsys.readouterr().err
+
+
+def test_overwrite_replaces_the_previous_run_only_once_every_variant_is_written(
+    captioner: str, tmp_path: Path, capsys, monkeypatch
+) -> None:
+    """A debiased run that fails between its variants leaves the previous run's claim and files as they
+    were (not a new claim beside the old metrics.json); one that succeeds replaces them."""
+    from spotdiff.diagnose import runner
+    from spotdiff.diagnose.debias import evaluate
+    from spotdiff.errors import DataError
+
+    data = write_winoground(tmp_path / "data", 4)
+    out = tmp_path / "out"
+    argv = ["eval", "--model", captioner, "--benchmark", "winoground", "--data", str(data), "--out", str(out),
+            "--no-store", "--cache", str(tmp_path / "cache"), "--quiet", "--n-boot", "0",
+            "--debias", "null", "--null-n", "1", "--alpha", "0.5"]  # fmt: skip
+    assert main(argv) == 0
+    before = {p.name: p.read_bytes() for p in out.iterdir()}
+    assert {runner.RUN_MARKER, "metrics.json", "alpha_curve.json", "scores.jsonl"} <= set(before)
+
+    class FailsSecond(runner.RunRecorder):
+        made = 0
+
+        def finish(self, load_report, engine_stats):
+            FailsSecond.made += 1
+            if FailsSecond.made == 2:
+                raise DataError("injected failure between variants")
+            return super().finish(load_report, engine_stats)
+
+    monkeypatch.setattr(evaluate, "RunRecorder", FailsSecond)
+    changed = [*argv[:-1], "0.25", "--overwrite"]
+    assert main(changed) == 2
+    assert "injected failure between variants" in capsys.readouterr().err
+    kept = {p.name: p.read_bytes() for p in out.iterdir() if p.name in before and p.name != "scores.jsonl"}
+    assert kept == {k: v for k, v in before.items() if k != "scores.jsonl"}  # the old claim, metrics and curve
+    monkeypatch.setattr(evaluate, "RunRecorder", runner.RunRecorder)
+    assert main(changed) == 0
+    assert json.loads((out / runner.RUN_MARKER).read_text())["debias"]["alpha"] == 0.25
+    assert json.loads((out / "metrics.json").read_text())["debias"]["alpha"] == 0.25

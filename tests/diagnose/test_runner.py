@@ -119,6 +119,19 @@ def test_claim_out_dir_resumes_refuses_and_overwrites(tmp_path: Path) -> None:
         claim_out_dir(bare, mine)
 
 
+@pytest.mark.parametrize("garbled", ['{"model": "m", "se', "[1, 2]"])
+def test_claim_out_dir_names_an_unreadable_claim(tmp_path: Path, garbled: str) -> None:
+    """A garbled claim is reported as unreadable, naming the file (not as "another run ... None there")."""
+    out = tmp_path / "out"
+    out.mkdir()
+    (out / RUN_MARKER).write_text(garbled)
+    with pytest.raises(ConfigError, match=rf"holds a run's claim {out / RUN_MARKER} that is unreadable") as refused:
+        claim_out_dir(out, {"model": "m", "seed": 0})
+    assert "None" not in str(refused.value) and "--overwrite" in str(refused.value)
+    claim_out_dir(out, {"model": "m", "seed": 0}, overwrite=True)
+    assert json.loads((out / RUN_MARKER).read_text()) == {"model": "m", "seed": 0}
+
+
 def test_recorder_writes_store_rows_and_files_from_hand_matrices(wino, tmp_path: Path) -> None:
     data, cases = wino
     out = tmp_path / "out"

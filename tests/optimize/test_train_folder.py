@@ -131,6 +131,44 @@ def test_resume_without_a_checkpoint_warns_that_it_starts_at_step_0(tmp_path, da
     assert f"--resume: no complete checkpoint in {tmp_path / 'fresh'}; training starts at step 0" in warned
 
 
+# ------------------------------------------------------------------------------- damaged checkpoints
+
+
+def test_resume_skips_damaged_checkpoints_for_the_newest_that_loads(tmp_path, data, uninterrupted, caplog):  # noqa: F811
+    """A truncated model.safetensors, a garbled trainer_state.pt, an empty rng_state_0.pt: each checkpoint
+    is skipped with one warning naming it, the file and why; the run continues exactly from the one that
+    loads. A changed --lr is reported and not applied (the checkpoint's optimiser state continues)."""
+    _, pairs, cases = data
+    _, ref = uninterrupted
+    out = tmp_path / "damaged"
+    first = train(config(out, loss="spec-hn", save_every=1, keep_checkpoints=0, stop_after=4), pairs, cases)
+    assert first.step == 4 and [p.name[-1] for p in sorted(out.glob("checkpoint-*"))] == ["1", "2", "3", "4"]
+    ckpt = {k: out / f"checkpoint-{k:07d}" for k in (1, 2, 3, 4)}
+    weights_file = ckpt[4] / "model.safetensors"
+    weights_file.write_bytes(weights_file.read_bytes()[:1000])
+    (ckpt[3] / "trainer_state.pt").write_bytes(b"\x00garbage" * 50)
+    (ckpt[2] / "rng_state_0.pt").write_bytes(b"")
+    good = (ckpt[1] / "trainer_state.pt").read_bytes()
+    (ckpt[1] / "trainer_state.pt").unlink()
+    with pytest.raises(ConfigError, match=r"^--resume: no checkpoint loads \(") as none:
+        train(config(out, loss="spec-hn", resume=True), pairs, cases)
+    for k, name in ((4, "model.safetensors: SafetensorError"), (3, "trainer_state.pt: UnpicklingError"),
+                    (2, "rng_state_0.pt: EOFError"), (1, "trainer_state.pt: FileNotFoundError")):  # fmt: skip
+        assert f"{ckpt[k]}: {name}: " in str(none.value)
+    (ckpt[1] / "trainer_state.pt").write_bytes(good)
+    caplog.clear()
+    with caplog.at_level(logging.WARNING, logger="spotdiff.optimize.loop"):
+        resumed = train(config(out, loss="spec-hn", resume=True, lr=2e-3), pairs, cases)
+    warned = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
+    assert [w.split(", which")[0] for w in warned[:3]] == [f"--resume: skipping {ckpt[k]}" for k in (4, 3, 2)]
+    assert "(model.safetensors: SafetensorError: Error while deserializing header" in warned[0]
+    kept = ("--resume: --lr 0.002 is not applied: the checkpoint's 0.001 continues with its optimiser state "
+            "(as Hugging Face Trainer resumes); start a new --out to train with --lr 0.002")  # fmt: skip
+    assert warned[3] == kept
+    assert len(warned) == 4
+    assert resumed.finished and ref.losses[:1] + resumed.losses == ref.losses  # continued exactly from step 1
+
+
 def _wait_for(path: Path, proc: subprocess.Popen, timeout: float = 180.0) -> None:
     deadline = time.monotonic() + timeout
     while not (path.is_file() and path.read_text()):

@@ -62,6 +62,30 @@ def test_errors_name_the_file_stage_and_field(text: str, message: str) -> None:
     assert "file bad.yaml" in str(info.value)
 
 
+def test_an_unclosed_quote_names_the_file_line_and_command(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
+    bad = PLAN.replace("- benchmarks --suites", "- benchmarks --suites 'x")
+    with pytest.raises(DataError, match=r"file p.yaml, record listing, field 'run': line 12: No closing quotation "
+                       r"in \"benchmarks --suites 'x\"$"):  # fmt: skip
+        parse_plan(bad, source="p.yaml")
+    single = PLAN.replace("--workers 1", '--workers "1')
+    with pytest.raises(DataError, match=r"record corpus, field 'run': line 6: No closing quotation"):
+        parse_plan(single, source="p.yaml")
+    plan = tmp_path / "p.yaml"
+    plan.write_text(bad)
+    assert main(["run", str(plan)]) == 2
+    err = capsys.readouterr().err
+    assert f"file {plan}, record listing, field 'run': line 12: No closing quotation" in err and "Traceback" not in err
+
+
+def test_a_plan_that_is_not_utf8_is_refused_naming_the_line(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
+    plan = tmp_path / "latin1.yaml"
+    plan.write_bytes(PLAN.replace("a small corpus", "a small corpus \u00e9").encode("latin-1"))
+    assert main(["run", str(plan)]) == 2
+    err = capsys.readouterr().err
+    assert f"file {plan}: line 5: not UTF-8 text (byte 0xe9); save the plan as UTF-8" in err
+    assert "Traceback" not in err
+
+
 def test_unknown_override_is_refused() -> None:
     with pytest.raises(DataError, match="no variable 'steps'"):
         parse_plan(PLAN, overrides={"steps": "3"})

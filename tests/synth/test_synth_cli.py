@@ -129,3 +129,19 @@ def test_engines_take_the_config_the_command_parses(outputs, tmp_path):
     SpecEngine(SpecConfig(n=1, seed=5, image_size=64)).write(tmp_path / "spec")
     expected = {k: v for k, v in digest(outputs / "spec").items() if k != "synth.json"}
     assert digest(tmp_path / "spec") == expected
+
+
+def test_workers_are_capped_at_the_usable_cores(caplog, capsys):
+    """`synth --workers 1000` starts one process per usable core, not 1,000, and says so; 0 is refused."""
+    from spotdiff.processes import usable_cores
+    from spotdiff.synth.corpus import CorpusConfig, CorpusEngine
+
+    cores = usable_cores()
+    with caplog.at_level("WARNING", logger="spotdiff.provenance"):
+        assert CorpusEngine(CorpusConfig(n=2, workers=1000)).config.workers == cores
+    assert f"--workers 1000 is more than the {cores} cores this process may use: {cores} workers" in caplog.text
+    caplog.clear()
+    assert CorpusEngine(CorpusConfig(n=2, workers=1)).config.workers == 1 and not caplog.text
+    with pytest.raises(SystemExit):
+        main(["synth", "corpus", "--out", "never", "--workers", "0"])
+    assert "argument --workers: must be >= 1, got 0" in capsys.readouterr().err

@@ -111,6 +111,7 @@ class _Mirrored(Benchmark):
 
 
 class _VisualGenome(_Mirrored):
+    option_names = ("source", "images", "crop")  # the -o options it reads
     annotation = ""
     kind = ""
 
@@ -285,6 +286,7 @@ MIEB_HARD_TEXTS = ("hard_text_1", "hard_text_2", "hard_text_3", "hard_text_4")
 
 
 class _Order(_Mirrored, _KarpathyBenchmark):
+    option_names = ("pos_tagger", "tokenizer", "perturbations", "seed", "max_words")  # the -o options it reads
     def shuffler(self) -> TextShuffler:
         shuffler = TextShuffler(
             option_choice(self.options, "pos_tagger", POS_TAGGERS, "auto"),

@@ -8,6 +8,7 @@ objects with the subset as a tag; records dropped by a documented rule are count
 
 from __future__ import annotations
 
+import difflib
 import hashlib
 from abc import ABC, abstractmethod
 from collections import Counter
@@ -67,6 +68,9 @@ class Benchmark(ABC):
     ``subsets``, ``layout`` and ``description`` are read from it, and ``name`` is set by
     ``@BENCHMARKS.register(name)``.
 
+    ``option_names`` lists the options a class reads (``-o key=value``); a loader accepts those of
+    its class and of every base class, and refuses any other with a suggestion.
+
     ``ties`` is the run's tie rule (:data:`spotdiff.cases.TIES`); a loader whose published
     peer relies on argmax tie-breaking reads it (ARO-Order keeps perturbations identical to the
     caption under ``"argmax"``).
@@ -75,6 +79,9 @@ class Benchmark(ABC):
         root: the data location (a folder, or a file for the loaders that read one).
         ties: the run's tie rule.
         **options: the loader's options (``-o key=value``; each loader says which it reads).
+
+    Raises:
+        ConfigError: an option the loader does not read.
     """
 
     name: ClassVar[str] = ""
@@ -83,13 +90,17 @@ class Benchmark(ABC):
     layout: ClassVar[str] = ""
     description: ClassVar[str] = ""
     metadata: ClassVar[BenchmarkMetadata]
+    option_names: ClassVar[tuple[str, ...]] = ()
 
     def __init_subclass__(cls, **kwargs: object) -> None:
         super().__init_subclass__(**kwargs)
         meta = cls.__dict__.get("metadata")
         if meta is not None:
             cls.protocols, cls.subsets, cls.layout, cls.description = (
-                meta.protocols, meta.subsets, meta.layout, meta.description
+                meta.protocols,
+                meta.subsets,
+                meta.layout,
+                meta.description,
             )
 
     def __init__(self, root: str | Path, *, ties: str = "strict", **options: object) -> None:
@@ -97,8 +108,29 @@ class Benchmark(ABC):
         if not self.root.exists():
             raise DataError(f"data location does not exist: {self.root}")
         self.ties = check_ties(ties)
+        self.check_options(options)
         self.options = options
         self.report = LoadReport()
+
+    @classmethod
+    def known_options(cls) -> tuple[str, ...]:
+        """The options this loader reads: its class's ``option_names`` and its base classes'."""
+        return tuple(sorted({name for klass in cls.__mro__ for name in vars(klass).get("option_names", ())}))
+
+    @classmethod
+    def check_options(cls, options: dict[str, object]) -> None:
+        """Refuse an option the loader does not read, naming its options and the closest one.
+
+        Args:
+            options: the options given (``-o key=value``).
+        """
+        known = cls.known_options()
+        for name in options:
+            if name not in known:
+                close = difflib.get_close_matches(name, known, n=1)
+                hint = f"; did you mean {close[0]!r}?" if close else ""
+                offered = f"its options: {', '.join(known)}" if known else "it takes no options"
+                raise ConfigError(f"benchmark {cls.name!r} has no option {name!r}{hint} ({offered})")
 
     @abstractmethod
     def cases(self, subset: str | None = None) -> Iterator[Case]:
@@ -125,9 +157,7 @@ class Benchmark(ABC):
 
     def check_subset(self, subset: str | None) -> None:
         if subset is not None and self.subsets and subset not in self.subsets:
-            raise ConfigError(
-                f"benchmark {self.name!r} has no subset {subset!r}; known: {', '.join(self.subsets)}"
-            )
+            raise ConfigError(f"benchmark {self.name!r} has no subset {subset!r}; known: {', '.join(self.subsets)}")
 
     def data_digest(self) -> str:
         """SHA-256 over the annotation files' names and contents, in a stable order."""
@@ -146,6 +176,7 @@ class SubsetFilesBenchmark(Benchmark):
     """
 
     search_dirs: ClassVar[tuple[str, ...]] = ("", "data")
+    option_names: ClassVar[tuple[str, ...]] = ("images",)
     record_key: ClassVar[str] = "record id"
     case_roles: ClassVar[tuple[str, str]] = ("positive", "negative")
 
@@ -159,8 +190,9 @@ class SubsetFilesBenchmark(Benchmark):
             path = self._file(name)
             data = read_json_unique(path)
             if not isinstance(data, dict):
-                raise DataError(f"expected a JSON object keyed by {self.record_key}, got {type(data).__name__}",
-                                file=path)
+                raise DataError(
+                    f"expected a JSON object keyed by {self.record_key}, got {type(data).__name__}", file=path
+                )
             for key, record in data.items():
                 self.report.records += 1
                 yield name, path, key, record
@@ -171,8 +203,9 @@ class SubsetFilesBenchmark(Benchmark):
         image = self._image_refs.get(image_file)
         if image is None:
             image = self._image_refs[image_file] = FileImage(self._image_root / image_file)
-        return Case(id=f"{subset}/{key}", texts=texts, truth=_FIRST_TRUE, images=(image,), tags=tags,
-                    roles=self.case_roles)
+        return Case(
+            id=f"{subset}/{key}", texts=texts, truth=_FIRST_TRUE, images=(image,), tags=tags, roles=self.case_roles
+        )
 
     def _data_dir(self) -> Path:
         for candidate in (self.root / d if d else self.root for d in self.search_dirs):
@@ -195,8 +228,9 @@ class SubsetFilesBenchmark(Benchmark):
 def _named(name: str, cls: type[Benchmark]) -> None:
     """Give a registered benchmark its registry name, in the class and in its declaration."""
     if not isinstance(getattr(cls, "metadata", None), BenchmarkMetadata):
-        raise ConfigError(f"benchmark {name!r} ({cls.__module__}.{cls.__qualname__}) declares no metadata = "
-                          "BenchmarkMetadata(...)")
+        raise ConfigError(
+            f"benchmark {name!r} ({cls.__module__}.{cls.__qualname__}) declares no metadata = BenchmarkMetadata(...)"
+        )
     cls.name = name
     cls.metadata = cls.metadata.named(name)
 

@@ -143,6 +143,7 @@ _PARTS = (
 
 @BENCHMARKS.register("eqben")
 class EqBen(Benchmark):
+    option_names = ("file", "images", "private")  # the -o options it reads
     metadata = BenchmarkMetadata(
         title="EqBen (Wang et al., ICCV 2023)",
         protocols=("group", "choice", "choice-text"),

@@ -128,6 +128,7 @@ RETRIEVAL_TIES = (
 
 class _KarpathyBenchmark(Benchmark):
     """Shared file resolution for the benchmarks built on the BLIP Karpathy split files."""
+    option_names = ("split", "images")  # the -o options it reads
 
     dataset = "coco"
 
@@ -157,6 +158,7 @@ class _KarpathyBenchmark(Benchmark):
 
 
 class _Retrieval(_KarpathyBenchmark):
+    option_names = ("pre_caption", "max_words")  # the -o options it reads
     def cases(self, subset: str | None = None) -> Iterator[Case]:
         self.check_subset(subset)
         self.report = LoadReport()

@@ -46,6 +46,7 @@ CITATION = """\
 
 @BENCHMARKS.register("valse")
 class Valse(SubsetFilesBenchmark):
+    option_names = ("all_records",)  # the -o options it reads
     record_key = "sample id"
     case_roles = ("caption", "foil")
     metadata = BenchmarkMetadata(

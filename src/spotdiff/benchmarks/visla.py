@@ -64,6 +64,7 @@ VISLA_TIES = (
 
 class _VislaBase(Benchmark):
     """Shared reader of the two VISLA TSV files; subclasses fix the file, header and subset."""
+    option_names = ("images",)  # the -o options it reads
 
     file_name: ClassVar[str] = ""
     header: ClassVar[tuple[str, ...]] = ()

@@ -34,6 +34,7 @@ CITATION = """\
 
 @BENCHMARKS.register("winoground")
 class Winoground(Benchmark):
+    option_names = ("images",)  # the -o options it reads
     metadata = BenchmarkMetadata(
         title="Winoground (Thrush et al., CVPR 2022)",
         protocols=("group", "choice", "choice-text"),

@@ -178,6 +178,8 @@ _PARTS = (
 
 @BENCHMARKS.register("zeroshot-classification")
 class ZeroShotClassification(Benchmark):
+    # the -o options it reads
+    option_names = ("dataset", "format", "split", "image_column", "label_column", "classnames", "templates")
     metadata = BenchmarkMetadata(
         title="Zero-shot classification in the CLIP_benchmark convention (Radford et al. 2021; Cherti et al. 2023)",
         protocols=("zeroshot",),

@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
+from spotdiff.commands._types import add_store_option, nonnegative_int, seed
 from spotdiff.jsonio import dumps
 from spotdiff.report.compare import compare_runs, format_comparison
 from spotdiff.report.export import comparison_csv, comparison_latex
@@ -22,14 +23,14 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     )
     p.add_argument("run_a", metavar="A", help="run id or unique prefix, or a result folder of `eval --out`")
     p.add_argument("run_b", metavar="B", help="run id or unique prefix, or a result folder of `eval --out`")
-    p.add_argument("--store", type=Path, help="run store path (default $SPOTDIFF_STORE or ~/.local/share/spotdiff)")
+    add_store_option(p)
     p.add_argument("--metric", action="append", help="only this metric (repeatable; default: all)")
     p.add_argument(
         "--subset", action="append", help="only this scope: 'all', 'subset_mean', a grouping or a subset (repeatable)"
     )
-    p.add_argument("--n-boot", type=int, help="bootstrap resamples (default: run A's)")
+    p.add_argument("--n-boot", type=nonnegative_int, help="bootstrap resamples (default: run A's)")
     p.add_argument("--n-perm", type=int, default=10_000, help="random swaps of the sign-flip test")
-    p.add_argument("--seed", type=int, help="seed of the bootstrap and the swaps (default: run A's)")
+    p.add_argument("--seed", type=seed, help="seed of the bootstrap and the swaps (default: run A's)")
     p.add_argument("--json", action="store_true", help="print the comparisons as JSON (full precision) instead")
     p.add_argument("--csv", type=Path, help="also write the comparison as CSV")
     p.add_argument("--latex", type=Path, help="also write the comparison as a LaTeX tabular")

@@ -21,6 +21,7 @@ import argparse
 import json
 from pathlib import Path
 
+from spotdiff.commands._types import folder, seed
 from spotdiff.errors import ConfigError
 
 
@@ -44,9 +45,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         formatter_class=argparse.RawDescriptionHelpFormatter,
         epilog=__doc__,
     )
-    p.add_argument("--out", type=Path, default=DEFAULT_OUT, help=f"output folder (default ./{DEFAULT_OUT})")
+    p.add_argument("--out", type=folder, default=DEFAULT_OUT, help=f"output folder (default ./{DEFAULT_OUT})")
     p.add_argument("--quick", action="store_true", help="a shortened run (a few minutes) that exercises every stage")
-    p.add_argument("--seed", type=int, default=0, help="base seed: data sets use seed+0..4, training uses seed")
+    p.add_argument("--seed", type=seed, default=0, help="base seed: data sets use seed+0..4, training uses seed")
     p.add_argument(
         "--workers", type=int, default=None, help="stages run at once (default: min(4, CPU cores)); also synth workers"
     )

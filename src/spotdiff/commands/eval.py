@@ -15,6 +15,7 @@ from spotdiff.api import evaluate_grid
 from spotdiff.benchmarks import canonical_benchmark, get_benchmark
 from spotdiff.benchmarks.suites import suite_benchmarks
 from spotdiff.cases import TIES
+from spotdiff.commands._types import add_store_option, folder, nonnegative_int, positive_int, seed
 from spotdiff.data import resolve_data
 from spotdiff.diagnose import distributed
 from spotdiff.diagnose.cache import default_cache_dir
@@ -72,7 +73,7 @@ def _what_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--report", type=Path, help="also render a report (HTML + Markdown) of the runs into this folder")
     p.add_argument("--subset", help="evaluate one subset only")
     p.add_argument("--protocol", help="protocol (default: the benchmark's first)")
-    p.add_argument("--out", type=Path, help="write metrics.json and scores.jsonl here")
+    p.add_argument("--out", type=folder, help="write metrics.json and scores.jsonl here")
     p.add_argument(
         "--push-to-hub",
         metavar="REPO",
@@ -102,10 +103,10 @@ def _execution_args(p: argparse.ArgumentParser) -> None:
     )
     p.add_argument("--device", default="auto", help="cpu, cuda, cuda:N, mps or auto (default)")
     p.add_argument("--dtype", default="auto", help="auto (float16 on GPU), float32, float16, bfloat16")
-    p.add_argument("--limit", type=int, help="evaluate the first N cases only")
+    p.add_argument("--limit", type=positive_int, help="evaluate the first N cases only")
     p.add_argument(
         "--cache",
-        type=Path,
+        type=folder,
         default=None,
         help=f"persistent cache directory (default {default_cache_dir()}); see --no-cache",
     )
@@ -114,10 +115,10 @@ def _execution_args(p: argparse.ArgumentParser) -> None:
 
 def _store_args(p: argparse.ArgumentParser) -> None:
     """Seed, run store, bootstrap, tie rule, output folder and loader options."""
-    p.add_argument("--seed", type=int, default=0, help="seed for the model, sampling and the bootstrap")
-    p.add_argument("--store", type=Path, help="run store path (default $SPOTDIFF_STORE or ~/.local/share/spotdiff)")
+    p.add_argument("--seed", type=seed, default=0, help="seed for the model, sampling and the bootstrap")
+    add_store_option(p)
     p.add_argument("--no-store", action="store_true", help="do not record the run in the run store")
-    p.add_argument("--n-boot", type=int, default=1000, help="bootstrap resamples for confidence intervals")
+    p.add_argument("--n-boot", type=nonnegative_int, default=1000, help="bootstrap resamples for confidence intervals")
     p.add_argument(
         "--ties",
         choices=TIES,

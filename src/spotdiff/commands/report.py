@@ -6,6 +6,7 @@ import argparse
 import time
 from pathlib import Path
 
+from spotdiff.commands._types import add_store_option, folder
 from spotdiff.diagnose.store import RunStore
 from spotdiff.report.build import build_report, write_report
 
@@ -28,9 +29,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "default: the latest finished run of each benchmark, protocol, model and subset)",
     )
     p.add_argument(
-        "--out", required=True, type=Path, help="output directory (report.html, report.md, figures/, tables/)"
+        "--out", required=True, type=folder, help="output directory (report.html, report.md, figures/, tables/)"
     )
-    p.add_argument("--store", type=Path, help="run store path (default $SPOTDIFF_STORE or ~/.local/share/spotdiff)")
+    add_store_option(p)
     p.add_argument("--benchmark", action="append", help="only this benchmark (repeatable)")
     p.add_argument("--all-runs", action="store_true", help="without RUN_IDs: every finished run, not only the latest")
     p.add_argument("--title", default="spotdiff report")
@@ -51,7 +52,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 def run(args: argparse.Namespace) -> int:
     t0 = time.perf_counter()
-    with RunStore(args.store) as store:
+    with RunStore(args.store, create=False) as store:
         report = build_report(
             store,
             args.run_ids or None,

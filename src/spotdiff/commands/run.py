@@ -11,6 +11,7 @@ import argparse
 import sys
 from pathlib import Path
 
+from spotdiff.commands._types import folder
 from spotdiff.errors import ConfigError
 from spotdiff.plans import Runner, Terminated, preload, write_commands
 from spotdiff.plans.file import load_plan
@@ -25,7 +26,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "whose commands, inputs and outputs are unchanged is skipped. Commands run in --out.",
     )
     p.add_argument("plan", type=Path, help="the plan file (YAML)")
-    p.add_argument("--out", type=Path, help="the folder the commands run in (default: the plan file's folder)")
+    p.add_argument("--out", type=folder, help="the folder the commands run in (default: the plan file's folder)")
     p.add_argument("--workers", type=int, default=2, help="stages run at a time (default 2)")
     p.add_argument(
         "--set", action="append", default=[], metavar="KEY=VALUE", help="override one of the plan's vars (repeatable)"

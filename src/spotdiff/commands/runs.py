@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 
+from spotdiff.commands._types import add_store_option
 from spotdiff.diagnose.store import RunStore
 from spotdiff.errors import ConfigError
 from spotdiff.jsonio import dumps
@@ -13,7 +14,7 @@ from spotdiff.report.hub import push_stored_run
 def register(subparsers: argparse._SubParsersAction) -> None:
     p = subparsers.add_parser("runs", help="list runs in the run store")
     p.add_argument("run_id", nargs="?", help="show one run in full (id or unique prefix)")
-    p.add_argument("--store", help="run store path (default: $SPOTDIFF_STORE or ~/.local/share/spotdiff)")
+    add_store_option(p)
     p.add_argument("--benchmark", help="only runs of this benchmark")
     p.add_argument(
         "--push-to-hub",
@@ -24,7 +25,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    with RunStore(args.store) as store:
+    with RunStore(args.store, create=False) as store:
         if args.push_to_hub:
             if not args.run_id:
                 raise ConfigError("--push-to-hub pushes one run: give its id (spotdiff runs RUN_ID --push-to-hub REPO)")

@@ -28,6 +28,7 @@ from typing import Any
 import numpy as np
 import PIL
 
+from spotdiff.commands._types import folder, positive_int, seed
 from spotdiff.errors import ConfigError
 from spotdiff.synth import ENGINES, SynthConfig, SynthEngine
 from spotdiff.synth.eqben import SUBSETS as EQBEN_SUBSETS
@@ -78,7 +79,9 @@ def _pipeline_arguments(parser: argparse.ArgumentParser) -> None:
         help="procedural (default, offline, CPU) or generative (needs the 'generate' extra)",
     )
     parser.add_argument("--scenes", help="comma-separated background scenes (default: all)")
-    parser.add_argument("--workers", type=int, default=default_workers(), help="worker processes")
+    parser.add_argument(
+        "--workers", type=positive_int, default=default_workers(), help="worker processes (at most the cores usable)"
+    )
 
 
 def _names(value: str | None) -> tuple[str, ...] | None:
@@ -118,9 +121,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         )
         e.formatter_class = argparse.RawDescriptionHelpFormatter
         defaults = cls.config_class()
-        e.add_argument("--out", required=True, type=Path, help="output folder (created; must be empty)")
+        e.add_argument("--out", required=True, type=folder, help="output folder (created; must be empty)")
         e.add_argument("--n", type=int, default=defaults.n, help="how many (see `spotdiff synth -h`)")
-        e.add_argument("--seed", type=int, default=defaults.seed, help="random seed (same seed, same bytes)")
+        e.add_argument("--seed", type=seed, default=defaults.seed, help="random seed (same seed, same bytes)")
         e.add_argument("--image-size", type=int, default=defaults.image_size, help="square image side in pixels")
         e.add_argument("--overwrite", action="store_true", help="replace an earlier synth output in --out")
         _ENGINE_ARGUMENTS.get(name, lambda parser: None)(e)

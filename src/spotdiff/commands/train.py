@@ -12,6 +12,7 @@ import os
 import sys
 from pathlib import Path
 
+from spotdiff.commands._types import add_store_option, folder, nonnegative_int, positive_float, positive_int, seed
 from spotdiff.errors import ConfigError
 
 
@@ -66,8 +67,8 @@ def _data_args(data: argparse._ArgumentGroup) -> None:
         help="candidate sets from a benchmark loader, e.g. spec=DIR or spec:count=DIR; without =DIR the fetched "
         "copy (`spotdiff data`) (repeatable)",
     )
-    data.add_argument("--cases-limit", type=int, help="read at most N cases from each --cases source")
-    data.add_argument("--batch-size", type=int, default=64, help="caption pairs per step (global, default 64)")
+    data.add_argument("--cases-limit", type=positive_int, help="read at most N cases from each --cases source")
+    data.add_argument("--batch-size", type=positive_int, default=64, help="caption pairs per step (global, default 64)")
     data.add_argument("--cases-per-step", type=int, default=8, help="whole cases per step (global, default 8)")
 
 
@@ -88,18 +89,20 @@ def _loss_args(loss: argparse._ArgumentGroup) -> None:
 
 def _optimisation_args(opt: argparse._ArgumentGroup) -> None:
     opt.add_argument("--steps", type=int, default=100, help="total optimizer steps (default 100)")
-    opt.add_argument("--lr", type=float, default=5e-5, help="peak learning rate (default 5e-5)")
+    opt.add_argument("--lr", type=positive_float, default=5e-5, help="peak learning rate (default 5e-5)")
     opt.add_argument("--weight-decay", type=float, default=0.1)
     opt.add_argument("--warmup-steps", type=int, help="linear warm-up steps (default 10%% of --steps)")
     opt.add_argument("--max-grad-norm", type=float, default=1.0, help="gradient clipping, 0 = off")
-    opt.add_argument("--seed", type=int, default=0)
+    opt.add_argument("--seed", type=seed, default=0)
     opt.add_argument("--device", default="auto", help="cpu or auto (default; accelerate picks the GPU)")
     opt.add_argument("--mixed-precision", choices=("no", "fp16", "bf16"), default="no")
 
 
 def _run_args(run_g: argparse._ArgumentGroup) -> None:
-    run_g.add_argument("--out", type=Path, required=True, help="output folder (model, checkpoints, logs)")
-    run_g.add_argument("--save-every", type=int, default=0, help="checkpoint every N steps (0: only at the end)")
+    run_g.add_argument("--out", type=folder, required=True, help="output folder (model, checkpoints, logs)")
+    run_g.add_argument(
+        "--save-every", type=nonnegative_int, default=0, help="checkpoint every N steps (0: only at the end)"
+    )
     run_g.add_argument("--keep-checkpoints", type=int, default=2, help="checkpoints kept (0: all)")
     run_g.add_argument(
         "--resume",
@@ -127,10 +130,10 @@ def _eval_args(ev: argparse._ArgumentGroup) -> None:
         "?KEY=VALUE sets loader options, protocol= and limit=",
     )
     ev.add_argument("--eval-every", type=int, default=0, help="steps between evaluations (0: start and end only)")
-    ev.add_argument("--eval-n-boot", type=int, default=1000, help="bootstrap resamples of each evaluation")
+    ev.add_argument("--eval-n-boot", type=nonnegative_int, default=1000, help="bootstrap resamples of each evaluation")
     ev.add_argument("--eval-batch-size", type=int, default=64)
     ev.add_argument("--keep", metavar="best:[LABEL/]METRIC", help="save the model with the best value to OUT/best")
-    ev.add_argument("--store", type=Path, help="run store of the evaluations (default $SPOTDIFF_STORE or ~/.local)")
+    add_store_option(ev, "evaluations")
     ev.add_argument("--no-tensorboard", action="store_true", help="do not write TensorBoard events to OUT/tensorboard")
     ev.add_argument("--wandb", metavar="PROJECT", help="also log to Weights & Biases (needs the wandb package)")
 

@@ -28,8 +28,6 @@ the image), after every earlier batch has been handed over.
 from __future__ import annotations
 
 import contextlib
-import logging
-import os
 from collections import deque
 from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
@@ -38,10 +36,8 @@ from typing import Any
 
 from spotdiff.cases import FileImage, ImageRef
 from spotdiff.errors import ConfigError
-from spotdiff.processes import usable_cores
+from spotdiff.processes import cap_workers, usable_cores
 from spotdiff.scorers.base import ImagePreprocessor, Prepared
-
-log = logging.getLogger(__name__)
 
 #: Pieces in flight per worker (DataLoader ``prefetch_factor``; about as many whole batches), and
 #: text batches tokenised ahead. Four rather than DataLoader's default two: slack that absorbs the
@@ -52,14 +48,8 @@ _JPEG_MAGIC = b"\xff\xd8\xff"
 
 
 def default_workers() -> int:
-    """Every core this process may use, shared between the processes of a launch on this machine
-    (``LOCAL_WORLD_SIZE``, set by torchrun and accelerate)."""
-    cores = usable_cores()
-    try:
-        local = max(1, int(os.environ.get("LOCAL_WORLD_SIZE") or 1))
-    except ValueError:
-        local = 1
-    return max(1, cores // local)
+    """Every core this process may use (:func:`spotdiff.processes.usable_cores`)."""
+    return usable_cores()
 
 
 class _Failed:
@@ -177,12 +167,7 @@ class InputPipeline:
             raise ConfigError(f"--workers must be 0 or more, got {workers}")
         import torch
 
-        cores = default_workers()
-        if workers is not None and workers > cores:  # more processes than cores only oversubscribe them
-            log.warning(
-                "--workers %d is more than the %d cores this process may use: %d workers", workers, cores, cores
-            )
-        self.workers = cores if workers is None else min(int(workers), cores)
+        self.workers = default_workers() if workers is None else cap_workers(int(workers))
         self.pin = str(device).startswith("cuda") and torch.cuda.is_available()
         self.decode_device = decode_device
         self.prefetch = max(1, int(prefetch))

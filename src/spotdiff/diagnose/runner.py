@@ -204,6 +204,8 @@ class RunRecorder:
         scores_name: the per-case file under ``config.out``.
         write_metrics: write ``metrics.json`` on :meth:`finish`.
         info: extra run info recorded at the start and kept at the end.
+        claim: claim the output folder and take it in :meth:`finish`; False when the caller does so
+            around several recorders (the debiased variants, one claim for all their files).
     """
 
     def __init__(
@@ -218,8 +220,10 @@ class RunRecorder:
         scores_name: str = "scores.jsonl",
         write_metrics: bool = True,
         info: dict | None = None,
+        claim: bool = True,
     ) -> None:
         self.config = config
+        self.claim = claim
         self.protocol = protocol
         self.identity = identity
         self.data_digest = data_digest
@@ -258,7 +262,7 @@ class RunRecorder:
 
     def __enter__(self) -> RunRecorder:
         config = self.config
-        if config.out is not None:
+        if config.out is not None and self.claim:
             self._replaced = claim_out_dir(config.out, self.run_config, overwrite=config.overwrite, replace_now=False)
         self._restore_sigterm = sigterm_as_interrupt()
         try:
@@ -379,8 +383,8 @@ class RunRecorder:
             remove_stale_temporaries(self.config.out, self.scores_name)
             if self.write_metrics:
                 write_metrics_json(self.config, self.protocol.name, result, self.data_digest)
-            # metrics.json: a debiased run writes it after its variants (debias.evaluate)
-            take_out_dir(self.config.out, self.run_config, self._replaced, (self.scores_name, "metrics.json"))
+            if self.claim:
+                take_out_dir(self.config.out, self.run_config, self._replaced, (self.scores_name, "metrics.json"))
         return result
 
     @contextlib.contextmanager
@@ -670,17 +674,21 @@ def claim_out_dir(out: Path, config: dict, *, overwrite: bool = False, replace_n
     """
     out.mkdir(parents=True, exist_ok=True)
     marker = out / RUN_MARKER
-    recorded = None
+    recorded, unreadable = None, None
     if marker.is_file():
         try:
             recorded = json.loads(marker.read_text(encoding="utf-8"))
-        except (OSError, ValueError):
-            recorded = {}
+        except (OSError, ValueError) as exc:
+            unreadable = str(exc)
+        if not isinstance(recorded, dict):
+            recorded, unreadable = {}, unreadable or f"a JSON {type(recorded).__name__}, not an object"
     if recorded == config:
         return []
     previous = _run_outputs(out)
     if (recorded is not None or previous) and not overwrite:
-        if recorded is None:
+        if unreadable is not None:
+            what = f"holds a run's claim {marker} that is unreadable ({unreadable}), so whose folder it is is unknown"
+        elif recorded is None:
             what = f"holds run files ({', '.join(p.name for p in previous)}) not written by this configuration"
         else:
             differ = sorted(k for k in set(config) | set(recorded) if config.get(k) != recorded.get(k))

@@ -104,10 +104,19 @@ class RunStore:
     Every SQL statement spotdiff runs against a run store is a method of this class (the check at open
     and the transactions: :mod:`spotdiff.diagnose.sqlfile`). A damaged store fails at open, left as
     it is; a full disk fails the write, naming the file.
+
+    Args:
+        path: the store's file (default :func:`default_store_path`).
+        create: create a missing store; a command that only reads runs passes False, so a mistyped
+            ``--store`` is an error naming the path rather than a new, empty store.
     """
 
-    def __init__(self, path: str | Path | None = None) -> None:
+    def __init__(self, path: str | Path | None = None, *, create: bool = True) -> None:
         self.path = Path(path) if path is not None else default_store_path()
+        if not create and not self.path.is_file():
+            raise ConfigError(
+                f"no run store at {self.path}: no run has been recorded there; give the store's file with --store"
+            )
         self.path.parent.mkdir(parents=True, exist_ok=True)
         remedy = (
             "a run store cannot be rebuilt, so it is left as it is: keep a copy, try to recover its runs "

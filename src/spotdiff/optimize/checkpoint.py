@@ -9,18 +9,20 @@ from __future__ import annotations
 import json
 import logging
 import os
+import pickle
 import random
 import re
 import shutil
 import socket
 import time
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import torch
 from filelock import FileLock, Timeout
+from safetensors import SafetensorError
 
 from spotdiff.errors import ConfigError
 from spotdiff.jsonio import write_json
@@ -53,6 +55,36 @@ def list_checkpoints(out: Path) -> list[tuple[int, Path]]:
 def latest_checkpoint(out: Path) -> Path | None:
     found = list_checkpoints(out)
     return found[-1][1] if found else None
+
+
+#: What reading a damaged or missing checkpoint file raises: a missing file, torch.load's zip reader
+#: (RuntimeError) and unpickler, safetensors' header check, and a trainer state without its entries.
+_UNREADABLE = (OSError, RuntimeError, ValueError, EOFError, KeyError, pickle.UnpicklingError, SafetensorError)
+
+
+class CheckpointUnreadable(ConfigError):
+    """A file of a checkpoint does not load; the message names the file and says why."""
+
+
+def read_checked(path: Path, read: Callable[[Path], Any], what: str | None = None) -> Any:
+    """``read(path)``, with a damaged file raised as :class:`CheckpointUnreadable` naming it.
+
+    Args:
+        path: the file (or the checkpoint folder, for a model's weights).
+        read: what loads it.
+        what: the file's name in the message (default: ``path``'s name).
+    """
+    try:
+        return read(path)
+    except _UNREADABLE as exc:
+        reason = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
+        reason = reason if len(reason) <= 160 else reason[:157] + "..."
+        raise CheckpointUnreadable(f"{what or path.name}: {type(exc).__name__}: {reason}") from exc
+
+
+def weight_files(directory: Path) -> str:
+    """The names of a checkpoint's weight files, for messages."""
+    return ", ".join(sorted(p.name for p in directory.glob("*.safetensors"))) or "its weights (no .safetensors file)"
 
 
 def rng_state() -> dict[str, Any]:
@@ -110,8 +142,24 @@ def save_checkpoint(
 
 
 def load_trainer_state(directory: Path) -> dict[str, Any]:
-    # optimizer states hold tensors and plain Python values only; numpy RNG states are in other files
-    return torch.load(directory / "trainer_state.pt", map_location="cpu", weights_only=True)
+    """The optimiser, schedule and step of a checkpoint (:class:`CheckpointUnreadable` if damaged)."""
+
+    def read(path: Path) -> dict[str, Any]:
+        # optimizer states hold tensors and plain Python values only; numpy RNG states are in other files
+        state = torch.load(path, map_location="cpu", weights_only=True)
+        missing = {"optimizer", "scheduler", "step"} - set(state if isinstance(state, dict) else ())
+        if missing:
+            raise KeyError(f"no {', '.join(sorted(missing))} in it")
+        return state
+
+    return read_checked(directory / "trainer_state.pt", read)
+
+
+def check_rng_states(directory: Path) -> None:
+    """Check that every rank's RNG state in a checkpoint loads (every rank checks all, so all ranks
+    agree on which checkpoint a resumed run continues from)."""
+    for path in sorted(directory.glob("rng_state_*.pt")):
+        read_checked(path, lambda p: torch.load(p, weights_only=False))
 
 
 def load_rng_state(directory: Path, rank: int) -> bool:
@@ -119,7 +167,7 @@ def load_rng_state(directory: Path, rank: int) -> bool:
     if not path.is_file():
         log.warning("no RNG state for rank %d in %s; generators keep their seeded state", rank, directory)
         return False
-    set_rng_state(torch.load(path, weights_only=False))
+    set_rng_state(read_checked(path, lambda p: torch.load(p, weights_only=False)))
     return True
 
 

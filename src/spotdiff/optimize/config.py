@@ -14,6 +14,11 @@ LOSSES = ("clip", "spec-hn", "eqsim")
 EQSIM_VARIANTS = ("v1", "v2", "hybrid", "reference")
 # options that must match for a resumed run to continue the same run
 RESUME_KEYS = ("seed", "batch_size", "cases_per_step", "loss", "model", "from_config")
+# optimisation options a resumed run keeps from its checkpoint: they are part of the optimiser's state it
+# restores (as Hugging Face Trainer's resume_from_checkpoint does); a new value is reported, not applied
+KEPT_ON_RESUME = ("lr", "weight_decay")
+# optimisation options a resumed run takes from the command line, from the step it resumes at
+CHANGED_ON_RESUME = ("steps", "warmup_steps", "max_grad_norm")
 
 
 @dataclass

@@ -27,7 +27,9 @@ from spotdiff.jsonio import write_json
 from spotdiff.optimize.callbacks import Callback, Checkpoints, Evaluation, StepLog, StepOutput, TrackerLog
 from spotdiff.optimize.checkpoint import (
     TRAINING_MARKER,
+    CheckpointUnreadable,
     TrainingLock,
+    check_rng_states,
     checkpoint_dir,
     claim_training_dir,
     latest_checkpoint,
@@ -35,10 +37,12 @@ from spotdiff.optimize.checkpoint import (
     load_rng_state,
     load_trainer_state,
     prune_checkpoints,
+    read_checked,
     save_checkpoint,
     saved_options,
+    weight_files,
 )
-from spotdiff.optimize.config import RESUME_KEYS, TrainConfig, TrainResult
+from spotdiff.optimize.config import CHANGED_ON_RESUME, KEPT_ON_RESUME, RESUME_KEYS, TrainConfig, TrainResult
 from spotdiff.optimize.data import Batch, EpochSampler, Pair, PixelCache, PreparedCase, build_batch, prepare_cases
 from spotdiff.optimize.models import DualEncoder, build_clip_from_config, load_dual_encoder
 from spotdiff.optimize.objective import create_loss
@@ -148,31 +152,43 @@ def _check_data(config: TrainConfig, pairs: Sequence[Pair], prepared: Sequence[P
         log.warning("--loss spec-hn without cases: only the L_clip term of SPEC Eq. 9 is trained")
 
 
-def _resume_dir(config: TrainConfig) -> Path | None:
-    """The checkpoint to resume from (None: a fresh run); a fresh run into a folder with checkpoints is refused."""
-    path = None
+def _resume_candidates(config: TrainConfig) -> list[Path]:
+    """The checkpoints to resume from, newest first (``--resume CKPT``: that one; none: a fresh run); a
+    fresh run into a folder with checkpoints is refused."""
+    paths: list[Path] = []
     if isinstance(config.resume, str) and config.resume not in ("", "latest", "auto"):
-        path = Path(config.resume)
-        if not (path / "trainer_state.pt").is_file():
-            raise ConfigError(f"--resume {path}: not a spotdiff training checkpoint (no trainer_state.pt)")
+        paths = [Path(config.resume)]
+        if not (paths[0] / "trainer_state.pt").is_file():
+            raise ConfigError(f"--resume {paths[0]}: not a spotdiff training checkpoint (no trainer_state.pt)")
     elif config.resume:
-        path = latest_checkpoint(config.out)
-        if path is None:
+        paths = [path for _, path in reversed(list_checkpoints(Path(config.out)))]
+        if not paths:
             log.warning("--resume: no complete checkpoint in %s; training starts at step 0", config.out)
-    if path is None and list_checkpoints(Path(config.out)):
+    if not paths and list_checkpoints(Path(config.out)):
         raise ConfigError(
             f"{config.out} already holds checkpoints of another run; pass --resume to continue it or choose a new --out"
         )
-    return path
+    return paths
 
 
-def _warn_changed_options(config: TrainConfig, resume_from: Path) -> None:
+def _warn_changed_options(config: TrainConfig, resume_from: Path, step: int) -> None:
+    """Say which options differ from the checkpoint's, and which value the resumed run uses (docs/training.md)."""
     old = saved_options(resume_from)
     changed = {k: (old[k], getattr(config, k)) for k in RESUME_KEYS if k in old and old[k] != getattr(config, k)}
     if changed:
         log.warning(
             "resuming %s with changed options %s; the run will not match an uninterrupted one", resume_from, changed
         )
+    for key in (*KEPT_ON_RESUME, *CHANGED_ON_RESUME):
+        if key in old and old[key] != getattr(config, key):
+            flag, new = "--" + key.replace("_", "-"), getattr(config, key)
+            if key in KEPT_ON_RESUME:
+                log.warning("--resume: %s %s is not applied: the checkpoint's %s continues with its optimiser state "
+                            "(as Hugging Face Trainer resumes); start a new --out to train with %s %s",
+                            flag, new, old[key], flag, new)  # fmt: skip
+            else:
+                log.warning("--resume: %s changed from %s to %s; the new value applies from step %d on",
+                            flag, old[key], new, step)  # fmt: skip
 
 
 def _model_dirs(spec: str | None) -> list[Path]:
@@ -233,16 +249,17 @@ class Trainer:
     def setup(self, config: TrainConfig, pairs: Sequence[Pair]) -> None:
         """The model (built, or restored from the checkpoint resumed), optimiser, schedule and samplers."""
         seed_everything(config.seed)
-        resume_from = _resume_dir(config)
+        candidates = _resume_candidates(config)
         if config.batch_size > len(pairs) > 0 or config.cases_per_step > len(self.cases) > 0:
             log.warning("a step asks for more items than the data holds; some repeat within a step")
-        if resume_from is not None:
-            _warn_changed_options(config, resume_from)
         self.core = _build_model(config)
         self.loss_fn = create_loss(config, self.core.objective)
         self.optimizer, self.scheduler = adamw_cosine(self.core, lr=config.lr, weight_decay=config.weight_decay,
                                                       warmup=config.warmup, steps=config.steps)  # fmt: skip
-        self.step = self.first_step = 0 if resume_from is None else self.restore(resume_from)
+        resume_from, self.step = self.restore_newest(candidates) if candidates else (None, 0)
+        self.first_step = self.step
+        if resume_from is not None:
+            _warn_changed_options(config, resume_from, self.step)
         # the scheduler is stepped by hand: accelerate's wrapper would step it once per process
         self.model, self.optimizer = self.accelerator.prepare(self.core, self.optimizer)
         self.core = self.accelerator.unwrap_model(self.model)
@@ -256,10 +273,27 @@ class Trainer:
         self.eval_s = 0.0
         self.callbacks: list[Callback] = []
 
+    def restore_newest(self, candidates: Sequence[Path]) -> tuple[Path, int]:
+        """Restore the first of ``candidates`` (newest first) whose files all load; one warning names each
+        checkpoint skipped and why, and an error names every file when none loads. Returns it and its step."""
+        reasons = []
+        for directory in candidates:
+            try:
+                return directory, self.restore(directory)
+            except CheckpointUnreadable as exc:
+                reasons.append(f"{directory}: {exc}")
+                if directory != candidates[-1]:
+                    log.warning("--resume: skipping %s, which does not load (%s); trying the one before it",
+                                directory, exc)  # fmt: skip
+        raise ConfigError(f"--resume: no checkpoint loads ({'; '.join(reasons)}); move the damaged ones aside to "
+                          "resume from an older one or start at step 0, or choose a new --out")  # fmt: skip
+
     def restore(self, directory: Path) -> int:
-        """Load the weights, optimiser and scheduler states and this rank's RNG state; return the step."""
-        self.core.load_weights(directory)
+        """Load the weights, optimiser and scheduler states and this rank's RNG state; return the step.
+        Every file is read before any state is set: a damaged one raises :class:`CheckpointUnreadable`."""
         state = load_trainer_state(directory)
+        check_rng_states(directory)
+        read_checked(directory, self.core.load_weights, weight_files(directory))
         self.optimizer.load_state_dict(state["optimizer"])
         self.scheduler.load_state_dict(state["scheduler"])
         load_rng_state(directory, self.accelerator.process_index)

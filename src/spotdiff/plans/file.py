@@ -63,7 +63,7 @@ def parse_plan(text: str, *, source: str = "<plan>", overrides: Mapping[str, str
     stages: list[Stage] = []
     seen: set[str] = set()
     for k, item in enumerate(raw):
-        stage = _stage(item, k, source, variables)
+        stage = _stage(item, k, source, variables, text)
         if stage.name in seen:
             raise DataError("two stages have this name", file=source, record=stage.name, field="name")
         missing = [d for d in stage.deps if d not in seen]
@@ -84,10 +84,14 @@ def load_plan(path: str | Path, overrides: Mapping[str, str] | None = None) -> P
         text = path.read_text(encoding="utf-8")
     except OSError as exc:
         raise DataError(f"cannot read the plan: {exc}", file=path) from exc
+    except UnicodeDecodeError as exc:
+        line = exc.object[: exc.start].count(b"\n") + 1
+        raise DataError(f"line {line}: not UTF-8 text (byte {exc.object[exc.start]:#04x}); save the plan as UTF-8",
+                        file=path) from None  # fmt: skip
     return parse_plan(text, source=str(path), overrides=overrides)
 
 
-def _stage(item: Any, index: int, source: str, variables: Mapping[str, Any]) -> Stage:
+def _stage(item: Any, index: int, source: str, variables: Mapping[str, Any], text: str) -> Stage:
     record = f"stage {index + 1}"
     if not isinstance(item, dict):
         raise DataError("a stage is a mapping (name, run, outputs, after, title, params)", file=source, record=record)
@@ -102,7 +106,15 @@ def _stage(item: Any, index: int, source: str, variables: Mapping[str, Any]) -> 
     lines = [run] if isinstance(run, str) else run
     if not isinstance(lines, list) or not lines or not all(isinstance(x, str) and x.strip() for x in lines):
         raise DataError("one command or a list of commands", file=source, record=name, field="run")
-    commands = [shlex.split(_substitute(line, variables, source, name)) for line in lines]
+    commands = []
+    for k, line in enumerate(lines):
+        try:
+            commands.append(shlex.split(_substitute(line, variables, source, name)))
+        except ValueError as exc:  # shlex: "No closing quotation", "No escaped character"
+            if isinstance(exc, DataError):
+                raise
+            raise DataError(f"line {_run_line(text, index, k)}: {exc} in {line!r}", file=source, record=name,
+                            field="run") from None  # fmt: skip
     outputs = item.get("outputs") or []
     after = item.get("after") or []
     for key, value in (("outputs", outputs), ("after", after)):
@@ -113,6 +125,16 @@ def _stage(item: Any, index: int, source: str, variables: Mapping[str, Any]) -> 
         raise DataError("a mapping", file=source, record=name, field="params")
     title = str(item.get("title") or " ".join(commands[0][:2]))
     return Stage(name, title, commands, list(outputs), deps=tuple(after), params=dict(params))
+
+
+def _run_line(text: str, stage: int, command: int) -> int:
+    """The line of the plan file where the ``command``-th command of the ``stage``-th stage starts."""
+
+    def value(mapping: yaml.Node, key: str) -> yaml.Node:
+        return next(v for k, v in mapping.value if k.value == key)
+
+    run = value(value(yaml.compose(text), "stages").value[stage], "run")
+    return (run.value[command] if isinstance(run, yaml.SequenceNode) else run).start_mark.line + 1
 
 
 def _substitute(line: str, variables: Mapping[str, Any], source: str, stage: str) -> str:

@@ -58,7 +58,7 @@ def load_run(ref: str, store: RunStore | str | Path | None = None) -> tuple[Run,
     if isinstance(store, RunStore):
         run = store.get(ref)
         return run, list(store.units(run.id))
-    with RunStore(store) as opened:
+    with RunStore(store, create=False) as opened:
         return load_run(ref, opened)
 
 

@@ -9,10 +9,11 @@ Engines register themselves in :data:`ENGINES` (``spec``, ``eqben``, ``visla``, 
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, ClassVar
 
+from spotdiff.processes import cap_workers
 from spotdiff.registry import Registry, name_class
 from spotdiff.synth.pipeline import Pipeline, make_pipeline
 
@@ -64,7 +65,7 @@ class SynthEngine(ABC):
     config_class: ClassVar[type[SynthConfig]] = SynthConfig
 
     def __init__(self, config: SynthConfig) -> None:
-        self.config = config
+        self.config = replace(config, workers=cap_workers(config.workers))
 
     @abstractmethod
     def write(self, out: Path) -> dict[str, Any]:

@@ -1,8 +1,9 @@
 """``spotdiff eval --debias``: a VisualGPTScore run reported raw, with alpha = 1, and alpha-tuned.
 
 Each variant (raw, PMI, blind prior, tuned or fixed alpha) is recorded as its own run ``MODEL [variant]``
-by the one :class:`~spotdiff.diagnose.runner.RunRecorder`. The variants, and why the tuned run is
-named in-sample: docs/debiasing.md.
+by the one :class:`~spotdiff.diagnose.runner.RunRecorder`. The output folder is claimed once for all
+of them and taken (a replaced run's files removed) only once every variant and ``metrics.json`` are
+written. The variants, and why the tuned run is named in-sample: docs/debiasing.md.
 """
 
 from __future__ import annotations
@@ -16,10 +17,13 @@ from spotdiff.diagnose.runner import (
     EvalConfig,
     EvalResult,
     RunRecorder,
+    claim_out_dir,
     load_eval_scorer,
     make_engine,
     resolve,
+    run_config,
     stream_cases,
+    take_out_dir,
     write_metrics_json,
 )
 from spotdiff.diagnose.store import RunStore
@@ -57,8 +61,9 @@ def run_debiased_eval(config: EvalConfig, debias: DebiasConfig) -> DebiasedRuns:
     bench, protocol = resolve(config, frozenset({"image-text"}))
     tune_bench = None
     if debias.tune_split:
-        tune_bench = type(bench)(config.data, **{**config.options, "split": debias.tune_split})
-        if tune_bench.data_files() == bench.data_files():
+        if "split" in type(bench).known_options():
+            tune_bench = type(bench)(config.data, **{**config.options, "split": debias.tune_split})
+        if tune_bench is None or tune_bench.data_files() == bench.data_files():
             raise ConfigError(
                 f"benchmark {config.benchmark!r} has no separate split {debias.tune_split!r} to tune alpha on "
                 f"(--tune-split reads the retrieval benchmarks' split=val files; others: cross-validation)"
@@ -81,6 +86,9 @@ def run_debiased_eval(config: EvalConfig, debias: DebiasConfig) -> DebiasedRuns:
     curve = result.curve_data()
     load_report = bench.report.as_dict()
     results: dict[str, EvalResult] = {}
+    claim = run_config(config, protocol, data_digest, config_dict(debias))
+    replaced = [] if config.out is None else claim_out_dir(config.out, claim, overwrite=config.overwrite,
+                                                           replace_now=False)  # fmt: skip
     with RunStore(config.store) if config.use_store else contextlib.nullcontext() as store:
         for name, matrices in result.variants.items():
             info = {
@@ -103,6 +111,7 @@ def run_debiased_eval(config: EvalConfig, debias: DebiasConfig) -> DebiasedRuns:
                 scores_name=variant_scores_name(name),
                 write_metrics=False,
                 info=info,
+                claim=False,
             )
             with recorder:
                 for case, matrix in zip(cases, matrices, strict=True):
@@ -110,6 +119,8 @@ def run_debiased_eval(config: EvalConfig, debias: DebiasConfig) -> DebiasedRuns:
                 results[name] = recorder.finish(load_report, engine.stats)
     if config.out is not None:
         _write_outputs(config, protocol.name, results, curve, data_digest, result.tuned_label)
+        written = (*(variant_scores_name(name) for name in results), "metrics.json", "alpha_curve.json")
+        take_out_dir(config.out, claim, replaced, written)
     return DebiasedRuns(results, curve, result.tuned_label)
 
 

@@ -1,0 +1,109 @@
+"""Argument types shared by the sub-commands: each bad value is refused by argparse with one line
+(``spotdiff eval: error: argument --seed: ...``) before any work starts. One function per kind of
+value; the ``--store`` option is declared once (:func:`add_store_option`).
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+from pathlib import Path
+
+#: NumPy's legacy generator takes seeds in ``[0, 2**32)`` (``numpy.random.seed``).
+SEED_LIMIT = 2**32
+#: What ``--store`` defaults to (:func:`spotdiff.diagnose.store.default_store_path`).
+STORE_DEFAULT = "$SPOTDIFF_STORE or ~/.local/share/spotdiff/runs.sqlite"
+
+
+def _integer(value: str) -> int:
+    try:
+        return int(value)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected an integer, got {value!r}") from None
+
+
+def seed(value: str) -> int:
+    """A random seed: an integer in ``[0, 2**32)``, the range NumPy accepts.
+
+    >>> seed("7")
+    7
+    """
+    n = _integer(value)
+    if not 0 <= n < SEED_LIMIT:
+        raise argparse.ArgumentTypeError(f"a seed lies in 0..{SEED_LIMIT - 1} (NumPy's range), got {value}")
+    return n
+
+
+def positive_int(value: str) -> int:
+    """An integer >= 1 (a count that must not be empty: ``--limit``, ``--batch-size``).
+
+    >>> positive_int("3")
+    3
+    """
+    n = _integer(value)
+    if n < 1:
+        raise argparse.ArgumentTypeError(f"must be >= 1, got {value}")
+    return n
+
+
+def nonnegative_int(value: str) -> int:
+    """An integer >= 0 (a count where 0 means none or off: ``--n-boot``, ``--save-every``).
+
+    >>> nonnegative_int("0")
+    0
+    """
+    n = _integer(value)
+    if n < 0:
+        raise argparse.ArgumentTypeError(f"must be >= 0, got {value}")
+    return n
+
+
+def positive_float(value: str) -> float:
+    """A finite number > 0 (``--lr``).
+
+    >>> positive_float("5e-5")
+    5e-05
+    """
+    try:
+        x = float(value)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a number, got {value!r}") from None
+    if not (math.isfinite(x) and x > 0):
+        raise argparse.ArgumentTypeError(f"must be a finite number > 0, got {value}")
+    return x
+
+
+def store_file(value: str) -> Path:
+    """A run store's file (``--store``): refused if it names a folder.
+
+    Args:
+        value: the path given.
+    """
+    path = Path(value)
+    if path.is_dir():
+        raise argparse.ArgumentTypeError(f"{path} is a folder; give the run store's file, e.g. {path / 'runs.sqlite'}")
+    return path
+
+
+def folder(value: str) -> Path:
+    """A folder spotdiff creates or writes into (``--cache``, ``--out``): refused if it is a file.
+
+    Args:
+        value: the path given.
+    """
+    path = Path(value)
+    if path.exists() and not path.is_dir():
+        raise argparse.ArgumentTypeError(f"{path} is a file; give a folder")
+    return path
+
+
+def add_store_option(parser: argparse.ArgumentParser | argparse._ArgumentGroup, what: str = "runs") -> None:
+    """The ``--store`` option: the run store file of ``what`` (default :data:`STORE_DEFAULT`).
+
+    Args:
+        parser: the parser or group to add it to.
+        what: what the store holds, for the help text.
+    """
+    parser.add_argument(
+        "--store", type=store_file, metavar="FILE", help=f"run store file of the {what} (default {STORE_DEFAULT})"
+    )
