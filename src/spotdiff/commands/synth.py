@@ -6,6 +6,8 @@ zero-shot classification sets).
     spotdiff synth spec   --out DIR [--n 10] [--seed 0] [--image-size 224] [--subsets a,b] [--objects DIR]
     spotdiff synth eqben  --out DIR [--n 10] ...
     spotdiff synth visla  --out DIR [--n 20] [--relations FILE] ...
+    spotdiff synth visla  --out DIR --pairs SUGARCREPE.json [--llm SPEC] [--images DIR] [--n 20]
+    spotdiff synth visla  --out DIR --from-review REVIEW.csv
     spotdiff synth corpus --out DIR [--n 100] [--image-size 64] ...
     spotdiff synth zeroshot --out DIR [--n 10] ...
     spotdiff synth contact-sheet DIR --out sheet.png
@@ -59,6 +61,15 @@ def _visla_arguments(parser: argparse.ArgumentParser) -> None:
         "default: render canvas scenes",
     )
     parser.add_argument("--negations", action="store_true", help="also rank 'is not ...' negatives")
+    parser.add_argument(
+        "--pairs", metavar="FILE", help="Generic mode: a SugarCrepe JSON file of (caption, negative) pairs"
+    )
+    parser.add_argument("--llm", metavar="SPEC", help="Generic mode: the chat LM (an lm: spec; default smollm2)")
+    parser.add_argument("--images", metavar="DIR", help="Generic mode: the pairs' images, copied into --out")
+    parser.add_argument("--max-new-tokens", type=int, default=48, help="Generic mode: the most tokens per answer")
+    parser.add_argument(
+        "--from-review", metavar="FILE", help="write the Generic TSV from an edited review sheet (review.csv)"
+    )
 
 
 #: the options of an engine beyond those every engine takes
@@ -91,7 +102,15 @@ def _path(value: str | None) -> Path | None:
 
 
 #: how an option's text becomes a configuration field
-_PARSE: dict[str, Callable[[Any], Any]] = {"objects": _path, "relations": _path, "scenes": _names, "subsets": _names}
+_PARSE: dict[str, Callable[[Any], Any]] = {
+    "objects": _path,
+    "relations": _path,
+    "pairs": _path,
+    "images": _path,
+    "from_review": _path,
+    "scenes": _names,
+    "subsets": _names,
+}
 
 
 def engine_config(cls: type[SynthEngine], args: argparse.Namespace) -> SynthConfig:
@@ -176,8 +195,9 @@ def run(args: argparse.Namespace) -> int:
     for key, value in summary.items():
         if key not in ("pipeline", "classes", "edit_distance"):
             print(f"  {key}: {value}")
-    if cls.benchmark:
-        print(f"  load it with: spotdiff eval --benchmark {cls.benchmark} --data {args.out} --model ...")
+    benchmark = summary.get("benchmark", cls.benchmark)
+    if benchmark:
+        print(f"  load it with: spotdiff eval --benchmark {benchmark} --data {args.out} --model ...")
     return 0
 
 
