@@ -160,3 +160,42 @@ def test_bad_pairs_files(tmp_path):
 def test_reads_sugarcrepes_real_files(shared_data):
     pairs = read_pairs(shared_data / "sugarcrepe" / "replace_rel.json")
     assert len(pairs) > 100 and all(p.image.endswith(".jpg") and p.caption != p.negative for p in pairs)
+
+
+@pytest.mark.slow
+def test_real_smollm2_writes_validates_and_eval_scores_the_reviewed_triplets(tmp_path):
+    from spotdiff.jsonio import iter_jsonl
+    from spotdiff.synth.visla_generic import triplet
+    from spotdiff.testing import tiny_models
+
+    pairs_file, images = sugarcrepe(tmp_path)
+    gen = tmp_path / "gen"
+    argv = ["synth", "visla", "--pairs", str(pairs_file), "--images", str(images), "--n", "2", "--out", str(gen)]
+    assert main([*argv, "--max-new-tokens", "20"]) == 0
+    summary = json.loads((gen / "synth.json").read_text())["summary"]
+    assert summary["llm"]["spec"] == "lm:SmolLM2-135M-Instruct.Q4_1.gguf" and summary["llm"]["weights"]
+    assert summary["pairs"] == 2 and summary["triplets"] + sum(summary["parse_failures"].values()) == 2
+    records = [r for _, r in iter_jsonl(gen / "generations.jsonl")]
+    assert all(r["generated"].strip() for r in records)  # the real model answered
+    for r, (_, caption, negative) in zip(records, CAPTIONS, strict=True):
+        # the verdict follows from the raw answers alone: replaying them gives the same record
+        replay = {("gen", caption): r["generated"], ("val", caption): r["validated"]}
+        assert triplet(Pair(r["id"], r["image"], caption, negative), Scripted(replay)) == r
+    assert len(list(BENCHMARKS.get("visla-generic")(gen).cases())) == summary["triplets"]
+    # the person accepts both pairs, writing P2 by hand where the model gave none
+    sheet = gen / "review.csv"
+    rows = list(csv.reader(sheet.open(encoding="utf-8", newline="")))
+    for row in rows[1:]:
+        row[1], row[4] = "accept", row[4] or "Written by hand."
+    with sheet.open("w", encoding="utf-8", newline="") as fh:
+        csv.writer(fh).writerows(rows)
+    final = tmp_path / "final"
+    assert main(["synth", "visla", "--from-review", str(sheet), "--out", str(final)]) == 0
+    clip = tiny_models.make_tiny_clip(tmp_path / "clip")
+    res = tmp_path / "res"
+    common = ["--out", str(res), "--no-store", "--no-cache", "-q", "--n-boot", "10", "--device", "cpu"]
+    assert (
+        main(["eval", "--model", f"hf-clip:{clip}", "--benchmark", "visla-generic", "--data", str(final), *common]) == 0
+    )
+    metrics = json.loads((res / "metrics.json").read_text())
+    assert metrics["n_cases"] == 2

@@ -8,6 +8,7 @@ zero-shot classification sets).
     spotdiff synth visla  --out DIR [--n 20] [--relations FILE] ...
     spotdiff synth visla  --out DIR --pairs SUGARCREPE.json [--llm SPEC] [--images DIR] [--n 20]
     spotdiff synth visla  --out DIR --from-review REVIEW.csv
+    spotdiff synth visla-vsr --out DIR --vsr VSR.jsonl [--images DIR] [--n 1000]
     spotdiff synth corpus --out DIR [--n 100] [--image-size 64] ...
     spotdiff synth zeroshot --out DIR [--n 10] ...
     spotdiff synth contact-sheet DIR --out sheet.png
@@ -72,11 +73,17 @@ def _visla_arguments(parser: argparse.ArgumentParser) -> None:
     )
 
 
+def _vsr_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--vsr", metavar="FILE", help="VSR's JSON lines (e.g. data/splits/random/test.jsonl)")
+    parser.add_argument("--images", metavar="DIR", help="the COCO images, copied into --out")
+
+
 #: the options of an engine beyond those every engine takes
 _ENGINE_ARGUMENTS: dict[str, Callable[[argparse.ArgumentParser], None]] = {
     "spec": _spec_arguments,
     "eqben": _eqben_arguments,
     "visla": _visla_arguments,
+    "visla-vsr": _vsr_arguments,
 }
 
 
@@ -106,6 +113,7 @@ _PARSE: dict[str, Callable[[Any], Any]] = {
     "objects": _path,
     "relations": _path,
     "pairs": _path,
+    "vsr": _path,
     "images": _path,
     "from_review": _path,
     "scenes": _names,
