@@ -9,6 +9,7 @@ zero-shot classification sets).
     spotdiff synth visla  --out DIR --pairs SUGARCREPE.json [--llm SPEC] [--images DIR] [--n 20]
     spotdiff synth visla  --out DIR --from-review REVIEW.csv
     spotdiff synth visla-vsr --out DIR --vsr VSR.jsonl [--images DIR] [--n 1000]
+    spotdiff synth eqben-video --source ag --annotations DIR --videos DIR --out DIR [--ag-skip 1]
     spotdiff synth corpus --out DIR [--n 100] [--image-size 64] ...
     spotdiff synth zeroshot --out DIR [--n 10] ...
     spotdiff synth contact-sheet DIR --out sheet.png
@@ -78,12 +79,23 @@ def _vsr_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--images", metavar="DIR", help="the COCO images, copied into --out")
 
 
+def _eqben_video_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--source", choices=("ag",), default="ag", help="the annotations' dataset (Action Genome)")
+    parser.add_argument("--annotations", metavar="DIR", help="object_bbox_and_relationship.pkl and person_bbox.pkl")
+    parser.add_argument("--videos", metavar="DIR", help="the <video>.mp4 files the annotations name")
+    parser.add_argument("--ag-skip", type=int, default=1, help="frames skipped after a chosen one (App. B.1: 1)")
+    parser.add_argument(
+        "--ag-relation", choices=("attention", "contacting"), default="attention", help="the caption's relationship"
+    )
+
+
 #: the options of an engine beyond those every engine takes
 _ENGINE_ARGUMENTS: dict[str, Callable[[argparse.ArgumentParser], None]] = {
     "spec": _spec_arguments,
     "eqben": _eqben_arguments,
     "visla": _visla_arguments,
     "visla-vsr": _vsr_arguments,
+    "eqben-video": _eqben_video_arguments,
 }
 
 
@@ -114,6 +126,8 @@ _PARSE: dict[str, Callable[[Any], Any]] = {
     "relations": _path,
     "pairs": _path,
     "vsr": _path,
+    "annotations": _path,
+    "videos": _path,
     "images": _path,
     "from_review": _path,
     "scenes": _names,
