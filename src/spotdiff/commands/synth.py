@@ -9,7 +9,7 @@ zero-shot classification sets).
     spotdiff synth visla  --out DIR --pairs SUGARCREPE.json [--llm SPEC] [--images DIR] [--n 20]
     spotdiff synth visla  --out DIR --from-review REVIEW.csv
     spotdiff synth visla-vsr --out DIR --vsr VSR.jsonl [--images DIR] [--n 1000]
-    spotdiff synth eqben-video --source ag --annotations DIR --videos DIR --out DIR [--ag-skip 1]
+    spotdiff synth eqben-video --source ag|gebc|youcook2 --annotations PATH --videos DIR --out DIR
     spotdiff synth corpus --out DIR [--n 100] [--image-size 64] ...
     spotdiff synth zeroshot --out DIR [--n 10] ...
     spotdiff synth contact-sheet DIR --out sheet.png
@@ -80,13 +80,20 @@ def _vsr_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def _eqben_video_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--source", choices=("ag",), default="ag", help="the annotations' dataset (Action Genome)")
-    parser.add_argument("--annotations", metavar="DIR", help="object_bbox_and_relationship.pkl and person_bbox.pkl")
-    parser.add_argument("--videos", metavar="DIR", help="the <video>.mp4 files the annotations name")
+    parser.add_argument("--source", choices=("ag", "gebc", "youcook2"), default="ag", help="the annotations' dataset")
+    parser.add_argument(
+        "--annotations",
+        metavar="PATH",
+        help="ag: the folder of object_bbox_and_relationship.pkl and person_bbox.pkl; gebc: a GEBC JSON file; "
+        "youcook2: youcookii_annotations_trainval.json",
+    )
+    parser.add_argument("--videos", metavar="DIR", help="the videos the annotations name (by file name or id)")
     parser.add_argument("--ag-skip", type=int, default=1, help="frames skipped after a chosen one (App. B.1: 1)")
     parser.add_argument(
         "--ag-relation", choices=("attention", "contacting"), default="attention", help="the caption's relationship"
     )
+    parser.add_argument("--gebc-frame", choices=("middle", "edge"), default="middle", help="which frame of a segment")
+    parser.add_argument("--gebc-step", type=int, choices=(1, 2), default=2, help="boundary pairs: 2 sparse, 1 all")
 
 
 #: the options of an engine beyond those every engine takes

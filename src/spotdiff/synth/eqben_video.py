@@ -1,15 +1,22 @@
-"""EqBen pairs mined from natural video: ``spotdiff synth eqben-video --source ag`` (EqBen Sec. 4.1, App. B.1).
+"""EqBen pairs mined from natural video: ``spotdiff synth eqben-video`` (EqBen Sec. 4.1, App. B.1-B.3).
 
-EQ-AG: Action Genome's scene graphs (``object_bbox_and_relationship.pkl``, ``person_bbox.pkl``, keyed
-``<video>.mp4/<frame number>.png``) become captions with App. B.1's template; two annotated frames of
-one video and object are paired only when at least 2 of their 3 relationships (attention, spatial,
-contacting) differ, and frames right after a chosen one are skipped. Frames are decoded from the
-user's videos with PyAV, seeking by timestamp. The output is EqBen's ``all_select.json`` + images.
+* ``--source ag``: Action Genome's scene graphs (``object_bbox_and_relationship.pkl``,
+  ``person_bbox.pkl``) as captions with App. B.1's template; two annotated frames of one video and
+  object pair only when at least 2 of their 3 relationships differ; frames after a chosen one are skipped.
+* ``--source gebc``: Kinetics-GEBC boundaries (App. B.2): a frame before boundary k and one after
+  boundary k+1 (I_i and I_{i+2}), captions with action words dropped.
+* ``--source youcook2``: the middle frame of each YouCook2 segment (App. B.3), frames with a human face
+  discarded (scikit-image's LBP frontal-face cascade).
+
+Frames are decoded from the user's videos with PyAV, seeking by timestamp. The output is EqBen's
+``all_select.json`` + ``images/<subset>/``, read by ``--benchmark eqben``.
 """
 
 from __future__ import annotations
 
+import json
 import pickle
+import re
 from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
@@ -22,7 +29,7 @@ from spotdiff.errors import ConfigError, DataError
 from spotdiff.synth import ENGINES, SynthConfig, SynthEngine
 from spotdiff.synth.output import save_png, write_json
 
-SOURCES = ("ag",)
+SOURCES = ("ag", "gebc", "youcook2")
 #: the relationship the caption names beside the spatial one: App. B.1's template names the attention
 #: relationship; the captions the paper prints use contacting ones ("sitting on the sofa")
 CAPTION_RELATIONS = ("attention", "contacting")
@@ -183,25 +190,35 @@ def _fps(video: Path) -> float:
     return float(rate)
 
 
-def write_eqben_ag(
-    out: Path,
-    *,
-    annotations: Path,
-    videos: Path,
-    skip: int = 1,
-    relation: str = "attention",
-    n: int | None = None,
-) -> dict[str, Any]:
-    """Write EQ-AG pairs in EqBen's published format (``all_select.json``, ``images/eqbenag/``).
+def _video_index(videos: Path) -> dict[str, Path]:
+    """The videos under ``videos`` by file name and by stem (YouTube id)."""
+    index: dict[str, Path] = {}
+    for path in sorted(Path(videos).rglob("*")):
+        if path.suffix.lower() in (".mp4", ".mkv", ".webm", ".avi", ".mov") and path.is_file():
+            index.setdefault(path.name, path)
+            index.setdefault(path.stem, path)
+    return index
 
-    Args:
-        out: the output folder.
-        annotations: the folder holding ``object_bbox_and_relationship.pkl`` and ``person_bbox.pkl``.
-        videos: the folder of the ``<video>.mp4`` files the annotation keys name.
-        skip: annotated frames skipped after a chosen one (App. B.1: 1; Sec. 4.1 read literally: 2).
-        relation: the caption's relationship beside the spatial one (``attention`` or ``contacting``).
-        n: the most pairs; None: all.
-    """
+
+def _video(index: dict[str, Path], name: str, record: str, videos: Path) -> Path:
+    if name not in index:
+        raise DataError(f"no video {name!r} under {videos}", file=videos, record=record)
+    return index[name]
+
+
+def _save(out: Path, subset: str, video: Path, seconds: float) -> str:
+    rel = f"{subset}/{video.stem}_{round(seconds * 1000):08d}ms.png"
+    if not (out / "images" / rel).is_file():
+        save_png(frame_at(video, seconds), out / "images" / rel)
+    return rel
+
+
+def _record(paths: list[str], captions: tuple[str, str]) -> dict[str, str]:
+    return {"image0": paths[0], "image1": paths[1], "caption0": captions[0], "caption1": captions[1]}
+
+
+def mine_ag(out: Path, annotations: Path, videos: Path, *, skip: int, relation: str, n: int | None) -> dict:
+    """EQ-AG (App. B.1): pairs, their records and the summary; frames saved under ``out/images/eqbenag``."""
     if skip < 0:
         raise ConfigError("--ag-skip must be >= 0")
     frames, left = read_action_genome(annotations / "object_bbox_and_relationship.pkl", annotations / "person_bbox.pkl")
@@ -209,39 +226,200 @@ def write_eqben_ag(
     for f in frames:
         groups.setdefault((f.video, f.object), []).append(f)
     pairs = [p for key in sorted(groups) for p in pair_frames(sorted(groups[key], key=lambda f: f.frame), skip)]
-    pairs = pairs[:n] if n is not None else pairs
-    records, meta, fps = [], [], {}
-    for a, b in pairs:
-        paths = []
-        for f in (a, b):
-            video = videos / f.video
-            if not video.is_file():
-                raise DataError("video not found", file=video, record=f.key)
-            fps.setdefault(f.video, _fps(video))
-            rel = f"eqbenag/{Path(f.video).stem}_{f.frame:06d}.png"
-            if not (out / "images" / rel).is_file():
-                save_png(frame_at(video, f.frame / fps[f.video]), out / "images" / rel)
-            paths.append(rel)
-        captions = (ag_caption(a, relation), ag_caption(b, relation))
-        records.append({"image0": paths[0], "image1": paths[1], "caption0": captions[0], "caption1": captions[1]})
+    index, fps = _video_index(videos), {}
+    records, meta = [], []
+    for a, b in pairs[:n]:
+        video = _video(index, a.video, a.key, videos)
+        fps.setdefault(a.video, _fps(video))
+        paths = [_save(out, "eqbenag", video, f.frame / fps[a.video]) for f in (a, b)]
+        records.append(_record(paths, (ag_caption(a, relation), ag_caption(b, relation))))
         meta.append(
             {"video": a.video, "object": a.object, "frames": [a.frame, b.frame], "relations": [a.triple, b.triple]}
         )
-    write_json(out / "all_select.json", records)
-    write_json(out / "metadata.json", {"pairs": meta})
+    rules = {
+        "pair": "at least 2 of 3 relationships differ (EqBen App. B.1)",
+        "skip_after_chosen": skip,
+        "caption_relation": relation,
+        "frame_time": "frame number / the video's average frame rate",
+    }
+    return {"records": records, "meta": meta, "rules": rules, "left_out": dict(left), "annotated": len(frames)}
+
+
+#: App. B.2: words that need temporal context, whose captions are dropped
+GEBC_ACTION_WORDS = ("up", "down", "upward", "downward", "towards")
+
+
+def read_gebc(path: Path) -> dict[str, list[dict[str, Any]]]:
+    """Kinetics-GEBC boundaries (``{video id: [{timestamp, prev_timestamp, next_timestamp, label, subject,
+    status_before, status_after, ...}]}``), checked.
+
+    Args:
+        path: a GEBC annotation JSON file (train / val).
+    """
+    try:
+        data = json.loads(Path(path).read_text(encoding="utf-8"))
+    except (OSError, ValueError) as exc:
+        raise DataError(f"cannot read JSON: {exc}", file=path) from None
+    if not isinstance(data, dict):
+        raise DataError("expected an object keyed by video id", file=path)
+    for vid, boundaries in data.items():
+        if not isinstance(boundaries, list):
+            raise DataError("expected a list of boundaries", file=path, record=vid)
+        for k, b in enumerate(boundaries):
+            for name in ("timestamp", "prev_timestamp", "next_timestamp"):
+                if not isinstance(b.get(name), (int, float)) or isinstance(b.get(name), bool):
+                    raise DataError("expected a number", file=path, record=f"{vid} boundary {k}", field=name)
+            for name in ("label", "subject", "status_before", "status_after"):
+                if not isinstance(b.get(name), str):
+                    raise DataError("expected a string", file=path, record=f"{vid} boundary {k}", field=name)
+    return data
+
+
+def _has_action_word(text: str) -> bool:
+    return bool(set(re.findall(r"[a-z]+", text.lower())) & set(GEBC_ACTION_WORDS))
+
+
+def mine_gebc(out: Path, annotations: Path, videos: Path, *, frame: str, step: int, n: int | None) -> dict:
+    """EQ-GEBC (App. B.2): I_i before boundary k, I_{i+2} after boundary k+1 (same subject, both changes of
+    action), captions "<subject> <status>"; ``frame`` picks the segment's ``middle`` or the frame at the
+    boundary (``edge``); ``step`` 2 takes every other boundary pair (sparse), 1 overlapping pairs."""
+    if frame not in ("middle", "edge") or step not in (1, 2):
+        raise ConfigError("--gebc-frame must be middle or edge and --gebc-step 1 or 2")
+    data = read_gebc(annotations)
+    index, left = _video_index(videos), Counter()
+    records, meta = [], []
+    for vid in sorted(data):
+        bs = sorted(data[vid], key=lambda b: b["timestamp"])
+        for k in range(0, len(bs) - 1, step):
+            a, b = bs[k], bs[k + 1]
+            if a["label"] != "Change of Action" or b["label"] != "Change of Action" or a["subject"] != b["subject"]:
+                left["not two changes of action of one subject"] += 1
+                continue
+            captions = (f"{a['subject']} {a['status_before']}", f"{b['subject']} {b['status_after']}")
+            if any(_has_action_word(c) for c in captions):
+                left["caption with an action word"] += 1
+                continue
+            if frame == "middle":
+                times = ((a["prev_timestamp"] + a["timestamp"]) / 2, (b["timestamp"] + b["next_timestamp"]) / 2)
+            else:
+                times = (max(0.0, a["timestamp"] - 0.001), b["timestamp"])  # the frames nearest the boundaries
+            video = _video(index, vid, f"{vid} boundary {k}", videos)
+            records.append(_record([_save(out, "eqbengebc", video, t) for t in times], captions))
+            meta.append({"video": vid, "boundaries": [k, k + 1], "times": [round(t, 3) for t in times]})
+    rules = {
+        "pair": "a frame before boundary k and one after boundary k+1 (I_i, I_{i+2}; EqBen App. B.2)",
+        "frame": frame,
+        "boundary_step": step,
+        "action_words_dropped": list(GEBC_ACTION_WORDS),
+    }
+    return {"records": records[:n], "meta": meta[:n], "rules": rules, "left_out": dict(left), "annotated": len(data)}
+
+
+#: the face detector of the YouCook2 rule (App. B.3 used face_recognition; any packaged detector will do)
+FACE_DETECTOR = (
+    "scikit-image LBP frontal-face cascade (skimage.feature.Cascade, data.lbp_frontal_face_cascade_filename)"
+)
+
+
+class FaceDetector:
+    """scikit-image's LBP frontal-face cascade (its weights ship with scikit-image)."""
+
+    def __init__(self) -> None:
+        from skimage import data
+        from skimage.feature import Cascade
+
+        self.cascade = Cascade(data.lbp_frontal_face_cascade_filename())
+
+    def faces(self, image: Image.Image) -> int:
+        """How many frontal faces ``image`` shows."""
+        rgb = np.asarray(image.convert("RGB"))
+        side = min(rgb.shape[:2])
+        found = self.cascade.detect_multi_scale(
+            img=rgb, scale_factor=1.2, step_ratio=1, min_size=(24, 24), max_size=(side, side)
+        )
+        return len(found)
+
+
+def read_youcook2(path: Path) -> dict[str, list[tuple[float, float, str]]]:
+    """YouCook2's ``youcookii_annotations_trainval.json``: ``{video id: [(start, end, sentence)]}`` in order.
+
+    Args:
+        path: the annotation file (``{"database": {id: {"annotations": [{"segment", "sentence"}]}}}``).
+    """
+    try:
+        data = json.loads(Path(path).read_text(encoding="utf-8"))
+    except (OSError, ValueError) as exc:
+        raise DataError(f"cannot read JSON: {exc}", file=path) from None
+    if not isinstance(data, dict) or not isinstance(data.get("database"), dict):
+        raise DataError("expected an object with a 'database' object", file=path, field="database")
+    out = {}
+    for vid, video in data["database"].items():
+        segments = []
+        for k, ann in enumerate(video.get("annotations") or []):
+            seg, text = ann.get("segment"), ann.get("sentence")
+            where = f"{vid} annotation {k}"
+            if not (isinstance(seg, list) and len(seg) == 2 and all(isinstance(x, (int, float)) for x in seg)):
+                raise DataError("expected [start, end] seconds", file=path, record=where, field="segment")
+            if not isinstance(text, str) or not text.strip():
+                raise DataError("missing or empty string", file=path, record=where, field="sentence")
+            segments.append((float(seg[0]), float(seg[1]), " ".join(text.split())))
+        out[vid] = sorted(segments)
+    return out
+
+
+def mine_youcook2(out: Path, annotations: Path, videos: Path, *, n: int | None) -> dict:
+    """EQ-YouCook2 (App. B.3): each segment's middle frame with its sentence, frames showing a face
+    discarded; the kept frames of a video are paired in order, (1, 2), (3, 4), ..."""
+    data = read_youcook2(annotations)
+    index, detector = _video_index(videos), FaceDetector()
+    records, meta, left = [], [], Counter()
+    for vid in sorted(data):
+        kept = []
+        for k, (start, end, sentence) in enumerate(data[vid]):
+            video = _video(index, vid, f"{vid} annotation {k}", videos)
+            t = (start + end) / 2
+            if detector.faces(frame_at(video, t)):
+                left["frame with a face"] += 1
+                continue
+            kept.append((k, t, sentence, video))
+        if len(kept) % 2:
+            left["unpaired last frame"] += 1
+        for a, b in zip(kept[0::2], kept[1::2], strict=False):  # an odd last frame stays unpaired
+            records.append(_record([_save(out, "eqbenyoucook2", x[3], x[1]) for x in (a, b)], (a[2], b[2])))
+            meta.append({"video": vid, "segments": [a[0], b[0]], "times": [a[1], b[1]]})
+    rules = {
+        "frame": "the middle of each annotated segment (EqBen App. B.3)",
+        "filter": f"frames with a human face discarded: {FACE_DETECTOR} (App. B.3; Sec. 4.1 names object detectors)",
+        "pair": "the kept frames of a video in order, (1, 2), (3, 4), ...",
+    }
+    return {"records": records[:n], "meta": meta[:n], "rules": rules, "left_out": dict(left), "annotated": len(data)}
+
+
+def write_eqben_video(out: Path, source: str, annotations: Path, videos: Path, **options: Any) -> dict[str, Any]:
+    """Mine one EqBen natural subset and write ``all_select.json``, ``metadata.json`` and the frames.
+
+    Args:
+        out: the output folder.
+        source: ``ag``, ``gebc`` or ``youcook2``.
+        annotations: ``ag``: the folder of the two pickles; ``gebc``, ``youcook2``: the JSON file.
+        videos: the folder of the videos (searched recursively, by file name or id).
+        **options: the source's rules (``skip``, ``relation``; ``frame``, ``step``) and ``n``.
+    """
+    miners = {"ag": mine_ag, "gebc": mine_gebc, "youcook2": mine_youcook2}
+    if source not in miners:
+        raise ConfigError(f"--source must be one of {', '.join(SOURCES)}, got {source!r}")
+    out = Path(out)
+    mined = miners[source](out, Path(annotations), Path(videos), **options)
+    write_json(out / "all_select.json", mined["records"])
+    write_json(out / "metadata.json", {"pairs": mined["meta"]})
     return {
         "engine": "eqben-video",
-        "source": "ag",
+        "source": source,
         "benchmark": "eqben",
-        "rules": {
-            "pair": "at least 2 of 3 relationships differ (EqBen App. B.1)",
-            "skip_after_chosen": skip,
-            "caption_relation": relation,
-            "frame_time": "frame number / the video's average frame rate; PyAV seek by timestamp",
-        },
-        "annotated_objects": len(frames),
-        "left_out": dict(sorted(left.items())),
-        "pairs": len(records),
+        "rules": mined["rules"],
+        "annotated": mined["annotated"],
+        "left_out": dict(sorted(mined["left_out"].items())),
+        "pairs": len(mined["records"]),
     }
 
 
@@ -252,7 +430,7 @@ class EqbenVideoConfig(SynthConfig):
     n: int = 1000
     #: the dataset whose annotations are read
     source: str = "ag"
-    #: the folder of the annotation files
+    #: ``ag``: the folder of the two pickles; ``gebc``, ``youcook2``: the annotation JSON file
     annotations: Path | None = None
     #: the folder of the videos
     videos: Path | None = None
@@ -260,20 +438,25 @@ class EqbenVideoConfig(SynthConfig):
     ag_skip: int = 1
     #: EQ-AG: the caption's relationship beside the spatial one
     ag_relation: str = "attention"
+    #: EQ-GEBC: the segment's ``middle`` frame or the frame nearest the boundary (``edge``)
+    gebc_frame: str = "middle"
+    #: EQ-GEBC: boundary pairs (k, k+1) for every ``gebc_step``-th k (2: sparse, 1: overlapping)
+    gebc_step: int = 2
 
 
 @ENGINES.register("eqben-video")
 class EqbenVideoEngine(SynthEngine):
     benchmark = "eqben"
-    description = "EqBen natural-video pairs from Action Genome scene graphs and your videos (EqBen App. B.1)"
+    description = "EqBen natural-video pairs from Action Genome, Kinetics-GEBC or YouCook2 and your videos"
     config_class = EqbenVideoConfig
 
     def write(self, out: Path) -> dict:
         c = self.config
-        if c.source not in SOURCES:
-            raise ConfigError(f"--source must be one of {', '.join(SOURCES)}, got {c.source!r}")
         if c.annotations is None or c.videos is None:
-            raise ConfigError("eqben-video needs --annotations DIR and --videos DIR")
-        return write_eqben_ag(
-            Path(out), annotations=c.annotations, videos=c.videos, skip=c.ag_skip, relation=c.ag_relation, n=c.n
-        )
+            raise ConfigError("eqben-video needs --annotations and --videos")
+        options: dict[str, Any] = {"n": c.n}
+        if c.source == "ag":
+            options |= {"skip": c.ag_skip, "relation": c.ag_relation}
+        elif c.source == "gebc":
+            options |= {"frame": c.gebc_frame, "step": c.gebc_step}
+        return write_eqben_video(Path(out), c.source, c.annotations, c.videos, **options)
