@@ -129,3 +129,122 @@ def test_contacting_captions_and_bad_annotations(dataset, tmp_path):
     with pytest.raises(DataError) as err:
         read_action_genome(ann / "object_bbox_and_relationship.pkl", ann / "person_bbox.pkl")
     assert (err.value.record, err.value.field) == (f"{VIDEO}/000008.png object 0", "spatial_relationship")
+
+
+def gebc_boundary(k, t, label, before, after, subject="man"):
+    """One boundary as Kinetics-GEBC's annotation files write it."""
+    return {
+        "boundary_id": f"gebcvid0001_{k}",
+        "timestamp": t,
+        "prev_timestamp": round(t - 0.5, 3) if k else 0,
+        "next_timestamp": t + 0.5,
+        "label": label,
+        "subject": subject,
+        "status_before": before,
+        "status_after": after,
+        "action_of_cause": None if label == "Change of Action" else "comes into the scene",
+        "caption": f"Subject: {subject} //Status_Before: {before} //Status_After: {after}",
+    }
+
+
+GEBC = {
+    "gebcvid0001": [
+        gebc_boundary(0, 0.5, "Change of Action", "holding a cup", "drink from the cup"),
+        gebc_boundary(1, 1.0, "Change of Action", "drinking from the cup", "read a book"),
+        gebc_boundary(2, 1.5, "Change of Subject", "/0", "/1", subject="woman"),
+        gebc_boundary(3, 2.0, "Change of Action", "reading a book", "stand"),
+        gebc_boundary(4, 2.5, "Change of Action", "standing", "look up at the ceiling"),  # an action word
+    ]
+}
+
+
+@pytest.mark.parametrize(
+    ("options", "frames", "left"),
+    [
+        ([], [[2, 10]], {"not two changes of action of one subject": 1}),
+        (["--gebc-frame", "edge"], [[3, 8]], {"not two changes of action of one subject": 1}),
+        (
+            ["--gebc-step", "1"],
+            [[2, 10]],
+            {"caption with an action word": 1, "not two changes of action of one subject": 2},
+        ),
+    ],
+)
+def test_gebc_pairs_skip_a_boundary(tmp_path, options, frames, left):
+    videos = tmp_path / "videos"
+    videos.mkdir()
+    encode(videos / "gebcvid0001.mp4")
+    ann = tmp_path / "val.json"
+    ann.write_text(json.dumps(GEBC), encoding="utf-8")
+    out = tmp_path / "out"
+    argv = ["synth", "eqben-video", "--source", "gebc", "--annotations", str(ann), "--videos", str(videos)]
+    assert main([*argv, *options, "--out", str(out)]) == 0
+    summary = json.loads((out / "synth.json").read_text())["summary"]
+    assert summary["left_out"] == left and summary["pairs"] == len(frames)
+    records = json.loads((out / "all_select.json").read_text())
+    assert (records[0]["caption0"], records[0]["caption1"]) == ("man holding a cup", "man read a book")
+    for rec, pair in zip(records, frames, strict=True):
+        got = [round(np.asarray(Image.open(out / "images" / rec[s])).mean() / 10) for s in ("image0", "image1")]
+        assert got == pair
+    assert [c.tags["subset"] for c in BENCHMARKS.get("eqben")(out).cases()] == ["eqbengebc"] * len(frames)
+
+
+def test_youcook2_keeps_middle_frames_without_faces(tmp_path):
+    from skimage import data
+
+    photos = {
+        name: np.asarray(Image.fromarray(getattr(data, name)()).resize((128, 128)))
+        for name in ("chelsea", "astronaut", "coffee")
+    }
+    scenes = ["chelsea", "astronaut", "coffee", "chelsea"]  # 10 frames each at 4 fps: segments of 2.5 s
+    videos = tmp_path / "videos"
+    videos.mkdir()
+    with av.open(str(videos / "yc2vid00001.mp4"), "w") as container:
+        stream = container.add_stream("mpeg4", rate=4)
+        stream.width = stream.height = 128
+        stream.pix_fmt = "yuv420p"
+        stream.options = {"qscale": "2"}
+        for name in scenes:
+            for _ in range(10):
+                for packet in stream.encode(av.VideoFrame.from_ndarray(photos[name], format="rgb24")):
+                    container.mux(packet)
+        for packet in stream.encode():
+            container.mux(packet)
+    sentences = ["look at the cat", "greet the astronaut", "pour the coffee", "feed the cat"]
+    database = {
+        "yc2vid00001": {
+            "duration": 10.0,
+            "subset": "validation",
+            "recipe_type": "113",
+            "annotations": [
+                {"segment": [2.5 * k, 2.5 * (k + 1)], "id": k, "sentence": s} for k, s in enumerate(sentences)
+            ],
+            "video_url": "https://www.youtube.com/watch?v=yc2vid00001",
+        }
+    }
+    ann = tmp_path / "youcookii_annotations_trainval.json"
+    ann.write_text(json.dumps({"database": database}), encoding="utf-8")
+    out = tmp_path / "out"
+    argv = ["synth", "eqben-video", "--source", "youcook2", "--annotations", str(ann), "--videos", str(videos)]
+    assert main([*argv, "--out", str(out)]) == 0
+    summary = json.loads((out / "synth.json").read_text())["summary"]
+    assert summary["left_out"] == {"frame with a face": 1, "unpaired last frame": 1}
+    assert "scikit-image LBP frontal-face cascade" in summary["rules"]["filter"]
+    (rec,) = json.loads((out / "all_select.json").read_text())
+    assert (rec["caption0"], rec["caption1"]) == ("look at the cat", "pour the coffee")
+    for slot, name in (("image0", "chelsea"), ("image1", "coffee")):
+        decoded = np.asarray(Image.open(out / "images" / rec[slot]), dtype=float)
+        distance = {k: np.abs(decoded - photo).mean() for k, photo in photos.items()}
+        assert min(distance, key=distance.get) == name and distance[name] < 20  # the right segment's frame
+
+
+def test_the_face_detector_on_real_photographs():
+    from skimage import data
+
+    from spotdiff.synth.eqben_video import FaceDetector
+
+    detector = FaceDetector()
+    found = {
+        name: detector.faces(Image.fromarray(getattr(data, name)())) for name in ("astronaut", "chelsea", "coffee")
+    }
+    assert found == {"astronaut": 1, "chelsea": 0, "coffee": 0}

@@ -299,11 +299,11 @@ def mine_gebc(out: Path, annotations: Path, videos: Path, *, frame: str, step: i
             if any(_has_action_word(c) for c in captions):
                 left["caption with an action word"] += 1
                 continue
+            video = _video(index, vid, f"{vid} boundary {k}", videos)
             if frame == "middle":
                 times = ((a["prev_timestamp"] + a["timestamp"]) / 2, (b["timestamp"] + b["next_timestamp"]) / 2)
-            else:
-                times = (max(0.0, a["timestamp"] - 0.001), b["timestamp"])  # the frames nearest the boundaries
-            video = _video(index, vid, f"{vid} boundary {k}", videos)
+            else:  # the last frame before boundary k, the first at or after boundary k+1
+                times = (max(0.0, a["timestamp"] - 1 / _fps(video)), b["timestamp"])
             records.append(_record([_save(out, "eqbengebc", video, t) for t in times], captions))
             meta.append({"video": vid, "boundaries": [k, k + 1], "times": [round(t, 3) for t in times]})
     rules = {
