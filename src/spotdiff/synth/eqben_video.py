@@ -324,20 +324,27 @@ FACE_DETECTOR = (
 class FaceDetector:
     """scikit-image's LBP frontal-face cascade (its weights ship with scikit-image)."""
 
+    #: the long side frames are scaled down to before detection (fewer false positives in texture)
+    SIDE = 320
+
     def __init__(self) -> None:
         from skimage import data
         from skimage.feature import Cascade
 
         self.cascade = Cascade(data.lbp_frontal_face_cascade_filename())
 
-    def faces(self, image: Image.Image) -> int:
-        """How many frontal faces ``image`` shows."""
-        rgb = np.asarray(image.convert("RGB"))
+    def has_face(self, image: Image.Image) -> bool:
+        """Whether ``image`` shows a frontal face (detected at most :attr:`SIDE` pixels on the long side)."""
+        image = image.convert("RGB")
+        if max(image.size) > self.SIDE:
+            image = image.copy()
+            image.thumbnail((self.SIDE, self.SIDE), Image.Resampling.BILINEAR)
+        rgb = np.asarray(image)
         side = min(rgb.shape[:2])
         found = self.cascade.detect_multi_scale(
             img=rgb, scale_factor=1.2, step_ratio=1, min_size=(24, 24), max_size=(side, side)
         )
-        return len(found)
+        return len(found) > 0
 
 
 def read_youcook2(path: Path) -> dict[str, list[tuple[float, float, str]]]:
@@ -378,7 +385,7 @@ def mine_youcook2(out: Path, annotations: Path, videos: Path, *, n: int | None) 
         for k, (start, end, sentence) in enumerate(data[vid]):
             video = _video(index, vid, f"{vid} annotation {k}", videos)
             t = (start + end) / 2
-            if detector.faces(frame_at(video, t)):
+            if detector.has_face(frame_at(video, t)):
                 left["frame with a face"] += 1
                 continue
             kept.append((k, t, sentence, video))
