@@ -345,7 +345,14 @@ def write_tsv(path: Path, header: Sequence[str], rows: Sequence[Sequence[str]]) 
     Path(path).write_bytes(("\r\n".join(lines) + "\r\n").encode("utf-8"))
 
 
-def _copy_images(names: Sequence[str], source: Path, out: Path) -> None:
+def copy_images(names: Sequence[str], source: Path, out: Path) -> None:
+    """Copy the named images from ``source`` to ``out/images`` (a missing one is an error).
+
+    Args:
+        names: file names relative to ``source``.
+        source: the images folder.
+        out: the output folder.
+    """
     for name in sorted(set(names)):
         src = Path(source) / name
         if not src.is_file():
@@ -392,7 +399,7 @@ def write_generic(
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
     if images is not None:
-        _copy_images([p.image for p in pairs], images, out)
+        copy_images([p.image for p in pairs], images, out)
     records = [triplet(p, chat) for p in pairs]
     passed = [r for r in records if r["failure"] is None]
     write_tsv(out / TSV_NAME, HEADER, [[r["image"], r["p1"], r["p2"], r["n"]] for r in passed])
@@ -443,7 +450,7 @@ def write_from_review(out: Path, review: Path) -> dict[str, Any]:
     write_tsv(out / TSV_NAME, HEADER, rows)
     present = [n for n in names if (review.parent / "images" / n).is_file()]
     if present:
-        _copy_images(present, review.parent / "images", out)
+        copy_images(present, review.parent / "images", out)
     return {
         "engine": "visla",
         "benchmark": "visla-generic",

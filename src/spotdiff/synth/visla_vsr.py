@@ -11,7 +11,6 @@ Caption"). Writes ``Spatial_VISLA.tsv`` and the review sheet for the experts' st
 from __future__ import annotations
 
 import re
-import shutil
 from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
@@ -23,7 +22,7 @@ from spotdiff.jsonio import iter_jsonl, write_jsonl
 from spotdiff.synth import ENGINES, SynthConfig, SynthEngine
 from spotdiff.synth.review import ReviewItem, write_review
 from spotdiff.synth.visla import jaccard
-from spotdiff.synth.visla_generic import write_tsv
+from spotdiff.synth.visla_generic import copy_images, write_tsv
 
 TOP_CANDIDATES = 3
 
@@ -156,11 +155,7 @@ def write_vsr(out: Path, vsr: Path, *, n: int | None = None, images: Path | None
     records = read_vsr(Path(vsr))
     rows, skipped = mine_vsr(records, n)
     if images is not None:
-        (out / "images").mkdir(exist_ok=True)
-        for name in sorted({r["image"] for r in rows}):
-            if not (Path(images) / name).is_file():
-                raise DataError("image not found", file=Path(images) / name, field="image")
-            shutil.copyfile(Path(images) / name, out / "images" / name)
+        copy_images([r["image"] for r in rows], Path(images), out)
     cells = [[r["image"], r["p1"], r["p2"], r["n"], r["irrelevant"]] for r in rows]
     write_tsv(out / VislaSpatial.file_name, VislaSpatial.header, cells)
     write_jsonl(
