@@ -105,3 +105,22 @@ def test_cli_writes_the_published_tsv_and_eval_scores_it(vsr_file, tmp_path):
     argv = ["eval", "--model", f"hf-clip:{clip}", "--benchmark", "visla-spatial", "--data", str(out), "--out", str(res)]
     assert main([*argv, "--no-store", "--no-cache", "-q", "--n-boot", "10", "--device", "cpu"]) == 0
     assert json.loads((res / "metrics.json").read_text())["n_cases"] == 4
+
+
+def test_experts_edit_the_review_sheet_and_get_the_spatial_tsv(vsr_file, tmp_path):
+    import csv
+
+    out = tmp_path / "mined"
+    assert main(["synth", "visla-vsr", "--vsr", str(vsr_file), "--out", str(out)]) == 0
+    sheet = out / "review.csv"
+    rows = list(csv.reader(sheet.open(encoding="utf-8", newline="")))
+    assert rows[0] == ["id", "decision", "image", "p1", "p2", "n", "irrelevant", "verdict", "details"]
+    rows[2][1] = "reject"  # the experts drop one triplet and pick the second candidate for another
+    rows[1][5] = "The cat is outside the basket."
+    with sheet.open("w", encoding="utf-8", newline="") as fh:
+        csv.writer(fh).writerows(rows)
+    final = tmp_path / "final"
+    assert main(["synth", "visla", "--from-review", str(sheet), "--out", str(final)]) == 0
+    assert json.loads((final / "synth.json").read_text())["summary"]["benchmark"] == "visla-spatial"
+    cases = list(BENCHMARKS.get("visla-spatial")(final).cases())
+    assert len(cases) == 3 and cases[0].texts[2] == "The cat is outside the basket."

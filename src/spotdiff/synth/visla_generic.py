@@ -9,6 +9,7 @@ counted by reason. The output is VISLA's published ``Generic_VISLA.tsv`` plus a 
 
 from __future__ import annotations
 
+import csv
 import json
 import re
 import shutil
@@ -18,14 +19,16 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from spotdiff.benchmarks.visla import VislaGeneric
+from spotdiff.benchmarks.visla import VislaGeneric, VislaSpatial
 from spotdiff.errors import ConfigError, DataError
 from spotdiff.jsonio import write_jsonl
-from spotdiff.synth.review import ReviewItem, read_review, write_review
+from spotdiff.synth.review import ReviewItem, header, read_review, write_review
 
 TSV_NAME = VislaGeneric.file_name
 HEADER = VislaGeneric.header
 TEXT_FIELDS = ("p1", "p2", "n")
+#: the text columns of a Spatial sheet (``visla-vsr``): the fifth TSV column too
+SPATIAL_TEXT_FIELDS = ("p1", "p2", "n", "irrelevant")
 IMAGE_FIELDS = ("image",)
 DEFAULT_LLM = "smollm2"
 
@@ -424,10 +427,22 @@ def write_generic(
     }
 
 
-def write_from_review(out: Path, review: Path) -> dict[str, Any]:
-    """Write ``Generic_VISLA.tsv`` from the accepted rows of an edited review sheet; return the summary.
+def _sheet_kind(review: Path) -> str:
+    """``spatial`` when the sheet's header has the Spatial columns (``visla-vsr``), else ``generic``."""
+    try:
+        with review.open(encoding="utf-8", newline="") as fh:
+            first = next(csv.reader(fh), [])
+    except OSError as exc:
+        raise DataError(f"cannot read the review sheet: {exc}", file=review) from None
+    return "spatial" if [c.strip() for c in first] == header(IMAGE_FIELDS, SPATIAL_TEXT_FIELDS) else "generic"
 
-    The images the accepted rows name are copied from beside the sheet when they are there.
+
+def write_from_review(out: Path, review: Path) -> dict[str, Any]:
+    """Write the VISLA TSV from the accepted rows of an edited review sheet; return the summary.
+
+    A sheet of ``visla --pairs`` gives ``Generic_VISLA.tsv``; one of ``visla-vsr`` (with the
+    ``irrelevant`` column) gives ``Spatial_VISLA.tsv``. The images the accepted rows name are copied
+    from beside the sheet when they are there.
 
     Args:
         out: the output folder.
@@ -435,7 +450,9 @@ def write_from_review(out: Path, review: Path) -> dict[str, Any]:
     """
     out = Path(out)
     review = Path(review)
-    result = read_review(review, image_fields=IMAGE_FIELDS, text_fields=TEXT_FIELDS)
+    kind = _sheet_kind(review)
+    fields = SPATIAL_TEXT_FIELDS if kind == "spatial" else TEXT_FIELDS
+    result = read_review(review, image_fields=IMAGE_FIELDS, text_fields=fields)
     rows, names = [], []
     for k, item in enumerate(result.accepted, start=1):
         rel = Path(item.images["image"])
@@ -445,16 +462,17 @@ def write_from_review(out: Path, review: Path) -> dict[str, Any]:
             )
         name = str(Path(*rel.parts[1:]))
         names.append(name)
-        rows.append([name, item.texts["p1"], item.texts["p2"], item.texts["n"]])
+        rows.append([name, *(item.texts[f] for f in fields)])
     out.mkdir(parents=True, exist_ok=True)
-    write_tsv(out / TSV_NAME, HEADER, rows)
+    published = VislaSpatial if kind == "spatial" else VislaGeneric
+    write_tsv(out / published.file_name, published.header, rows)
     present = [n for n in names if (review.parent / "images" / n).is_file()]
     if present:
         copy_images(present, review.parent / "images", out)
     return {
         "engine": "visla",
-        "benchmark": "visla-generic",
-        "mode": "generic, from a review sheet",
+        "benchmark": f"visla-{kind}",
+        "mode": f"{kind}, from a review sheet",
         "review": str(review),
         "accepted": len(rows),
         "rejected": result.rejected,

@@ -22,7 +22,7 @@ from spotdiff.jsonio import iter_jsonl, write_jsonl
 from spotdiff.synth import ENGINES, SynthConfig, SynthEngine
 from spotdiff.synth.review import ReviewItem, write_review
 from spotdiff.synth.visla import jaccard
-from spotdiff.synth.visla_generic import copy_images, write_tsv
+from spotdiff.synth.visla_generic import SPATIAL_TEXT_FIELDS, copy_images, write_tsv
 
 TOP_CANDIDATES = 3
 
@@ -165,14 +165,14 @@ def write_vsr(out: Path, vsr: Path, *, n: int | None = None, images: Path | None
         ReviewItem(
             r["id"],
             {"image": f"images/{r['image']}"},
-            {"p1": r["p1"], "p2": r["p2"], "n": r["n"]},
+            {"p1": r["p1"], "p2": r["p2"], "n": r["n"], "irrelevant": r["irrelevant"]},
             "mined: N is the top Jaccard candidate",
             True,
             "candidates: " + " | ".join(c["text"] for c in r["candidates"]),
         )
         for r in rows
     ]
-    write_review(out, items, image_fields=("image",), text_fields=("p1", "p2", "n"), title="VISLA Spatial from VSR")
+    write_review(out, items, image_fields=("image",), text_fields=SPATIAL_TEXT_FIELDS, title="VISLA Spatial from VSR")
     return {
         "engine": "visla-vsr",
         "source": str(vsr),
