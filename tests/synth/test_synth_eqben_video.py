@@ -85,6 +85,8 @@ def test_frames_are_decoded_by_timestamp(tmp_path):
     for k in (0, 3, 9, 17, 23):  # across keyframes (gop 4): seek back, decode forward
         mean = np.asarray(frame_at(tmp_path / "v.mp4", k / FPS)).mean()
         assert round(mean / 10) == k
+    with pytest.raises(DataError, match=r"no frame at 5.000 s \(its last frame is at 2.875 s\)"):
+        frame_at(tmp_path / "v.mp4", 5.0)
 
 
 @pytest.mark.parametrize(("skip", "frames"), [(1, [[2, 8], [14, 20]]), (2, [[2, 11]])])

@@ -170,13 +170,15 @@ def frame_at(video: Path, seconds: float) -> Image.Image:
         target = start + seconds
         container.seek(int(target / stream.time_base), stream=stream, backward=True, any_frame=False)
         half = 0.5 / float(stream.average_rate) if stream.average_rate else 0.0
-        shown = None
+        shown, past = None, False
         for frame in container.decode(stream):
             if frame.time is not None and frame.time > target + half:
+                past = True
                 break
             shown = frame
-        if shown is None:
-            raise DataError(f"no frame at {seconds:.3f} s", file=video)
+        if shown is None or (not past and shown.time is not None and target > shown.time + 3 * half):
+            end = "" if shown is None or shown.time is None else f" (its last frame is at {shown.time - start:.3f} s)"
+            raise DataError(f"no frame at {seconds:.3f} s{end}", file=video)
         return shown.to_image()
 
 
@@ -266,6 +268,8 @@ def read_gebc(path: Path) -> dict[str, list[dict[str, Any]]]:
         if not isinstance(boundaries, list):
             raise DataError("expected a list of boundaries", file=path, record=vid)
         for k, b in enumerate(boundaries):
+            if not isinstance(b, dict):
+                raise DataError("expected a boundary object", file=path, record=f"{vid} boundary {k}")
             for name in ("timestamp", "prev_timestamp", "next_timestamp"):
                 if not isinstance(b.get(name), (int, float)) or isinstance(b.get(name), bool):
                     raise DataError("expected a number", file=path, record=f"{vid} boundary {k}", field=name)
@@ -291,6 +295,8 @@ def mine_gebc(out: Path, annotations: Path, videos: Path, *, frame: str, step: i
     for vid in sorted(data):
         bs = sorted(data[vid], key=lambda b: b["timestamp"])
         for k in range(0, len(bs) - 1, step):
+            if n is not None and len(records) >= n:
+                break
             a, b = bs[k], bs[k + 1]
             if a["label"] != "Change of Action" or b["label"] != "Change of Action" or a["subject"] != b["subject"]:
                 left["not two changes of action of one subject"] += 1
@@ -312,7 +318,7 @@ def mine_gebc(out: Path, annotations: Path, videos: Path, *, frame: str, step: i
         "boundary_step": step,
         "action_words_dropped": list(GEBC_ACTION_WORDS),
     }
-    return {"records": records[:n], "meta": meta[:n], "rules": rules, "left_out": dict(left), "annotated": len(data)}
+    return {"records": records, "meta": meta, "rules": rules, "left_out": dict(left), "annotated": len(data)}
 
 
 #: the face detector of the YouCook2 rule (App. B.3 used face_recognition; any packaged detector will do)
@@ -381,6 +387,8 @@ def mine_youcook2(out: Path, annotations: Path, videos: Path, *, n: int | None) 
     index, detector = _video_index(videos), FaceDetector()
     records, meta, left = [], [], Counter()
     for vid in sorted(data):
+        if n is not None and len(records) >= n:
+            break
         kept = []
         for k, (start, end, sentence) in enumerate(data[vid]):
             video = _video(index, vid, f"{vid} annotation {k}", videos)
@@ -392,6 +400,8 @@ def mine_youcook2(out: Path, annotations: Path, videos: Path, *, n: int | None) 
         if len(kept) % 2:
             left["unpaired last frame"] += 1
         for a, b in zip(kept[0::2], kept[1::2], strict=False):  # an odd last frame stays unpaired
+            if n is not None and len(records) >= n:
+                break
             records.append(_record([_save(out, "eqbenyoucook2", x[3], x[1]) for x in (a, b)], (a[2], b[2])))
             meta.append({"video": vid, "segments": [a[0], b[0]], "times": [a[1], b[1]]})
     rules = {
@@ -399,7 +409,7 @@ def mine_youcook2(out: Path, annotations: Path, videos: Path, *, n: int | None) 
         "filter": f"frames with a human face discarded: {FACE_DETECTOR} (App. B.3; Sec. 4.1 names object detectors)",
         "pair": "the kept frames of a video in order, (1, 2), (3, 4), ...",
     }
-    return {"records": records[:n], "meta": meta[:n], "rules": rules, "left_out": dict(left), "annotated": len(data)}
+    return {"records": records, "meta": meta, "rules": rules, "left_out": dict(left), "annotated": len(data)}
 
 
 def write_eqben_video(out: Path, source: str, annotations: Path, videos: Path, **options: Any) -> dict[str, Any]:
