@@ -77,7 +77,11 @@ def _converted_once(kind: str, marker: str, convert, cache_dir: str | Path | Non
     with FileLock(str(folder) + ".lock"):
         if not (folder / marker).is_file():
             partial = Path(tempfile.mkdtemp(dir=root))
-            convert(gguf, partial)
+            try:
+                convert(gguf, partial)
+            except BaseException:
+                shutil.rmtree(partial, ignore_errors=True)  # no half-written folder left behind
+                raise
             shutil.rmtree(folder, ignore_errors=True)
             partial.rename(folder)
     return folder
