@@ -6,6 +6,10 @@ zero-shot classification sets).
     spotdiff synth spec   --out DIR [--n 10] [--seed 0] [--image-size 224] [--subsets a,b] [--objects DIR]
     spotdiff synth eqben  --out DIR [--n 10] ...
     spotdiff synth visla  --out DIR [--n 20] [--relations FILE] ...
+    spotdiff synth visla  --out DIR --pairs SUGARCREPE.json [--llm SPEC] [--images DIR] [--n 20]
+    spotdiff synth visla  --out DIR --from-review REVIEW.csv
+    spotdiff synth visla-vsr --out DIR --vsr VSR.jsonl [--images DIR] [--n 1000]
+    spotdiff synth eqben-video --source ag|gebc|youcook2 --annotations PATH --videos DIR --out DIR
     spotdiff synth corpus --out DIR [--n 100] [--image-size 64] ...
     spotdiff synth zeroshot --out DIR [--n 10] ...
     spotdiff synth contact-sheet DIR --out sheet.png
@@ -60,6 +64,37 @@ def _visla_arguments(parser: argparse.ArgumentParser) -> None:
         "default: render canvas scenes",
     )
     parser.add_argument("--negations", action="store_true", help="also rank 'is not ...' negatives")
+    parser.add_argument(
+        "--pairs", metavar="FILE", help="Generic mode: a SugarCrepe JSON file of (caption, negative) pairs"
+    )
+    parser.add_argument("--llm", metavar="SPEC", help="Generic mode: the chat LM (an lm: spec; default smollm2)")
+    parser.add_argument("--images", metavar="DIR", help="Generic mode: the pairs' images, copied into --out")
+    parser.add_argument("--max-new-tokens", type=int, default=48, help="Generic mode: the most tokens per answer")
+    parser.add_argument(
+        "--from-review", metavar="FILE", help="write the Generic TSV from an edited review sheet (review.csv)"
+    )
+
+
+def _vsr_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--vsr", metavar="FILE", help="VSR's JSON lines (e.g. data/splits/random/test.jsonl)")
+    parser.add_argument("--images", metavar="DIR", help="the COCO images, copied into --out")
+
+
+def _eqben_video_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--source", choices=("ag", "gebc", "youcook2"), default="ag", help="the annotations' dataset")
+    parser.add_argument(
+        "--annotations",
+        metavar="PATH",
+        help="ag: the folder of object_bbox_and_relationship.pkl and person_bbox.pkl; gebc: a GEBC JSON file; "
+        "youcook2: youcookii_annotations_trainval.json",
+    )
+    parser.add_argument("--videos", metavar="DIR", help="the videos the annotations name (by file name or id)")
+    parser.add_argument("--ag-skip", type=int, default=1, help="frames skipped after a chosen one (App. B.1: 1)")
+    parser.add_argument(
+        "--ag-relation", choices=("attention", "contacting"), default="attention", help="the caption's relationship"
+    )
+    parser.add_argument("--gebc-frame", choices=("middle", "edge"), default="middle", help="which frame of a segment")
+    parser.add_argument("--gebc-step", type=int, choices=(1, 2), default=2, help="boundary pairs: 2 sparse, 1 all")
 
 
 #: the options of an engine beyond those every engine takes
@@ -67,6 +102,8 @@ _ENGINE_ARGUMENTS: dict[str, Callable[[argparse.ArgumentParser], None]] = {
     "spec": _spec_arguments,
     "eqben": _eqben_arguments,
     "visla": _visla_arguments,
+    "visla-vsr": _vsr_arguments,
+    "eqben-video": _eqben_video_arguments,
 }
 
 
@@ -94,7 +131,18 @@ def _path(value: str | None) -> Path | None:
 
 
 #: how an option's text becomes a configuration field
-_PARSE: dict[str, Callable[[Any], Any]] = {"objects": _path, "relations": _path, "scenes": _names, "subsets": _names}
+_PARSE: dict[str, Callable[[Any], Any]] = {
+    "objects": _path,
+    "relations": _path,
+    "pairs": _path,
+    "vsr": _path,
+    "annotations": _path,
+    "videos": _path,
+    "images": _path,
+    "from_review": _path,
+    "scenes": _names,
+    "subsets": _names,
+}
 
 
 def engine_config(cls: type[SynthEngine], args: argparse.Namespace) -> SynthConfig:
@@ -179,8 +227,9 @@ def run(args: argparse.Namespace) -> int:
     for key, value in summary.items():
         if key not in ("pipeline", "classes", "edit_distance"):
             print(f"  {key}: {value}")
-    if cls.benchmark:
-        print(f"  load it with: spotdiff eval --benchmark {cls.benchmark} --data {args.out} --model ...")
+    benchmark = summary.get("benchmark", cls.benchmark)
+    if benchmark:
+        print(f"  load it with: spotdiff eval --benchmark {benchmark} --data {args.out} --model ...")
     return 0
 
 

