@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import sqlite3
 from pathlib import Path
 
 import numpy as np
@@ -47,6 +48,49 @@ def test_merge_from_adds_rows_once(tmp_path: Path) -> None:
         assert a.merge_from(b.path) == 1
         assert a.merge_from(b.path) == 0
         assert a.keys("text") == {"x", "y"}
+
+
+def _damage(path: Path, kind: str, key: str) -> None:
+    """Change a stored value's bytes behind SQLite's back (its checks see a well-formed file)."""
+    with sqlite3.connect(path) as db:
+        (blob,) = db.execute("SELECT value FROM items WHERE kind=? AND key=?", [kind, key]).fetchone()
+        damaged = bytes([blob[0] ^ 0x40]) + blob[1:]
+        db.execute("UPDATE items SET value=? WHERE kind=? AND key=?", [damaged, kind, key])
+
+
+def test_a_value_damaged_on_disk_is_recomputed_with_a_warning(tmp_path: Path, caplog) -> None:
+    keys = ["a", "b", "c"]
+    with Cache(tmp_path, "m") as cache:
+        CachedRequests(cache, progress=False)("text", keys, Model(keys), 2, desc="d", unit="u")
+    _damage(tmp_path / CACHE_FILE, "text", "b")
+    with Cache(tmp_path, "m") as cache:
+        assert sorted(cache.get("text", keys)) == ["a", "c"] and cache.damaged == 1  # never the damaged bytes
+        assert "do not match their checksum" in caplog.text and str(cache.path) in caplog.text
+        model = Model(keys)
+        rows = CachedRequests(cache, progress=False)("text", keys, model, 2, desc="d", unit="u")
+        assert model.batches == [["b"]] and np.array_equal(rows["b"], _row("b"))
+    with Cache(tmp_path, "m") as cache:  # replaced by the recomputed value
+        assert np.array_equal(cache.get("text", ["b"])["b"], _row("b")) and cache.damaged == 0
+
+
+def test_a_cache_written_before_digests_opens_gains_them_and_merges(tmp_path: Path) -> None:
+    old = tmp_path / "old"
+    old.mkdir()
+    with sqlite3.connect(old / CACHE_FILE) as db:  # the schema of spotdiff before value digests
+        db.execute(
+            "CREATE TABLE items (model TEXT NOT NULL, kind TEXT NOT NULL, key TEXT NOT NULL, value BLOB NOT NULL,"
+            " PRIMARY KEY (model, kind, key)) WITHOUT ROWID"
+        )
+        db.execute("INSERT INTO items VALUES ('m', 'text', 'a', ?)", [_row("a").tobytes()])
+    with Cache(tmp_path / "new", "m") as new:
+        assert new.merge_from(old / CACHE_FILE) == 1  # an old shard folds in, its rows unchecked
+        assert np.array_equal(new.get("text", ["a"])["a"], _row("a"))
+    with Cache(old, "m") as cache:
+        assert np.array_equal(cache.get("text", ["a"])["a"], _row("a"))  # old rows are read (no digest to check)
+        cache.put("text", [("b", _row("b"))])
+    _damage(old / CACHE_FILE, "text", "b")
+    with Cache(old, "m") as cache:
+        assert sorted(cache.get("text", ["a", "b"])) == ["a"]  # new rows are checked
 
 
 def test_batch_positions_by_item_and_by_group() -> None:

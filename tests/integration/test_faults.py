@@ -359,9 +359,7 @@ def test_mismatched_image_and_text_counts(tmp_path: Path) -> None:
 
 # ------------------------------------------------------------------------------ bad model path
 @pytest.mark.parametrize("family", ["hf-clip", "sentence-transformers", "blip-itm"])
-def test_model_path_that_does_not_exist(
-    family: str, data: Path, tmp_path: Path, capsys: pytest.CaptureFixture
-) -> None:
+def test_model_path_that_does_not_exist(family: str, data: Path, tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
     missing = tmp_path / "no" / "model"
     argv = ["eval", "--model", f"{family}:{missing}", "--benchmark", "sugarcrepe", "--data", data,
             "--store", tmp_path / "runs.sqlite", "--cache", tmp_path / "cache", "--quiet"]  # fmt: skip
@@ -430,7 +428,8 @@ def test_full_disk_on_cache_is_one_error_and_the_run_failed_with_that_reason(
             db.execute(f"PRAGMA max_page_count={db.execute('PRAGMA page_count').fetchone()[0]}")
             with pytest.raises(sqlite3.OperationalError, match="full"):
                 for n in range(100_000):
-                    db.execute("INSERT OR REPLACE INTO items VALUES ('!filler', 'x', ?, x'00')", [f"{n:06d}"])
+                    filler = "INSERT OR REPLACE INTO items (model, kind, key, value) VALUES ('!filler', 'x', ?, x'00')"
+                    db.execute(filler, [f"{n:06d}"])
         return db
 
     monkeypatch.setattr(cache_module, "_connect", full)
@@ -444,6 +443,23 @@ def _garbage(path: Path) -> bytes:
     content = np.random.default_rng(0).bytes(8192)
     path.write_bytes(content)
     return content
+
+
+def test_an_embedding_damaged_on_disk_is_recomputed_and_the_result_unchanged(
+    clip: Path, data: Path, tmp_path: Path, capsys: pytest.CaptureFixture, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Issue 22: flipping bits of one cached embedding (a file SQLite's checks find sound) changed an
+    accuracy with exit code 0; with each value's checksum the damaged one is recomputed, with a warning."""
+    status, _ = cli(capsys, *eval_args(clip, data, tmp_path, "--out", tmp_path / "first"))
+    assert status == 0
+    with sqlite3.connect(tmp_path / "cache" / CACHE_FILE) as db:
+        key, blob = db.execute("SELECT key, value FROM items WHERE kind='image' ORDER BY key LIMIT 1").fetchone()
+        flipped = np.frombuffer(blob, np.float32) * -1
+        db.execute("UPDATE items SET value=? WHERE kind='image' AND key=?", [flipped.tobytes(), key])
+    status, _ = cli(capsys, *eval_args(clip, data, tmp_path, "--out", tmp_path / "second"))
+    assert status == 0 and "do not match their checksum" in caplog.text
+    first, second = (json.loads((tmp_path / d / "metrics.json").read_text()) for d in ("first", "second"))
+    assert second["metrics"] == first["metrics"] and second["tie_rate"] == first["tie_rate"]
 
 
 def test_damaged_cache_or_store_is_one_error_naming_it_before_any_work(

@@ -1,7 +1,9 @@
 """A persistent cache of model outputs, keyed by model identity and item content.
 
 One SQLite file per cache directory (WAL mode, so several runs may share it). A row holds one
-embedding (float32 bytes) or one pair score, under ``(model digest, kind, item key)``. Rows are
+embedding (float32 bytes) or one pair score, under ``(model digest, kind, item key)``, with the CRC-32
+of its bytes: a value damaged on disk (which SQLite's own checks cannot see) is recomputed, with a
+warning, instead of changing a result. Rows are
 committed batch by batch, so an interrupted run keeps everything it computed and a re-run, or
 another benchmark sharing images or texts, recomputes nothing.
 
@@ -17,6 +19,7 @@ from __future__ import annotations
 import contextlib
 import logging
 import sqlite3
+import zlib
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from pathlib import Path
 
@@ -32,9 +35,12 @@ CREATE TABLE IF NOT EXISTS items (
     kind TEXT NOT NULL,
     key TEXT NOT NULL,
     value BLOB NOT NULL,
+    digest INTEGER,
     PRIMARY KEY (model, kind, key)
 ) WITHOUT ROWID;
 """
+#: Columns of a row; ``digest`` (the CRC-32 of ``value``) is NULL in rows written before it existed.
+_COLUMNS = "model, kind, key, value, digest"
 _CHUNK = 500
 #: The main cache file of a cache directory.
 CACHE_FILE = "cache.sqlite"
@@ -68,40 +74,55 @@ class Cache:
         self.path = self.directory / filename
         self.model = model_digest
         self._db = _connect(self.path, journal)
+        if journal is not None:
+            _add_digest_column(self._db)
         self._fallbacks = [_connect(Path(p), None) for p in read_also if Path(p).is_file()]
+        #: Values read whose bytes did not match their digest (treated as missing, so recomputed).
+        self.damaged = 0
 
-    def _select(self, db: sqlite3.Connection, kind: str, keys: Sequence[str], found: dict[str, np.ndarray]) -> None:
+    def _select(self, db: sqlite3.Connection, kind: str, keys: Sequence[str], found: dict[str, np.ndarray]) -> int:
+        """Add the values of ``keys`` held in ``db`` to ``found``; return how many failed their digest."""
+        damaged = 0
+        digest = "digest" if _has_digest(db) else "NULL"
         for start in range(0, len(keys), _CHUNK):
             chunk = list(keys[start : start + _CHUNK])
             marks = ",".join("?" * len(chunk))
             rows = db.execute(
-                f"SELECT key, value FROM items WHERE model=? AND kind=? AND key IN ({marks})",
+                f"SELECT key, value, {digest} FROM items WHERE model=? AND kind=? AND key IN ({marks})",
                 [self.model, kind, *chunk],
             )
-            for key, blob in rows:
+            for key, blob, crc in rows:
+                if crc is not None and zlib.crc32(blob) != crc:
+                    damaged += 1
+                    continue
                 found[key] = np.frombuffer(blob, dtype=np.float32)
+        return damaged
 
     def get(self, kind: str, keys: Sequence[str]) -> dict[str, np.ndarray]:
         """The cached values among ``keys`` (missing keys are simply absent)."""
         found: dict[str, np.ndarray] = {}
-        self._select(self._db, kind, keys, found)
+        damaged = self._select(self._db, kind, keys, found)
         for db in self._fallbacks:
             missing = [k for k in keys if k not in found]
             if not missing:
                 break
-            self._select(db, kind, missing, found)
+            damaged += self._select(db, kind, missing, found)
+        if damaged:
+            self.damaged += damaged
+            log.warning(
+                "%d cached %s value(s) in %s do not match their checksum (damaged on disk): they are recomputed",
+                damaged, kind, self.path,
+            )  # fmt: skip
         return found
 
     def put(self, kind: str, items: Iterable[tuple[str, np.ndarray]]) -> None:
         """Store values atomically (one transaction per call)."""
-        rows = [
-            (self.model, kind, key, np.ascontiguousarray(value, dtype=np.float32).tobytes())
-            for key, value in items
-        ]
+        blobs = [(key, np.ascontiguousarray(value, dtype=np.float32).tobytes()) for key, value in items]
+        rows = [(self.model, kind, key, blob, zlib.crc32(blob)) for key, blob in blobs]
         if not rows:
             return
         with transaction(self._db, self.path):
-            self._db.executemany("INSERT OR REPLACE INTO items VALUES (?, ?, ?, ?)", rows)
+            self._db.executemany(f"INSERT OR REPLACE INTO items ({_COLUMNS}) VALUES (?, ?, ?, ?, ?)", rows)
 
     def count(self, kind: str | None = None) -> int:
         if kind is None:
@@ -127,7 +148,9 @@ class Cache:
         self._db.execute("ATTACH DATABASE ? AS other", [str(path)])
         try:
             with transaction(self._db, self.path):
-                self._db.execute("INSERT OR IGNORE INTO main.items SELECT model, kind, key, value FROM other.items")
+                digest = "digest" if _has_digest(self._db, "other") else "NULL"
+                select = f"SELECT model, kind, key, value, {digest} FROM other.items"
+                self._db.execute(f"INSERT OR IGNORE INTO main.items ({_COLUMNS}) {select}")
         finally:
             self._db.execute("DETACH DATABASE other")
         return self._db.total_changes - before
@@ -254,6 +277,18 @@ def batch_positions(todo: Sequence[int], size: int, groups: Sequence[str] | None
             units.append([i])
     size = max(1, int(size))
     return [[i for unit in units[start : start + size] for i in unit] for start in range(0, len(units), size)]
+
+
+def _has_digest(db: sqlite3.Connection, schema: str = "main") -> bool:
+    """Whether a cache file's rows carry digests (files written before they existed do not)."""
+    return any(row[1] == "digest" for row in db.execute(f"PRAGMA {schema}.table_info(items)"))
+
+
+def _add_digest_column(db: sqlite3.Connection) -> None:
+    """Give a cache file written before digests existed their column; its old rows keep NULL (unchecked)."""
+    if not _has_digest(db):
+        with contextlib.suppress(sqlite3.OperationalError):  # another process added it meanwhile
+            db.execute("ALTER TABLE items ADD COLUMN digest INTEGER")
 
 
 def _connect(path: Path, journal: str | None) -> sqlite3.Connection:
