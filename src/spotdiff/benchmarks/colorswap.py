@@ -32,6 +32,7 @@ CITATION = """\
 
 @BENCHMARKS.register("colorswap")
 class ColorSwap(Benchmark):
+    option_names = ("split", "images")  # the -o options it reads
     metadata = BenchmarkMetadata(
         title="ColorSwap (Burapacheep et al., 2024)",
         protocols=("group",),

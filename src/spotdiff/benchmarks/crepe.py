@@ -105,7 +105,7 @@ _ANNOTATIONS = UrlSource(
 
 @BENCHMARKS.register("crepe")
 class Crepe(Benchmark):
-    option_names = ("images",)  # the -o options it reads
+    option_names = ("images", "combined", "empty_negatives")  # the -o options it reads
     metadata = BenchmarkMetadata(
         title="CREPE (Ma et al., CVPR 2023)",
         protocols=("i2t-top1",),

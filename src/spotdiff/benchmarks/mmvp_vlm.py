@@ -44,6 +44,7 @@ CITATION = """\
 
 @BENCHMARKS.register("mmvp-vlm")
 class MMVPVLM(Benchmark):
+    option_names = ("prefix",)  # the -o options it reads
     metadata = BenchmarkMetadata(
         title="MMVP-VLM (Tong et al., CVPR 2024)",
         protocols=("group",),

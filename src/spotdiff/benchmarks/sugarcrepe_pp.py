@@ -37,6 +37,7 @@ CITATION = """\
 
 @BENCHMARKS.register("sugarcrepe-pp")
 class SugarCrepePP(Benchmark):
+    option_names = ("images",)  # the -o options it reads
     metadata = BenchmarkMetadata(
         title="SugarCrepe++ (Dumpala et al., NeurIPS 2024)",
         protocols=("visla-i2t", "visla-t2t"),

@@ -112,7 +112,7 @@ _HAKE = Part(
 
 @BENCHMARKS.register("vl-checklist")
 class VLCheckList(Benchmark):
-    option_names = ("pairs", "strict", "images")  # the -o options it reads
+    option_names = ("pairs", "strict", "images", "missing_images", "max_per_corpus")  # the -o options it reads
     metadata = BenchmarkMetadata(
         title="VL-CheckList (Zhao et al., arXiv:2207.00221)",
         protocols=("i2t-top1",),

@@ -67,6 +67,7 @@ def preposition(subset: str, image_path: str, true_caption: str) -> str:
 
 @BENCHMARKS.register("whatsup")
 class WhatsUp(Benchmark):
+    option_names = ("images",)  # the -o options it reads
     metadata = BenchmarkMetadata(
         title="What'sUp (Kamath et al., EMNLP 2023)",
         protocols=("i2t-top1",),
