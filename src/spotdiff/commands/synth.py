@@ -79,6 +79,28 @@ def _pipeline_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument("--scenes", help="comma-separated background scenes (default: all)")
     parser.add_argument("--workers", type=int, default=default_workers(), help="worker processes")
+    _generative_arguments(parser.add_argument_group("generative backend (--backend generative)"))
+
+
+#: the options that only the generative backend reads (recorded in synth.json only with it)
+GENERATIVE_OPTIONS = ("t2i", "inpaint", "detector", "segmenter", "steps", "object_size", "instance_cache", "device")
+
+
+def _generative_arguments(group: argparse._ArgumentGroup) -> None:
+    """Each stage's model, a hub name or a local folder (SPEC Sec. 3.2; defaults: docs/synthesis.md)."""
+    d = SynthConfig()
+    group.add_argument("--t2i", metavar="MODEL", default=d.t2i, help=f"text-to-image model (default {d.t2i})")
+    group.add_argument("--inpaint", metavar="MODEL", default=d.inpaint, help=f"inpainting model (default {d.inpaint})")
+    group.add_argument(
+        "--detector", metavar="MODEL", default=d.detector, help=f"Grounding DINO model (default {d.detector})"
+    )
+    group.add_argument("--segmenter", metavar="MODEL", default=d.segmenter, help=f"SAM model (default {d.segmenter})")
+    group.add_argument("--steps", type=int, default=d.steps, help="diffusion steps per image")
+    group.add_argument("--object-size", type=int, default=d.object_size, help="side of a generated object photo")
+    group.add_argument(
+        "--instance-cache", metavar="DIR", help="cache generated object photos here; a second set reuses them"
+    )
+    group.add_argument("--device", default=d.device, help="auto (CUDA in fp16 when available), cpu or cuda[:N]")
 
 
 def _names(value: str | None) -> tuple[str, ...] | None:
@@ -91,7 +113,13 @@ def _path(value: str | None) -> Path | None:
 
 
 #: how an option's text becomes a configuration field
-_PARSE: dict[str, Callable[[Any], Any]] = {"objects": _path, "relations": _path, "scenes": _names, "subsets": _names}
+_PARSE: dict[str, Callable[[Any], Any]] = {
+    "objects": _path,
+    "relations": _path,
+    "scenes": _names,
+    "subsets": _names,
+    "instance_cache": _path,
+}
 
 
 def engine_config(cls: type[SynthEngine], args: argparse.Namespace) -> SynthConfig:
@@ -161,6 +189,7 @@ def run(args: argparse.Namespace) -> int:
         k: (str(v) if isinstance(v, Path) else v)
         for k, v in sorted(vars(args).items())
         if k not in ("func", "out", "overwrite", "command", "engine", "synth_engine", "verbose", "workers")
+        and not (k in GENERATIVE_OPTIONS and args.backend != "generative")
         and not k.startswith("_")  # the parser's own bookkeeping (a set, in no fixed order)
     }
     record = {
