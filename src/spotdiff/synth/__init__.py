@@ -98,6 +98,8 @@ class SynthEngine(ABC):
     benchmark: ClassVar[str | None] = None
     #: the engine's options, with their defaults
     config_class: ClassVar[type[SynthConfig]] = SynthConfig
+    #: True: the engine always draws with diffusion models (no canvas backend to choose)
+    generative: ClassVar[bool] = False
 
     def __init__(self, config: SynthConfig) -> None:
         self.config = config
