@@ -41,7 +41,7 @@ def _byte_symbols() -> list[str]:
     return symbols
 
 
-def make_tiny_clip_tokenizer(out_dir: str | Path, *, max_length: int = 16):
+def make_tiny_clip_tokenizer(out_dir: str | Path, *, max_length: int = 32):
     """A ``CLIPTokenizer`` from a hand-written ``vocab.json`` and ``merges.txt``.
 
     The vocabulary holds CLIP's 256 byte symbols (each also with the ``</w>`` word end), the
