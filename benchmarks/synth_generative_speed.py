@@ -34,7 +34,7 @@ def _tiny_models(root: Path) -> dict[str, str]:
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--instances", type=int, default=8, help="object instances to generate and isolate")
-    p.add_argument("--sets", type=int, default=1, help="SPEC candidate sets per subset (absolute_spatial, count)")
+    p.add_argument("--sets", type=int, default=3, help="SPEC candidate sets per subset (absolute_spatial, count)")
     p.add_argument("--image-size", type=int, default=64)
     p.add_argument("--object-size", type=int, default=32)
     p.add_argument("--steps", type=int, default=2)
@@ -59,7 +59,9 @@ def main(argv: list[str] | None = None) -> int:
         per_instance = (time.perf_counter() - start) / max(len(instances), 1)
         counts = {"absolute_spatial": args.sets, "count": args.sets}
         start = time.perf_counter()
-        summary = write_spec(Path(tmp) / "spec", size=args.image_size, pipeline=pipeline, cls=False, counts=counts)
+        summary = write_spec(
+            Path(tmp) / "spec", size=args.image_size, pipeline=pipeline, cls=False, subsets=list(counts), counts=counts
+        )
         elapsed = time.perf_counter() - start
     sets = sum(summary["cases"].values())
     weights = "real" if any(given.values()) else "tiny random"
