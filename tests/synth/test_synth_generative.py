@@ -1,10 +1,11 @@
 """The optional generative backend (SPEC Sec. 3.2.1-3.2.4).
 
-Exercised here: Grounding DINO + SAM isolation with tiny randomly initialised ``transformers``
-models built from configs (saved and reloaded through ``from_pretrained`` like a user's
-checkpoint), the text-to-image source and the inpainting background with stand-ins for the
-diffusers pipelines (diffusers is an optional extra), a whole SPEC case rendered through the
-generative stages, and the clear error naming the extra when diffusers is missing.
+Exercised here, on tiny random models built from configs by :mod:`spotdiff.testing.tiny_diffusion`
+(saved and reloaded through ``from_pretrained`` like a user's checkpoint): the real diffusers
+text-to-image and inpainting pipelines, Grounding DINO + SAM isolation, a SPEC set written by
+``spotdiff synth spec --backend generative`` and scored by ``spotdiff eval``; and, with stand-ins,
+the call signatures, a whole SPEC case checked label by label, and the clear error naming the extra
+when diffusers is missing.
 """
 
 from __future__ import annotations
@@ -79,100 +80,9 @@ def test_text_to_image_source_and_inpaint_background_with_stand_ins():
     assert again.tobytes() == out.tobytes()
 
 
-@pytest.fixture(scope="module")
-def tiny_detector_and_segmenter(tmp_path_factory):
-    import torch
-    from transformers import (
-        BertConfig,
-        GroundingDinoConfig,
-        GroundingDinoForObjectDetection,
-        GroundingDinoImageProcessor,
-        GroundingDinoProcessor,
-        SamConfig,
-        SamImageProcessor,
-        SamMaskDecoderConfig,
-        SamModel,
-        SamProcessor,
-        SamPromptEncoderConfig,
-        SamVisionConfig,
-        SwinConfig,
-    )
-
-    from spotdiff.testing import tiny_models
-
-    root = tmp_path_factory.mktemp("gen")
-    tok = tiny_models.make_tiny_tokenizer(root / "tok")
-    torch.manual_seed(0)
-    swin = SwinConfig(
-        image_size=64,
-        patch_size=4,
-        embed_dim=8,
-        depths=[1, 1, 1, 1],
-        num_heads=[1, 1, 1, 1],
-        window_size=4,
-        out_features=["stage2", "stage3", "stage4"],
-    )
-    bert = BertConfig(
-        vocab_size=len(tok),
-        hidden_size=16,
-        num_hidden_layers=1,
-        num_attention_heads=2,
-        intermediate_size=16,
-        max_position_embeddings=64,
-    )
-    gd_config = GroundingDinoConfig(
-        backbone_config=swin,
-        text_config=bert,
-        d_model=32,
-        encoder_layers=1,
-        decoder_layers=2,
-        encoder_ffn_dim=32,
-        decoder_ffn_dim=32,
-        encoder_attention_heads=2,
-        decoder_attention_heads=2,
-        num_queries=8,
-        num_feature_levels=3,
-        encoder_n_points=2,
-        decoder_n_points=2,
-        max_text_len=32,
-        use_timm_backbone=False,
-    )
-    gd_dir = root / "gdino"
-    GroundingDinoForObjectDetection(gd_config).eval().save_pretrained(gd_dir)
-    GroundingDinoProcessor(
-        image_processor=GroundingDinoImageProcessor(size={"shortest_edge": 64, "longest_edge": 64}), tokenizer=tok
-    ).save_pretrained(gd_dir)
-    sam_config = SamConfig(
-        vision_config=SamVisionConfig(
-            hidden_size=16,
-            num_hidden_layers=1,
-            num_attention_heads=2,
-            mlp_dim=16,
-            image_size=64,
-            patch_size=8,
-            output_channels=16,
-            global_attn_indexes=[0],
-            window_size=0,
-            num_pos_feats=8,
-        ),
-        prompt_encoder_config=SamPromptEncoderConfig(
-            hidden_size=16, image_size=64, patch_size=8, mask_input_channels=4
-        ),
-        mask_decoder_config=SamMaskDecoderConfig(
-            hidden_size=16, num_hidden_layers=1, num_attention_heads=2, mlp_dim=16, iou_head_hidden_dim=16
-        ),
-    )
-    sam_dir = root / "sam"
-    SamModel(sam_config).eval().save_pretrained(sam_dir)
-    SamProcessor(
-        image_processor=SamImageProcessor(size={"longest_edge": 64}, pad_size={"height": 64, "width": 64})
-    ).save_pretrained(sam_dir)
-    return str(gd_dir), str(sam_dir)
-
-
-def test_grounding_dino_and_sam_isolate_and_feed_the_canvas(tiny_detector_and_segmenter):
-    gd_dir, sam_dir = tiny_detector_and_segmenter
-    isolator = GroundingSamIsolator(gd_dir, sam_dir)  # loaded with from_pretrained, like real weights
+def test_grounding_dino_and_sam_isolate_and_feed_the_canvas(tiny_generative):
+    # loaded with from_pretrained, like real weights
+    isolator = GroundingSamIsolator(tiny_generative.detector, tiny_generative.segmenter)
     photo = FakeDiffusion()(prompt="x", height=80, width=96).images[0]
     inst = ObjectInstance("cup", None, "plain", 2, source="text-to-image")
     box, score = isolator.detect(photo, "cup")
@@ -191,3 +101,32 @@ def test_grounding_dino_and_sam_isolate_and_feed_the_canvas(tiny_detector_and_se
     case = SpecBuilder(p, 0).build("absolute_spatial", 0)
     for label, r in zip(case.labels, case.renders, strict=True):
         assert measured_label("absolute_spatial", r, 64) == label
+
+
+def test_real_text_to_image_with_the_paper_prompt_and_the_instance_cache(tiny_generative, tmp_path):
+    source = TextToImageSource(model=tiny_generative.t2i, size=32, steps=2, cache_dir=tmp_path / "cache")
+    inst = ObjectInstance("cat", None, "plain", 4, source="text-to-image")
+    image = source.generate(inst)
+    assert image.size == (32, 32) and np.asarray(image).std() > 0
+    assert type(source.pipeline).__name__ == "StableDiffusionPipeline"
+    tokenizer, prompt = source.pipeline.tokenizer, "a photo of a single and fully visible cat"
+    ids = tokenizer(prompt).input_ids  # the hand-written merges join letters: fewer tokens than letters
+    assert tokenizer.decode(ids, skip_special_tokens=True) == prompt and len(ids) < len(prompt.replace(" ", ""))
+    assert len(list((tmp_path / "cache").glob("*.png"))) == 1 and source.cache_hits == 0
+
+    again = TextToImageSource(model=tiny_generative.t2i, size=32, steps=2, cache_dir=tmp_path / "cache")
+    assert again.generate(inst).tobytes() == image.tobytes()
+    assert again.cache_hits == 1 and again._pipeline is None  # served from disk, no model loaded
+    other = ObjectInstance("cat", None, "plain", 6, source="text-to-image")
+    assert again.generate(other).tobytes() != image.tobytes()
+
+
+def test_real_inpainting_expands_the_initial_background(tiny_generative):
+    bg = InpaintBackground(t2i_model=tiny_generative.t2i, inpaint_model=tiny_generative.inpaint, steps=2)
+    out, scene = bg.fill(64, np.random.default_rng(3))
+    assert type(bg.inpaint).__name__ == "StableDiffusionInpaintPipeline"
+    arr = np.asarray(out)
+    assert out.size == (64, 64) and scene in bg.scenes
+    assert arr[:16].std() > 0 and not np.array_equal(arr[:16, :16], np.full((16, 16, 3), 127))
+    again, _ = bg.fill(64, np.random.default_rng(3))
+    assert again.tobytes() == out.tobytes()  # the same case seed gives the same shared background

@@ -97,6 +97,21 @@ def _eqben_video_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--gebc-step", type=int, choices=(1, 2), default=2, help="boundary pairs: 2 sparse, 1 all")
 
 
+def _eqsd_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--cross-replace",
+        type=float,
+        default=0.8,
+        help="fraction of the steps whose cross-attention maps come from the source caption (prompt-to-prompt)",
+    )
+    parser.add_argument(
+        "--check",
+        metavar="MODEL",
+        help="the scorer (an eval --model spec) each image must match its own caption better under; "
+        "failing pairs go to set_aside.json (default: no check)",
+    )
+
+
 #: the options of an engine beyond those every engine takes
 _ENGINE_ARGUMENTS: dict[str, Callable[[argparse.ArgumentParser], None]] = {
     "spec": _spec_arguments,
@@ -104,21 +119,45 @@ _ENGINE_ARGUMENTS: dict[str, Callable[[argparse.ArgumentParser], None]] = {
     "visla": _visla_arguments,
     "visla-vsr": _vsr_arguments,
     "eqben-video": _eqben_video_arguments,
+    "eqsd": _eqsd_arguments,
 }
 
 
-def _pipeline_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--objects", metavar="DIR", help="a folder of your own RGBA cut-outs (DIR/<class>/*.png)")
-    parser.add_argument(
-        "--backend",
-        choices=BACKENDS,
-        default="procedural",
-        help="procedural (default, offline, CPU) or generative (needs the 'generate' extra)",
-    )
-    parser.add_argument("--scenes", help="comma-separated background scenes (default: all)")
+def _pipeline_arguments(parser: argparse.ArgumentParser, cls: type[SynthEngine]) -> None:
+    if not cls.generative:
+        parser.add_argument("--objects", metavar="DIR", help="a folder of your own RGBA cut-outs (DIR/<class>/*.png)")
+        parser.add_argument(
+            "--backend",
+            choices=BACKENDS,
+            default="procedural",
+            help="procedural (default, offline, CPU) or generative (needs the 'generate' extra)",
+        )
+        parser.add_argument("--scenes", help="comma-separated background scenes (default: all)")
     parser.add_argument(
         "--workers", type=positive_int, default=default_workers(), help="worker processes (at most the cores usable)"
     )
+    title = "diffusion models" if cls.generative else "generative backend (--backend generative)"
+    _generative_arguments(parser.add_argument_group(title), cls.config_class())
+
+
+#: the options that only the generative backend reads (recorded in synth.json only with it)
+GENERATIVE_OPTIONS = ("t2i", "inpaint", "detector", "segmenter", "steps", "object_size", "instance_cache", "device")
+
+
+def _generative_arguments(group: argparse._ArgumentGroup, d: SynthConfig) -> None:
+    """Each stage's model, a hub name or a local folder (SPEC Sec. 3.2; defaults: docs/synthesis.md)."""
+    group.add_argument("--t2i", metavar="MODEL", default=d.t2i, help=f"text-to-image model (default {d.t2i})")
+    group.add_argument("--inpaint", metavar="MODEL", default=d.inpaint, help=f"inpainting model (default {d.inpaint})")
+    group.add_argument(
+        "--detector", metavar="MODEL", default=d.detector, help=f"Grounding DINO model (default {d.detector})"
+    )
+    group.add_argument("--segmenter", metavar="MODEL", default=d.segmenter, help=f"SAM model (default {d.segmenter})")
+    group.add_argument("--steps", type=int, default=d.steps, help="diffusion steps per image")
+    group.add_argument("--object-size", type=int, default=d.object_size, help="side of a generated object photo")
+    group.add_argument(
+        "--instance-cache", metavar="DIR", help="cache generated object photos here; a second set reuses them"
+    )
+    group.add_argument("--device", default=d.device, help="auto (CUDA in fp16 when available), cpu or cuda[:N]")
 
 
 def _names(value: str | None) -> tuple[str, ...] | None:
@@ -142,6 +181,7 @@ _PARSE: dict[str, Callable[[Any], Any]] = {
     "from_review": _path,
     "scenes": _names,
     "subsets": _names,
+    "instance_cache": _path,
 }
 
 
@@ -175,7 +215,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         e.add_argument("--image-size", type=int, default=defaults.image_size, help="square image side in pixels")
         e.add_argument("--overwrite", action="store_true", help="replace an earlier synth output in --out")
         _ENGINE_ARGUMENTS.get(name, lambda parser: None)(e)
-        _pipeline_arguments(e)
+        _pipeline_arguments(e, cls)
         e.set_defaults(func=run, synth_engine=name)
     c = engines.add_parser("contact-sheet", help="a PNG of example cases per subset of a synthesized dataset")
     c.add_argument("dir", type=Path, help="a folder written by `spotdiff synth`")
@@ -212,6 +252,7 @@ def run(args: argparse.Namespace) -> int:
         k: (str(v) if isinstance(v, Path) else v)
         for k, v in sorted(vars(args).items())
         if k not in ("func", "out", "overwrite", "command", "engine", "synth_engine", "verbose", "workers")
+        and not (k in GENERATIVE_OPTIONS and not (cls.generative or args.backend == "generative"))
         and not k.startswith("_")  # the parser's own bookkeeping (a set, in no fixed order)
     }
     record = {

@@ -15,6 +15,7 @@ from typing import Any, ClassVar
 
 from spotdiff.processes import cap_workers
 from spotdiff.registry import Registry, name_class
+from spotdiff.synth import generative
 from spotdiff.synth.pipeline import Pipeline, make_pipeline
 
 
@@ -37,11 +38,46 @@ class SynthConfig:
     scenes: tuple[str, ...] | None = None
     #: worker processes (the output does not depend on them)
     workers: int = 1
+    #: generative backend: the text-to-image model (hub name or folder) for objects and backgrounds
+    t2i: str = generative.DEFAULT_T2I
+    #: generative backend: the inpainting model that expands the background (SPEC Fig. 4)
+    inpaint: str = generative.DEFAULT_INPAINT
+    #: generative backend: the Grounding DINO detector
+    detector: str = generative.DEFAULT_DETECTOR
+    #: generative backend: the SAM segmenter
+    segmenter: str = generative.DEFAULT_SEGMENTER
+    #: generative backend: diffusion steps per image
+    steps: int = 30
+    #: generative backend: the side in pixels of a generated object photo
+    object_size: int = 512
+    #: generative backend: a folder caching generated object photos across runs; None: no cache
+    instance_cache: Path | None = None
+    #: generative backend: ``auto`` (CUDA when available, in fp16), ``cpu`` or ``cuda[:N]``
+    device: str = "auto"
+
+    def generative_options(self) -> dict[str, Any]:
+        """The keyword arguments of :func:`spotdiff.synth.generative.make_generative_stages`."""
+        return {
+            "t2i_model": self.t2i,
+            "inpaint_model": self.inpaint,
+            "detector": self.detector,
+            "segmenter": self.segmenter,
+            "steps": self.steps,
+            "object_size": self.object_size,
+            "cache_dir": self.instance_cache,
+            "device": self.device,
+        }
 
     def pipeline(self) -> Pipeline:
         """The canvas pipeline these options describe."""
         scenes = list(self.scenes) if self.scenes else None
-        return make_pipeline(self.image_size, backend=self.backend, objects=self.objects, scenes=scenes)
+        return make_pipeline(
+            self.image_size,
+            backend=self.backend,
+            objects=self.objects,
+            scenes=scenes,
+            generative_options=self.generative_options() if self.backend == "generative" else None,
+        )
 
     def common(self) -> dict[str, Any]:
         """The keyword arguments every ``write_<engine>`` function takes."""
@@ -63,6 +99,8 @@ class SynthEngine(ABC):
     benchmark: ClassVar[str | None] = None
     #: the engine's options, with their defaults
     config_class: ClassVar[type[SynthConfig]] = SynthConfig
+    #: True: the engine always draws with diffusion models (no canvas backend to choose)
+    generative: ClassVar[bool] = False
 
     def __init__(self, config: SynthConfig) -> None:
         self.config = replace(config, workers=cap_workers(config.workers))

@@ -6,8 +6,10 @@ Text-to-image sources, Grounding DINO + SAM isolation and inpainted backgrounds;
 
 from __future__ import annotations
 
+import hashlib
 import importlib
 from collections.abc import Sequence
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -120,6 +122,33 @@ def require(module: str, what: str) -> Any:
         ) from exc
 
 
+def resolve_device(device: str) -> str:
+    """``auto``: ``cuda`` when torch sees a GPU, else ``cpu``; any other name as given."""
+    if device != "auto":
+        return device
+    torch = require("torch", "the generative backend")
+    return "cuda" if torch.cuda.is_available() else "cpu"
+
+
+def load_diffusion(task: str, model: str, device: str) -> Any:
+    """A diffusers pipeline for ``task`` (``text2image`` or ``inpainting``) from a hub name or folder.
+
+    On CUDA the weights load in fp16 (the papers' setting); on the CPU in fp32.
+
+    Args:
+        task: ``text2image`` or ``inpainting`` (diffusers' AutoPipeline picks the class).
+        model: a hub model id or a local folder written by ``save_pretrained``.
+        device: the device the pipeline runs on.
+    """
+    diffusers = require("diffusers", f"{task} with diffusion")
+    torch = require("torch", "the generative backend")
+    auto = {"text2image": diffusers.AutoPipelineForText2Image, "inpainting": diffusers.AutoPipelineForInpainting}
+    dtype = torch.float16 if device.startswith("cuda") else torch.float32
+    pipeline = auto[task].from_pretrained(model, dtype=dtype).to(device)
+    pipeline.set_progress_bar_config(disable=True)
+    return pipeline
+
+
 def _torch_generator(seed: int):
     torch = require("torch", "the generative backend")
     return torch.Generator(device="cpu").manual_seed(int(seed))
@@ -135,6 +164,8 @@ class TextToImageSource(ObjectSource):
         size: the generated image side in pixels.
         steps: the number of inference steps.
         device: the device the pipeline runs on.
+        cache_dir: a folder of generated images (one PNG per model, prompt, seed, size and steps), so
+            a second set reuses the instances of the first; None: no disk cache.
     """
 
     name = "text-to-image"
@@ -148,6 +179,7 @@ class TextToImageSource(ObjectSource):
         size: int = 512,
         steps: int = 30,
         device: str = "cpu",
+        cache_dir: str | Path | None = None,
     ) -> None:
         self._pipeline = pipeline
         self.model = model
@@ -155,12 +187,13 @@ class TextToImageSource(ObjectSource):
         self.size = int(size)
         self.steps = int(steps)
         self.device = device
+        self.cache_dir = Path(cache_dir) if cache_dir else None
+        self.cache_hits = 0
 
     @property
     def pipeline(self) -> Any:
         if self._pipeline is None:
-            diffusers = require("diffusers", "text-to-image object generation")
-            self._pipeline = diffusers.AutoPipelineForText2Image.from_pretrained(self.model).to(self.device)
+            self._pipeline = load_diffusion("text2image", self.model, self.device)
         return self._pipeline
 
     def categories(self) -> list[str]:
@@ -172,15 +205,34 @@ class TextToImageSource(ObjectSource):
             category = options[int(rng.integers(len(options)))]
         return ObjectInstance(category, None, "plain", instance_seed(rng, split), source="text-to-image")
 
+    def _cache_path(self, prompt: str, seed: int) -> Path | None:
+        if self.cache_dir is None:
+            return None
+        key = f"{self.model}|{prompt}|{seed}|{self.size}|{self.steps}"
+        return self.cache_dir / f"{hashlib.sha256(key.encode()).hexdigest()[:24]}.png"
+
     def generate(self, instance: ObjectInstance) -> Image.Image:
+        """The photo of one instance: the paper's prompt for its class, seeded by the instance."""
+        prompt = OBJECT_PROMPT.format(instance.category)
+        cached = self._cache_path(prompt, instance.seed)
+        if cached is not None and cached.is_file():
+            self.cache_hits += 1
+            with Image.open(cached) as im:
+                return im.convert("RGB")
         out = self.pipeline(
-            prompt=OBJECT_PROMPT.format(instance.category),
+            prompt=prompt,
             height=self.size,
             width=self.size,
             num_inference_steps=self.steps,
             generator=_torch_generator(instance.seed),
         )
-        return out.images[0].convert("RGB")
+        image = out.images[0].convert("RGB")
+        if cached is not None:
+            cached.parent.mkdir(parents=True, exist_ok=True)
+            partial = cached.with_suffix(".part.png")
+            image.save(partial)
+            partial.replace(cached)
+        return image
 
 
 class GroundingSamIsolator:
@@ -331,15 +383,13 @@ class InpaintBackground:
     @property
     def text_to_image(self) -> Any:
         if self._t2i is None:
-            diffusers = require("diffusers", "background generation")
-            self._t2i = diffusers.AutoPipelineForText2Image.from_pretrained(self.t2i_model).to(self.device)
+            self._t2i = load_diffusion("text2image", self.t2i_model, self.device)
         return self._t2i
 
     @property
     def inpaint(self) -> Any:
         if self._inpaint is None:
-            diffusers = require("diffusers", "background inpainting")
-            self._inpaint = diffusers.AutoPipelineForInpainting.from_pretrained(self.inpaint_model).to(self.device)
+            self._inpaint = load_diffusion("inpainting", self.inpaint_model, self.device)
         return self._inpaint
 
     def fill(self, size: int, rng: np.random.Generator, scene: str | None = None) -> tuple[Image.Image, str]:
@@ -398,9 +448,10 @@ def make_generative_stages(
     detector: Any = DEFAULT_DETECTOR,
     segmenter: Any = DEFAULT_SEGMENTER,
     classes: Sequence[str] = COCO_CLASSES,
-    device: str = "cpu",
+    device: str = "auto",
     object_size: int = 512,
     steps: int = 30,
+    cache_dir: str | Path | None = None,
 ) -> tuple[TextToImageSource, GroundingSamIsolator, InpaintBackground]:
     """The three model-backed stages. Fails early, naming the extra, when diffusers is missing.
 
@@ -411,12 +462,16 @@ def make_generative_stages(
         detector: the Grounding DINO model id or path, or a ``(model, processor)`` pair.
         segmenter: the SAM model id or path, or a ``(model, processor)`` pair.
         classes: the class names objects are drawn from.
-        device: the device the models run on.
+        device: the device the models run on; ``auto``: CUDA when available.
         object_size: the side in pixels of a generated object image.
         steps: the number of inference steps.
+        cache_dir: the on-disk cache of generated object images (see :class:`TextToImageSource`).
     """
     require("diffusers", "the generative backend (--backend generative)")
-    source = TextToImageSource(model=t2i_model, classes=classes, size=object_size, steps=steps, device=device)
+    device = resolve_device(device)
+    source = TextToImageSource(
+        model=t2i_model, classes=classes, size=object_size, steps=steps, device=device, cache_dir=cache_dir
+    )
     isolator = GroundingSamIsolator(detector, segmenter, device=device)
     background = InpaintBackground(t2i_model=t2i_model, inpaint_model=inpaint_model, steps=steps, device=device)
     return source, isolator, background
@@ -427,6 +482,8 @@ __all__ = [
     "GroundingSamIsolator",
     "InpaintBackground",
     "TextToImageSource",
+    "load_diffusion",
     "make_generative_stages",
     "require",
+    "resolve_device",
 ]
