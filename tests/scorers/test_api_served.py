@@ -26,7 +26,7 @@ from spotdiff.diagnose.runner import EvalConfig, run_eval
 from spotdiff.errors import ConfigError, EndpointError
 from spotdiff.scorers import ScorerOptions, load_scorer
 from spotdiff.scorers.api import encode_image, parse_api_spec, yes_probability
-from spotdiff.testing.formats import write_eqben, write_winoground
+from spotdiff.testing.formats import write_eqben, write_spec, write_winoground
 from spotdiff.testing.openai_server import ChatCompletionsServer
 from spotdiff.testing.tiny_models import tiny_images
 from spotdiff.testing.tiny_vlms import make_tiny_vlm
@@ -57,7 +57,11 @@ def server(vqa):
 @pytest.fixture(scope="module")
 def data(tmp_path_factory):
     root = tmp_path_factory.mktemp("data")
-    return {"winoground": write_winoground(root / "wino", n=2, seed=0), "eqben": write_eqben(root / "eqben", n=2)}
+    return {
+        "winoground": write_winoground(root / "wino", n=2, seed=0),
+        "eqben": write_eqben(root / "eqben", n=2),
+        "spec": write_spec(root / "spec", n=1, subsets=("absolute_size",)),  # one 3 x 3 candidate set
+    }
 
 
 def api(server, extra="") -> object:
@@ -77,7 +81,7 @@ def test_spec_and_image_encoding():
     for bad in ("m", "@http://h", "m@h:8000"):
         with pytest.raises(ConfigError, match="MODEL@BASE_URL"):
             parse_api_spec(bad)
-    for option in ("timeout=soon", "concurrency=0", "spellings=some", "score=clip"):
+    for option in ("timeout=soon", "concurrency=0", "spellings=some", "score=clip", "price=2.5", "price=-1/2"):
         with pytest.raises(ConfigError, match=option.split("=")[0]):
             load_scorer(f"api:m@http://127.0.0.1:9/v1?{option}", ScorerOptions())
     (image,) = tiny_images(1)
@@ -95,7 +99,7 @@ def test_yes_probability_combines_spellings_and_bounds():
     assert yes_probability(top[:1], "Yes", "all") == (pytest.approx(0.5), True)
 
 
-@pytest.mark.parametrize("benchmark", ["winoground", "eqben"])
+@pytest.mark.parametrize("benchmark", ["winoground", "eqben", "spec"])
 def test_vqascore_equals_in_process(benchmark, vqa, server, data, tmp_path):
     scorer = api(server, "&spellings=exact")
     got = evaluate(scorer, benchmark, data[benchmark], tmp_path, name="api")
@@ -106,7 +110,7 @@ def test_vqascore_equals_in_process(benchmark, vqa, server, data, tmp_path):
     for a, b in zip(lines, wants, strict=True):
         np.testing.assert_allclose(np.log(a["scores"]), np.log(b["scores"]), atol=1e-4)
         assert "bounded" not in a
-    assert got.engine_stats["computed"] == 4 * len(lines) and "bounded" not in got.engine_stats
+    assert got.engine_stats["computed"] == want.engine_stats["computed"] and "bounded" not in got.engine_stats
 
 
 def test_choice_equals_in_process(vqa, server, data, tmp_path):
@@ -130,7 +134,7 @@ def got_generated(out) -> np.ndarray:
 
 
 def test_bounded_scores_are_flagged_and_counted(server, data, tmp_path):
-    scorer = api(server, "&answer=No&top_logprobs=3")  # "No" is never in this top 3
+    scorer = api(server, "&answer=No&top_logprobs=3&price=2.5/10")  # "No" is never in this top 3
     result = evaluate(scorer, "winoground", data["winoground"], tmp_path)
     lines = [json.loads(x) for x in (tmp_path / "out" / "scores.jsonl").read_text().splitlines()]
     assert all(line["bounded"] == [[0, 0], [0, 1], [1, 0], [1, 1]] for line in lines)
@@ -139,6 +143,8 @@ def test_bounded_scores_are_flagged_and_counted(server, data, tmp_path):
     assert usage["bounded"] == 4 * len(lines) and usage["sent"] == usage["responses"]["computed"] == 4 * len(lines)
     assert usage["prompt_tokens"] > 0 and usage["completion_tokens"] == 4 * len(lines)
     assert usage["endpoint"] == server.base_url and usage["model"] == "tiny-vlm"
+    cost = (usage["prompt_tokens"] * 2.5 + usage["completion_tokens"] * 10) / 1e6  # the given price list
+    assert usage["cost_usd"] == pytest.approx(cost) and usage["price_usd_per_million_tokens"]["completion"] == 10
 
 
 @pytest.mark.parametrize(

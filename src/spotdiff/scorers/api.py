@@ -14,6 +14,7 @@ import base64
 import hashlib
 import io
 import json
+import math
 import os
 from collections import deque
 from collections.abc import Iterator, Sequence
@@ -30,7 +31,9 @@ from spotdiff.scorers.lm import parse_spec_options
 from spotdiff.scorers.vgpt import DESCRIBE_PROMPT
 from spotdiff.scorers.vqa import DEFAULT_ANSWER, DEFAULT_QUESTION, option_flag
 
-__all__ = ["API_KEY_VARS", "ApiScorer", "caption_logprob", "encode_image", "parse_api_spec", "yes_probability"]
+__all__ = [
+    "API_KEY_VARS", "ApiScorer", "caption_logprob", "encode_image", "parse_api_spec", "parse_price", "yes_probability",
+]  # fmt: skip
 
 #: Environment variables read for the endpoint's key, first set wins (vLLM without ``--api-key``
 #: accepts any key; ``EMPTY`` is sent when neither is set).
@@ -142,6 +145,25 @@ class _Limit:
         self._admit()
 
 
+def parse_price(value: object) -> tuple[float, float] | None:
+    """The spec option ``price=IN/OUT``: US dollars per million prompt and completion tokens (a provider's
+    price list), from which the run records its cost; None when not given.
+
+    >>> parse_price("2.5/10")
+    (2.5, 10.0)
+    """
+    if value is None:
+        return None
+    try:
+        per_in, per_out = (float(x) for x in str(value).split("/"))
+    except ValueError:
+        expected = "expected IN/OUT, US dollars per million tokens (e.g. 2.5/10)"
+        raise ConfigError(f"option price={value!r}: {expected}") from None
+    if not (math.isfinite(per_in) and math.isfinite(per_out)) or per_in < 0 or per_out < 0:
+        raise ConfigError(f"option price={value!r}: prices are finite and >= 0")
+    return per_in, per_out
+
+
 @SCORERS.register("api")
 class ApiScorer(PairScorer):
     """A served chat VLM: VQAScore and answer-based choice through an OpenAI-compatible endpoint."""
@@ -149,7 +171,7 @@ class ApiScorer(PairScorer):
     capabilities = frozenset({"image-text", "match-prob", "choice-text", "choice"})
     OPTIONS = (
         "question", "answer", "system", "spellings", "top_logprobs", "generate", "max_side",
-        "concurrency", "timeout", "retries", "multi_image", "score",
+        "concurrency", "timeout", "retries", "multi_image", "score", "price",
     )  # fmt: skip
 
     def __init__(self, rest: str, options: ScorerOptions) -> None:
@@ -176,6 +198,7 @@ class ApiScorer(PairScorer):
             raise ConfigError(f"option score={self.score!r}: expected vqa (VQAScore) or vgpt (VisualGPTScore)")
         if "{}" not in self.question:
             raise ConfigError(f"question template {self.question!r} has no {{}} for the text")
+        self.price = parse_price(opts.get("price"))
         self.requests: Any = None  # the engine's cached door (bind_requests)
         self.responses = {"computed": 0, "cached": 0}
         self.usage = {"sent": 0, "bounded": 0, "no_letter": 0, "unparseable": 0, "prompt_tokens": 0,
@@ -217,7 +240,12 @@ class ApiScorer(PairScorer):
     def run_usage(self) -> dict[str, Any]:
         """What the run cost and what it could not read (recorded with the run): requests sent,
         responses read from the cache, tokens, bounded scores, answers that could not be read."""
-        return {"endpoint": self.base_url, "model": self.model, **self.usage, "responses": dict(self.responses)}
+        usage = {"endpoint": self.base_url, "model": self.model, **self.usage, "responses": dict(self.responses)}
+        if self.price is not None:
+            per_in, per_out = self.price
+            usage["price_usd_per_million_tokens"] = {"prompt": per_in, "completion": per_out}
+            usage["cost_usd"] = (self.usage["prompt_tokens"] * per_in + self.usage["completion_tokens"] * per_out) / 1e6
+        return usage
 
     # -- requests ------------------------------------------------------------------------------
     def _body(self, urls: Sequence[str], question: str, max_tokens: int) -> dict[str, Any]:
