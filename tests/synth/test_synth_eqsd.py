@@ -7,6 +7,7 @@ automatic check with a scorer, and ``spotdiff synth eqsd`` output scored by ``sp
 
 from __future__ import annotations
 
+import csv
 import json
 
 import numpy as np
@@ -84,3 +85,25 @@ def test_synth_eqsd_writes_eqben_pairs_scored_by_eval(tiny_generative, tmp_path)
     for pair in aside:  # set aside only when an image prefers the other caption
         s = pair["check"]["scores"]
         assert not (s[0][0] > s[0][1] and s[1][1] > s[1][0])
+
+
+def test_review_sheet_then_from_review_writes_the_accepted_pairs(tiny_generative, tmp_path):
+    """The paper's final cut was by hand: every pair is in review.csv with its verdict; the person
+    rejects one, edits a caption of another, and ``--from-review`` writes only what they accepted."""
+    out = tmp_path / "eqsd"
+    assert _synth_eqsd(tiny_generative, out, 2) == 0
+    rows = list(csv.DictReader((out / "review.csv").open(encoding="utf-8")))
+    assert [r["decision"] for r in rows] == ["accept", "accept"] and rows[0]["verdict"] == "unchecked"
+    assert "images/eqbensd/" in (out / "review.html").read_text() and "http" not in (out / "review.html").read_text()
+    rows[0]["decision"] = "reject"
+    rows[1]["caption1"] = "a photo of an edited caption."
+    with (out / "review.csv").open("w", encoding="utf-8", newline="") as fh:
+        writer = csv.DictWriter(fh, fieldnames=list(rows[0]), lineterminator="\n")
+        writer.writeheader()
+        writer.writerows(rows)
+    final = tmp_path / "final"
+    assert main(["synth", "eqsd", "--from-review", str(out / "review.csv"), "--out", str(final)]) == 0
+    (pair,) = json.loads((final / "all_select.json").read_text())
+    assert pair["caption1"] == "a photo of an edited caption." and pair["image0"] == rows[1]["image0"][len("images/") :]
+    assert (final / "images" / pair["image0"]).read_bytes() == (out / "images" / pair["image0"]).read_bytes()
+    assert json.loads((final / "synth.json").read_text())["summary"]["rejected"] == 1

@@ -110,6 +110,9 @@ def _eqsd_arguments(parser: argparse.ArgumentParser) -> None:
         help="the scorer (an eval --model spec) each image must match its own caption better under; "
         "failing pairs go to set_aside.json (default: no check)",
     )
+    parser.add_argument(
+        "--from-review", metavar="FILE", help="write the pairs accepted in an edited review sheet (review.csv)"
+    )
 
 
 #: the options of an engine beyond those every engine takes

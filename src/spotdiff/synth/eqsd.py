@@ -16,11 +16,12 @@ from typing import Any
 import numpy as np
 from PIL import Image
 
-from spotdiff.errors import ConfigError
+from spotdiff.errors import ConfigError, DataError
 from spotdiff.synth import ENGINES, SynthConfig, SynthEngine
 from spotdiff.synth.eqben import _CODE, sd_caption_pair
 from spotdiff.synth.generative import load_diffusion, require, resolve_device
 from spotdiff.synth.output import case_rng, save_png, write_json
+from spotdiff.synth.review import ReviewItem, copy_images, read_review, write_review
 
 #: Stable Diffusion v1.4, the model EqBen rendered EQ-SD with (App. B.5)
 DEFAULT_EQSD_T2I = "CompVis/stable-diffusion-v1-4"
@@ -198,12 +199,16 @@ class EqsdConfig(SynthConfig):
     cross_replace: float = 0.8
     #: the scorer (a ``spotdiff eval --model`` spec) of the automatic check; None: no check
     check: str | None = None
+    #: an edited review sheet: write the accepted pairs from it instead of generating
+    from_review: Path | None = None
 
 
 def write_eqsd(out: Path, config: EqsdConfig, pipeline: Any = None, scorer: Any = None) -> dict:
     """Write EQ-SD pairs in the EqBen format (``all_select.json``, ``images/eqbensd/``).
 
-    Pairs failing the check go to ``set_aside.json`` (with their scores), not ``all_select.json``.
+    Pairs failing the check go to ``set_aside.json`` (with their scores), not ``all_select.json``;
+    ``review.csv`` and ``review.html`` list every pair with the check's verdict, for the final cut the
+    paper made by hand (:func:`write_from_review`).
 
     Args:
         out: the output folder.
@@ -218,7 +223,7 @@ def write_eqsd(out: Path, config: EqsdConfig, pipeline: Any = None, scorer: Any 
         from spotdiff.scorers.factory import load_scorer
 
         scorer = load_scorer(config.check)
-    kept, aside = [], []
+    kept, aside, items = [], [], []
     for i in range(config.n):
         pair = sd_caption_pair(case_rng(config.seed, _CODE["eqbensd"], i))
         captions = (pair["caption0"], pair["caption1"])
@@ -238,9 +243,11 @@ def write_eqsd(out: Path, config: EqsdConfig, pipeline: Any = None, scorer: Any 
         verdict = check_pair(scorer, images, captions) if scorer is not None else None
         meta = {**record, "aspect": pair["aspect"], "changed": pair["changed"], "seed": seed, "check": verdict}
         (kept if verdict is None or verdict["passed"] else aside).append((record, meta))
+        items.append(_review_item(i, record, verdict))
     write_json(out / "all_select.json", [r for r, _ in kept])
     write_json(out / "metadata.json", {"pairs": [m for _, m in kept]})
     write_json(out / "set_aside.json", [m for _, m in aside])
+    write_review(out, items, image_fields=IMAGE_FIELDS, text_fields=TEXT_FIELDS, title=REVIEW_TITLE)
     return {
         "engine": "eqsd",
         "seed": config.seed,
@@ -252,6 +259,49 @@ def write_eqsd(out: Path, config: EqsdConfig, pipeline: Any = None, scorer: Any 
     }
 
 
+#: the review sheet's columns
+IMAGE_FIELDS = ("image0", "image1")
+TEXT_FIELDS = ("caption0", "caption1")
+REVIEW_TITLE = "EQ-SD: review the edited pairs (accept the pairs whose images show their own captions)"
+
+
+def _review_item(i: int, record: dict[str, str], verdict: dict | None) -> ReviewItem:
+    said = "unchecked" if verdict is None else ("passed" if verdict["passed"] else "failed") + " the check"
+    return ReviewItem(
+        id=f"{i:05d}",
+        images={f: f"images/{record[f]}" for f in IMAGE_FIELDS},
+        texts={f: record[f] for f in TEXT_FIELDS},
+        verdict=said,
+        accept=verdict is None or verdict["passed"],
+        details="" if verdict is None else f"scores (rows: images, columns: captions): {verdict['scores']}",
+    )
+
+
+def write_from_review(out: Path, review: Path) -> dict:
+    """Write ``all_select.json`` and the images of the accepted pairs of an edited review sheet.
+
+    Args:
+        out: the output folder.
+        review: the edited ``review.csv`` (the images are read from beside it).
+    """
+    review = Path(review)
+    result = read_review(review, image_fields=IMAGE_FIELDS, text_fields=TEXT_FIELDS)
+    records = []
+    for k, item in enumerate(result.accepted, start=1):
+        record = {}
+        for f in IMAGE_FIELDS:
+            rel = Path(item.images[f])
+            if rel.is_absolute() or rel.parts[0] != "images" or len(rel.parts) < 2:
+                where = f"accepted row {k} ({item.id})"
+                raise DataError("expected images/<subset>/<file name>", file=review, record=where, field=f)
+            record[f] = str(Path(*rel.parts[1:]))
+        records.append({**record, **{f: item.texts[f] for f in TEXT_FIELDS}})
+    copy_images([r[f] for r in records for f in IMAGE_FIELDS], review.parent / "images", out)
+    write_json(Path(out) / "all_select.json", records)
+    return {"engine": "eqsd", "mode": "from a review sheet", "review": str(review), "pairs": len(records),
+            "rejected": result.rejected}  # fmt: skip
+
+
 @ENGINES.register("eqsd")
 class EqsdEngine(SynthEngine):
     benchmark = "eqben"
@@ -260,6 +310,8 @@ class EqsdEngine(SynthEngine):
     config_class = EqsdConfig
 
     def write(self, out: Path) -> dict:
+        if self.config.from_review is not None:
+            return write_from_review(out, self.config.from_review)
         return write_eqsd(out, self.config)
 
 
@@ -273,4 +325,5 @@ __all__ = [
     "render_pair",
     "token_mapper",
     "write_eqsd",
+    "write_from_review",
 ]

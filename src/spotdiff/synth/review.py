@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import csv
 import html
+import shutil
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -92,6 +93,23 @@ def write_review(
     html_path = folder / HTML_NAME
     html_path.write_text(_page(items, image_fields, text_fields, title), encoding="utf-8", newline="\n")
     return csv_path, html_path
+
+
+def copy_images(names: Sequence[str], source: Path, out: Path) -> None:
+    """Copy the named images from ``source`` to ``out/images`` (a missing one is an error).
+
+    Args:
+        names: file names relative to ``source`` (subfolders kept).
+        source: the images folder.
+        out: the output folder.
+    """
+    for name in sorted(set(names)):
+        src = Path(source) / name
+        if not src.is_file():
+            raise DataError("image not found", file=src, field="filename")
+        target = Path(out) / "images" / name
+        target.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copyfile(src, target)
 
 
 def _page(items: Sequence[ReviewItem], image_fields: Sequence[str], text_fields: Sequence[str], title: str) -> str:

@@ -12,7 +12,6 @@ from __future__ import annotations
 import csv
 import json
 import re
-import shutil
 from collections import Counter
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -22,7 +21,7 @@ from typing import Any
 from spotdiff.benchmarks.visla import VislaGeneric, VislaSpatial
 from spotdiff.errors import ConfigError, DataError
 from spotdiff.jsonio import write_jsonl
-from spotdiff.synth.review import ReviewItem, header, read_review, write_review
+from spotdiff.synth.review import ReviewItem, copy_images, header, read_review, write_review
 
 TSV_NAME = VislaGeneric.file_name
 HEADER = VislaGeneric.header
@@ -346,22 +345,6 @@ def write_tsv(path: Path, header: Sequence[str], rows: Sequence[Sequence[str]]) 
             raise DataError("a cell holds a tab or line break", file=path, record=f"data row {k} ({cells[0]})")
         lines.append("\t".join(cells))
     Path(path).write_bytes(("\r\n".join(lines) + "\r\n").encode("utf-8"))
-
-
-def copy_images(names: Sequence[str], source: Path, out: Path) -> None:
-    """Copy the named images from ``source`` to ``out/images`` (a missing one is an error).
-
-    Args:
-        names: file names relative to ``source``.
-        source: the images folder.
-        out: the output folder.
-    """
-    for name in sorted(set(names)):
-        src = Path(source) / name
-        if not src.is_file():
-            raise DataError("image not found", file=src, field="filename")
-        (out / "images").mkdir(parents=True, exist_ok=True)
-        shutil.copyfile(src, out / "images" / name)
 
 
 def _review_item(rec: dict[str, Any]) -> ReviewItem:

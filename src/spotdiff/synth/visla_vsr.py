@@ -20,9 +20,9 @@ from spotdiff.benchmarks.visla import VislaSpatial
 from spotdiff.errors import ConfigError, DataError
 from spotdiff.jsonio import iter_jsonl, write_jsonl
 from spotdiff.synth import ENGINES, SynthConfig, SynthEngine
-from spotdiff.synth.review import ReviewItem, write_review
+from spotdiff.synth.review import ReviewItem, copy_images, write_review
 from spotdiff.synth.visla import jaccard
-from spotdiff.synth.visla_generic import SPATIAL_TEXT_FIELDS, copy_images, write_tsv
+from spotdiff.synth.visla_generic import SPATIAL_TEXT_FIELDS, write_tsv
 
 TOP_CANDIDATES = 3
 
