@@ -478,15 +478,17 @@ def _size(path: Path) -> int:
     return sum(p.stat().st_size for p in path.rglob("*") if p.is_file())
 
 
-def fill_disk(args: argparse.Namespace, trial: Path, target: str, clean: Path, rng: random.Random) -> dict:
-    """Run the evaluation with ``target`` (cache, out or store) on a tmpfs too small for it (a random 10-90%
-    of what the clean run wrote there): the run must stop with one line naming the path and "disk full",
-    no traceback, its run marked failed (where the store is writable) and no temporary file left."""
-    names = {"cache": "cache", "out": "out", "store": "store"}
-    clean_size = _size(clean / names[target]) if target != "store" else (clean / "runs.sqlite").stat().st_size
-    size = max(4096, int(clean_size * rng.uniform(0.1, 0.9)) // 4096 * 4096)  # whole pages
-    mount = trial / names[target]
-    _mount_tmpfs(mount, size)
+def fault_size(clean: Path, target: str, rng: random.Random) -> int:
+    """A random 10-90% of what the clean run wrote to ``target`` (cache, out or store), in whole pages."""
+    clean_size = _size(clean / target) if target != "store" else (clean / "runs.sqlite").stat().st_size
+    return max(4096, int(clean_size * rng.uniform(0.1, 0.9)) // 4096 * 4096)
+
+
+def fill_disk(args: argparse.Namespace, trial: Path, target: str, size: int) -> dict:
+    """Run the evaluation with ``target`` (cache, out or store) on the tmpfs of ``size`` bytes mounted at
+    ``trial/target``: the run must stop with one line naming the path and "disk full", no traceback, its
+    run marked failed (where the store is writable) and no temporary file left."""
+    mount = trial / target
     cmd = eval_command(args, trial)
     if target == "store":
         cmd[cmd.index("--store") + 1] = str(mount / "runs.sqlite")
@@ -527,9 +529,12 @@ def disk_full_trials(args: argparse.Namespace, work: Path, rng: random.Random) -
     for i in range(args.n):
         trial = work / f"trial-{i}"
         trial.mkdir(parents=True, exist_ok=True)
-        fault = fill_disk(args, trial, ("cache", "out", "store")[i % 3], clean, rng)
-        try:
-            _resize_tmpfs(Path(fault["mount"]), 64 * 1024 * 1024)
+        target = ("cache", "out", "store")[i % 3]
+        size = fault_size(clean, target, rng)
+        _mount_tmpfs(trial / target, size)
+        try:  # unmounted whatever happens
+            fault = fill_disk(args, trial, target, size)
+            _resize_tmpfs(trial / target, 64 * 1024 * 1024)
             kept = count_items(trial / "cache")
             args_store = trial / "store" / "runs.sqlite" if fault["target"] == "store" else None
             cmd = eval_command(args, trial)
@@ -541,7 +546,7 @@ def disk_full_trials(args: argparse.Namespace, work: Path, rng: random.Random) -
             result["metrics_equal"] = status == 0 and _metrics(trial / "out") == reference
             result["nothing_lost"] = status == 0 and count_items(trial / "cache") == total
         finally:
-            subprocess.run(["umount", fault["mount"]], check=False)
+            subprocess.run(["umount", str(trial / target)], check=False)
         checks = ("clear", "marked_failed", "no_temporaries", "metrics_equal", "nothing_lost")
         result["ok"] = all(result[k] for k in checks)
         trials.append(result)
