@@ -53,6 +53,20 @@ def test_tied_units_are_those_whose_outcome_a_tie_decides() -> None:
     assert group.tied_units(pair, s, group.outcomes(pair, s)) == [False]
 
 
+def test_distinct_scores_skip_the_second_rule_and_agree_with_it() -> None:
+    """With no two scores equal the rules cannot differ: the shortcut gives what recomputing gives."""
+    rng = np.random.default_rng(0)
+    pair = Case("g", ("p", "q"), np.eye(2, dtype=bool), (_IMAGE, _IMAGE), {"subset": "s"})
+    for name in ("group",):
+        for ties in ("strict", "argmax"):
+            protocol = get_protocol(name, ties)
+            other = get_protocol(name, "argmax" if ties == "strict" else "strict")
+            for _ in range(20):
+                s = rng.choice([0.1, 0.2, 0.3, 0.4], size=(2, 2), replace=rng.random() < 0.5)
+                own, alt = protocol.outcomes(pair, s), other.outcomes(pair, s)
+                assert protocol.tied_units(pair, s, own) == [own[0] != alt[0]], s
+
+
 def test_choice_ties_and_unparseable_answers() -> None:
     choice = get_protocol("choice")
     pair = Case("c", ("a", "b"), np.eye(2, dtype=bool), (_IMAGE, _IMAGE), {"subset": "s"})

@@ -74,6 +74,8 @@ class Protocol(ABC):
             scores: its score matrix.
             outcomes: :meth:`outcomes` of the case under this protocol's own tie rule.
         """
+        if _all_distinct(scores):  # the two rules differ only where scores are equal: nothing to recompute
+            return [False] * len(outcomes)
         other = type(self)("argmax" if self.ties == "strict" else "strict")
         return [
             any(not _same(value, alt.get(m)) for m, value in own.items())
@@ -153,9 +155,7 @@ def _same(a: Any, b: Any) -> bool:
     return bool(a == b)
 
 
-def resampled_mean(
-    v: np.ndarray, idx: np.ndarray, cache: dict[bytes, np.ndarray] | None = None
-) -> np.ndarray:
+def resampled_mean(v: np.ndarray, idx: np.ndarray, cache: dict[bytes, np.ndarray] | None = None) -> np.ndarray:
     """Mean of ``v`` over each row of ``idx`` ignoring NaN (NaN where a row has no defined unit).
 
     ``cache`` shares the per-row defined counts between metrics with the same NaN pattern.
@@ -181,6 +181,20 @@ def resampled_mean(
 
 
 # --------------------------------------------------------------------------------- helpers
+def _all_distinct(scores: np.ndarray) -> bool:
+    """Whether a score matrix is numeric, without NaN, and holds no two equal values (so no tie rule
+    can change an outcome).
+
+    >>> _all_distinct(np.array([[0.1, 0.2], [0.3, 0.4]])), _all_distinct(np.array([0.1, 0.1]))
+    (True, False)
+    """
+    try:
+        flat = np.asarray(scores, dtype=float).ravel()
+    except (TypeError, ValueError):
+        return False
+    return not np.isnan(flat).any() and np.unique(flat).size == flat.size
+
+
 def beats(scores: np.ndarray, pos: np.ndarray, neg: np.ndarray, ties: str) -> bool:
     """True when every candidate in ``pos`` wins against every candidate in ``neg``.
 
@@ -246,9 +260,7 @@ def one_row_positive(case: Case, protocol: str, allow_alone: bool = False) -> tu
         )
     pos = np.flatnonzero(truth[0])
     if pos.size != 1:
-        raise DataError(
-            f"case {case.id}: protocol {protocol!r} needs exactly one positive text, got {pos.size}"
-        )
+        raise DataError(f"case {case.id}: protocol {protocol!r} needs exactly one positive text, got {pos.size}")
     neg = np.flatnonzero(~truth[0])
     if neg.size == 0 and not allow_alone:
         raise DataError(f"case {case.id}: protocol {protocol!r} needs at least one negative text")
