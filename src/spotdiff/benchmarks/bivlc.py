@@ -13,7 +13,7 @@ from pathlib import Path
 from spotdiff.benchmarks._io import field
 from spotdiff.benchmarks._parquet import find_parquet, iter_rows
 from spotdiff.benchmarks.base import BENCHMARKS, Benchmark, BenchmarkMetadata, LoadReport, pair_case
-from spotdiff.benchmarks.sources import ManualSource, Part
+from spotdiff.benchmarks.sources import HubSource, Part
 from spotdiff.cases import Case
 from spotdiff.errors import ConfigError, DataError
 
@@ -54,15 +54,11 @@ tags: subset, subtype""",
         parts=(
             Part(
                 "data",
-                "annotations",
-                ManualSource(
-                    "the BiVLC hub dataset",
-                    "https://huggingface.co/datasets/imirandam/BiVLC",
-                    "hf download --repo-type dataset imirandam/BiVLC --local-dir {target} (parquet with the "
-                    "images); no revision is pinned here.",
-                    (),
-                ),
+                "both",
+                HubSource("imirandam/BiVLC", None, ("data/test-*.parquet",)),
                 license="MIT",
+                note="the test split's parquet, images inside; no commit could be read when this was declared: "
+                "the fetch records the commit it downloads",
             ),
         ),
         ties="strict, as BiVLC's evaluate_BiVLC (src/CLIP_fine_tuning/CLIP_utils.py, commit 776023d: "

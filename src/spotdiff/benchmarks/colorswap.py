@@ -13,7 +13,7 @@ from pathlib import Path
 from spotdiff.benchmarks._io import field, option_choice, read_json
 from spotdiff.benchmarks._parquet import find_parquet, iter_rows
 from spotdiff.benchmarks.base import BENCHMARKS, Benchmark, BenchmarkMetadata, LoadReport, pair_case
-from spotdiff.benchmarks.sources import ManualSource, Part
+from spotdiff.benchmarks.sources import HubSource, Part
 from spotdiff.cases import Case, FileImage, ImageRef
 from spotdiff.errors import ConfigError, DataError
 
@@ -56,16 +56,11 @@ tags: subset, image_source, caption_source""",
         parts=(
             Part(
                 "data",
-                "annotations",
-                ManualSource(
-                    "the ColorSwap hub dataset",
-                    "https://huggingface.co/datasets/stanfordnlp/colorswap",
-                    "hf download --repo-type dataset stanfordnlp/colorswap --local-dir {target} (the parquet "
-                    "layout), or the README's Google Drive archive unpacked into {target}; no revision is "
-                    "pinned here.",
-                    (),
-                ),
+                "both",
+                HubSource("stanfordnlp/colorswap", None, ("data/*.parquet",), gated=True),
                 license="MIT",
+                note="both splits' parquet, images inside (or the README's Google Drive archive unpacked by hand); "
+                "no commit could be read when this was declared: the fetch records the commit it downloads",
             ),
         ),
         ties="strict: the ITM evaluation is a Colab notebook outside the repository; the paper takes "

@@ -84,7 +84,7 @@ class BenchmarkMetadata:
 
     def _check_pinned(self, part: Part) -> None:
         source = part.source
-        if isinstance(source, HubSource) and not _COMMIT.fullmatch(source.revision):
+        if isinstance(source, HubSource) and source.revision is not None and not _COMMIT.fullmatch(source.revision):
             self._fail(f"part {part.name!r}: hub revision {source.revision!r} is not a commit")
         if isinstance(source, UrlSource) and source.origin.startswith("github.com/"):
             if not (source.revision and _COMMIT.fullmatch(source.revision)):

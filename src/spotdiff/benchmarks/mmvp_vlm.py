@@ -12,7 +12,7 @@ from pathlib import Path
 
 from spotdiff.benchmarks._io import frozen_truth, option_bool, read_csv_rows
 from spotdiff.benchmarks.base import BENCHMARKS, Benchmark, BenchmarkMetadata, LoadReport
-from spotdiff.benchmarks.sources import ManualSource, Part
+from spotdiff.benchmarks.sources import HubSource, Part
 from spotdiff.cases import Case, FileImage
 from spotdiff.errors import ConfigError, DataError
 
@@ -70,15 +70,11 @@ tags: subset, type (the CSV's Type)""",
         parts=(
             Part(
                 "data",
-                "annotations",
-                ManualSource(
-                    "the MMVP-VLM hub dataset",
-                    "https://huggingface.co/datasets/MMVP/MMVP_VLM",
-                    "hf download --repo-type dataset MMVP/MMVP_VLM --local-dir {target} (Questions.csv and "
-                    "its image folder, as evaluate_vlm.py reads them); no revision is pinned here.",
-                    ("Questions.csv",),
-                ),
+                "both",
+                HubSource("MMVP/MMVP_VLM", None, ("Questions.csv", "MLLM_VLM Images/*")),
                 license="MIT (README)",
+                note="Questions.csv and its image folder, as evaluate_vlm.py reads them; no commit could be read "
+                "when this was declared: the fetch records the commit it downloads",
             ),
         ),
         groups=(("average", SUBSETS),),

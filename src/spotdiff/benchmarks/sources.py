@@ -138,11 +138,13 @@ class HubSource(Source):
     """Files of a Hugging Face repository at a pinned revision, fetched with ``huggingface_hub``.
 
     ``files`` are glob patterns (``allow_patterns``); they land under ``dest`` keeping their paths,
-    except those named in ``unpack`` (archives), which are extracted and removed.
+    except those named in ``unpack`` (archives), which are extracted and removed. ``revision=None``
+    declares a repository whose commit could not be read when it was declared: the fetch resolves the
+    default branch to its commit first, downloads that commit, and records it in the manifest.
     """
 
     repo_id: str
-    revision: str
+    revision: str | None
     files: tuple[str, ...]
     repo_type: str = "dataset"
     dest: str = ""
@@ -163,7 +165,8 @@ class HubSource(Source):
 
     def describe(self) -> str:
         gated = ", gated: accept the licence and set HF_TOKEN" if self.gated else ""
-        return f"hub {self.repo_type} {self.repo_id}@{self.revision[:12]} {', '.join(self.files)}{gated}"
+        at = self.revision[:12] if self.revision else "main (unpinned: the commit fetched is recorded)"
+        return f"hub {self.repo_type} {self.repo_id}@{at} {', '.join(self.files)}{gated}"
 
     def as_dict(self) -> dict:
         return {

@@ -41,7 +41,7 @@ from spotdiff.data.home import (
     now,
     source_state,
 )
-from spotdiff.data.hub import fetch_hub
+from spotdiff.data.hub import fetch_hub, resolve_revision
 from spotdiff.errors import ConfigError, SourceError
 
 ROLES = ("annotations", "images")
@@ -111,7 +111,9 @@ def fetch_benchmark(
             manifest = Manifest.load(target, decl.name)
             manifest.parts[part.name] = record
             manifest.save()
-            outcomes.append(PartOutcome(part.name, "fetched", part.source.describe()))
+            declared = getattr(part.source, "revision", None)
+            resolved = f", fetched commit {record['revision']}" if record.get("revision") != declared else ""
+            outcomes.append(PartOutcome(part.name, "fetched", part.source.describe() + resolved))
     if any(o.status == "missing" for o in outcomes):
         raise FetchIncomplete(decl.name, outcomes)
     return outcomes
@@ -170,6 +172,7 @@ def fetch_source(
                 tree["archive"] = done[remote.path]
                 record["trees"][remote.unpack.dest or "."] = tree
     elif isinstance(source, HubSource):
+        source = resolve_revision(source, staging)
         record["revision"] = source.revision
         files = fetch_hub(source, staging, progress=progress)
         unpack = dict(source.unpack)

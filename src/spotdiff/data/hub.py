@@ -1,5 +1,8 @@
 """Hugging Face hub downloads through ``huggingface_hub`` at a pinned revision.
 
+A source declared without a revision is first resolved to the commit its default branch points at
+(:func:`resolve_revision`), and that commit is downloaded and recorded.
+
 ``snapshot_download`` fetches the declared file patterns into a staging folder (``local_dir``), which
 makes an interrupted download resume with a Range request on the next run. ``HF_ENDPOINT``,
 ``HF_TOKEN`` and ``HF_HUB_OFFLINE`` are read when the fetch runs. Every downloaded file is then
@@ -13,6 +16,7 @@ from __future__ import annotations
 import fnmatch
 import logging
 import os
+from dataclasses import replace
 from pathlib import Path
 
 from spotdiff.benchmarks.sources import HubSource
@@ -32,7 +36,8 @@ def hub_endpoint() -> str:
 
 def manual_route(source: HubSource, staging: Path) -> str:
     return (
-        f"download {', '.join(source.files)} from {source.url}/tree/{source.revision} yourself (keeping their paths) "
+        f"download {', '.join(source.files)} from {source.url}/tree/{source.revision or 'main'} yourself "
+        "(keeping their paths) "
         f"into {staging}; then run the same `spotdiff data fetch` again"
     )
 
@@ -59,6 +64,34 @@ def _staged_files(staging: Path, source: HubSource) -> list[str]:
     return out
 
 
+def resolve_revision(source: HubSource, staging: Path) -> HubSource:
+    """``source`` at the commit its default branch points at now, when it declares no revision.
+
+    Offline, or with the revision declared, ``source`` comes back as it is (an offline fetch of an
+    unpinned source reads the staged files and records no commit).
+
+    Args:
+        source: the declared source.
+        staging: where its files are downloaded (named in the manual route of an error).
+    """
+    from huggingface_hub import HfApi
+    from huggingface_hub.errors import GatedRepoError, HfHubHTTPError, RepositoryNotFoundError
+    from huggingface_hub.utils import get_token
+
+    if source.revision is not None or offline():
+        return source
+    endpoint = hub_endpoint()
+    try:
+        info = HfApi(endpoint=endpoint).repo_info(source.repo_id, repo_type=source.repo_type)
+    except (GatedRepoError, RepositoryNotFoundError) as exc:
+        if source.gated or isinstance(exc, GatedRepoError):
+            raise SourceError(_gated_message(source, bool(get_token()), staging)) from exc
+        raise SourceError(f"hub repository {source.repo_id} not found at {endpoint} (or private): {exc}") from exc
+    except (HfHubHTTPError, OSError) as exc:
+        raise SourceError(f"cannot read the commit of {source.repo_id}'s default branch at {endpoint}: {exc}") from exc
+    return replace(source, revision=info.sha)
+
+
 def fetch_hub(source: HubSource, staging: Path, *, progress: bool = True) -> dict[str, dict]:
     """Download ``source`` into ``staging``; return ``{path: {"sha256", "size", "checked_against"}}``."""
     from huggingface_hub import HfApi, snapshot_download
@@ -78,7 +111,7 @@ def fetch_hub(source: HubSource, staging: Path, *, progress: bool = True) -> dic
             super().__init__(*args, **kwargs)
 
     endpoint = hub_endpoint()
-    where = f"{source.repo_id}@{source.revision} ({endpoint})"
+    where = f"{source.repo_id}@{source.revision or 'main'} ({endpoint})"
     is_offline = offline()
     token = get_token()
     staging.mkdir(parents=True, exist_ok=True)
@@ -86,7 +119,7 @@ def fetch_hub(source: HubSource, staging: Path, *, progress: bool = True) -> dic
         snapshot_download(
             source.repo_id,
             repo_type=source.repo_type,
-            revision=source.revision,
+            revision=source.revision or "main",
             allow_patterns=list(source.files),
             local_dir=staging,
             endpoint=endpoint,
@@ -115,7 +148,7 @@ def fetch_hub(source: HubSource, staging: Path, *, progress: bool = True) -> dic
     if not is_offline:
         try:
             infos = HfApi(endpoint=endpoint).get_paths_info(
-                source.repo_id, files, revision=source.revision, repo_type=source.repo_type
+                source.repo_id, files, revision=source.revision or "main", repo_type=source.repo_type
             )
             listing = {i.path: i for i in infos}
         except HfHubHTTPError as exc:

@@ -177,6 +177,8 @@ class HubServer(LoopbackServer):
                 return None
             action, _, tail = tail.partition("/")
             revision, _, sub = tail.partition("/")
+            if not action:  # /api/datasets/{repo}: the default branch (HfApi.repo_info with no revision)
+                action, revision = "revision", "main"
             if revision not in (repo.revision, "main"):
                 return self._error(handler, 404, "RevisionNotFound", f"Invalid rev id: {revision}")
             if action == "revision":
