@@ -67,6 +67,35 @@ def test_distinct_scores_skip_the_second_rule_and_agree_with_it() -> None:
                 assert protocol.tied_units(pair, s, own) == [own[0] != alt[0]], s
 
 
+def _latin(rng: np.random.Generator, k: int) -> np.ndarray:
+    """A k x k matrix of k values, each once per row and once per column: equal values everywhere,
+    never two in one row or one column."""
+    values, perm = rng.permutation(k) / k, rng.permutation(k)
+    return values[(perm[:, None] + np.arange(k)[None, :]) % k]
+
+
+def test_equal_values_in_different_lines_decide_nothing() -> None:
+    """For the protocols that compare only within a row or a column (``ties_within_lines``), equal
+    values elsewhere (the mirrored halves of a text-text matrix) cannot change an outcome, so the
+    shortcut holds: both rules give the same outcomes."""
+    rng = np.random.default_rng(1)
+    images = tuple(ArrayImage(np.full((2, 2, 3), k, np.uint8)) for k in range(3))
+    square = Case("k", ("a", "b", "c"), np.eye(3, dtype=bool), images, {"subset": "s"})
+    triplet = Case("v", ("p1", "p2", "n"), np.array([[True, True, False]]), tags={"subset": "s"})
+    for name, case in (("group", square), ("spec", square), ("visla-t2t", triplet)):
+        strict, argmax = get_protocol(name, "strict"), get_protocol(name, "argmax")
+        assert strict.ties_within_lines
+        for _ in range(30):
+            s = _latin(rng, 3)
+            if name == "visla-t2t":
+                s = np.triu(s) + np.triu(s, 1).T  # symmetric: every off-diagonal value twice
+                if not all(len(set(line)) == 3 for line in s):
+                    continue
+            own = strict.outcomes(case, s)
+            assert strict.tied_units(case, s, own) == [False] * len(own)
+            assert own == argmax.outcomes(case, s)
+
+
 def test_choice_ties_and_unparseable_answers() -> None:
     choice = get_protocol("choice")
     pair = Case("c", ("a", "b"), np.eye(2, dtype=bool), (_IMAGE, _IMAGE), {"subset": "s"})

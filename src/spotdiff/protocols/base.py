@@ -37,6 +37,9 @@ class Protocol(ABC):
         derived: the subset of ``metrics`` computed by :meth:`derive` from the others rather than
             averaged over units; these have no per-unit values.
         description: one line, with the paper and section it follows.
+        ties_within_lines: True when every comparison the tie rule decides is between two entries of one
+            row or of one column of the score matrix (then equal values elsewhere, such as the mirrored
+            halves of a symmetric text-text matrix, cannot change an outcome).
     """
 
     name: ClassVar[str] = ""
@@ -44,6 +47,7 @@ class Protocol(ABC):
     metrics: ClassVar[tuple[str, ...]] = ()
     derived: ClassVar[tuple[str, ...]] = ()
     description: ClassVar[str] = ""
+    ties_within_lines: ClassVar[bool] = False
 
     def __init__(self, ties: str = "strict") -> None:
         self.ties = check_ties(ties)
@@ -74,7 +78,7 @@ class Protocol(ABC):
             scores: its score matrix.
             outcomes: :meth:`outcomes` of the case under this protocol's own tie rule.
         """
-        if _all_distinct(scores):  # the two rules differ only where scores are equal: nothing to recompute
+        if _all_distinct(scores, self.ties_within_lines):  # the rules differ only where scores are equal
             return [False] * len(outcomes)
         other = type(self)("argmax" if self.ties == "strict" else "strict")
         return [
@@ -181,18 +185,26 @@ def resampled_mean(v: np.ndarray, idx: np.ndarray, cache: dict[bytes, np.ndarray
 
 
 # --------------------------------------------------------------------------------- helpers
-def _all_distinct(scores: np.ndarray) -> bool:
+def _all_distinct(scores: np.ndarray, within_lines: bool = False) -> bool:
     """Whether a score matrix is numeric, without NaN, and holds no two equal values (so no tie rule
-    can change an outcome).
+    can change an outcome); with ``within_lines``, no two equal values in one row or one column.
 
     >>> _all_distinct(np.array([[0.1, 0.2], [0.3, 0.4]])), _all_distinct(np.array([0.1, 0.1]))
     (True, False)
+    >>> symmetric = np.array([[1.0, 0.2], [0.2, 1.0]])
+    >>> _all_distinct(symmetric), _all_distinct(symmetric, within_lines=True)
+    (False, True)
     """
     try:
-        flat = np.asarray(scores, dtype=float).ravel()
+        values = np.asarray(scores, dtype=float)
     except (TypeError, ValueError):
         return False
-    return not np.isnan(flat).any() and np.unique(flat).size == flat.size
+    if np.isnan(values).any():
+        return False
+    if within_lines and values.ndim == 2:
+        return all(bool((np.diff(np.sort(values, axis=a), axis=a) != 0).all()) for a in (0, 1))
+    flat = values.ravel()
+    return np.unique(flat).size == flat.size
 
 
 def beats(scores: np.ndarray, pos: np.ndarray, neg: np.ndarray, ties: str) -> bool:

@@ -46,6 +46,7 @@ class GroupScore(Protocol):
     """
 
     needs = "image-text"
+    ties_within_lines = True
     metrics = ("text", "image", "group")
     description = "Winoground/EqBen text, image and group score on K x K (2 x 2) cases; ties fail"
 

@@ -94,6 +94,7 @@ class Retrieval(Protocol):
     """Gallery retrieval recall R@1/5/10 for image and text queries; pessimistic ties."""
 
     needs = "image-text"
+    ties_within_lines = True
     metrics = (*I2T, *T2I, "rsum")
     derived = ("rsum",)
     description = (

@@ -38,6 +38,7 @@ class SpecAccuracy(Protocol):
     """
 
     needs = "image-text"
+    ties_within_lines = True
     metrics = ("i2t", "t2i")
     description = "SPEC image-to-text and text-to-image accuracy on K x K candidate sets; ties fail"
 

@@ -84,6 +84,7 @@ class ImageToTextTop1(Protocol):
     """
 
     needs = "image-text"
+    ties_within_lines = True
     metrics = ("accuracy",)
     description = (
         "image-to-text top-1 (R@1) over one positive and M-1 negatives (ARO/Crepe/SugarCrepe/VL-CheckList)"

@@ -44,6 +44,7 @@ class ValsePairwise(Protocol):
     """
 
     needs = "image-text"
+    ties_within_lines = True
     metrics = ("acc_r",)
     description = "VALSE pairwise ranking accuracy acc_r: the caption must outscore the foil; ties fail"
 

@@ -61,6 +61,7 @@ class VislaT2T(Protocol):
     """
 
     needs = "text-text"
+    ties_within_lines = True
     metrics = ("accuracy", "p1_n", "p2_n")
     description = "VISLA T2T: negative ranked last for both positive queries; P1-N, P2-N; ties fail"
 
@@ -77,6 +78,7 @@ class VislaI2T(Protocol):
     """VISLA image-to-text triplet accuracy, P1-N and P2-N (VISLA Sec. 4, App. B)."""
 
     needs = "image-text"
+    ties_within_lines = True
     metrics = ("accuracy", "p1_n", "p2_n")
     description = "VISLA I2T: negative ranked below both positives for the image query; ties fail"
 

@@ -88,6 +88,7 @@ class ZeroShot(Protocol):
     """
 
     needs = "image-text"
+    ties_within_lines = True
     metrics = ("top1", "top5", "mean_per_class_recall")
     derived = ("mean_per_class_recall",)
     description = (
