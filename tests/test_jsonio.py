@@ -58,3 +58,16 @@ def test_write_jsonl_round_trips_and_converts_values(tmp_path: Path) -> None:
 def test_write_jsonl_with_run_file_lines(tmp_path: Path) -> None:
     path = write_jsonl(tmp_path / "scores.jsonl", [{"b": float("nan"), "a": "é"}], dump=dumps)
     assert path.read_text(encoding="utf-8") == '{"a": "\\u00e9", "b": null}\n'
+
+
+def test_dumps_arrays_of_every_kind() -> None:
+    """Finite float, integer and boolean arrays go out as they are; NaN and infinities become null."""
+    value = {
+        "f": np.array([[0.25, -1.5]], dtype=np.float32),
+        "nan": np.array([0.5, np.nan, np.inf]),
+        "i": np.arange(3, dtype=np.int8),
+        "b": np.array([True, False]),
+        "h": np.float16(0.5),
+    }
+    expected = '{"b": [true, false], "f": [[0.25, -1.5]], "h": 0.5, "i": [0, 1, 2], "nan": [0.5, null, null]}'
+    assert dumps(value) == expected

@@ -30,6 +30,10 @@ def to_jsonable(value: Any) -> Any:
         return {str(k): to_jsonable(v) for k, v in value.items()}
     if isinstance(value, (list, tuple)):
         return [to_jsonable(v) for v in value]
+    if isinstance(value, np.ndarray) and value.dtype.kind in "biu":
+        return value.tolist()
+    if isinstance(value, np.ndarray) and value.dtype.kind == "f" and np.isfinite(value).all():
+        return value.tolist()  # Python floats, none to replace
     if hasattr(value, "tolist"):
         return to_jsonable(value.tolist())
     if isinstance(value, Path):

@@ -14,7 +14,6 @@ bag-of-words scope (issue 25).
 from __future__ import annotations
 
 import re
-from collections import Counter
 from dataclasses import dataclass
 from typing import Any
 
@@ -28,14 +27,14 @@ BOW_TAG = "bag_of_words"
 _WORD = re.compile(r"\w+")
 
 
-def word_bag(text: str) -> Counter:
-    """The multiset of a text's words: lowercased runs of letters, digits and ``_`` (punctuation and
-    spacing ignored).
+def word_bag(text: str) -> tuple[str, ...]:
+    """The multiset of a text's words, as a sorted tuple: lowercased runs of letters, digits and ``_``
+    (punctuation and spacing ignored).
 
     >>> word_bag("The dog bites the man.") == word_bag("the man bites the dog")
     True
     """
-    return Counter(_WORD.findall(text.lower()))
+    return tuple(sorted(_WORD.findall(text.lower())))
 
 
 def bag_of_words_identical(case: Case) -> bool:
@@ -48,9 +47,9 @@ def bag_of_words_identical(case: Case) -> bool:
     truth = np.asarray(case.truth, dtype=bool)
     if truth.all():
         return False
-    bags: dict[int, Counter] = {}  # computed as needed: the first text that differs settles it
+    bags: dict[int, tuple[str, ...]] = {}  # computed as needed: the first text that differs settles it
 
-    def bag(j: int) -> Counter:
+    def bag(j: int) -> tuple[str, ...]:
         if j not in bags:
             bags[j] = word_bag(case.texts[j])
         return bags[j]
