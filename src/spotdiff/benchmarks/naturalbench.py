@@ -76,7 +76,8 @@ tags: subset, answers, source""",
         reference="https://github.com/Baiqi-Li/NaturalBench",
         citation=CITATION,
         main_score=("naturalbench", "g_acc"),
-        reproduces="NaturalBench Table 2 (Acc, Q-Acc, I-Acc, G-Acc of generative VLMs)",
+        reproduces="the NaturalBench leaderboard of the paper and the hub dataset card (Acc, Q-Acc, I-Acc, G-Acc "
+        "of generative VLMs)",
         license="Apache-2.0 (the hub dataset card of BaiqiL/NaturalBench)",
         parts=(
             Part(

@@ -1,4 +1,4 @@
-"""NaturalBench's answer-based scores of 2 images x 2 questions (Li et al., NeurIPS 2024, Sec. 3).
+"""NaturalBench's answer-based scores of 2 images x 2 questions (Li et al., NeurIPS 2024).
 
 Each (question, image) is answered by the candidate answers' log-probabilities (the likelihood
 reading) and, when asked, by a generated answer read by the authors' ``extract_answer`` (the
@@ -18,6 +18,11 @@ from spotdiff.protocols.choice import asked_readings
 
 #: The candidate answer whose share of a case's answers is its ``yes_rate``.
 YES = "yes"
+
+
+def _yes_index(answers: tuple[str, ...]) -> int | None:
+    """The index of the candidate "Yes" (any case), None when the questions are not yes/no."""
+    return next((k for k, a in enumerate(answers) if a.lower() == YES), None)
 
 
 def question_answers(lps: np.ndarray, ties: str) -> np.ndarray:
@@ -62,7 +67,7 @@ def _scores(answers: np.ndarray, gold: np.ndarray, yes: int | None) -> dict[str,
 
 @PROTOCOLS.register("naturalbench")
 class NaturalBenchScores(Protocol):
-    """NaturalBench Acc, Q-Acc, I-Acc and G-Acc of a case of 2 images x 2 questions (Sec. 3).
+    """NaturalBench Acc, Q-Acc, I-Acc and G-Acc of a case of 2 images x 2 questions (the authors' get_scores).
 
     ``truth[i, q]`` is True when question ``q``'s answer about image ``i`` is the first candidate
     (Yes / A). A model that answers "Yes" everywhere gets half the answers and no question right:
@@ -83,8 +88,8 @@ class NaturalBenchScores(Protocol):
         "gen_acc", "gen_q_acc", "gen_i_acc", "gen_g_acc", "gen_yes_rate", "unparsed",
     )  # fmt: skip
     description = (
-        "NaturalBench Sec. 3 Acc, Q-Acc, I-Acc, G-Acc on 2 images x 2 questions, answered by candidate "
-        "likelihood (and by generation when asked); no answer fails"
+        "NaturalBench Acc, Q-Acc, I-Acc, G-Acc (the authors' get_scores) on 2 images x 2 questions, answered "
+        "by candidate likelihood (and by generation when asked); no answer fails"
     )
 
     def _checked(self, case: Case, scores: np.ndarray) -> tuple[np.ndarray, tuple[str, ...]]:
@@ -102,7 +107,7 @@ class NaturalBenchScores(Protocol):
         s, answers = self._checked(case, scores)
         n = len(answers)
         gold = np.where(case.truth, 0.0, 1.0)
-        yes = next((k for k, a in enumerate(answers) if a.lower() == YES), None)
+        yes = _yes_index(answers)
         out = _scores(question_answers(s[..., :n], self.ties), gold, yes)
         if s.shape[2] == n + 1:
             gen = _scores(s[..., n], gold, yes)
@@ -130,7 +135,7 @@ class NaturalBenchScores(Protocol):
             scores: its ``[2, 2, n_answers (+ 1)]`` scores.
         """
         s, answers = self._checked(case, scores)
-        yes = next((k for k, a in enumerate(answers) if a.lower() == YES), None)
+        yes = _yes_index(answers)
         if yes is None:
             return None
         said = question_answers(s[..., : len(answers)], self.ties)
