@@ -351,7 +351,8 @@ class Case:
         truth: boolean ``[len(images), len(texts)]`` matrix, ``truth[i, t]`` is True when text
             ``t`` describes image ``i``. Text-only cases use one row (the implicit image), so the
             row still says which texts are positives.
-        tags: grouping labels; ``tags["subset"]`` is always set.
+        tags: grouping labels; ``tags["subset"]`` is always set. A case of questions (NaturalBench)
+            lists its candidate answers in ``tags["answers"]`` (:func:`case_answers`).
         roles: optional names of the texts' roles (for example ``("p1", "p2", "n")`` in VISLA).
         prompts: optional prompt templates containing ``{c}``. When given, each text is a *label*
             (a class name) and a model represents it by CLIP's prompt ensemble: the mean of the
@@ -396,3 +397,28 @@ class Case:
     @property
     def shape(self) -> tuple[int, int]:
         return (len(self.images), len(self.texts))
+
+
+#: The tag of a question case that lists its candidate answers, separated by :data:`ANSWER_SEP`.
+ANSWERS_TAG = "answers"
+ANSWER_SEP = "/"
+
+
+def case_answers(case: Case) -> tuple[str, ...]:
+    """The candidate answers of a question case (its texts are questions; ``truth[i, q]`` is True when
+    the first candidate answers question ``q`` about image ``i``, False when the second does).
+
+    Args:
+        case: a case with ``tags["answers"]``, e.g. ``"Yes/No"``.
+
+    >>> import numpy as np
+    >>> case_answers(Case("c", ("Is it red?",), np.ones((1, 1)), tags={"subset": "s", "answers": "Yes/No"}))
+    ('Yes', 'No')
+    """
+    answers = tuple(case.tags.get(ANSWERS_TAG, "").split(ANSWER_SEP))
+    if len(answers) != 2 or not all(a.strip() for a in answers):
+        raise DataError(
+            f"case {case.id}: a question case needs tags[{ANSWERS_TAG!r}] with two candidate answers "
+            f"separated by {ANSWER_SEP!r}, got {case.tags.get(ANSWERS_TAG)!r}"
+        )
+    return answers

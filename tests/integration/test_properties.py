@@ -449,6 +449,13 @@ def _valid_dataset(bench: str, root: Path) -> list[Path]:
             (root / rel).parent.mkdir(parents=True, exist_ok=True)
             (root / rel).write_bytes(blob)
         return sorted(root.rglob("*.parquet"))
+    if bench == "naturalbench":  # parquet only: byte damage
+        from spotdiff.testing.hub_repos import naturalbench_repo
+
+        for rel, blob in naturalbench_repo(n=2).items():
+            (root / rel).parent.mkdir(parents=True, exist_ok=True)
+            (root / rel).write_bytes(blob)
+        return sorted(root.rglob("*.parquet"))
     if bench == "colorswap":  # the README's JSON layout
         rec = {"id": 0, "caption_1": "a red cup on a blue mat", "caption_2": "a blue cup on a red mat",
                "image_1": "images/img_0_1.png", "image_2": "images/img_0_2.png", "image_source": "midjourney",
@@ -587,6 +594,8 @@ def protocol_case(draw, protocol: str, cid: str) -> Case:
         truth = np.zeros((n, n * per), dtype=bool)
         truth[np.repeat(np.arange(n), per), np.arange(n * per)] = True
         return _case(cid, truth, subset)
+    if protocol == "naturalbench":  # 2 images x 2 questions, the published gold pattern
+        return _case(cid, np.eye(2, dtype=bool), subset, answers=draw(st.sampled_from(["Yes/No", "A/B"])))
     if protocol in ("valse-pairwise", "valse-prob"):
         return _case(cid, [[True, False]] if draw(st.booleans()) else [[False, True]], subset)
     if protocol.startswith("visla"):
@@ -600,9 +609,11 @@ def protocol_case(draw, protocol: str, cid: str) -> Case:
     return _case(cid, truth, subset, images=0 if protocol == "blind-top1" else 1, **tags)
 
 
-def _shape(protocol: str, case: Case) -> tuple[int, int]:
+def _shape(protocol: str, case: Case) -> tuple[int, ...]:
     if get_protocol(protocol).needs == "text-text":
         return (len(case.texts), len(case.texts))
+    if get_protocol(protocol).needs == "answer-prob":  # [image, question, candidate answer]
+        return (*case.truth.shape, 2)
     return case.truth.shape
 
 
@@ -613,7 +624,8 @@ def scored(draw, protocol: str):
     mats = []
     for c in cases:
         shape = _shape(protocol, c)
-        m = np.array(draw(st.lists(values, min_size=shape[0] * shape[1], max_size=shape[0] * shape[1])))
+        size = int(np.prod(shape))
+        m = np.array(draw(st.lists(values, min_size=size, max_size=size)))
         mats.append(m.reshape(shape))
     return cases, mats
 
@@ -625,12 +637,19 @@ def _truth_mask(protocol: str, case: Case) -> np.ndarray:
         mask = np.zeros((3, 3), dtype=bool)
         mask[pos[0], pos[1]] = mask[pos[1], pos[0]] = True
         return mask
+    if get_protocol(protocol).needs == "answer-prob":  # the gold answer's log-probability
+        return np.stack([case.truth, ~case.truth], axis=-1)
     return case.truth
+
+
+#: Unit metrics that describe the answers rather than score them (no better-is-higher order).
+DESCRIPTIVE = ("yes_rate", "gen_yes_rate", "unparsed")
 
 
 def _outcome_array(protocol: str, case: Case, scores: np.ndarray) -> np.ndarray:
     p = get_protocol(protocol)
-    return np.array([[o.get(m, np.nan) for m in p.unit_metrics] for o in p.outcomes(case, scores)], dtype=float)
+    metrics = [m for m in p.unit_metrics if m not in DESCRIPTIVE]
+    return np.array([[o.get(m, np.nan) for m in metrics] for o in p.outcomes(case, scores)], dtype=float)
 
 
 #: Protocols on score matrices (the answer-based "choice" protocols take a chat model's answers, not
@@ -650,7 +669,7 @@ def test_protocol_invariants(protocol: str, data) -> None:
         out = _outcome_array(protocol, case, s)
         ids = p.unit_ids(case, len(out))
         assert len(ids) == len(set(ids)) == len(out)
-        allowed = {0.0, 0.5, 1.0} if protocol == "valse-prob" else {0.0, 1.0}
+        allowed = {"valse-prob": {0.0, 0.5, 1.0}, "naturalbench": {0.0, 0.25, 0.5, 0.75, 1.0}}.get(protocol, {0.0, 1.0})
         assert set(out[~np.isnan(out)].tolist()) <= allowed
         # raising the true entries never hurts
         up = s + np.where(_truth_mask(protocol, case), data.draw(st.sampled_from([0.25, 1.0, 5.0])), 0.0)
@@ -712,6 +731,7 @@ def test_every_loader_and_protocol_is_covered() -> None:
         "visla-generic", "visla-spatial", "sugarcrepe", "valse", "vl-checklist", "winoground", "eqben", "spec",
         "aro-vg-relation", "aro-vg-attribution", "aro-coco-order", "aro-flickr-order", "crepe", "coco-retrieval",
         "flickr-retrieval", "zeroshot-classification", "whatsup", "mmvp-vlm", "sugarcrepe-pp", "colorswap", "bivlc",
+        "naturalbench",
     }  # fmt: skip
     assert set(BENCHMARKS.names()) <= covered, set(BENCHMARKS.names()) - covered
     assert PROTOCOL_NAMES  # every registered protocol is parametrized above

@@ -1,6 +1,6 @@
 """The per-run diagnostics of issue 25: the tie rate (units whose outcome a tie decides), the
-unparseable share of answers, and the bag-of-words scope, from hand-made score matrices to
-``metrics.json`` and the table footer."""
+unparseable share of answers, the yes rate of yes/no questions, and the bag-of-words scope, from
+hand-made score matrices to ``metrics.json`` and the table footer."""
 
 from __future__ import annotations
 
@@ -112,6 +112,24 @@ def test_choice_ties_and_unparseable_answers() -> None:
     diag.add([False], (8, 3))
     assert diag.as_json() == {"tie_rate": 50.0, "n_tied_units": 1, "unparseable_rate": 25.0, "n_answers": 16}
     assert diagnostic_notes(diag.as_json())[1] == "unparseable answers: 25.00% of 16"
+
+
+def test_yes_rate_of_yes_no_questions() -> None:
+    protocol = get_protocol("naturalbench")
+    tags = {"subset": "yes_no", "answers": "Yes/No"}
+    yes_no = Case("c", ("Is it red?", "Is it blue?"), np.eye(2, dtype=bool), (_IMAGE, _IMAGE), tags)
+    mc = Case("d", ("Which? A: x; B: y;", "Which? A: y; B: x;"), np.eye(2, dtype=bool), (_IMAGE, _IMAGE),
+              {"subset": "multiple_choice", "answers": "A/B"})  # fmt: skip
+    says_yes = np.tile([-0.1, -2.0], (2, 2, 1))  # every question: Yes (or A)
+    says_no = np.tile([-2.0, -0.1], (2, 2, 1))
+    diag = RunDiagnostics()
+    for case, scores in ((yes_no, says_yes), (yes_no, says_no), (yes_no, says_yes), (mc, says_yes)):
+        diag.add([False], protocol.answer_counts(case, scores), protocol.yes_counts(case, scores))
+    # 12 yes/no answers, 8 of them "Yes"; the multiple-choice case's "A" answers are not counted
+    assert diag.as_json() == {"tie_rate": 0.0, "n_tied_units": 0, "yes_rate": 200 / 3, "n_yes_no_answers": 12}
+    assert diagnostic_notes(diag.as_json())[-1] == "yes rate: 66.67% of 12 yes/no answers"
+    footer = format_metrics_table({"all": {"acc": 50.0}}, title="t", ties="strict", diagnostics=diag.as_json())
+    assert "yes rate: 66.67% of 12 yes/no answers" in footer
 
 
 def test_bag_of_words_scope_in_the_aggregates() -> None:

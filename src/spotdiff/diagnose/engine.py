@@ -19,13 +19,14 @@ from typing import Any, TypeVar
 
 import numpy as np
 
-from spotdiff.cases import Case, ImageRef
+from spotdiff.cases import ANSWER_SEP, Case, ImageRef, case_answers
 from spotdiff.diagnose.cache import Cache, CachedRequests
 from spotdiff.diagnose.pipeline import InputPipeline
 from spotdiff.errors import ConfigError, DataError
 from spotdiff.scorers.base import (
     SERVES,
     AnswerChoice,
+    AnswerLikelihood,
     ImageTextEmbedding,
     ITMLogits,
     PairScoring,
@@ -141,7 +142,7 @@ class Need(ABC):
         """Cases this need cannot serve fail (a DataError naming the case, or a ConfigError)."""
         embeds = isinstance(engine.scorer, ImageTextEmbedding)
         for case in cases:
-            if self.need in ("image-text", "match-prob", *CHOICE_NEEDS) and not case.images:
+            if self.need in ("image-text", "match-prob", "answer-prob", *CHOICE_NEEDS) and not case.images:
                 raise DataError("protocol needs images but the case has none", record=case.id)
             if case.prompts and (self.need != "image-text" or not embeds):
                 raise ConfigError(
@@ -234,6 +235,33 @@ class ITMNeed(PairNeed):
         return engine.itm_logits(pairs)
 
 
+class AnswerNeed(Need):
+    """``answer-prob``: per (image, question) of a question case, each candidate answer's
+    log-probability (and the generated answer when asked): ``[n_images, n_questions, n_answers (+ 1)]``;
+    cached per (image, question) under the candidate set."""
+
+    @staticmethod
+    def _by_answers(cases: Sequence[Case]) -> dict[tuple[str, ...], list[Case]]:
+        out: dict[tuple[str, ...], list[Case]] = {}
+        for case in cases:
+            out.setdefault(case_answers(case), []).append(case)
+        return out
+
+    def prefill(self, engine: Engine, cases: Sequence[Case], keep: Callable[[str], bool]) -> None:
+        for answers, group in self._by_answers(cases).items():
+            engine.answer_scores(((r, t) for c in group for r in c.images if keep(r.key) for t in c.texts), answers)
+
+    def matrices(self, engine: Engine, cases: Sequence[Case]) -> list[np.ndarray]:
+        rows = {
+            answers: engine.answer_scores(((r, t) for c in group for r in c.images for t in c.texts), answers)
+            for answers, group in self._by_answers(cases).items()
+        }
+        return [
+            np.array([[rows[case_answers(c)][pair_key(r, t)] for t in c.texts] for r in c.images], dtype=np.float64)
+            for c in cases
+        ]
+
+
 def need_for(scorer: Scorer, need: str) -> Need:
     """The :class:`Need` that serves ``need`` with ``scorer`` (the engine's one dispatch)."""
     if need == "text-text":
@@ -242,6 +270,8 @@ def need_for(scorer: Scorer, need: str) -> Need:
         return TextPriorNeed(need)
     if need in CHOICE_NEEDS:
         return ChoiceNeed(need)
+    if need == "answer-prob":
+        return AnswerNeed(need)
     if isinstance(scorer, ImageTextEmbedding):
         return EmbeddingNeed(need)
     if need == "match-prob" and scorer.can("itm-logits"):
@@ -398,6 +428,14 @@ class Engine:
             for j, text in enumerate(case.texts)
             if pair_key(ref, text) in self.bounded
         ]
+
+    def answer_scores(self, pairs: Iterable[tuple[ImageRef, str]], answers: tuple[str, ...]) -> dict[str, np.ndarray]:
+        """Each (image, question) pair's row of candidate-answer log-probabilities (and the generated
+        answer when asked), keyed by :func:`pair_key` and cached under the candidate set ``answers``."""
+        scorer = _serves(self.scorer, AnswerLikelihood, "does not score answers to questions")
+        return self._pair_rows(
+            pairs, "answer:" + ANSWER_SEP.join(answers), lambda images, qs: scorer.answer_scores(images, qs, answers)
+        )
 
     def itm_logits(self, pairs: Iterable[tuple[ImageRef, str]]) -> dict[str, np.ndarray]:
         """``(no-match, match)`` ITM logits of (image, text) pairs keyed by :func:`pair_key`."""

@@ -306,7 +306,9 @@ class RunRecorder:
         outcomes = self.protocol.outcomes(case, matrix)
         unit_ids = self.protocol.unit_ids(case, len(outcomes))
         self.diagnostics.add(
-            self.protocol.tied_units(case, matrix, outcomes), self.protocol.answer_counts(case, matrix)
+            self.protocol.tied_units(case, matrix, outcomes),
+            self.protocol.answer_counts(case, matrix),
+            self.protocol.yes_counts(case, matrix),
         )
         tags = case.tags
         if bag_of_words_identical(case):

@@ -21,8 +21,10 @@ from spotdiff.registry import Registry, name_class
 #: "match-prob": match probability in [0, 1], ``[n_images, n_texts]``;
 #: "text-prior": a text-only log-probability, ``[1, n_texts]``;
 #: "choice" / "choice-text": a chat VLM's answers to lettered questions, ``[n_questions, 2, n_readings]``
-#: (see :mod:`spotdiff.protocols.choice`).
-NEEDS = ("image-text", "text-text", "match-prob", "text-prior", "choice", "choice-text")
+#: (see :mod:`spotdiff.protocols.choice`);
+#: "answer-prob": per image and question, the candidate answers' log-probabilities (and a generated
+#: answer), ``[n_images, n_questions, n_answers (+ 1)]`` (see :mod:`spotdiff.protocols.vqa`).
+NEEDS = ("image-text", "text-text", "match-prob", "text-prior", "choice", "choice-text", "answer-prob")
 
 
 class Protocol(ABC):
@@ -92,6 +94,15 @@ class Protocol(ABC):
         Args:
             case: the case.
             scores: the answers the protocol reads.
+        """
+        return None
+
+    def yes_counts(self, case: Case, scores: np.ndarray) -> tuple[int, int] | None:
+        """``(yes/no answers, "yes" answers)`` of a case of yes/no questions; None otherwise.
+
+        Args:
+            case: the case.
+            scores: the scores the protocol reads.
         """
         return None
 

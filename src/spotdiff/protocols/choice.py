@@ -40,7 +40,7 @@ def _reading(choices: np.ndarray, truth: np.ndarray, k: int, image_questions: bo
     return out
 
 
-def _asked(values: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+def asked_readings(values: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
     """The unit values without the generation reading's metrics when no case had one."""
     return {
         m: v
@@ -122,7 +122,7 @@ class AnswerChoice(Protocol):
         return c[..., 1].size, int(np.isnan(c[..., 1]).sum())
 
     def aggregate(self, values: dict[str, np.ndarray], groups: dict[str, np.ndarray]) -> dict[str, float]:
-        return super().aggregate(_asked(values), groups)
+        return super().aggregate(asked_readings(values), groups)
 
     def aggregate_resamples(
         self, values: dict[str, np.ndarray], groups: dict[str, np.ndarray], idx: np.ndarray
@@ -134,7 +134,7 @@ class AnswerChoice(Protocol):
             groups: tag -> per-unit tag values.
             idx: ``[B, n]`` unit indices, one resample per row.
         """
-        return super().aggregate_resamples(_asked(values), groups, idx)
+        return super().aggregate_resamples(asked_readings(values), groups, idx)
 
 
 @PROTOCOLS.register("choice-text")

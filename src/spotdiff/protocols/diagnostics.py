@@ -1,10 +1,11 @@
-"""Per-run diagnostics next to the metrics: the tie rate, the unparseable share of answers, and the
-bag-of-words scope (issue 25).
+"""Per-run diagnostics next to the metrics: the tie rate, the unparseable share of answers, the yes
+rate of yes/no questions, and the bag-of-words scope (issue 25).
 
 * A unit is *tied* when a tie among the scores that decide it changes its outcome: its outcomes under
   the ``strict`` and ``argmax`` tie rules differ (:meth:`Protocol.tied_units`).
 * The answer-based protocols count their answers and the unparseable ones
-  (:meth:`Protocol.answer_counts`).
+  (:meth:`Protocol.answer_counts`); those of yes/no questions count their "yes" answers
+  (:meth:`Protocol.yes_counts`), so a yes-bias shows next to the accuracy.
 * A case is *bag-of-words identical* when every negative text has the same multiset of words as a
   positive text of its row, so a bag-of-words model cannot tell them apart (sugar-crepe issue 10: 572
   of SugarCrepe's 7,511 pairs); its units form the scope :data:`BOW_SCOPE` of ``metrics.json`` when
@@ -63,38 +64,51 @@ def bag_of_words_identical(case: Case) -> bool:
 
 @dataclass
 class RunDiagnostics:
-    """Counts gathered case by case over a run: units, tied units, answers and unparseable answers."""
+    """Counts gathered case by case over a run: units, tied units, answers and unparseable answers,
+    yes/no answers and "yes" answers."""
 
     units: int = 0
     tied: int = 0
     answers: int = 0
     unparseable: int = 0
+    yes_no: int = 0
+    yes: int = 0
 
-    def add(self, tied: list[bool], answers: tuple[int, int] | None) -> None:
+    def add(self, tied: list[bool], answers: tuple[int, int] | None, yes: tuple[int, int] | None = None) -> None:
         """Count one case.
 
         Args:
             tied: per unit, whether a tie decides it.
             answers: ``(answers, unparseable)`` of an answer-based case, else None.
+            yes: ``(yes/no answers, "yes" answers)`` of a case of yes/no questions, else None.
         """
         self.units += len(tied)
         self.tied += sum(tied)
         if answers is not None:
             self.answers += answers[0]
             self.unparseable += answers[1]
+        if yes is not None:
+            self.yes_no += yes[0]
+            self.yes += yes[1]
 
     def as_json(self) -> dict[str, Any]:
         """The ``metrics.json`` keys, in percent: ``tie_rate`` (and ``n_tied_units``), and for an
-        answer-based run ``unparseable_rate`` (and ``n_answers``).
+        answer-based run ``unparseable_rate`` (and ``n_answers``), and for a run with yes/no questions
+        ``yes_rate`` (and ``n_yes_no_answers``).
 
         >>> RunDiagnostics(units=8, tied=2).as_json()
         {'tie_rate': 25.0, 'n_tied_units': 2}
+        >>> RunDiagnostics(units=2, yes_no=8, yes=6).as_json()["yes_rate"]
+        75.0
         """
         out: dict[str, Any] = {"tie_rate": 100.0 * self.tied / self.units if self.units else None}
         out["n_tied_units"] = self.tied
         if self.answers:
             out["unparseable_rate"] = 100.0 * self.unparseable / self.answers
             out["n_answers"] = self.answers
+        if self.yes_no:
+            out["yes_rate"] = 100.0 * self.yes / self.yes_no
+            out["n_yes_no_answers"] = self.yes_no
         return out
 
 
@@ -112,4 +126,6 @@ def diagnostic_notes(diagnostics: dict[str, Any] | None) -> list[str]:
     ]
     if "unparseable_rate" in diagnostics:
         lines.append(f"unparseable answers: {diagnostics['unparseable_rate']:.2f}% of {diagnostics['n_answers']}")
+    if "yes_rate" in diagnostics:
+        lines.append(f"yes rate: {diagnostics['yes_rate']:.2f}% of {diagnostics['n_yes_no_answers']} yes/no answers")
     return lines

@@ -26,7 +26,9 @@ from spotdiff.registry import Registry
 #: Capabilities a scorer may declare; all but ``"itm-logits"`` match the ``needs`` of protocols.
 #: ``"itm-logits"``: a pair scorer whose match probability is ``softmax`` of a two-way image-text
 #: matching head; it also returns those logits (:class:`ITMLogits`), which VALSE ranks on.
-CAPABILITIES = ("image-text", "text-text", "match-prob", "text-prior", "choice", "choice-text", "itm-logits")
+CAPABILITIES = (
+    "image-text", "text-text", "match-prob", "text-prior", "choice", "choice-text", "itm-logits", "answer-prob",
+)  # fmt: skip
 
 
 @dataclass
@@ -337,6 +339,17 @@ class AnswerChoice(Protocol):
         ...
 
 
+@runtime_checkable
+class AnswerLikelihood(Protocol):
+    """Scores candidate answers to questions about an image (``answer-prob``, NaturalBench)."""
+
+    def answer_scores(
+        self, images: Sequence[Image.Image], questions: Sequence[Sequence[str]], answers: Sequence[str]
+    ) -> list[np.ndarray]:
+        """Per image, ``[n_questions, n_answers (+ 1)]``: each answer's log-probability (and a read answer)."""
+        ...
+
+
 #: The protocols a scorer declaring each capability implements (one of them, where several).
 SERVES: dict[str, tuple[type, ...]] = {
     "image-text": (ImageTextEmbedding, PairScoring),
@@ -346,6 +359,7 @@ SERVES: dict[str, tuple[type, ...]] = {
     "choice": (AnswerChoice,),
     "choice-text": (AnswerChoice,),
     "itm-logits": (ITMLogits,),
+    "answer-prob": (AnswerLikelihood,),
 }
 
 

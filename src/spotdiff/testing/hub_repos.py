@@ -162,3 +162,39 @@ def bivlc_repo(n: int = 6, seed: int = 0) -> dict[str, bytes]:
         rows["type"].append(kind)
         rows["subtype"].append({"replace": "obj", "swap": "att", "add": "obj"}[kind])
     return {"data/test-00000-of-00001.parquet": _parquet(rows)}
+
+
+def naturalbench_repo(n: int = 6, seed: int = 0, type_column: str = "Question Type") -> dict[str, bytes]:
+    """NaturalBench's hub parquet layout (``data/train-*.parquet``: Index, Image_0, Image_1, Question_0,
+    Image_0_Question_0, Image_1_Question_0, Question_1, Image_0_Question_1, Image_1_Question_1, the
+    question type, Source); sample ``i`` is yes_no for even ``i``, multiple_choice for odd, with the
+    published gold pattern (Yes/A for (q0, i0) and (q1, i1), No/B for the others).
+
+    Args:
+        n: samples.
+        seed: the random images' seed.
+        type_column: ``"Question Type"`` (the card's main revision) or ``"Question_Type"`` (earlier ones).
+    """
+    rng = np.random.default_rng(seed)
+    names = ("Index", "Image_0", "Image_1", "Question_0", "Image_0_Question_0", "Image_1_Question_0",
+             "Question_1", "Image_0_Question_1", "Image_1_Question_1", type_column, "Source")  # fmt: skip
+    rows: dict[str, list] = {k: [] for k in names}
+    for i in range(n):
+        a, b = rng.choice(_NOUNS, size=2, replace=False)
+        mc = i % 2 == 1
+        first, second = ("A", "B") if mc else ("Yes", "No")
+        rows["Index"].append(i)
+        rows["Image_0"].append(_image_struct(rng, f"{i}_0.jpg"))
+        rows["Image_1"].append(_image_struct(rng, f"{i}_1.jpg"))
+        if mc:
+            rows["Question_0"].append(f"What is shown? Option: A: a {a}; B: a {b};")
+            rows["Question_1"].append(f"What is shown? Option: A: a {b}; B: a {a};")
+        else:
+            rows["Question_0"].append(f"Is there a {a}?")
+            rows["Question_1"].append(f"Is there a {b}?")
+        for column, gold in (("Image_0_Question_0", first), ("Image_1_Question_0", second),
+                             ("Image_0_Question_1", second), ("Image_1_Question_1", first)):  # fmt: skip
+            rows[column].append(gold)
+        rows[type_column].append("multiple_choice" if mc else "yes_no")
+        rows["Source"].append(("Flickr30K", "DOCCI")[i % 2])
+    return {"data/train-00000-of-00001.parquet": _parquet(rows)}

@@ -1,0 +1,149 @@
+"""NaturalBench (Li et al., NeurIPS 2024 D&B): 1,900 natural adversarial samples, each 2 images x 2
+questions whose answers differ between the images; Acc, Q-Acc, I-Acc and G-Acc.
+
+Reads the hub parquet layout of ``BaiqiL/NaturalBench`` (split train) and builds the prompts as the
+authors' ``naturalbench_vqa.py`` (github.com/Baiqi-Li/NaturalBench, commit 9967605) does. Format and
+rules: docs/loaders.md; the scores: protocol ``naturalbench`` (docs/protocols.md).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import numpy as np
+
+from spotdiff.benchmarks._io import field, option_choice
+from spotdiff.benchmarks._parquet import find_parquet, iter_rows
+from spotdiff.benchmarks.base import BENCHMARKS, Benchmark, BenchmarkMetadata, LoadReport
+from spotdiff.benchmarks.sources import HubSource, Part
+from spotdiff.cases import ANSWER_SEP, ANSWERS_TAG, Case
+from spotdiff.errors import ConfigError, DataError
+
+#: Question type -> its candidate answers (the first is extract_answer's 1, the second its 0).
+ANSWERS = {"yes_no": ("Yes", "No"), "multiple_choice": ("A", "B")}
+SUBSETS = tuple(ANSWERS)
+#: naturalbench_vqa.py's SUFFIX_FOR_VQA, appended to each question.
+SUFFIX = {
+    "yes_no": "Please answer Yes or No.",
+    "multiple_choice": "Please output the letter corresponding to the correct option.",
+}
+#: How the suffix joins the question: the authors' script concatenates, lmms-eval puts a space.
+JOINS = {"authors": "", "lmms-eval": " "}
+PARQUET = ("data/train-*.parquet", "train-*.parquet", "*.parquet")
+#: The question-type column: "Question Type" on the card's main revision, "Question_Type" earlier and in
+#: the authors' script.
+TYPE_COLUMNS = ("Question Type", "Question_Type")
+#: ``(question, image)`` -> the gold answer column.
+GOLD = {(q, i): f"Image_{i}_Question_{q}" for q in (0, 1) for i in (0, 1)}
+#: The gold answers get_scores presumes (it never reads the gold columns): the first candidate for
+#: (q0, i0) and (q1, i1), the second for (q0, i1) and (q1, i0); as truth[image, question], the identity.
+_PATTERN = np.eye(2, dtype=bool)
+
+CITATION = """\
+@inproceedings{naturalbench,
+  title     = {{NaturalBench}: Evaluating Vision-Language Models on Natural Adversarial Samples},
+  author    = {Li, Baiqi and Lin, Zhiqiu and Peng, Wenxuan and Nyandwi, Jean de Dieu and Jiang, Daniel and
+               Ma, Zixian and Khanuja, Simran and Krishna, Ranjay and Neubig, Graham and Ramanan, Deva},
+  booktitle = {Advances in Neural Information Processing Systems (NeurIPS), Datasets and Benchmarks Track},
+  year      = {2024}
+}
+"""
+
+
+@BENCHMARKS.register("naturalbench")
+class NaturalBench(Benchmark):
+    option_names = ("suffix",)  # the -o options it reads
+    metadata = BenchmarkMetadata(
+        title="NaturalBench (Li et al., NeurIPS 2024)",
+        protocols=("naturalbench",),
+        subsets=SUBSETS,
+        layout="""\
+DIR/data/train-*.parquet (the hub dataset BaiqiL/NaturalBench, split train; or DIR/*.parquet): columns
+  Index, Image_0, Image_1 (images as bytes), Question_0, Question_1, Image_<i>_Question_<q> (the gold
+  answer of question q about image i), Question Type (or Question_Type): yes_no / multiple_choice, Source
+case: 2 images [Image_0, Image_1] x 2 questions [Question_<q> + the type's suffix], truth[i, q] = the
+  gold answer of (q, i) is the first candidate (Yes / A); candidates Yes/No or A/B (tag answers); gold
+  answers other than Yes/A for (q0, i0), (q1, i1) and No/B for the others (the pattern the authors'
+  get_scores presumes) are an error;
+  id <Index>; subset = question type; option suffix=authors (default: question + suffix, as
+  naturalbench_vqa.py) or suffix=lmms-eval (question + " " + suffix)
+tags: subset, answers, source""",
+        description="NaturalBench: 1,900 natural adversarial samples of 2 images x 2 questions with different "
+        "answers per image; Acc, Q-Acc, I-Acc, G-Acc (Li et al., NaturalBench, NeurIPS 2024)",
+        paper="Li, Lin, Peng, Nyandwi, Jiang, Ma, Khanuja, Krishna, Neubig, Ramanan. NaturalBench: Evaluating "
+        "Vision-Language Models on Natural Adversarial Samples. NeurIPS 2024 Datasets and Benchmarks",
+        reference="https://github.com/Baiqi-Li/NaturalBench",
+        citation=CITATION,
+        main_score=("naturalbench", "g_acc"),
+        reproduces="the NaturalBench leaderboard of the paper and the hub dataset card (Acc, Q-Acc, I-Acc, G-Acc "
+        "of generative VLMs)",
+        license="Apache-2.0 (the hub dataset card of BaiqiL/NaturalBench)",
+        parts=(
+            Part(
+                "data",
+                "both",
+                HubSource("BaiqiL/NaturalBench", None, ("data/train-*.parquet",)),
+                license="Apache-2.0",
+                note="the train split's parquet (the benchmark's 1,900 samples), images inside; no commit could be "
+                "read when this was declared: the fetch records the commit it downloads",
+            ),
+        ),
+        ties="naturalbench_vqa.py reads generated answers (extract_answer: the earlier of the two candidate "
+        "words wins; neither is -1, a wrong answer); for the likelihood reading a tie of the candidates' "
+        "log-probabilities gives no answer under --ties strict and the first candidate (Yes / A) under argmax",
+    )
+
+    def check_subset(self, subset: str | None) -> None:
+        if subset is not None and subset not in SUBSETS:
+            raise ConfigError(f"benchmark 'naturalbench' has no subset {subset!r}; known: {', '.join(SUBSETS)}")
+
+    def data_files(self) -> list[Path]:
+        return find_parquet(self.root, PARQUET, what="NaturalBench train")
+
+    def cases(self, subset: str | None = None) -> Iterator[Case]:
+        self.check_subset(subset)
+        self.report = LoadReport()
+        join = JOINS[option_choice(self.options, "suffix", JOINS, "authors")]
+        columns = ("Index", "Question_0", "Question_1", *GOLD.values(), *(f"?{c}" for c in TYPE_COLUMNS), "?Source")
+        for path, row, record in iter_rows(self.data_files(), columns, ("Image_0", "Image_1")):
+            self.report.records += 1
+            where = f"row {row}"
+            kind = _question_type(record, path, where)
+            if subset is not None and kind != subset:
+                continue
+            answers = ANSWERS[kind]
+            questions = tuple(
+                field(record, f"Question_{q}", str, file=path, record_id=where) + join + SUFFIX[kind] for q in (0, 1)
+            )
+            truth = np.array([[_gold(record, GOLD[q, i], answers, path, where) for q in (0, 1)] for i in (0, 1)])
+            if not (truth == _PATTERN).all():
+                raise DataError(
+                    f"gold answers {truth.tolist()} (True = {answers[0]}, [image][question]) break the pattern "
+                    f"get_scores scores by: {answers[0]} for (q0, i0) and (q1, i1), {answers[1]} for the others",
+                    file=path, record=where,
+                )  # fmt: skip
+            tags = {"subset": kind, ANSWERS_TAG: ANSWER_SEP.join(answers), "source": str(record["Source"] or "")}
+            index = field(record, "Index", int, file=path, record_id=where)
+            yield Case(str(index), questions, truth, (record["Image_0"], record["Image_1"]), tags)
+
+
+def _question_type(record: dict, path: Path, where: str) -> str:
+    """The row's question type, from whichever of :data:`TYPE_COLUMNS` the file has."""
+    present = [c for c in TYPE_COLUMNS if record.get(c) is not None]
+    if not present:
+        raise DataError(f"no question type (columns {' or '.join(TYPE_COLUMNS)})", file=path, record=where)
+    kind = field(record, present[0], str, file=path, record_id=where).strip()
+    if kind not in ANSWERS:
+        raise DataError(f"unknown question type {kind!r}; known: {', '.join(ANSWERS)}", file=path, record=where,
+                        field=present[0])  # fmt: skip
+    return kind
+
+
+def _gold(record: dict, column: str, answers: tuple[str, str], path: Path, where: str) -> bool:
+    """True when the gold answer in ``column`` is the first candidate, False when the second."""
+    gold = field(record, column, str, file=path, record_id=where).strip()
+    by_name = {a.lower(): k for k, a in enumerate(answers)}
+    if gold.lower() not in by_name:
+        raise DataError(f"gold answer {gold!r} is none of {', '.join(answers)}", file=path, record=where, field=column)
+    return by_name[gold.lower()] == 0
