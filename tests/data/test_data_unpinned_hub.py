@@ -14,13 +14,13 @@ from spotdiff.cli import main
 from spotdiff.data import benchmark_sources
 from spotdiff.diagnose.store import RunStore
 from spotdiff.testing.formats import write_mmvp_vlm
-from spotdiff.testing.hub_repos import bivlc_repo, colorswap_repo, png_bytes
+from spotdiff.testing.hub_repos import bivlc_repo, colorswap_repo, naturalbench_repo, png_bytes
 from spotdiff.testing.tiny_models import make_tiny_clip
 
 COMMIT = "0123456789abcdef0123456789abcdef01234567"
 
 
-@pytest.mark.parametrize("name", ["bivlc", "colorswap", "mmvp-vlm"])
+@pytest.mark.parametrize("name", ["bivlc", "colorswap", "mmvp-vlm", "naturalbench"])
 def test_the_declarations_name_no_commit(name):
     source = benchmark_sources(name).part("data").source
     assert source.revision is None and "unpinned: the commit fetched is recorded" in source.describe()
@@ -88,3 +88,15 @@ def test_mmvp_vlm_csv_and_image_folder_fetched(hub, home, tmp_path):
         for c in fetched
         for im in c.images
     )
+
+
+def test_naturalbench_parquet_fetched(hub, home, tmp_path):
+    files = naturalbench_repo()
+    hub.add_repo("BaiqiL/NaturalBench", files, revision=COMMIT)
+    assert main(["data", "fetch", "naturalbench", "-q"]) == 0
+    for rel, data in files.items():
+        (tmp_path / "direct" / rel).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / "direct" / rel).write_bytes(data)
+    fetched = get_benchmark("naturalbench")(home / "naturalbench").load()
+    direct = get_benchmark("naturalbench")(tmp_path / "direct").load()
+    assert fetched and [(c.id, c.texts) for c in fetched] == [(c.id, c.texts) for c in direct]
