@@ -357,6 +357,9 @@ class Case:
             (a class name) and a model represents it by CLIP's prompt ensemble: the mean of the
             L2-normalised embeddings of every template with ``{c}`` replaced by the label,
             normalised again (Radford et al. 2021, Sec. 3.1.4; zero-shot classification).
+        questions: optional multiple-choice questions, one per image (answer-based benchmarks such as
+            MMVP): image ``i`` is asked ``questions[i]`` with the texts as its options, and
+            ``truth[i]`` marks the one right option.
     """
 
     id: str
@@ -366,6 +369,7 @@ class Case:
     tags: dict[str, str] = field(default_factory=dict)
     roles: tuple[str, ...] = ()
     prompts: tuple[str, ...] = ()
+    questions: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
         truth = np.asarray(self.truth, dtype=bool)
@@ -387,7 +391,21 @@ class Case:
                 raise DataError(f"case {self.id}: prompt template {k} has no '{{c}}': {template!r}")
         if "subset" not in self.tags:
             raise DataError(f"case {self.id}: tags must include 'subset'")
+        if self.questions:
+            self._check_questions(truth)
         object.__setattr__(self, "truth", truth)
+
+    def _check_questions(self, truth: np.ndarray) -> None:
+        """One non-empty question per image, each with exactly one right option."""
+        if len(self.questions) != len(self.images):
+            raise DataError(f"case {self.id}: {len(self.questions)} questions for {len(self.images)} images")
+        for i, question in enumerate(self.questions):
+            if not isinstance(question, str) or not question.strip():
+                raise DataError(f"case {self.id}: question {i} is empty or not a string: {question!r}")
+            if truth[i].sum() != 1:
+                raise DataError(
+                    f"case {self.id}: question {i} needs exactly one right option, got {int(truth[i].sum())}"
+                )
 
     @property
     def subset(self) -> str:

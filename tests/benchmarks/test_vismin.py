@@ -4,7 +4,6 @@ with ties, under both tie rules; `spotdiff eval` end to end with a tiny CLIP."""
 
 from __future__ import annotations
 
-import io
 import json
 from collections import defaultdict
 from pathlib import Path
@@ -17,34 +16,14 @@ from spotdiff.cases import ParquetImage
 from spotdiff.cli import main
 from spotdiff.errors import ConfigError, DataError
 from spotdiff.protocols import get_protocol
-from spotdiff.testing.hub_repos import png_bytes
+from spotdiff.testing.formats import VISMIN_CATEGORIES, write_vismin
 from spotdiff.testing.tiny_models import make_tiny_clip
 
-CATEGORIES = ("object", "attribute", "relation", "counting")
+CATEGORIES = VISMIN_CATEGORIES
 
 
 def _write(root: Path, n: int = 8, seed: int = 0, category: str | None = None) -> Path:
-    """``n`` rows of the hub dataset's features (data/test/dataset_info.json of mair-lab/vismin-bench),
-    written as the hub's parquet conversion lays them out (default/test/0000.parquet)."""
-    import pyarrow as pa
-    import pyarrow.parquet as pq
-
-    rng = np.random.default_rng(seed)
-    rows: dict[str, list] = defaultdict(list)
-    for i in range(n):
-        rows["id"].append(i)
-        for k in (0, 1):
-            rows[f"image_{k}"].append({"bytes": png_bytes(rng), "path": None})
-            rows[f"text_{k}"].append(f"a {'red' if k == i % 2 else 'blue'} cup left of a plate {i}")
-            rows[f"text_question_{k}"].append(f"Does this image depict: text {k}?")
-            rows[f"image_question_{k}"].append(f"Which image better aligns with text {k}?")
-        rows["category"].append(category or CATEGORIES[i % 4])
-    path = root / "default" / "test" / "0000.parquet"
-    path.parent.mkdir(parents=True, exist_ok=True)
-    buf = io.BytesIO()
-    pq.write_table(pa.table(dict(rows)), buf, row_group_size=3)
-    path.write_bytes(buf.getvalue())
-    return root
+    return write_vismin(root, n, seed, category)
 
 
 def test_vismin_reads_the_hub_parquet_layout(tmp_path: Path) -> None:

@@ -19,7 +19,7 @@ from spotdiff.testing.tiny_models import make_tiny_clip, tiny_images
 
 def test_every_registered_benchmark_has_sources_and_back():
     assert set(CATALOG) == set(BENCHMARKS.names())
-    assert len(CATALOG) == 21
+    assert len(CATALOG) == 23
 
 
 def test_declarations_are_well_formed():

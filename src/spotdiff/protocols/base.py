@@ -21,8 +21,9 @@ from spotdiff.registry import Registry, name_class
 #: "match-prob": match probability in [0, 1], ``[n_images, n_texts]``;
 #: "text-prior": a text-only log-probability, ``[1, n_texts]``;
 #: "choice" / "choice-text": a chat VLM's answers to lettered questions, ``[n_questions, 2, n_readings]``
-#: (see :mod:`spotdiff.protocols.choice`).
-NEEDS = ("image-text", "text-text", "match-prob", "text-prior", "choice", "choice-text")
+#: (see :mod:`spotdiff.protocols.choice`); "answer": each image's own lettered question, the option
+#: scores ``[n_images, n_options, n_readings]`` (see :mod:`spotdiff.protocols.answer`).
+NEEDS = ("image-text", "text-text", "match-prob", "text-prior", "choice", "choice-text", "answer")
 
 
 class Protocol(ABC):

@@ -26,7 +26,7 @@ from spotdiff.registry import Registry
 #: Capabilities a scorer may declare; all but ``"itm-logits"`` match the ``needs`` of protocols.
 #: ``"itm-logits"``: a pair scorer whose match probability is ``softmax`` of a two-way image-text
 #: matching head; it also returns those logits (:class:`ITMLogits`), which VALSE ranks on.
-CAPABILITIES = ("image-text", "text-text", "match-prob", "text-prior", "choice", "choice-text", "itm-logits")
+CAPABILITIES = ("image-text", "text-text", "match-prob", "text-prior", "choice", "choice-text", "answer", "itm-logits")
 
 
 @dataclass
@@ -337,6 +337,17 @@ class AnswerChoice(Protocol):
         ...
 
 
+@runtime_checkable
+class QuestionAnswering(Protocol):
+    """Answers one multiple-choice question per image (``answer``: MMVP's questions, options lettered A, B, ...)."""
+
+    def answer_questions(
+        self, images: Sequence[Image.Image], questions: Sequence[str], options: Sequence[str]
+    ) -> np.ndarray:
+        """``[n_images, n_options, n_readings]``: per image and option, the reading's score of that option."""
+        ...
+
+
 #: The protocols a scorer declaring each capability implements (one of them, where several).
 SERVES: dict[str, tuple[type, ...]] = {
     "image-text": (ImageTextEmbedding, PairScoring),
@@ -345,6 +356,7 @@ SERVES: dict[str, tuple[type, ...]] = {
     "text-prior": (TextPrior,),
     "choice": (AnswerChoice,),
     "choice-text": (AnswerChoice,),
+    "answer": (QuestionAnswering,),
     "itm-logits": (ITMLogits,),
 }
 
