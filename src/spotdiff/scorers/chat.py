@@ -618,9 +618,8 @@ class AnswerChooser:
         lps = self.chat.target_logprobs(images, requests)
         out = np.full((len(images), k, 2 if self.generate else 1), np.nan)
         out[..., 0] = np.array([lp[0] for lp in lps]).reshape(len(images), k)
-        for i, prompt in enumerate(prompts):
-            if self.generate:
-                said = parse_choice(self.chat.generate([images[i]], prompt, self.generate), k)
-                if said is not None:
-                    out[i, :, 1] = np.arange(k) == said
+        for i, prompt in enumerate(prompts if self.generate else ()):
+            said = parse_choice(self.chat.generate([images[i]], prompt, self.generate), k)
+            if said is not None:
+                out[i, :, 1] = np.arange(k) == said
         return out
