@@ -101,7 +101,7 @@ tags: subset, labels (the setting used), corrected (yes when the setting changed
         reference="https://github.com/tsb0601/MMVP",
         citation=CITATION,
         main_score=("answer", "pair"),
-        reproduces="MMVP Figure 3 and Table 3 (MMVP benchmark: pair accuracy of MLLMs); the authors grade free "
+        reproduces="MMVP Sec. 3 (the MMVP benchmark: MLLMs' accuracy over question pairs); the authors grade free "
         "answers with GPT-4 (scripts/gpt_grader.py), this protocol reads the option letter",
         license="MIT (the README of github.com/tsb0601/MMVP; its tree has no LICENSE file at commit 7635005)",
         parts=(

@@ -1,5 +1,5 @@
 """Answer-based accuracy of a chat VLM on a benchmark's own multiple-choice questions, one per image
-(MMVP, Tong et al., CVPR 2024, Sec. 3.2): question accuracy and pair accuracy, a pair counting only
+(MMVP, Tong et al., CVPR 2024, Sec. 3): question accuracy and pair accuracy, a pair counting only
 when every question of the case is answered right. The score layout and the metrics: docs/protocols.md.
 """
 
@@ -41,7 +41,7 @@ def chosen(scores: np.ndarray, ties: str) -> np.ndarray:
 
 @PROTOCOLS.register("answer")
 class QuestionAccuracy(Protocol):
-    """Question and pair accuracy of a chat VLM's answers to each image's question (MMVP Sec. 3.2).
+    """Question and pair accuracy of a chat VLM's answers to each image's question (MMVP Sec. 3).
 
     Scores are ``[n_images, n_options, n_readings]``: reading 0 the option letters' log-probabilities,
     reading 1 (when asked) the greedy answer's option as 1, NaN when it names none.
@@ -59,7 +59,7 @@ class QuestionAccuracy(Protocol):
     needs = "answer"
     metrics = ("pair", "question", "no_answer", "gen_pair", "gen_question", "unparsed")
     description = (
-        "MMVP Sec. 3.2 answer-based pair accuracy (every question of a pair right) and question accuracy of a "
+        "MMVP Sec. 3 answer-based pair accuracy (every question of a pair right) and question accuracy of a "
         "chat VLM; no answer fails"
     )
 
