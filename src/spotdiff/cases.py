@@ -125,7 +125,8 @@ def _crop(image: Image.Image, bbox: tuple[float, float, float, float] | None) ->
 
 @dataclass(frozen=True, eq=False)
 class ParquetImage(ImageRef):
-    """An image stored as encoded bytes in a parquet file, read lazily: row ``row`` of column ``column``.
+    """An image stored as encoded bytes in a parquet file, read lazily: row ``row`` of column ``column``
+    (a ``.arrow`` file, as ``datasets``' ``save_to_disk`` writes, is read as an Arrow IPC stream instead).
 
     The column holds the bytes directly or, as the Hugging Face ``Image`` feature writes it, a struct of
     ``bytes`` and ``path``. ``sha256`` is the digest of those bytes, computed by the loader while it
@@ -169,14 +170,50 @@ _ROW_GROUPS: OrderedDict[tuple[str, int, str], Any] = OrderedDict()
 _ROW_GROUP_CACHE = 4
 
 
+_ARROW_TABLES: OrderedDict[str, Any] = OrderedDict()
+
+
+def arrow_table(path: str | Path) -> Any:
+    """The table of an Arrow IPC file (``datasets``' ``save_to_disk`` shards: the stream format; else
+    the file format), memory-mapped: its columns are read from the page cache, not copied; a few kept open.
+
+    Args:
+        path: the ``.arrow`` file.
+    """
+    import pyarrow as pa
+
+    key = str(path)
+    with _PARQUET_LOCK:
+        table = _ARROW_TABLES.get(key)
+        if table is None:
+            try:
+                source = pa.memory_map(key)
+                try:
+                    table = pa.ipc.open_stream(source).read_all()
+                except pa.ArrowInvalid:
+                    table = pa.ipc.open_file(source).read_all()
+            except (OSError, pa.ArrowException) as exc:
+                raise DataError(f"cannot read Arrow file: {exc}", file=path) from exc
+            _ARROW_TABLES[key] = table
+            while len(_ARROW_TABLES) > _ROW_GROUP_CACHE:
+                _ARROW_TABLES.popitem(last=False)
+        return table
+
+
 def parquet_image_bytes(path: str | Path, row: int, column: str) -> bytes:
-    """The image bytes at ``row`` of ``column`` in parquet file ``path``, reading one row group."""
+    """The image bytes at ``row`` of ``column`` in parquet file ``path``, reading one row group (of a
+    ``.arrow`` file: :func:`arrow_table`'s cell)."""
     import bisect
 
     import pyarrow.parquet as pq
 
     key_path = str(path)
     where = f"{path} row {row} column {column!r}"
+    if Path(path).suffix == ".arrow":
+        table = arrow_table(path)
+        if not 0 <= row < table.num_rows or column not in table.column_names:
+            raise DataError(f"{where}: the file has {table.num_rows} rows, columns {', '.join(table.column_names)}")
+        return cell_image_bytes(table.column(column)[row].as_py(), where=where)
     with _PARQUET_LOCK:
         opened = _PARQUET_FILES.get(key_path)
         if opened is None:

@@ -1,6 +1,7 @@
-"""VisMin: the hub parquet layout (the columns of mair-lab/vismin-bench), per-category cases, and text /
-image / group equal to a transcription of the authors' compute_contrastive_accuracy on score matrices
-with ties, under both tie rules; `spotdiff eval` end to end with a tiny CLIP."""
+"""VisMin: the hub's Arrow shards and its parquet conversion (the columns of mair-lab/vismin-bench),
+per-category cases, and text / image / group equal to a transcription of the authors'
+compute_contrastive_accuracy on score matrices with ties, under both tie rules; `spotdiff eval` end to
+end with a tiny CLIP."""
 
 from __future__ import annotations
 
@@ -41,16 +42,25 @@ def test_vismin_reads_the_hub_parquet_layout(tmp_path: Path) -> None:
         get_benchmark("vismin")(tmp_path).load("spatial")
 
 
+def test_vismin_reads_the_hubs_arrow_shards_as_the_parquet(tmp_path: Path) -> None:
+    arrow = get_benchmark("vismin")(write_vismin(tmp_path / "arrow", layout="arrow")).load()
+    parquet = get_benchmark("vismin")(_write(tmp_path / "parquet")).load()
+    assert [(c.id, c.texts, c.subset) for c in arrow] == [(c.id, c.texts, c.subset) for c in parquet]
+    assert [r.key for c in arrow for r in c.images] == [r.key for c in parquet for r in c.images]
+    ref = arrow[5].images[0]
+    assert ref.path.name == "data-00001-of-00002.arrow" and ref.row == 1
+    assert np.array_equal(np.asarray(ref.load()), np.asarray(parquet[5].images[0].load()))
+
+
 def test_vismin_bad_data_names_the_file(tmp_path: Path) -> None:
     _write(tmp_path / "bad", n=2, category="colour")
     with pytest.raises(DataError, match="colour") as err:
         get_benchmark("vismin")(tmp_path / "bad").load()
     assert "0000.parquet" in str(err.value) and "category" in str(err.value)
-    arrow = tmp_path / "arrow" / "data" / "test" / "data-00000-of-00003.arrow"
-    arrow.parent.mkdir(parents=True)
-    arrow.write_bytes(b"")
-    with pytest.raises(DataError, match="refs/convert/parquet"):
-        get_benchmark("vismin")(tmp_path / "arrow").load()
+    shard = write_vismin(tmp_path / "damaged", n=4, layout="arrow") / "data/test/data-00000-of-00002.arrow"
+    shard.write_bytes(shard.read_bytes()[:200])
+    with pytest.raises(DataError, match=r"data-00000-of-00002\.arrow"):
+        get_benchmark("vismin")(tmp_path / "damaged").load()
 
 
 def _official(predictions: list[dict]) -> dict:

@@ -1,9 +1,9 @@
 """VisMin (Awal et al., NeurIPS 2024): pairs of images with a minimal change (object, attribute, count,
 spatial relation) and their two captions; Winoground's text / image / group scores per category.
 
-Reads the hub dataset ``mair-lab/vismin-bench`` (split test) in its parquet form, the columns that the
-authors' ``vismin-bench/eval.py`` (github.com/rabiulcste/vismin, commit 29ce2c0) reads. Format and
-rules: docs/loaders.md.
+Reads the hub dataset ``mair-lab/vismin-bench`` (split test: its ``save_to_disk`` Arrow shards, or the
+hub's parquet conversion), the columns that the authors' ``vismin-bench/eval.py`` (github.com/rabiulcste/vismin,
+commit 29ce2c0) reads. Format and rules: docs/loaders.md.
 """
 
 from __future__ import annotations
@@ -21,10 +21,9 @@ from spotdiff.errors import ConfigError, DataError
 #: The ``category`` values of the test split (vismin-bench/solutions/vqa_solution.csv: 579 object,
 #: 294 attribute, 622 relation, 589 counting), in the order of the paper's tables.
 SUBSETS = ("object", "attribute", "relation", "counting")
-#: The hub's parquet conversion (revision refs/convert/parquet) first, then a parquet export of the split.
-PARQUET = ("default/test/*.parquet", "data/test-*.parquet", "test/*.parquet", "*.parquet")
-#: The hub's own files (``datasets`` save_to_disk: Arrow stream shards), which this loader does not read.
-ARROW = "data/test/data-*.arrow"
+#: The hub's own files (``datasets`` save_to_disk: Arrow stream shards of split test), then its parquet
+#: conversion (revision refs/convert/parquet), then a parquet export of the split.
+FILES = ("data/test/data-*.arrow", "test/data-*.arrow", "default/test/*.parquet", "data/test-*.parquet", "*.parquet")
 
 CITATION = """\
 @inproceedings{awal2024vismin,
@@ -43,11 +42,11 @@ class VisMin(Benchmark):
         protocols=("group",),
         subsets=SUBSETS,
         layout="""\
-DIR/default/test/*.parquet (the parquet conversion of the hub dataset mair-lab/vismin-bench, revision
-  refs/convert/parquet; or DIR/data/test-*.parquet, DIR/*.parquet): columns id, image_0, text_0,
-  image_1, text_1 (images as bytes), category (object/attribute/relation/counting); the MLLM question
-  columns (text_question_k, image_question_k) are not read. The hub's save_to_disk shards
-  (data/test/data-*.arrow) are not read: a DataError names the parquet revision instead.
+DIR/data/test/data-*.arrow (the hub dataset mair-lab/vismin-bench: datasets' save_to_disk shards of split
+  test), or its parquet conversion DIR/default/test/*.parquet (revision refs/convert/parquet; or
+  DIR/data/test-*.parquet, DIR/*.parquet): columns id, image_0, text_0, image_1, text_1 (images as
+  bytes), category (object/attribute/relation/counting); the MLLM question columns (text_question_k,
+  image_question_k) are not read
 case: 2 images [image_0, image_1] x 2 captions [text_0, text_1], text_k describes image_k (diagonal
   truth); id <id>; subset = category
 tags: subset""",
@@ -65,10 +64,11 @@ tags: subset""",
                 "data",
                 "annotations",
                 ManualSource(
-                    "the VisMin benchmark hub dataset, parquet conversion",
+                    "the VisMin benchmark hub dataset",
                     "https://huggingface.co/datasets/mair-lab/vismin-bench",
-                    "hf download --repo-type dataset mair-lab/vismin-bench --revision refs/convert/parquet "
-                    "--local-dir {target} (parquet with the images); no revision is pinned here.",
+                    "hf download --repo-type dataset mair-lab/vismin-bench --local-dir {target} (Arrow shards "
+                    "with the images; --revision refs/convert/parquet gives the parquet conversion, also read); "
+                    "no revision is pinned here.",
                     (),
                 ),
                 license="CC BY 4.0",
@@ -83,16 +83,7 @@ tags: subset""",
             raise ConfigError(f"benchmark 'vismin' has no subset {subset!r}; known: {', '.join(SUBSETS)}")
 
     def data_files(self) -> list[Path]:
-        try:
-            return find_parquet(self.root, PARQUET, what="VisMin test")
-        except DataError as exc:
-            if any(self.root.glob(ARROW)):
-                raise DataError(
-                    f"{self.root} holds the hub's Arrow shards ({ARROW}), which this loader does not read; "
-                    f"download the parquet conversion: hf download --repo-type dataset mair-lab/vismin-bench "
-                    f"--revision refs/convert/parquet"
-                ) from exc
-            raise
+        return find_parquet(self.root, FILES, what="VisMin test (Arrow or parquet)")
 
     def cases(self, subset: str | None = None) -> Iterator[Case]:
         self.check_subset(subset)

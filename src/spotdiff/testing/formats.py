@@ -710,16 +710,20 @@ def write_mmvp(root: Path, rows: list[list[str]] | None = None, images: int = 0,
 VISMIN_CATEGORIES = ("object", "attribute", "relation", "counting")
 
 
-def write_vismin(root: Path, n: int = 8, seed: int = 0, category: str | None = None) -> Path:
+def write_vismin(
+    root: Path, n: int = 8, seed: int = 0, category: str | None = None, *, layout: str = "parquet"
+) -> Path:
     """``n`` rows with the features of ``mair-lab/vismin-bench`` (its data/test/dataset_info.json: id,
     image_0, text_0, image_1, text_1, the four MLLM question columns, category), written as the hub's
-    parquet conversion lays them out (``default/test/0000.parquet``); row ``i`` has category
-    ``VISMIN_CATEGORIES[i % 4]`` unless ``category`` is given. Returns ``root``.
+    parquet conversion lays them out (``default/test/0000.parquet``) or, ``layout="arrow"``, as the hub's
+    ``save_to_disk`` shards (``data/test/data-0000k-of-00002.arrow``, Arrow IPC streams); row ``i`` has
+    category ``VISMIN_CATEGORIES[i % 4]`` unless ``category`` is given. Returns ``root``.
 
     Args:
         n: the number of rows.
         seed: the images' random seed.
         category: one category for every row (any string).
+        layout: ``"parquet"`` or ``"arrow"``.
     """
     import io
 
@@ -750,10 +754,19 @@ def write_vismin(root: Path, n: int = 8, seed: int = 0, category: str | None = N
             rows[f"text_question_{k}"].append(f"Does this image depict: text {k}?")
             rows[f"image_question_{k}"].append(f"Which image better aligns with text {k}?")
         rows["category"].append(category or VISMIN_CATEGORIES[i % 4])
+    table = pa.table(rows)
+    if layout == "arrow":
+        half = (n + 1) // 2
+        for k, part in enumerate((table.slice(0, half), table.slice(half))):
+            path = root / "data" / "test" / f"data-{k:05d}-of-00002.arrow"
+            path.parent.mkdir(parents=True, exist_ok=True)
+            with pa.OSFile(str(path), "wb") as sink, pa.ipc.new_stream(sink, table.schema) as writer:
+                writer.write_table(part, max_chunksize=3)
+        return root
     path = root / "default" / "test" / "0000.parquet"
     path.parent.mkdir(parents=True, exist_ok=True)
     buf = io.BytesIO()
-    pq.write_table(pa.table(rows), buf, row_group_size=3)
+    pq.write_table(table, buf, row_group_size=3)
     path.write_bytes(buf.getvalue())
     return root
 
