@@ -125,7 +125,8 @@ def _crop(image: Image.Image, bbox: tuple[float, float, float, float] | None) ->
 
 @dataclass(frozen=True, eq=False)
 class ParquetImage(ImageRef):
-    """An image stored as encoded bytes in a parquet file, read lazily: row ``row`` of column ``column``.
+    """An image stored as encoded bytes in a parquet file, read lazily: row ``row`` of column ``column``
+    (a ``.arrow`` file, as ``datasets``' ``save_to_disk`` writes, is read as an Arrow IPC stream instead).
 
     The column holds the bytes directly or, as the Hugging Face ``Image`` feature writes it, a struct of
     ``bytes`` and ``path``. ``sha256`` is the digest of those bytes, computed by the loader while it
@@ -169,14 +170,50 @@ _ROW_GROUPS: OrderedDict[tuple[str, int, str], Any] = OrderedDict()
 _ROW_GROUP_CACHE = 4
 
 
+_ARROW_TABLES: OrderedDict[str, Any] = OrderedDict()
+
+
+def arrow_table(path: str | Path) -> Any:
+    """The table of an Arrow IPC file (``datasets``' ``save_to_disk`` shards: the stream format; else
+    the file format), memory-mapped: its columns are read from the page cache, not copied; a few kept open.
+
+    Args:
+        path: the ``.arrow`` file.
+    """
+    import pyarrow as pa
+
+    key = str(path)
+    with _PARQUET_LOCK:
+        table = _ARROW_TABLES.get(key)
+        if table is None:
+            try:
+                source = pa.memory_map(key)
+                try:
+                    table = pa.ipc.open_stream(source).read_all()
+                except pa.ArrowInvalid:
+                    table = pa.ipc.open_file(source).read_all()
+            except (OSError, pa.ArrowException) as exc:
+                raise DataError(f"cannot read Arrow file: {exc}", file=path) from exc
+            _ARROW_TABLES[key] = table
+            while len(_ARROW_TABLES) > _ROW_GROUP_CACHE:
+                _ARROW_TABLES.popitem(last=False)
+        return table
+
+
 def parquet_image_bytes(path: str | Path, row: int, column: str) -> bytes:
-    """The image bytes at ``row`` of ``column`` in parquet file ``path``, reading one row group."""
+    """The image bytes at ``row`` of ``column`` in parquet file ``path``, reading one row group (of a
+    ``.arrow`` file: :func:`arrow_table`'s cell)."""
     import bisect
 
     import pyarrow.parquet as pq
 
     key_path = str(path)
     where = f"{path} row {row} column {column!r}"
+    if Path(path).suffix == ".arrow":
+        table = arrow_table(path)
+        if not 0 <= row < table.num_rows or column not in table.column_names:
+            raise DataError(f"{where}: the file has {table.num_rows} rows, columns {', '.join(table.column_names)}")
+        return cell_image_bytes(table.column(column)[row].as_py(), where=where)
     with _PARQUET_LOCK:
         opened = _PARQUET_FILES.get(key_path)
         if opened is None:
@@ -358,6 +395,9 @@ class Case:
             (a class name) and a model represents it by CLIP's prompt ensemble: the mean of the
             L2-normalised embeddings of every template with ``{c}`` replaced by the label,
             normalised again (Radford et al. 2021, Sec. 3.1.4; zero-shot classification).
+        questions: optional multiple-choice questions, one per image (answer-based benchmarks such as
+            MMVP): image ``i`` is asked ``questions[i]`` with the texts as its options, and
+            ``truth[i]`` marks the one right option.
     """
 
     id: str
@@ -367,6 +407,7 @@ class Case:
     tags: dict[str, str] = field(default_factory=dict)
     roles: tuple[str, ...] = ()
     prompts: tuple[str, ...] = ()
+    questions: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
         truth = np.asarray(self.truth, dtype=bool)
@@ -388,7 +429,21 @@ class Case:
                 raise DataError(f"case {self.id}: prompt template {k} has no '{{c}}': {template!r}")
         if "subset" not in self.tags:
             raise DataError(f"case {self.id}: tags must include 'subset'")
+        if self.questions:
+            self._check_questions(truth)
         object.__setattr__(self, "truth", truth)
+
+    def _check_questions(self, truth: np.ndarray) -> None:
+        """One non-empty question per image, each with exactly one right option."""
+        if len(self.questions) != len(self.images):
+            raise DataError(f"case {self.id}: {len(self.questions)} questions for {len(self.images)} images")
+        for i, question in enumerate(self.questions):
+            if not isinstance(question, str) or not question.strip():
+                raise DataError(f"case {self.id}: question {i} is empty or not a string: {question!r}")
+            if truth[i].sum() != 1:
+                raise DataError(
+                    f"case {self.id}: question {i} needs exactly one right option, got {int(truth[i].sum())}"
+                )
 
     @property
     def subset(self) -> str:

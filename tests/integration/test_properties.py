@@ -467,6 +467,12 @@ def _valid_dataset(bench: str, root: Path) -> list[Path]:
     if bench == "mmvp-vlm":
         ff.write_mmvp_vlm(root, n_pairs=2)
         return [root / "Questions.csv"]
+    if bench == "mmvp":
+        ff.write_mmvp(root, ff.mmvp_rows(4))
+        return [root / "Questions.csv"]
+    if bench == "vismin":
+        ff.write_vismin(root, n=2)
+        return sorted(root.rglob("*.parquet"))
     if bench == "whatsup":
         ff.write_whatsup(root)
         return sorted(root.glob("*.json"))
@@ -652,9 +658,10 @@ def _outcome_array(protocol: str, case: Case, scores: np.ndarray) -> np.ndarray:
     return np.array([[o.get(m, np.nan) for m in metrics] for o in p.outcomes(case, scores)], dtype=float)
 
 
-#: Protocols on score matrices (the answer-based "choice" protocols take a chat model's answers, not
-#: scores; tests/protocols/test_choice_protocol.py checks them).
-PROTOCOL_NAMES = sorted(p for p in PROTOCOLS.names() if not get_protocol(p).needs.startswith("choice"))
+#: Protocols on score matrices (the answer-based protocols take a chat model's answers, not scores:
+#: tests/protocols/test_choice_protocol.py checks "choice", tests/benchmarks/test_mmvp.py "answer").
+_ANSWER_NEEDS = ("choice", "choice-text", "answer")
+PROTOCOL_NAMES = sorted(p for p in PROTOCOLS.names() if get_protocol(p).needs not in _ANSWER_NEEDS)
 #: Protocols whose outcomes depend only on the order of scores (not valse-prob's 0.5 threshold).
 RANK_BASED = [p for p in PROTOCOL_NAMES if p != "valse-prob"]
 
@@ -732,6 +739,7 @@ def test_every_loader_and_protocol_is_covered() -> None:
         "aro-vg-relation", "aro-vg-attribution", "aro-coco-order", "aro-flickr-order", "crepe", "coco-retrieval",
         "flickr-retrieval", "zeroshot-classification", "whatsup", "mmvp-vlm", "sugarcrepe-pp", "colorswap", "bivlc",
         "naturalbench",
+        "vismin", "mmvp",
     }  # fmt: skip
     assert set(BENCHMARKS.names()) <= covered, set(BENCHMARKS.names()) - covered
     assert PROTOCOL_NAMES  # every registered protocol is parametrized above

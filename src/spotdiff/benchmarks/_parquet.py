@@ -1,4 +1,5 @@
-"""Reading hub parquet layouts row by row, with image cells turned into lazy :class:`ParquetImage` s.
+"""Reading hub parquet layouts row by row, with image cells turned into lazy :class:`ParquetImage` s
+(``.arrow`` files, ``datasets``' ``save_to_disk`` shards, are read memory-mapped the same way).
 
 Rows are streamed in small batches (``pyarrow.parquet.ParquetFile.iter_batches``, without pyarrow's
 pre-buffering, which reads ahead and keeps the column chunks it has read): each image cell's bytes are
@@ -9,11 +10,11 @@ column. Missing columns and empty cells are DataErrors naming the file, the row 
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
-from spotdiff.cases import ParquetImage, cell_image_bytes
+from spotdiff.cases import ParquetImage, arrow_table, cell_image_bytes
 from spotdiff.errors import DataError
 
 BATCH = 32
@@ -46,28 +47,21 @@ def iter_rows(
     (optional; the value is then None).
 
     Args:
-        files: the parquet files, read in order.
+        files: the parquet (or ``.arrow``) files, read in order.
         columns: the columns to read (``?name``: optional).
         image_columns: the columns holding encoded images.
     """
-    import pyarrow.parquet as pq
-
     wanted = [c.lstrip("?") for c in columns]
     optional = {c.lstrip("?") for c in columns if c.startswith("?")}
     images = tuple(image_columns)
     for path in files:
-        try:
-            # no pre-buffering: pyarrow would otherwise keep reading ahead and hold the file's columns
-            pf = pq.ParquetFile(path, pre_buffer=False, buffer_size=1 << 20)
-        except (OSError, ValueError) as exc:
-            raise DataError(f"cannot read parquet file: {exc}", file=path) from exc
-        names = set(pf.schema_arrow.names)
+        names, read = _open(path)
         for column in (*wanted, *images):
             if column not in names and column not in optional:
                 raise DataError(f"missing column (columns: {', '.join(sorted(names))})", file=path, field=column)
         present = [c for c in dict.fromkeys((*wanted, *images)) if c in names]
         row = 0
-        for batch in _batches(pf, present, path):
+        for batch in read(present):
             data = batch.to_pydict()
             for i in range(batch.num_rows):
                 record: dict[str, Any] = {c: None for c in optional}
@@ -79,6 +73,22 @@ def iter_rows(
                     record[column] = value
                 yield path, row, record
                 row += 1
+
+
+def _open(path: Path) -> tuple[set[str], Callable[[list[str]], Iterator[Any]]]:
+    """A file's column names and a reader of its record batches of some columns: parquet streamed
+    without pre-buffering (pyarrow would otherwise keep reading ahead and hold the file's columns), a
+    ``.arrow`` file memory-mapped (:func:`~spotdiff.cases.arrow_table`)."""
+    import pyarrow.parquet as pq
+
+    if path.suffix == ".arrow":
+        table = arrow_table(path)
+        return set(table.column_names), lambda cols: iter(table.select(cols).to_batches(max_chunksize=BATCH))
+    try:
+        pf = pq.ParquetFile(path, pre_buffer=False, buffer_size=1 << 20)
+    except (OSError, ValueError) as exc:
+        raise DataError(f"cannot read parquet file: {exc}", file=path) from exc
+    return set(pf.schema_arrow.names), lambda cols: _batches(pf, cols, path)
 
 
 def _batches(pf: Any, columns: list[str], path: Path) -> Iterator[Any]:

@@ -30,6 +30,7 @@ from spotdiff.scorers.base import (
     ImageTextEmbedding,
     ITMLogits,
     PairScoring,
+    QuestionAnswering,
     Scorer,
     TextEmbedding,
     TextPrior,
@@ -46,8 +47,9 @@ PIPELINE_BATCHES = 32
 #: ... up to this many cases.
 MAX_CHUNK_CASES = 65536
 
-#: Needs served per case by a chat scorer's ``answer_choices`` (EqBen Sec. 5.5, protocols.choice).
-CHOICE_NEEDS = ("choice", "choice-text")
+#: Needs served per case by a chat scorer's answers: ``answer_choices`` (EqBen Sec. 5.5, protocols.choice)
+#: and ``answer_questions`` (a question per image, protocols.answer).
+CHOICE_NEEDS = ("choice", "choice-text", "answer")
 
 
 def text_key(text: str) -> str:
@@ -67,9 +69,10 @@ def cache_digest(scorer: Scorer, gpu_decode: bool = False) -> str:
 
 
 def case_key(case: Case) -> str:
-    """Content key of a whole case: its images' keys and its texts, in order."""
+    """Content key of a whole case: its images' keys and its texts, in order (and its questions, if any)."""
     h = hashlib.sha256()
-    for part in [*(ref.key for ref in case.images), "\x00", *case.texts]:
+    questions = ["\x01", *case.questions] if case.questions else []
+    for part in [*(ref.key for ref in case.images), "\x00", *case.texts, *questions]:
         h.update(part.encode("utf-8") + b"\x00")
     return "case:" + h.hexdigest()
 
@@ -144,6 +147,8 @@ class Need(ABC):
         for case in cases:
             if self.need in ("image-text", "match-prob", "answer-prob", *CHOICE_NEEDS) and not case.images:
                 raise DataError("protocol needs images but the case has none", record=case.id)
+            if self.need == "answer" and not case.questions:
+                raise DataError("protocol needs a question per image but the case has none", record=case.id)
             if case.prompts and (self.need != "image-text" or not embeds):
                 raise ConfigError(
                     f"case {case.id} holds labels with prompt templates (zero-shot classification): that needs an "
@@ -481,8 +486,8 @@ class Engine:
                 yield rows
 
     def answer_choices(self, cases: Sequence[Case], need: str) -> list[np.ndarray]:
-        """A chat scorer's answers per case (``[n_questions, 2, n_readings]``, protocols.choice),
-        cached by case content."""
+        """A chat scorer's answers per case, cached by case content: ``[n_questions, 2, n_readings]``
+        (protocols.choice), or for ``answer`` ``[n_images, n_options, n_readings]`` (protocols.answer)."""
         keys = [case_key(c) for c in cases]
         found = self.requests(
             need, keys, lambda batches: self._answers(cases, batches, need), 1, desc="asking", unit="case"
@@ -490,18 +495,27 @@ class Engine:
         out = []
         for case, key in zip(cases, keys, strict=True):
             rows = len(case.texts) * (2 if need == "choice" else 1)
-            out.append(np.asarray(found[key], dtype=np.float64).reshape(rows, 2, -1))
+            shape = (len(case.images), len(case.texts), -1) if need == "answer" else (rows, 2, -1)
+            out.append(np.asarray(found[key], dtype=np.float64).reshape(shape))
         return out
 
     def _answers(self, cases: Sequence[Case], batches: list[list[int]], need: str) -> Iterator[list[np.ndarray]]:
-        """Each batch's (one case's) answers, its images decoded ahead."""
-        scorer = _serves(self.scorer, AnswerChoice, "does not answer multiple-choice questions")
+        """Each batch's (one case's) answers, its images decoded ahead (``answer``: the option scores in float64,
+        so that equal log-probabilities stay the only ties)."""
+        if need == "answer":
+            asker = _serves(self.scorer, QuestionAnswering, "does not answer questions about images")
+        else:
+            scorer = _serves(self.scorer, AnswerChoice, "does not answer multiple-choice questions")
         refs = [ref for (k,) in batches for ref in cases[k].images]
         per_case = _runs(len(cases[k].images) for (k,) in batches)
         with contextlib.closing(self.pipeline.images(refs, per_case, None)) as feed:
             for (k,), images in zip(batches, feed, strict=True):
-                answers = scorer.answer_choices(images, cases[k].texts, need)
-                yield [np.asarray(answers, dtype=np.float32).reshape(-1)]
+                if need == "answer":
+                    answers = asker.answer_questions(images, cases[k].questions, cases[k].texts)
+                    yield [np.asarray(answers, dtype=np.float64).reshape(-1)]
+                else:
+                    answers = scorer.answer_choices(images, cases[k].texts, need)
+                    yield [np.asarray(answers, dtype=np.float32).reshape(-1)]
 
     def image_text(self, images: Sequence[ImageRef], texts: Sequence[str]) -> np.ndarray:
         """The ``[len(images), len(texts)]`` score matrix (similarity, or the pair score)."""

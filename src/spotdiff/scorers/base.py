@@ -28,6 +28,7 @@ from spotdiff.registry import Registry
 #: matching head; it also returns those logits (:class:`ITMLogits`), which VALSE ranks on.
 CAPABILITIES = (
     "image-text", "text-text", "match-prob", "text-prior", "choice", "choice-text", "itm-logits", "answer-prob",
+    "answer",
 )  # fmt: skip
 
 
@@ -350,6 +351,17 @@ class AnswerLikelihood(Protocol):
         ...
 
 
+@runtime_checkable
+class QuestionAnswering(Protocol):
+    """Answers one multiple-choice question per image (``answer``: MMVP's questions, options lettered A, B, ...)."""
+
+    def answer_questions(
+        self, images: Sequence[Image.Image], questions: Sequence[str], options: Sequence[str]
+    ) -> np.ndarray:
+        """``[n_images, n_options, n_readings]``: per image and option, the reading's score of that option."""
+        ...
+
+
 #: The protocols a scorer declaring each capability implements (one of them, where several).
 SERVES: dict[str, tuple[type, ...]] = {
     "image-text": (ImageTextEmbedding, PairScoring),
@@ -358,6 +370,7 @@ SERVES: dict[str, tuple[type, ...]] = {
     "text-prior": (TextPrior,),
     "choice": (AnswerChoice,),
     "choice-text": (AnswerChoice,),
+    "answer": (QuestionAnswering,),
     "itm-logits": (ITMLogits,),
     "answer-prob": (AnswerLikelihood,),
 }

@@ -42,7 +42,7 @@ class VQAScorer(PairScorer):
     """VQAScore, P(answer) given the image and question(text), through the model's chat template."""
 
     #: at most; an instance without several-image input drops "choice" (see ``cannot``)
-    capabilities = frozenset({"image-text", "match-prob", "choice-text", "choice", "answer-prob"})
+    capabilities = frozenset({"image-text", "match-prob", "choice-text", "choice", "answer-prob", "answer"})
     OPTIONS = ("question", "answer", "system", "reuse", "generate", "multi_image")
 
     def __init__(self, rest: str, options: ScorerOptions) -> None:
@@ -75,7 +75,7 @@ class VQAScorer(PairScorer):
             multi_image=None if multi is None else option_flag(multi, "multi_image"),
         )
         self.capabilities = frozenset(
-            {"image-text", "match-prob", "choice-text", "answer-prob"}
+            {"image-text", "match-prob", "choice-text", "answer-prob", "answer"}
             | ({"choice"} if self.chooser.multi_image else set())
         )
         self.nans = NanCounter(self.spec)
@@ -167,3 +167,14 @@ class VQAScorer(PairScorer):
                 block = np.column_stack([block, [np.nan if a is None else a for a in said]])
             out.append(block)
         return out
+    def answer_questions(
+        self, images: Sequence[Image.Image], questions: Sequence[str], options: Sequence[str]
+    ) -> np.ndarray:
+        """Each image's own multiple-choice question (:meth:`~spotdiff.scorers.chat.AnswerChooser.answer_questions`).
+
+        Args:
+            images: the images, one per question.
+            questions: the question asked about each image.
+            options: the option texts, shared by the questions.
+        """
+        return self.chooser.answer_questions(images, questions, options)

@@ -663,6 +663,114 @@ def write_mmvp_vlm(root: Path, n_pairs: int = 16) -> Path:
     return root
 
 
+# ------------------------------------------------------------------------------ MMVP
+MMVP_HEADER = ("Index", "Question", "Options", "Correct Answer")
+
+
+def mmvp_rows(n: int = 300) -> list[list[str]]:
+    """``n`` rows in the schema of MMVP's ``Questions.csv`` (github.com/tsb0601/MMVP; rows 279 and 280 as
+    MMVP issue 14 quotes them): pairs of rows share a question and options, answers (a) then (b).
+
+    Args:
+        n: the number of rows (questions).
+    """
+    rows = []
+    for i in range(1, n + 1):
+        pair = (i + 1) // 2
+        if i in (279, 280):
+            question, options = "Is the elderly person standing or sitting in the picture?", "(a) Standing (b) Sitting"
+        elif pair % 2:
+            question, options = f"Are the butterfly's feet visible? ({pair})", "(a) Yes (b) No"
+        else:
+            question = f"Is the bus driving towards or away from the camera? ({pair})"
+            options = "(a) Towards the camera (b) Away from the camera"
+        rows.append([str(i), question, options, "(a)" if i % 2 else "(b)"])
+    return rows
+
+
+def write_mmvp(root: Path, rows: list[list[str]] | None = None, images: int = 0, seed: int = 4) -> Path:
+    """MMVP's ``Questions.csv`` (header :data:`MMVP_HEADER`, ``rows`` or :func:`mmvp_rows`) and the first
+    ``images`` images ``MMVP Images/<n>.jpg``, as evaluate_mllm.py reads them. Returns ``root``.
+
+    Args:
+        rows: the CSV rows below the header.
+        images: how many images to write (rows 1, 2, ...).
+        seed: the images' random seed.
+    """
+    root.mkdir(parents=True, exist_ok=True)
+    with (root / "Questions.csv").open("w", newline="", encoding="utf-8") as f:
+        csv.writer(f).writerows([MMVP_HEADER, *(mmvp_rows() if rows is None else rows)])
+    rng = np.random.default_rng(seed)
+    for k in range(images):
+        _save_image(root / "MMVP Images" / f"{k + 1}.jpg", rng)
+    return root
+
+
+# ------------------------------------------------------------------------------ VisMin
+VISMIN_CATEGORIES = ("object", "attribute", "relation", "counting")
+
+
+def write_vismin(
+    root: Path, n: int = 8, seed: int = 0, category: str | None = None, *, layout: str = "parquet"
+) -> Path:
+    """``n`` rows with the features of ``mair-lab/vismin-bench`` (its data/test/dataset_info.json: id,
+    image_0, text_0, image_1, text_1, the four MLLM question columns, category), written as the hub's
+    parquet conversion lays them out (``default/test/0000.parquet``) or, ``layout="arrow"``, as the hub's
+    ``save_to_disk`` shards (``data/test/data-0000k-of-00002.arrow``, Arrow IPC streams); row ``i`` has
+    category ``VISMIN_CATEGORIES[i % 4]`` unless ``category`` is given. Returns ``root``.
+
+    Args:
+        n: the number of rows.
+        seed: the images' random seed.
+        category: one category for every row (any string).
+        layout: ``"parquet"`` or ``"arrow"``.
+    """
+    import io
+
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from spotdiff.testing.hub_repos import png_bytes
+
+    rng = np.random.default_rng(seed)
+    columns = (
+        "id",
+        "image_0",
+        "text_0",
+        "image_1",
+        "text_1",
+        "text_question_0",
+        "text_question_1",
+        "image_question_0",
+        "image_question_1",
+        "category",
+    )
+    rows: dict[str, list] = {k: [] for k in columns}
+    for i in range(n):
+        rows["id"].append(i)
+        for k in (0, 1):
+            rows[f"image_{k}"].append({"bytes": png_bytes(rng), "path": None})
+            rows[f"text_{k}"].append(f"a {'red' if k == i % 2 else 'blue'} cup left of a plate {i}")
+            rows[f"text_question_{k}"].append(f"Does this image depict: text {k}?")
+            rows[f"image_question_{k}"].append(f"Which image better aligns with text {k}?")
+        rows["category"].append(category or VISMIN_CATEGORIES[i % 4])
+    table = pa.table(rows)
+    if layout == "arrow":
+        half = (n + 1) // 2
+        for k, part in enumerate((table.slice(0, half), table.slice(half))):
+            path = root / "data" / "test" / f"data-{k:05d}-of-00002.arrow"
+            path.parent.mkdir(parents=True, exist_ok=True)
+            with pa.OSFile(str(path), "wb") as sink, pa.ipc.new_stream(sink, table.schema) as writer:
+                writer.write_table(part, max_chunksize=3)
+        return root
+    path = root / "default" / "test" / "0000.parquet"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    buf = io.BytesIO()
+    pq.write_table(table, buf, row_group_size=3)
+    path.write_bytes(buf.getvalue())
+    return root
+
+
 # ------------------------------------------------------------------------------ SugarCrepe++
 def write_sugarcrepe_pp(root: Path, subsets: tuple[str, ...] = ("replace_att", "swap_obj")) -> Path:
     """SugarCrepe++'s ``<subset>.json`` files in the schema of github.com/Sri-Harsha/scpp ``data/`` (a

@@ -1,0 +1,173 @@
+"""MMVP (Tong et al., "Eyes Wide Shut?", CVPR 2024): 150 pairs of "CLIP-blind" images, each image with
+a two-option question; a chat VLM's pair counts only when it answers both questions right.
+
+Reads ``Questions.csv`` and ``MMVP Images/<n>.jpg`` as the authors' ``scripts/evaluate_mllm.py``
+(github.com/tsb0601/MMVP, commit 7635005) does; option ``labels`` applies lmms-eval's corrections of
+four answers. Format and rules: docs/loaders.md.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator
+from pathlib import Path
+
+import numpy as np
+
+from spotdiff.benchmarks._io import images_dir, option_choice, read_csv_rows
+from spotdiff.benchmarks.base import BENCHMARKS, Benchmark, BenchmarkMetadata, LoadReport
+from spotdiff.benchmarks.sources import HubSource, Part
+from spotdiff.cases import Case, FileImage
+from spotdiff.errors import ConfigError, DataError
+
+#: The columns evaluate_mllm.py reads (the first column, the 1-based Index, is read by position).
+COLUMNS = ("Question", "Options", "Correct Answer")
+#: The image folder evaluate_mllm.py reads, ``<folder>/<row number>.jpg``.
+IMAGE_FOLDER = "MMVP Images"
+#: Answer corrections by 1-based Index -> right option (0 = (a)), per setting of option ``labels``.
+#: ``lmms-eval``: lmms-eval's current MMVP task (lmms_eval/tasks/mmvp/utils.py at commit d8fcb9c3, PR
+#: 1210; the corrected dataset lmms-lab-eval/MMVP) swaps the answers of pairs 99/100 (elephant tusks)
+#: and 279/280 (elderly person standing or sitting), as MMVP issues 14 and 30 report.
+#: ``lmms-eval-pr1028``: the first version, PR 1028 (commit 34465550): ``GROUND_TRUTH_CORRECTIONS =
+#: {99: "A", 279: "A"}`` on 0-based row numbers, i.e. Index 100 and 280 set to (a) and 99, 279 kept.
+CORRECTIONS: dict[str, dict[int, int]] = {
+    "original": {},
+    "lmms-eval": {99: 1, 100: 0, 279: 1, 280: 0},
+    "lmms-eval-pr1028": {100: 0, 280: 0},
+}
+_OPTION = re.compile(r"\(([a-z])\)\s*")
+_ANSWER = re.compile(r"^\(?([a-z])\)?(?:\s|$)")
+
+CITATION = """\
+@inproceedings{tong2024eyes,
+  title     = {Eyes Wide Shut? Exploring the Visual Shortcomings of Multimodal {LLMs}},
+  author    = {Tong, Shengbang and Liu, Zhuang and Zhai, Yuexiang and Ma, Yi and LeCun, Yann and Xie, Saining},
+  booktitle = {IEEE/CVF Conference on Computer Vision and Pattern Recognition (CVPR)},
+  year      = {2024}
+}
+"""
+
+
+def parse_options(text: str) -> tuple[str, ...]:
+    """The option texts of an MMVP ``Options`` cell, ``"(a) Yes (b) No"``, lettered (a), (b), ... in order.
+
+    >>> parse_options("(a) Towards the camera (b) Away from the camera")
+    ('Towards the camera', 'Away from the camera')
+    """
+    parts = _OPTION.split(text.strip())
+    letters, options = parts[1::2], tuple(p.strip() for p in parts[2::2])
+    expected = [chr(ord("a") + k) for k in range(len(letters))]
+    if parts[0].strip() or len(letters) < 2 or letters != expected or not all(options):
+        raise ValueError(f"expected '(a) ... (b) ...', got {text!r:.80}")
+    return options
+
+
+def parse_answer(text: str, n_options: int) -> int:
+    """The option index of an MMVP ``Correct Answer`` cell (``"(a)"`` -> 0), as lmms-eval normalises it.
+
+    >>> parse_answer("(b)", 2), parse_answer(" (a) Yes", 2)
+    (1, 0)
+    """
+    m = _ANSWER.match(text.strip().lower())
+    index = ord(m.group(1)) - ord("a") if m else -1
+    if not 0 <= index < n_options:
+        raise ValueError(f"expected one of (a) to ({chr(ord('a') + n_options - 1)}), got {text!r:.40}")
+    return index
+
+
+@BENCHMARKS.register("mmvp")
+class MMVP(Benchmark):
+    option_names = ("labels", "images")  # the -o options it reads
+    metadata = BenchmarkMetadata(
+        title="MMVP (Tong et al., CVPR 2024)",
+        protocols=("answer",),
+        subsets=("mmvp",),
+        layout=f"""\
+DIR/Questions.csv: a header (Index, Question, Options, Correct Answer), then 300 rows; row n (1-based,
+  its Index) asks about DIR/{IMAGE_FOLDER}/<n>.jpg (option images=PATH replaces DIR/{IMAGE_FOLDER});
+  Options "(a) ... (b) ...", Correct Answer "(a)" or "(b)"; rows 2k+1 and 2k+2 are pair k (both
+  evaluate_mllm.py + gpt_grader.py and lmms-eval's mmvp task pair them so)
+case: the pair's 2 images, each with its own Question; texts = the Options (the same for both rows);
+  truth[i] marks image i's Correct Answer; id <Index of the first row>; subset mmvp; protocol answer:
+  pair = pair accuracy (the paper's), question = accuracy per question (lmms-eval's mmvp_accuracy)
+option labels=original (default) | lmms-eval | lmms-eval-pr1028: the answers as published, or with
+  lmms-eval's corrections (lmms-eval: Index 99 -> (b), 100 -> (a), 279 -> (b), 280 -> (a), commit
+  d8fcb9c3; lmms-eval-pr1028: Index 100 -> (a), 280 -> (a), PR 1028, commit 34465550)
+tags: subset, labels (the setting used), corrected (yes when the setting changed an answer of the pair)""",
+        description="MMVP: 150 CLIP-blind image pairs, a two-option question per image; a chat VLM's pair "
+        "accuracy, both questions right (Tong et al., Eyes Wide Shut?, CVPR 2024)",
+        paper="Tong, Liu, Zhai, Ma, LeCun, Xie. Eyes Wide Shut? Exploring the Visual Shortcomings of "
+        "Multimodal LLMs. CVPR 2024",
+        reference="https://github.com/tsb0601/MMVP",
+        citation=CITATION,
+        main_score=("answer", "pair"),
+        reproduces="MMVP Sec. 3 (the MMVP benchmark: MLLMs' accuracy over question pairs); the authors grade free "
+        "answers with GPT-4 (scripts/gpt_grader.py), this protocol reads the option letter",
+        license="MIT (the README of github.com/tsb0601/MMVP; its tree has no LICENSE file at commit 7635005)",
+        parts=(
+            Part(
+                "data",
+                "both",
+                HubSource("MMVP/MMVP", None, ("Questions.csv", f"{IMAGE_FOLDER}/*")),
+                license="MIT (README)",
+                note="Questions.csv and its image folder, as evaluate_mllm.py reads them; no commit could be read "
+                "when this was declared: the fetch records the commit it downloads",
+            ),
+        ),
+        ties="the likelihood reading: a tie of the option letters' log-probabilities is no answer (strict) or "
+        "the first option (argmax, np.argmax); the authors' code grades generated answers (gpt_grader.py: "
+        "a pair is right when both its answers are graded yes), where no tie arises",
+    )
+
+    def check_subset(self, subset: str | None) -> None:
+        if subset is not None and subset != "mmvp":
+            raise ConfigError(f"benchmark 'mmvp' has no subset {subset!r}; known: mmvp")
+
+    def data_files(self) -> list[Path]:
+        path = self.root / "Questions.csv"
+        if not path.is_file():
+            raise DataError(f"Questions.csv not found in {self.root}")
+        return [path]
+
+    def cases(self, subset: str | None = None) -> Iterator[Case]:
+        self.check_subset(subset)
+        self.report = LoadReport()
+        labels = option_choice(self.options, "labels", tuple(CORRECTIONS), "original")
+        (path,) = self.data_files()
+        images = images_dir(self.root, self.options, IMAGE_FOLDER)
+        rows = read_csv_rows(path, COLUMNS)
+        if len(rows) % 2:
+            raise DataError(f"{len(rows)} rows: questions come in pairs", file=path)
+        for k in range(0, len(rows), 2):
+            self.report.records += 2
+            read = [_row(path, line, cells, k + j + 1) for j, (line, cells) in enumerate(rows[k : k + 2])]
+            (q1, options, a1), (q2, other, a2) = read
+            if other != options:
+                raise DataError(f"options {other!r:.60} differ from the pair's first row {options!r:.60}",
+                                file=path, record=f"line {rows[k + 1][0]}", field="Options")  # fmt: skip
+            fixes = CORRECTIONS[labels]
+            answers = [fixes.get(k + j + 1, a) for j, a in enumerate((a1, a2))]
+            truth = np.arange(len(options))[None, :] == np.array(answers)[:, None]
+            refs = (FileImage(images / f"{k + 1}.jpg"), FileImage(images / f"{k + 2}.jpg"))
+            tags = {"subset": "mmvp", "labels": labels, "corrected": "yes" if answers != [a1, a2] else "no"}
+            yield Case(str(k + 1), options, truth, refs, tags, questions=(q1, q2))
+
+
+def _row(path: Path, line: int, cells: dict[str, str], number: int) -> tuple[str, tuple[str, ...], int]:
+    """``(question, options, answer index)`` of CSV row ``number`` (1-based), checked."""
+    index = next(iter(cells.values())).strip()
+    if index != str(number):
+        raise DataError(f"row {number} has Index {index!r:.20}; evaluate_mllm.py reads image {number}.jpg for it",
+                        file=path, record=f"line {line}", field=next(iter(cells)))  # fmt: skip
+    question = cells["Question"].strip()
+    if not question:
+        raise DataError("empty", file=path, record=f"line {line}", field="Question")
+    try:
+        options = parse_options(cells["Options"])
+    except ValueError as exc:
+        raise DataError(str(exc), file=path, record=f"line {line}", field="Options") from exc
+    try:
+        answer = parse_answer(cells["Correct Answer"], len(options))
+    except ValueError as exc:
+        raise DataError(str(exc), file=path, record=f"line {line}", field="Correct Answer") from exc
+    return question, options, answer

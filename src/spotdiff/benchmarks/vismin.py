@@ -1,0 +1,99 @@
+"""VisMin (Awal et al., NeurIPS 2024): pairs of images with a minimal change (object, attribute, count,
+spatial relation) and their two captions; Winoground's text / image / group scores per category.
+
+Reads the hub dataset ``mair-lab/vismin-bench`` (split test: its ``save_to_disk`` Arrow shards, or the
+hub's parquet conversion), the columns that the authors' ``vismin-bench/eval.py`` (github.com/rabiulcste/vismin,
+commit 29ce2c0) reads. Format and rules: docs/loaders.md.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+from spotdiff.benchmarks._io import field
+from spotdiff.benchmarks._parquet import find_parquet, iter_rows
+from spotdiff.benchmarks.base import BENCHMARKS, Benchmark, BenchmarkMetadata, LoadReport, pair_case
+from spotdiff.benchmarks.sources import HubSource, Part
+from spotdiff.cases import Case
+from spotdiff.errors import ConfigError, DataError
+
+#: The ``category`` values of the test split (vismin-bench/solutions/vqa_solution.csv: 579 object,
+#: 294 attribute, 622 relation, 589 counting), in the order of the paper's tables.
+SUBSETS = ("object", "attribute", "relation", "counting")
+#: The hub's own files (``datasets`` save_to_disk: Arrow stream shards of split test), then its parquet
+#: conversion (revision refs/convert/parquet), then a parquet export of the split.
+FILES = ("data/test/data-*.arrow", "test/data-*.arrow", "default/test/*.parquet", "data/test-*.parquet", "*.parquet")
+
+CITATION = """\
+@inproceedings{awal2024vismin,
+  title     = {{VisMin}: Visual Minimal-Change Understanding},
+  author    = {Awal, Rabiul and Ahmadi, Saba and Zhang, Le and Agrawal, Aishwarya},
+  booktitle = {Advances in Neural Information Processing Systems (NeurIPS)},
+  year      = {2024}
+}
+"""
+
+
+@BENCHMARKS.register("vismin")
+class VisMin(Benchmark):
+    metadata = BenchmarkMetadata(
+        title="VisMin (Awal et al., NeurIPS 2024)",
+        protocols=("group",),
+        subsets=SUBSETS,
+        layout="""\
+DIR/data/test/data-*.arrow (the hub dataset mair-lab/vismin-bench: datasets' save_to_disk shards of split
+  test), or its parquet conversion DIR/default/test/*.parquet (revision refs/convert/parquet; or
+  DIR/data/test-*.parquet, DIR/*.parquet): columns id, image_0, text_0, image_1, text_1 (images as
+  bytes), category (object/attribute/relation/counting); the MLLM question columns (text_question_k,
+  image_question_k) are not read
+case: 2 images [image_0, image_1] x 2 captions [text_0, text_1], text_k describes image_k (diagonal
+  truth); id <id>; subset = category
+tags: subset""",
+        description="VisMin: 2,084 image pairs with one minimal change (object, attribute, count, spatial "
+        "relation) and their captions; text / image / group score per category (Awal et al., VisMin, "
+        "NeurIPS 2024)",
+        paper="Awal, Ahmadi, Zhang, Agrawal. VisMin: Visual Minimal-Change Understanding. NeurIPS 2024",
+        reference="https://github.com/rabiulcste/vismin",
+        citation=CITATION,
+        main_score=("group", "group"),
+        reproduces="VisMin Table 2 (foundational VLMs: image, text and group score per category)",
+        license="CC BY 4.0 (the hub dataset card of mair-lab/vismin-bench)",
+        parts=(
+            Part(
+                "data",
+                "both",
+                HubSource("mair-lab/vismin-bench", None, ("data/test/*",)),
+                license="CC BY 4.0",
+                note="datasets' save_to_disk shards of split test, images inside (the parquet conversion at revision "
+                "refs/convert/parquet is read too, downloaded by hand); no commit could be read when this was "
+                "declared: the fetch records the commit it downloads",
+            ),
+        ),
+        ties="strict, as VisMin's compute_contrastive_accuracy (vismin-bench/metric.py, commit 29ce2c0: "
+        "T0_I0 > T1_I0 and T1_I1 > T0_I1 and so on)",
+    )
+
+    def check_subset(self, subset: str | None) -> None:
+        if subset is not None and subset not in SUBSETS:
+            raise ConfigError(f"benchmark 'vismin' has no subset {subset!r}; known: {', '.join(SUBSETS)}")
+
+    def data_files(self) -> list[Path]:
+        return find_parquet(self.root, FILES, what="VisMin test (Arrow or parquet)")
+
+    def cases(self, subset: str | None = None) -> Iterator[Case]:
+        self.check_subset(subset)
+        self.report = LoadReport()
+        for path, row, record in iter_rows(self.data_files(), ("id", "text_0", "text_1", "category"),
+                                           ("image_0", "image_1")):  # fmt: skip
+            self.report.records += 1
+            where = f"row {row}"
+            ex_id = field(record, "id", int, file=path, record_id=where)
+            texts = tuple(field(record, k, str, file=path, record_id=where).strip() for k in ("text_0", "text_1"))
+            category = field(record, "category", str, file=path, record_id=where).strip()
+            if category not in SUBSETS:
+                raise DataError(f"unknown category {category!r}; known: {', '.join(SUBSETS)}", file=path,
+                                record=where, field="category")  # fmt: skip
+            if subset is not None and category != subset:
+                continue
+            yield pair_case(str(ex_id), texts, (record["image_0"], record["image_1"]), {"subset": category})

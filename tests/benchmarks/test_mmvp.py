@@ -1,0 +1,198 @@
+"""MMVP: Questions.csv and its image folder as evaluate_mllm.py reads them, lmms-eval's label
+corrections as an option recorded in the cases, pair and question accuracy equal to transcriptions of
+the authors' gpt_grader.py and of lmms-eval's mmvp aggregation on answer tables with ties (strict and
+argmax), the chat VLM's option scores equal to its own next-token log-probabilities, and `spotdiff eval`
+end to end with a tiny chat VLM (unparseable answers in the run's diagnostics)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+
+from spotdiff.benchmarks import get_benchmark
+from spotdiff.cases import FileImage
+from spotdiff.cli import main
+from spotdiff.diagnose.engine import Engine
+from spotdiff.errors import ConfigError, DataError
+from spotdiff.protocols import get_protocol
+from spotdiff.scorers import ScorerOptions, load_scorer
+from spotdiff.scorers.chat import ANSWER_QUESTION
+from spotdiff.testing.formats import MMVP_HEADER, mmvp_rows, write_mmvp
+from spotdiff.testing.tiny_vlms import make_tiny_vlm
+
+HEADER = MMVP_HEADER
+
+
+def _write(root: Path, rows: list[list[str]] | None = None, images: int = 0) -> Path:
+    return write_mmvp(root, rows, images)
+
+
+def test_mmvp_reads_questions_and_images(tmp_path: Path) -> None:
+    bench = get_benchmark("mmvp")(_write(tmp_path))
+    cases = bench.load()
+    assert len(cases) == 150 and bench.report.records == 300
+    case = cases[1]
+    assert case.id == "3" and case.texts == ("Towards the camera", "Away from the camera")
+    assert case.questions == ("Is the bus driving towards or away from the camera? (2)",) * 2
+    assert case.truth.tolist() == [[True, False], [False, True]]
+    assert [ref.path for ref in case.images] == [tmp_path / "MMVP Images/3.jpg", tmp_path / "MMVP Images/4.jpg"]
+    assert all(isinstance(ref, FileImage) for ref in case.images)
+    assert case.tags == {"subset": "mmvp", "labels": "original", "corrected": "no"}
+    with pytest.raises(ConfigError):
+        get_benchmark("mmvp")(tmp_path).load("texts")
+
+
+@pytest.mark.parametrize(
+    ("labels", "pair_99", "pair_279"),
+    [
+        ("original", [0, 1], [0, 1]),
+        ("lmms-eval", [1, 0], [1, 0]),  # lmms-eval d8fcb9c3: both answers of each pair swapped
+        ("lmms-eval-pr1028", [0, 0], [0, 0]),  # PR 1028: 0-based rows 99 and 279 set to "A"
+    ],
+)
+def test_label_corrections_are_an_option_recorded_in_the_cases(tmp_path, labels, pair_99, pair_279) -> None:
+    cases = {c.id: c for c in get_benchmark("mmvp")(_write(tmp_path), labels=labels).load()}
+    assert cases["99"].truth.argmax(axis=1).tolist() == pair_99
+    assert cases["279"].truth.argmax(axis=1).tolist() == pair_279
+    assert {c.tags["labels"] for c in cases.values()} == {labels}
+    changed = sorted(c.id for c in cases.values() if c.tags["corrected"] == "yes")
+    assert changed == ([] if labels == "original" else ["279", "99"])
+    with pytest.raises(ConfigError, match="labels"):
+        get_benchmark("mmvp")(tmp_path, labels="fixed").load()
+
+
+@pytest.mark.parametrize(
+    ("row", "column", "value", "message"),
+    [
+        (1, 2, "Yes or No", "expected '\\(a\\)"),
+        (1, 3, "(c)", "expected one of"),
+        (1, 0, "7", "Index"),
+        (1, 2, "(a) Yes (b) Maybe", "differ"),
+    ],
+)
+def test_bad_rows_name_the_file_line_and_column(tmp_path, row, column, value, message) -> None:
+    rows = mmvp_rows(4)
+    rows[row][column] = value
+    with pytest.raises(DataError, match=message) as err:
+        get_benchmark("mmvp")(_write(tmp_path, rows)).load()
+    assert "Questions.csv" in str(err.value) and "line 3" in str(err.value) and HEADER[column] in str(err.value)
+
+
+def _gpt_grader(grades: list[str]) -> float:
+    """scripts/gpt_grader.py's accumulation (github.com/tsb0601/MMVP, commit 7635005), transcribed: one
+    GPT-4 grade per answer line in file order, a pair right when both its grades are "yes"."""
+    num_correct, num_total = 0, 0
+    index, round_correct = 0, 0
+    for gpt_grade in grades:
+        index += 1
+        if gpt_grade == "yes":
+            round_correct += 1
+        if index == 2:
+            index = 0
+            if round_correct == 2:
+                num_correct += 1
+            round_correct = 0
+            num_total += 1
+    return num_correct / num_total
+
+
+def _lmms_eval(results: list[dict]) -> tuple[float, float]:
+    """lmms_eval/tasks/mmvp/utils.py mmvp_aggregate_results and mmvp_aggregate_pair_results (commit
+    34465550), transcribed without the logging."""
+    accuracy = sum(1 for r in results if r["is_correct"]) / len(results)
+    pairs: dict[int, list[dict]] = {}
+    for r in results:
+        pairs.setdefault(r["pair_index"], []).append(r)
+    correct_pairs = total_pairs = 0
+    for pair_results in pairs.values():
+        if len(pair_results) == 2:
+            total_pairs += 1
+            correct_pairs += all(r["is_correct"] for r in pair_results)
+    return accuracy, correct_pairs / total_pairs
+
+
+def _reference_choice(row: np.ndarray, ties: str) -> int:
+    """The option a row of letter log-probabilities picks: np.argmax, a tie none under strict."""
+    top = np.flatnonzero(row == row.max())
+    return int(top[0]) if len(top) == 1 or ties == "argmax" else -1
+
+
+@pytest.mark.parametrize("ties", ["strict", "argmax"])
+def test_pair_accuracy_equals_the_authors_code_with_ties(tmp_path: Path, ties: str) -> None:
+    cases = get_benchmark("mmvp")(_write(tmp_path), labels="lmms-eval-pr1028").load()
+    protocol = get_protocol("answer", ties)
+    rng = np.random.default_rng(11)
+    units, results = [], []
+    for case in cases:
+        scores = rng.integers(-2, 0, size=(2, 2, 1)).astype(float)  # log P("A"), log P("B"); many ties
+        units.append(protocol.outcomes(case, scores)[0])
+        for i in range(2):
+            right = _reference_choice(scores[i, :, 0], ties) == int(case.truth[i].argmax())
+            index = int(case.id) - 1 + i  # 0-based row, as lmms-eval numbers them
+            results.append({"is_correct": right, "pair_index": index // 2})
+    pair = np.mean([u["pair"] for u in units])
+    question = np.mean([u["question"] for u in units])
+    assert pair == pytest.approx(_gpt_grader(["yes" if r["is_correct"] else "no" for r in results]))
+    assert (question, pair) == pytest.approx(_lmms_eval(results))
+    aggregated = protocol.aggregate({m: np.array([u[m] for u in units]) for m in units[0]}, {})
+    assert aggregated["pair"] == pytest.approx(100 * pair) and "gen_pair" not in aggregated
+
+
+def test_generated_answers_and_unparseable_ones(tmp_path: Path) -> None:
+    case = get_benchmark("mmvp")(_write(tmp_path, mmvp_rows(2))).load()[0]
+    scores = np.array([[[-0.5, 1.0], [-0.5, 0.0]], [[-3.0, np.nan], [-0.1, np.nan]]])  # tie; gen A, unparseable
+    protocol = get_protocol("answer")
+    out = protocol.outcomes(case, scores)[0]
+    assert out == {"pair": 0.0, "question": 0.5, "no_answer": 0.5, "gen_pair": 0.0, "gen_question": 0.5,
+                   "unparsed": 0.5}  # fmt: skip
+    assert get_protocol("answer", "argmax").outcomes(case, scores)[0]["pair"] == 1.0
+    assert protocol.answer_counts(case, scores) == (2, 1)
+    assert protocol.tied_units(case, scores, [out]) == [True]
+
+
+@pytest.fixture(scope="module")
+def qwen(tmp_path_factory) -> Path:
+    return make_tiny_vlm("qwen2_vl", tmp_path_factory.mktemp("qwen"), seed=1)
+
+
+def test_option_scores_are_the_models_letter_logprobs(qwen: Path, tmp_path: Path) -> None:
+    scorer = load_scorer(f"vqa:{qwen}", ScorerOptions(device="cpu"))
+    case = get_benchmark("mmvp")(_write(tmp_path, mmvp_rows(2), images=2)).load()[0]
+    images = [ref.load() for ref in case.images]
+    with Engine(scorer, None) as engine:
+        (got,) = engine.answer_choices([case], "answer")
+    assert got.shape == (2, 2, 1)
+    chat = scorer.chat
+    for i, image in enumerate(images):
+        question = ANSWER_QUESTION.format(question=case.questions[i], options="A. Yes\nB. No")
+        content = [{"type": "image", "image": image}, {"type": "text", "text": question}]
+        enc = chat.processor.apply_chat_template(
+            [{"role": "user", "content": content}], add_generation_prompt=True, tokenize=True, return_dict=True,
+            return_tensors="pt",
+        )  # fmt: skip
+        with torch.no_grad():
+            logp = torch.log_softmax(chat.model(**enc).logits[0, -1].float(), dim=-1)
+        ids = [chat.tokenizer(x, add_special_tokens=False)["input_ids"][0] for x in "AB"]
+        np.testing.assert_allclose(got[i, :, 0], logp[ids].numpy(), rtol=1e-4, atol=1e-5)
+
+
+def test_eval_mmvp_with_a_tiny_chat_vlm(qwen: Path, tmp_path: Path) -> None:
+    data = _write(tmp_path / "data", mmvp_rows(4), images=4)
+    out = tmp_path / "out"
+    argv = ["eval", "--model", f"vqa:{qwen}?generate=2", "--benchmark", "mmvp", "--data", str(data),
+            "-o", "labels=lmms-eval", "--out", str(out), "--store", str(tmp_path / "runs.sqlite"), "--quiet",
+            "--n-boot", "50"]  # fmt: skip
+    assert main(argv) == 0
+    result = json.loads((out / "metrics.json").read_text())
+    assert result["benchmark"] == "mmvp" and result["protocol"] == "answer" and result["n_cases"] == 2
+    for metric in ("pair", "question", "no_answer", "gen_pair", "gen_question", "unparsed"):
+        assert 0.0 <= result["metrics"]["all"][metric] <= 100.0
+    assert result["n_answers"] == 4 and 0.0 <= result["unparseable_rate"] <= 100.0
+    assert result["unparseable_rate"] == pytest.approx(result["metrics"]["all"]["unparsed"])
+    lines = [json.loads(x) for x in (out / "scores.jsonl").read_text().splitlines()]
+    assert [np.shape(x["scores"]) for x in lines] == [(2, 2, 2)] * 2
+    assert {x["tags"]["labels"] for x in lines} == {"lmms-eval"}
