@@ -34,21 +34,28 @@ HAS_DIFFUSERS = importlib.util.find_spec("diffusers") is not None
 
 
 class FakeDiffusion:
-    """Stands in for a diffusers pipeline: same call signature, deterministic pictures."""
+    """Stands in for a diffusers pipeline: same call signature (a prompt or a list of prompts, with a
+    generator or a list of them, one per image), deterministic pictures."""
 
     def __init__(self) -> None:
         self.calls: list[dict] = []
 
     def __call__(self, prompt, height=64, width=64, generator=None, image=None, mask_image=None, **kw):
         self.calls.append({"prompt": prompt, "height": height, "width": width, "mask": mask_image is not None})
-        seed = int(generator.initial_seed()) if generator is not None else 0
-        rng = np.random.default_rng(seed)
+        generators = (
+            generator if isinstance(generator, list) else [generator] * (len(prompt) if isinstance(prompt, list) else 1)
+        )
+        return SimpleNamespace(images=[self._picture(g, height, width, image is None) for g in generators])
+
+    @staticmethod
+    def _picture(generator, height, width, single_object):
+        rng = np.random.default_rng(int(generator.initial_seed()) if generator is not None else 0)
         arr = np.full((height, width, 3), rng.integers(60, 200, 3), dtype=np.uint8)
-        if image is None:  # a "single prominent object": a disc in the middle
+        if single_object:  # a "single prominent object": a disc in the middle
             yy, xx = np.mgrid[0:height, 0:width]
             disc = (yy - height / 2) ** 2 + (xx - width / 2) ** 2 < (min(height, width) / 3) ** 2
             arr[disc] = (220, 40, 40)
-        return SimpleNamespace(images=[Image.fromarray(arr)])
+        return Image.fromarray(arr)
 
 
 @pytest.mark.skipif(HAS_DIFFUSERS, reason="diffusers is installed")
@@ -68,7 +75,9 @@ def test_text_to_image_source_and_inpaint_background_with_stand_ins():
     inst = source.sample(rng)
     assert inst.category in COCO_CLASSES and inst.seed % 2 == 0
     image = source.generate(inst)
-    assert image.size == (48, 48) and t2i.calls[0]["prompt"] == f"a photo of a single and fully visible {inst.category}"
+    assert image.size == (48, 48) and t2i.calls[0]["prompt"] == [
+        f"a photo of a single and fully visible {inst.category}"
+    ]
     assert source.generate(inst).tobytes() == image.tobytes()  # deterministic per instance seed
 
     inpaint = FakeDiffusion()

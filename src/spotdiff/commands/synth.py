@@ -140,11 +140,25 @@ def _pipeline_arguments(parser: argparse.ArgumentParser, cls: type[SynthEngine])
         "--workers", type=positive_int, default=default_workers(), help="worker processes (at most the cores usable)"
     )
     title = "diffusion models" if cls.generative else "generative backend (--backend generative)"
-    _generative_arguments(parser.add_argument_group(title), cls.config_class())
+    group = parser.add_argument_group(title)
+    _generative_arguments(group, cls.config_class())
+    if not cls.generative:
+        _library_arguments(group, cls.config_class())
 
 
 #: the options that only the generative backend reads (recorded in synth.json only with it)
-GENERATIVE_OPTIONS = ("t2i", "inpaint", "detector", "segmenter", "steps", "object_size", "instance_cache", "device")
+GENERATIVE_OPTIONS = (
+    "t2i",
+    "inpaint",
+    "detector",
+    "segmenter",
+    "steps",
+    "object_size",
+    "instance_cache",
+    "library_size",
+    "batch_size",
+    "device",
+)
 
 
 def _generative_arguments(group: argparse._ArgumentGroup, d: SynthConfig) -> None:
@@ -161,6 +175,22 @@ def _generative_arguments(group: argparse._ArgumentGroup, d: SynthConfig) -> Non
         "--instance-cache", metavar="DIR", help="cache generated object photos here; a second set reuses them"
     )
     group.add_argument("--device", default=d.device, help="auto (CUDA in fp16 when available), cpu or cuda[:N]")
+
+
+def _library_arguments(group: argparse._ArgumentGroup, d: SynthConfig) -> None:
+    """The library of object photos the canvas engines pick from (SPEC Sec. 3.2.1-3.2.2)."""
+    group.add_argument(
+        "--library-size",
+        type=positive_int,
+        default=d.library_size,
+        help=f"object photos generated per class, from which cases pick their instances (default {d.library_size})",
+    )
+    group.add_argument(
+        "--batch-size",
+        type=positive_int,
+        default=d.batch_size,
+        help="object prompts per text-to-image call (default 8 on CUDA, 1 on the CPU); the photos do not depend on it",
+    )
 
 
 def _names(value: str | None) -> tuple[str, ...] | None:

@@ -52,6 +52,10 @@ class SynthConfig:
     object_size: int = 512
     #: generative backend: a folder caching generated object photos across runs; None: no cache
     instance_cache: Path | None = None
+    #: generative backend: the object photos generated per class, from which cases pick their instances
+    library_size: int = generative.LIBRARY_SIZE
+    #: generative backend: object prompts per text-to-image call; None: 8 on CUDA, 1 on the CPU
+    batch_size: int | None = None
     #: generative backend: ``auto`` (CUDA when available, in fp16), ``cpu`` or ``cuda[:N]``
     device: str = "auto"
 
@@ -65,6 +69,8 @@ class SynthConfig:
             "steps": self.steps,
             "object_size": self.object_size,
             "cache_dir": self.instance_cache,
+            "library_size": self.library_size,
+            "batch_size": self.batch_size,
             "device": self.device,
         }
 

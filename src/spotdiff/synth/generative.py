@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import hashlib
 import importlib
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -16,7 +16,7 @@ import numpy as np
 from PIL import Image
 
 from spotdiff.errors import ConfigError, DataError
-from spotdiff.synth.objects import ObjectInstance, ObjectSource, instance_seed, tight_crop
+from spotdiff.synth.objects import SPLITS, ObjectInstance, ObjectSource, tight_crop
 
 EXTRA = "generate"
 
@@ -109,6 +109,8 @@ DEFAULT_T2I = "stabilityai/stable-diffusion-xl-base-1.0"
 DEFAULT_INPAINT = "diffusers/stable-diffusion-xl-1.0-inpainting-0.1"
 DEFAULT_DETECTOR = "IDEA-Research/grounding-dino-base"
 DEFAULT_SEGMENTER = "facebook/sam-vit-base"
+#: instances per class in the text-to-image library a case picks from (SPEC Sec. 3.2.1-3.2.2)
+LIBRARY_SIZE = 16
 
 
 def require(module: str, what: str) -> Any:
@@ -154,8 +156,28 @@ def _torch_generator(seed: int):
     return torch.Generator(device="cpu").manual_seed(int(seed))
 
 
+def default_batch_size(device: str) -> int:
+    """Text-to-image prompts per pipeline call when not given: 8 on CUDA, 1 elsewhere.
+
+    >>> default_batch_size("cuda:0"), default_batch_size("cpu")
+    (8, 1)
+    """
+    return 8 if device.startswith("cuda") else 1
+
+
+def _class_offset(category: str) -> int:
+    """Where a class's library starts in the seed space: fixed by its name (below 2**28)."""
+    return int.from_bytes(hashlib.sha256(category.encode()).digest()[:4], "big") % 2**28
+
+
 class TextToImageSource(ObjectSource):
-    """Stage 1 with a diffusers text-to-image pipeline (SPEC Sec. 3.2.1).
+    """Stage 1 with a diffusers text-to-image pipeline: a library of instances per class (SPEC Sec. 3.2.1).
+
+    As in the paper, each class has a library of generated photos (``library_size`` of them per
+    split), and a case picks its instances from it. Each instance keeps its own seed (one
+    ``torch.Generator`` per image), so a photo does not depend on the batch it was rendered in and
+    the disk cache holds across batch sizes. A library is rendered as it is needed: the first
+    instance drawn from it renders its run of ``batch_size`` neighbours in one pipeline call.
 
     Args:
         pipeline: a built text-to-image pipeline; None: loaded from ``model`` when first used.
@@ -165,7 +187,9 @@ class TextToImageSource(ObjectSource):
         steps: the number of inference steps.
         device: the device the pipeline runs on.
         cache_dir: a folder of generated images (one PNG per model, prompt, seed, size and steps), so
-            a second set reuses the instances of the first; None: no disk cache.
+            a second set reuses the instances of the first; None: the images are kept in memory.
+        library_size: the instances per class (and split) a case picks from.
+        batch_size: the prompts per pipeline call; None: :func:`default_batch_size` of ``device``.
     """
 
     name = "text-to-image"
@@ -180,7 +204,11 @@ class TextToImageSource(ObjectSource):
         steps: int = 30,
         device: str = "cpu",
         cache_dir: str | Path | None = None,
+        library_size: int = LIBRARY_SIZE,
+        batch_size: int | None = None,
     ) -> None:
+        if int(library_size) < 1 or (batch_size is not None and int(batch_size) < 1):
+            raise ConfigError(f"library size and batch size must be >= 1, got {library_size} and {batch_size}")
         self._pipeline = pipeline
         self.model = model
         self.classes = list(classes)
@@ -188,7 +216,14 @@ class TextToImageSource(ObjectSource):
         self.steps = int(steps)
         self.device = device
         self.cache_dir = Path(cache_dir) if cache_dir else None
+        self.library_size = int(library_size)
+        self.batch_size = int(batch_size) if batch_size else default_batch_size(device)
+        self._memory: dict[tuple[str, int], Image.Image] = {}
+        #: instances served from the cache (disk or memory) without rendering
         self.cache_hits = 0
+        #: pipeline calls made and images they rendered
+        self.calls = 0
+        self.rendered = 0
 
     @property
     def pipeline(self) -> Any:
@@ -199,11 +234,38 @@ class TextToImageSource(ObjectSource):
     def categories(self) -> list[str]:
         return list(self.classes)
 
+    def library_seed(self, category: str, index: int, split: str = "test") -> int:
+        """The seed of instance ``index`` of a class's library: fixed by the class, not by the run.
+
+        Every set draws from the same library, so a second set reuses the first one's cached photos;
+        test seeds are even and training seeds odd, as for every source.
+
+        Args:
+            category: the class.
+            index: the position in the library, ``0 <= index < library_size``.
+            split: ``test`` or ``train``.
+        """
+        if split not in SPLITS:
+            raise ConfigError(f"unknown split {split!r}; known: {', '.join(SPLITS)}")
+        return (_class_offset(category) + int(index)) * 2 + SPLITS[split]
+
+    def library(self, category: str, split: str = "test") -> list[ObjectInstance]:
+        """The instances of a class's library, in order."""
+        return [self._instance(category, self.library_seed(category, j, split)) for j in range(self.library_size)]
+
+    @staticmethod
+    def _instance(category: str, seed: int) -> ObjectInstance:
+        return ObjectInstance(category, None, "plain", seed, source="text-to-image")
+
     def sample(self, rng, *, split="test", category=None, exclude=(), colour=None, texture=None):
         if category is None:
             options = [c for c in self.classes if c not in exclude]
             category = options[int(rng.integers(len(options)))]
-        return ObjectInstance(category, None, "plain", instance_seed(rng, split), source="text-to-image")
+        return self._instance(category, self.library_seed(category, int(rng.integers(self.library_size)), split))
+
+    @staticmethod
+    def _key(instance: ObjectInstance) -> tuple[str, int]:
+        return OBJECT_PROMPT.format(instance.category), instance.seed
 
     def _cache_path(self, prompt: str, seed: int) -> Path | None:
         if self.cache_dir is None:
@@ -211,27 +273,89 @@ class TextToImageSource(ObjectSource):
         key = f"{self.model}|{prompt}|{seed}|{self.size}|{self.steps}"
         return self.cache_dir / f"{hashlib.sha256(key.encode()).hexdigest()[:24]}.png"
 
+    def _stored(self, instance: ObjectInstance) -> Image.Image | None:
+        path = self._cache_path(*self._key(instance))
+        if path is None:
+            return self._memory.get(self._key(instance))
+        if not path.is_file():
+            return None
+        with Image.open(path) as im:
+            return im.convert("RGB")
+
+    def _store(self, instance: ObjectInstance, image: Image.Image) -> None:
+        path = self._cache_path(*self._key(instance))
+        if path is None:
+            self._memory[self._key(instance)] = image
+            return
+        path.parent.mkdir(parents=True, exist_ok=True)
+        partial = path.with_suffix(".part.png")
+        image.save(partial)
+        partial.replace(path)
+
+    def _has(self, instance: ObjectInstance) -> bool:
+        path = self._cache_path(*self._key(instance))
+        return path.is_file() if path is not None else self._key(instance) in self._memory
+
+    def render(self, instances: Iterable[ObjectInstance]) -> int:
+        """Render the instances not yet stored, ``batch_size`` prompts per pipeline call.
+
+        Each photo is stored (on disk, or in memory without a cache folder) as soon as its batch
+        returns, so a run that fails or is interrupted keeps every finished batch.
+
+        Args:
+            instances: the instances to render (duplicates and stored ones are skipped).
+
+        Returns:
+            The number of photos rendered.
+        """
+        todo = [inst for inst in dict.fromkeys(instances) if not self._has(inst)]
+        for start in range(0, len(todo), self.batch_size):
+            batch = todo[start : start + self.batch_size]
+            out = self.pipeline(
+                prompt=[OBJECT_PROMPT.format(inst.category) for inst in batch],
+                height=self.size,
+                width=self.size,
+                num_inference_steps=self.steps,
+                generator=[_torch_generator(inst.seed) for inst in batch],
+            )
+            self.calls += 1
+            if len(out.images) != len(batch):
+                got = len(out.images)
+                raise DataError(
+                    f"the text-to-image pipeline {self.model} returned {got} images for {len(batch)} prompts"
+                )
+            for inst, image in zip(batch, out.images, strict=True):
+                self._store(inst, image.convert("RGB"))
+                self.rendered += 1
+        return len(todo)
+
+    def render_library(self, categories: Sequence[str] | None = None, split: str = "test") -> int:
+        """Render whole class libraries ahead (batches may span classes); return the photos rendered.
+
+        Args:
+            categories: the classes; None: all of ``classes``.
+            split: ``test`` or ``train``.
+        """
+        names = self.classes if categories is None else categories
+        return self.render(inst for c in names for inst in self.library(c, split))
+
+    def _neighbours(self, instance: ObjectInstance) -> list[ObjectInstance]:
+        """The batch an instance is rendered in: its run of ``batch_size`` in its library, or itself."""
+        index = instance.seed // 2 - _class_offset(instance.category)
+        if not 0 <= index < self.library_size or instance != self._instance(instance.category, instance.seed):
+            return [instance]
+        start = index // self.batch_size * self.batch_size
+        return self.library(instance.category, instance.split)[start : start + self.batch_size]
+
     def generate(self, instance: ObjectInstance) -> Image.Image:
         """The photo of one instance: the paper's prompt for its class, seeded by the instance."""
-        prompt = OBJECT_PROMPT.format(instance.category)
-        cached = self._cache_path(prompt, instance.seed)
-        if cached is not None and cached.is_file():
+        image = self._stored(instance)
+        if image is not None:
             self.cache_hits += 1
-            with Image.open(cached) as im:
-                return im.convert("RGB")
-        out = self.pipeline(
-            prompt=prompt,
-            height=self.size,
-            width=self.size,
-            num_inference_steps=self.steps,
-            generator=_torch_generator(instance.seed),
-        )
-        image = out.images[0].convert("RGB")
-        if cached is not None:
-            cached.parent.mkdir(parents=True, exist_ok=True)
-            partial = cached.with_suffix(".part.png")
-            image.save(partial)
-            partial.replace(cached)
+            return image
+        self.render(self._neighbours(instance))
+        image = self._stored(instance)
+        assert image is not None
         return image
 
 
@@ -452,6 +576,8 @@ def make_generative_stages(
     object_size: int = 512,
     steps: int = 30,
     cache_dir: str | Path | None = None,
+    library_size: int = LIBRARY_SIZE,
+    batch_size: int | None = None,
 ) -> tuple[TextToImageSource, GroundingSamIsolator, InpaintBackground]:
     """The three model-backed stages. Fails early, naming the extra, when diffusers is missing.
 
@@ -466,11 +592,20 @@ def make_generative_stages(
         object_size: the side in pixels of a generated object image.
         steps: the number of inference steps.
         cache_dir: the on-disk cache of generated object images (see :class:`TextToImageSource`).
+        library_size: the generated instances per class a case picks from.
+        batch_size: text-to-image prompts per pipeline call; None: 8 on CUDA, 1 on the CPU.
     """
     require("diffusers", "the generative backend (--backend generative)")
     device = resolve_device(device)
     source = TextToImageSource(
-        model=t2i_model, classes=classes, size=object_size, steps=steps, device=device, cache_dir=cache_dir
+        model=t2i_model,
+        classes=classes,
+        size=object_size,
+        steps=steps,
+        device=device,
+        cache_dir=cache_dir,
+        library_size=library_size,
+        batch_size=batch_size,
     )
     isolator = GroundingSamIsolator(detector, segmenter, device=device)
     background = InpaintBackground(t2i_model=t2i_model, inpaint_model=inpaint_model, steps=steps, device=device)
@@ -479,9 +614,11 @@ def make_generative_stages(
 
 __all__ = [
     "COCO_CLASSES",
+    "LIBRARY_SIZE",
     "GroundingSamIsolator",
     "InpaintBackground",
     "TextToImageSource",
+    "default_batch_size",
     "load_diffusion",
     "make_generative_stages",
     "require",
