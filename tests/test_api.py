@@ -178,7 +178,8 @@ def test_public_names_are_exported() -> None:
 
 
 def test_grid_of_two_models_and_two_benchmarks(clip: Path, tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
-    """Each cell is its own run; one table; a cell the model cannot serve is n/a, not dropped; --report renders."""
+    """Each cell is its own run; one table; a cell the model cannot serve is n/a (does not apply), not dropped
+    and not a failure; --report renders."""
     clip2 = make_tiny_clip(tmp_path / "clip2", seed=1)
     wino = write_winoground(tmp_path / "wino", n=4)
     spec_dir = tmp_path / "spec"
@@ -190,16 +191,27 @@ def test_grid_of_two_models_and_two_benchmarks(clip: Path, tmp_path: Path, capsy
             "--benchmark", "winoground", "--benchmark", "spec", "--data", f"winoground={wino}",
             "--data", f"spec={spec_dir}", "--store", str(store), "--no-cache", "--n-boot", "50", "-q",
             "--out", str(tmp_path / "out"), "--report", str(tmp_path / "report")]  # fmt: skip
-    assert main(argv) == 1  # minilm cannot serve the image benchmarks: reported, exit status 1
+    assert main(argv) == 0  # minilm serves no protocol of the image benchmarks: those cells do not apply
     out = capsys.readouterr().out
     assert "3 models x 2 benchmarks" in out and "winoground group" in out and "spec i2t" in out
-    assert out.count("n/a: minilm on") == 2
+    assert out.count("n/a (does not apply): minilm on") == 2 and "serves none of its protocols: group (image-text)" in out
+    assert "n/a: minilm" not in out
     with RunStore(store) as rs:
         runs = rs.runs(status="done")
     assert len(runs) == 4 and {r.benchmark for r in runs} == {"winoground", "spec"}
     assert (tmp_path / "report" / "report.html").is_file()
     cell = tmp_path / "out" / f"hf-clip_{str(clip).strip('/').replace('/', '_')}" / "winoground" / "metrics.json"
     assert json.loads(cell.read_text())["benchmark"] == "winoground"
+
+    nothing = ["eval", "--model", "minilm", "--benchmark", "winoground", "--benchmark", "spec", "--data",
+               f"winoground={wino}", "--data", f"spec={spec_dir}", "--no-store", "--no-cache", "-q"]  # fmt: skip
+    assert main(nothing) == 1  # no cell applies: nothing was evaluated
+    asked = ["eval", "--model", f"hf-clip:{clip}", "--model", "minilm", "--benchmark", "winoground", "--benchmark",
+             "spec", "--data", f"winoground={wino}", "--data", f"spec={spec_dir}", "--protocol", "group",
+             "--no-store", "--no-cache", "--n-boot", "0", "-q"]  # fmt: skip
+    capsys.readouterr()
+    assert main(asked) == 1  # a protocol asked for that a model cannot serve is a failure
+    assert "n/a: minilm on winoground" in capsys.readouterr().out
 
 
 def test_models_file_and_suite_expand(tmp_path: Path, shared_data: Path, capsys: pytest.CaptureFixture) -> None:

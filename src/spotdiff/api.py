@@ -21,6 +21,7 @@ from spotdiff.diagnose.cache import default_cache_dir
 from spotdiff.diagnose.runner import EvalConfig, EvalResult, run_eval, set_batch_size
 from spotdiff.errors import SpotdiffError
 from spotdiff.naming import safe_name
+from spotdiff.protocols import get_protocol
 from spotdiff.scorers import Scorer, ScorerOptions, load_scorer
 
 __all__ = [
@@ -296,12 +297,14 @@ def _path(value: str | Path | None) -> Path | None:
 
 @dataclass
 class GridCell:
-    """One (model, benchmark) cell of a grid: its result, or why it could not run."""
+    """One (model, benchmark) cell of a grid: its result, why it could not run (``error``), or why it
+    does not apply (``skipped``: the model serves none of the benchmark's protocols)."""
 
     model: str
     benchmark: str
     result: Result | None = None
     error: str | None = None
+    skipped: str | None = None
 
 
 @dataclass
@@ -322,6 +325,11 @@ class Grid:
     @property
     def failed(self) -> list[GridCell]:
         return [c for c in self.cells if c.error is not None]
+
+    @property
+    def skipped(self) -> list[GridCell]:
+        """The cells that do not apply: the model serves none of the benchmark's protocols."""
+        return [c for c in self.cells if c.skipped is not None]
 
     def table(self) -> tuple[list[str], list[list[str]]]:
         """Header and rows: one row per model, one column per benchmark with its main metric over
@@ -355,6 +363,16 @@ class Grid:
         return header, rows
 
 
+def _not_served(scorer: Scorer, benchmark: str) -> str | None:
+    """Why ``scorer`` can run none of ``benchmark``'s protocols, or None when it can run one."""
+    protocols = get_benchmark(benchmark).protocols
+    needs = {p: get_protocol(p).needs for p in protocols}
+    if any(scorer.can(n) for n in needs.values()):
+        return None
+    wanted = ", ".join(f"{p} ({n})" for p, n in needs.items())
+    return f"{scorer.spec} serves none of its protocols: {wanted}"
+
+
 def evaluate_grid(
     models: Sequence[str | Scorer],
     benchmarks: Sequence[str],
@@ -364,8 +382,10 @@ def evaluate_grid(
     **config: Any,
 ) -> Grid:
     """Evaluate every model on every benchmark, each cell its own run (shared cache, each model
-    loaded once). A cell that cannot run (the model cannot serve the benchmark's protocols, its data
-    is missing) records its error and the others go on.
+    loaded once). A cell that cannot run (its data is missing, the model cannot serve the protocol
+    asked for) records its error and the others go on; with no protocol asked for, a cell whose
+    benchmark has no protocol the model serves (a question benchmark for a CLIP model) is skipped,
+    with the reason.
 
     Args:
         models: model specs or loaded scorers; benchmarks: benchmark names.
@@ -397,6 +417,9 @@ def evaluate_grid(
                         load_error = cell.error = f"{type(exc).__name__}: {exc}"
                         log.warning("%s cannot be loaded: %s", spec, load_error)
                         continue
+                cell.skipped = None if config.get("protocol") else _not_served(scorer, bench)
+                if cell.skipped:
+                    continue
                 cell_out = None if out is None else Path(out) / safe_name(spec, "model") / bench
                 cell.result = evaluate(scorer, bench, data.get(bench), out=cell_out, **config)
             except SpotdiffError as exc:

@@ -318,6 +318,8 @@ def _run_grid(
     header, rows = grid.table()
     notes = [TIE_NOTES[args.ties], "each benchmark's main metric on all (pooled over every unit)"]
     print(format_table(header, rows, title=f"{len(models)} models x {len(names)} benchmarks", notes=notes))
+    for cell in grid.skipped:
+        print(f"n/a (does not apply): {cell.model} on {cell.benchmark}: {cell.skipped}")
     for cell in grid.failed:
         print(f"n/a: {cell.model} on {cell.benchmark}: {cell.error}")
     if args.report and grid.run_ids:
@@ -325,7 +327,7 @@ def _run_grid(
             report = build_report(store, grid.run_ids, benchmarks=names, title=f"spotdiff grid: {len(models)} models")
         written = write_report(report, args.report)
         print(f"wrote {written['html']} and {written['md']}")
-    return 1 if grid.failed else 0
+    return 1 if grid.failed or all(c.result is None for c in grid.cells) else 0
 
 
 def _loader_options(args: argparse.Namespace) -> dict[str, object]:
