@@ -13,14 +13,14 @@ from spotdiff.benchmarks import get_benchmark
 from spotdiff.cli import main
 from spotdiff.data import benchmark_sources
 from spotdiff.diagnose.store import RunStore
-from spotdiff.testing.formats import write_mmvp_vlm
+from spotdiff.testing.formats import write_mmvp_vlm, write_vismin
 from spotdiff.testing.hub_repos import bivlc_repo, colorswap_repo, naturalbench_repo, png_bytes
 from spotdiff.testing.tiny_models import make_tiny_clip
 
 COMMIT = "0123456789abcdef0123456789abcdef01234567"
 
 
-@pytest.mark.parametrize("name", ["bivlc", "colorswap", "mmvp-vlm", "naturalbench"])
+@pytest.mark.parametrize("name", ["bivlc", "colorswap", "mmvp-vlm", "mmvp", "naturalbench", "vismin"])
 def test_the_declarations_name_no_commit(name):
     source = benchmark_sources(name).part("data").source
     assert source.revision is None and "unpinned: the commit fetched is recorded" in source.describe()
@@ -100,3 +100,15 @@ def test_naturalbench_parquet_fetched(hub, home, tmp_path):
     fetched = get_benchmark("naturalbench")(home / "naturalbench").load()
     direct = get_benchmark("naturalbench")(tmp_path / "direct").load()
     assert fetched and [(c.id, c.texts) for c in fetched] == [(c.id, c.texts) for c in direct]
+
+
+def test_vismin_arrow_shards_fetched(hub, home, tmp_path):
+    folder = write_vismin(tmp_path / "src", layout="arrow")
+    files = {p.relative_to(folder).as_posix(): p.read_bytes() for p in folder.rglob("*") if p.is_file()}
+    hub.add_repo("mair-lab/vismin-bench", files, revision=COMMIT)
+    assert main(["data", "fetch", "vismin", "-q"]) == 0
+    fetched = get_benchmark("vismin")(home / "vismin").load()
+    direct = get_benchmark("vismin")(folder).load()
+    assert len(fetched) == 8 and [(c.id, c.texts, c.subset) for c in fetched] == [
+        (c.id, c.texts, c.subset) for c in direct]  # fmt: skip
+    assert [c.images[0].load().tobytes() for c in fetched] == [c.images[0].load().tobytes() for c in direct]
