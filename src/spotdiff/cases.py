@@ -388,16 +388,14 @@ class Case:
         truth: boolean ``[len(images), len(texts)]`` matrix, ``truth[i, t]`` is True when text
             ``t`` describes image ``i``. Text-only cases use one row (the implicit image), so the
             row still says which texts are positives.
-        tags: grouping labels; ``tags["subset"]`` is always set. A case of questions (NaturalBench)
-            lists its candidate answers in ``tags["answers"]`` (:func:`case_answers`).
+        tags: grouping labels; ``tags["subset"]`` is always set. A case of questions (NaturalBench,
+            MMVP) lists its candidate answers in ``tags["answers"]`` (:func:`case_answers`) and names
+            how a generated answer is read in ``tags["reader"]`` (:func:`case_reader`).
         roles: optional names of the texts' roles (for example ``("p1", "p2", "n")`` in VISLA).
         prompts: optional prompt templates containing ``{c}``. When given, each text is a *label*
             (a class name) and a model represents it by CLIP's prompt ensemble: the mean of the
             L2-normalised embeddings of every template with ``{c}`` replaced by the label,
             normalised again (Radford et al. 2021, Sec. 3.1.4; zero-shot classification).
-        questions: optional multiple-choice questions, one per image (answer-based benchmarks such as
-            MMVP): image ``i`` is asked ``questions[i]`` with the texts as its options, and
-            ``truth[i]`` marks the one right option.
     """
 
     id: str
@@ -407,7 +405,6 @@ class Case:
     tags: dict[str, str] = field(default_factory=dict)
     roles: tuple[str, ...] = ()
     prompts: tuple[str, ...] = ()
-    questions: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
         truth = np.asarray(self.truth, dtype=bool)
@@ -429,21 +426,7 @@ class Case:
                 raise DataError(f"case {self.id}: prompt template {k} has no '{{c}}': {template!r}")
         if "subset" not in self.tags:
             raise DataError(f"case {self.id}: tags must include 'subset'")
-        if self.questions:
-            self._check_questions(truth)
         object.__setattr__(self, "truth", truth)
-
-    def _check_questions(self, truth: np.ndarray) -> None:
-        """One non-empty question per image, each with exactly one right option."""
-        if len(self.questions) != len(self.images):
-            raise DataError(f"case {self.id}: {len(self.questions)} questions for {len(self.images)} images")
-        for i, question in enumerate(self.questions):
-            if not isinstance(question, str) or not question.strip():
-                raise DataError(f"case {self.id}: question {i} is empty or not a string: {question!r}")
-            if truth[i].sum() != 1:
-                raise DataError(
-                    f"case {self.id}: question {i} needs exactly one right option, got {int(truth[i].sum())}"
-                )
 
     @property
     def subset(self) -> str:
@@ -477,3 +460,37 @@ def case_answers(case: Case) -> tuple[str, ...]:
             f"separated by {ANSWER_SEP!r}, got {case.tags.get(ANSWERS_TAG)!r}"
         )
     return answers
+
+
+#: The tag of a question case that names how a generated answer is read (:data:`READERS`).
+READER_TAG = "reader"
+#: How a generated answer is read, by name: ``words`` as NaturalBench's ``extract_answer`` (the
+#: candidate word that occurs first, whole-word and case-insensitive), ``letter`` as lmms-eval's
+#: strict option-letter parse (the letter alone, optionally ``(B)``, ``B.`` or ``B:``; MMVP). The
+#: readers themselves: :data:`spotdiff.scorers.chat.ANSWER_READERS`.
+READERS = ("words", "letter")
+#: The option letters a ``letter`` case's candidates must be, in order.
+LETTERS = "ABCDEFGHIJKLMNOPQRSTUVWXYZ"
+
+
+def case_reader(case: Case) -> str:
+    """How a question case's generated answers are read: ``tags["reader"]`` (``words`` when absent),
+    one of :data:`READERS`; a ``letter`` case's candidates must be the option letters A, B, ...
+
+    Args:
+        case: a question case (:func:`case_answers`).
+
+    >>> import numpy as np
+    >>> tags = {"subset": "s", "answers": "A/B", "reader": "letter"}
+    >>> case_reader(Case("c", ("Which? A. x B. y",), np.ones((1, 1)), tags=tags))
+    'letter'
+    """
+    reader = case.tags.get(READER_TAG, READERS[0])
+    if reader not in READERS:
+        raise DataError(f"case {case.id}: tags[{READER_TAG!r}] is {reader!r}; known: {', '.join(READERS)}")
+    answers = case_answers(case)
+    if reader == "letter" and answers != tuple(LETTERS[: len(answers)]):
+        raise DataError(
+            f"case {case.id}: reader 'letter' reads option letters, but the candidates are {'/'.join(answers)!r}"
+        )
+    return reader

@@ -1,11 +1,14 @@
 """MMVP: Questions.csv and its image folder as evaluate_mllm.py reads them, lmms-eval's label
-corrections as an option recorded in the cases, pair and question accuracy equal to transcriptions of
-the authors' gpt_grader.py and of lmms-eval's mmvp aggregation on answer tables with ties (strict and
-argmax), the chat VLM's option scores equal to its own next-token log-probabilities, and `spotdiff eval`
-end to end with a tiny chat VLM (unparseable answers in the run's diagnostics)."""
+corrections as an option recorded in the cases, each pair one question case asked in lmms-eval's
+wording, pair and question accuracy equal to transcriptions of the authors' gpt_grader.py and of
+lmms-eval's mmvp aggregation on answer tables with ties (strict and argmax), the chat VLM's option
+scores (need answer-prob) equal to its own next-token log-probabilities, generated answers read by the
+strict letter parse and never shared with NaturalBench's reader in the cache, and `spotdiff eval` end to
+end with a tiny chat VLM (unparseable answers in the run's diagnostics)."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from pathlib import Path
 
@@ -20,11 +23,17 @@ from spotdiff.diagnose.engine import Engine
 from spotdiff.errors import ConfigError, DataError
 from spotdiff.protocols import get_protocol
 from spotdiff.scorers import ScorerOptions, load_scorer
-from spotdiff.scorers.chat import ANSWER_QUESTION
 from spotdiff.testing.formats import MMVP_HEADER, mmvp_rows, write_mmvp
 from spotdiff.testing.tiny_vlms import make_tiny_vlm
 
 HEADER = MMVP_HEADER
+#: lmms-eval's mmvp post_prompt (lmms_eval/tasks/mmvp/mmvp.yaml), written out here.
+LMMS_EVAL_POST_PROMPT = "Answer with the option's letter from the given choices directly."
+#: How lmms-eval's mmvp_doc_to_text asks the second pair of mmvp_rows().
+LMMS_EVAL_QUESTION = (
+    "Is the bus driving towards or away from the camera? (2)\nA. Towards the camera\nB. Away from the camera\n"
+    + LMMS_EVAL_POST_PROMPT
+)
 
 
 def _write(root: Path, rows: list[list[str]] | None = None, images: int = 0) -> Path:
@@ -36,12 +45,12 @@ def test_mmvp_reads_questions_and_images(tmp_path: Path) -> None:
     cases = bench.load()
     assert len(cases) == 150 and bench.report.records == 300
     case = cases[1]
-    assert case.id == "3" and case.texts == ("Towards the camera", "Away from the camera")
-    assert case.questions == ("Is the bus driving towards or away from the camera? (2)",) * 2
-    assert case.truth.tolist() == [[True, False], [False, True]]
+    assert case.id == "3" and case.texts == (LMMS_EVAL_QUESTION,)
+    assert case.truth.tolist() == [[True], [False]]
     assert [ref.path for ref in case.images] == [tmp_path / "MMVP Images/3.jpg", tmp_path / "MMVP Images/4.jpg"]
     assert all(isinstance(ref, FileImage) for ref in case.images)
-    assert case.tags == {"subset": "mmvp", "labels": "original", "corrected": "no"}
+    assert case.tags == {"subset": "mmvp", "answers": "A/B", "reader": "letter", "labels": "original",
+                         "corrected": "no"}  # fmt: skip
     with pytest.raises(ConfigError):
         get_benchmark("mmvp")(tmp_path).load("texts")
 
@@ -56,8 +65,8 @@ def test_mmvp_reads_questions_and_images(tmp_path: Path) -> None:
 )
 def test_label_corrections_are_an_option_recorded_in_the_cases(tmp_path, labels, pair_99, pair_279) -> None:
     cases = {c.id: c for c in get_benchmark("mmvp")(_write(tmp_path), labels=labels).load()}
-    assert cases["99"].truth.argmax(axis=1).tolist() == pair_99
-    assert cases["279"].truth.argmax(axis=1).tolist() == pair_279
+    assert (~cases["99"].truth[:, 0]).astype(int).tolist() == pair_99  # truth: the answer is (a)
+    assert (~cases["279"].truth[:, 0]).astype(int).tolist() == pair_279
     assert {c.tags["labels"] for c in cases.values()} == {labels}
     changed = sorted(c.id for c in cases.values() if c.tags["corrected"] == "yes")
     assert changed == ([] if labels == "original" else ["279", "99"])
@@ -72,6 +81,8 @@ def test_label_corrections_are_an_option_recorded_in_the_cases(tmp_path, labels,
         (1, 3, "(c)", "expected one of"),
         (1, 0, "7", "Index"),
         (1, 2, "(a) Yes (b) Maybe", "differ"),
+        (1, 1, "Are the butterfly's wings visible? (1)", "differ"),
+        (1, 2, "(a) Yes (b) No (c) Maybe", "two options"),
     ],
 )
 def test_bad_rows_name_the_file_line_and_column(tmp_path, row, column, value, message) -> None:
@@ -128,10 +139,10 @@ def test_pair_accuracy_equals_the_authors_code_with_ties(tmp_path: Path, ties: s
     rng = np.random.default_rng(11)
     units, results = [], []
     for case in cases:
-        scores = rng.integers(-2, 0, size=(2, 2, 1)).astype(float)  # log P("A"), log P("B"); many ties
+        scores = rng.integers(-2, 0, size=(2, 1, 2)).astype(float)  # log P("A"), log P("B"); many ties
         units.append(protocol.outcomes(case, scores)[0])
         for i in range(2):
-            right = _reference_choice(scores[i, :, 0], ties) == int(case.truth[i].argmax())
+            right = _reference_choice(scores[i, 0], ties) == (0 if case.truth[i, 0] else 1)
             index = int(case.id) - 1 + i  # 0-based row, as lmms-eval numbers them
             results.append({"is_correct": right, "pair_index": index // 2})
     pair = np.mean([u["pair"] for u in units])
@@ -144,7 +155,7 @@ def test_pair_accuracy_equals_the_authors_code_with_ties(tmp_path: Path, ties: s
 
 def test_generated_answers_and_unparseable_ones(tmp_path: Path) -> None:
     case = get_benchmark("mmvp")(_write(tmp_path, mmvp_rows(2))).load()[0]
-    scores = np.array([[[-0.5, 1.0], [-0.5, 0.0]], [[-3.0, np.nan], [-0.1, np.nan]]])  # tie; gen A, unparseable
+    scores = np.array([[[-0.5, -0.5, 0.0]], [[-3.0, -0.1, np.nan]]])  # [image, question, (A, B, generated)]
     protocol = get_protocol("answer")
     out = protocol.outcomes(case, scores)[0]
     assert out == {"pair": 0.0, "question": 0.5, "no_answer": 0.5, "gen_pair": 0.0, "gen_question": 0.5,
@@ -163,12 +174,12 @@ def test_option_scores_are_the_models_letter_logprobs(qwen: Path, tmp_path: Path
     scorer = load_scorer(f"vqa:{qwen}", ScorerOptions(device="cpu"))
     case = get_benchmark("mmvp")(_write(tmp_path, mmvp_rows(2), images=2)).load()[0]
     images = [ref.load() for ref in case.images]
-    with Engine(scorer, None) as engine:
-        (got,) = engine.answer_choices([case], "answer")
-    assert got.shape == (2, 2, 1)
+    with Engine(scorer, None, progress=False, workers=0) as engine:
+        (got,) = engine.case_matrices([case], "answer-prob")
+    assert got.shape == (2, 1, 2)
     chat = scorer.chat
+    question = "Are the butterfly's feet visible? (1)\nA. Yes\nB. No\n" + LMMS_EVAL_POST_PROMPT
     for i, image in enumerate(images):
-        question = ANSWER_QUESTION.format(question=case.questions[i], options="A. Yes\nB. No")
         content = [{"type": "image", "image": image}, {"type": "text", "text": question}]
         enc = chat.processor.apply_chat_template(
             [{"role": "user", "content": content}], add_generation_prompt=True, tokenize=True, return_dict=True,
@@ -177,7 +188,25 @@ def test_option_scores_are_the_models_letter_logprobs(qwen: Path, tmp_path: Path
         with torch.no_grad():
             logp = torch.log_softmax(chat.model(**enc).logits[0, -1].float(), dim=-1)
         ids = [chat.tokenizer(x, add_special_tokens=False)["input_ids"][0] for x in "AB"]
-        np.testing.assert_allclose(got[i, :, 0], logp[ids].numpy(), rtol=1e-4, atol=1e-5)
+        np.testing.assert_allclose(got[i, 0], logp[ids].numpy(), rtol=1e-4, atol=1e-5)
+
+
+def test_generated_answers_are_read_by_the_cases_reader(qwen: Path, tmp_path: Path, monkeypatch) -> None:
+    scorer = load_scorer(f"vqa:{qwen}?generate=3", ScorerOptions(device="cpu"))
+    monkeypatch.setattr(scorer.chat, "generate", lambda images, prompt, n: "A, yes")
+    case = get_benchmark("mmvp")(_write(tmp_path, mmvp_rows(2), images=2)).load()[0]
+    words = dataclasses.replace(case, tags={**case.tags, "reader": "words"})  # NaturalBench's extract_answer
+    bad = dataclasses.replace(case, tags={**case.tags, "reader": "regex"})
+    with Engine(scorer, tmp_path / "cache", progress=False, workers=0) as engine:
+        letter_read, words_read = list(engine.case_matrices([case, words], "answer-prob"))
+        again = list(engine.case_matrices([words, case], "answer-prob"))  # from the cache, each its own rows
+        with pytest.raises(DataError, match="reader"):
+            list(engine.case_matrices([bad], "answer-prob"))
+    np.testing.assert_array_equal(letter_read[:, 0, 2], [np.nan, np.nan])  # not the letter alone: unparsed
+    np.testing.assert_array_equal(words_read[:, 0, 2], [0.0, 0.0])  # the word "A" comes first
+    np.testing.assert_array_equal(letter_read[..., :2], words_read[..., :2])
+    np.testing.assert_array_equal(again[0], words_read)
+    np.testing.assert_array_equal(again[1], letter_read)
 
 
 def test_eval_mmvp_with_a_tiny_chat_vlm(qwen: Path, tmp_path: Path) -> None:
@@ -194,5 +223,5 @@ def test_eval_mmvp_with_a_tiny_chat_vlm(qwen: Path, tmp_path: Path) -> None:
     assert result["n_answers"] == 4 and 0.0 <= result["unparseable_rate"] <= 100.0
     assert result["unparseable_rate"] == pytest.approx(result["metrics"]["all"]["unparsed"])
     lines = [json.loads(x) for x in (out / "scores.jsonl").read_text().splitlines()]
-    assert [np.shape(x["scores"]) for x in lines] == [(2, 2, 2)] * 2
+    assert [np.shape(x["scores"]) for x in lines] == [(2, 1, 3)] * 2  # [image, question, (A, B, generated)]
     assert {x["tags"]["labels"] for x in lines} == {"lmms-eval"}

@@ -33,7 +33,7 @@ def test_reads_the_hub_layout(tmp_path: Path, type_column: str) -> None:
     cases = bench.load()
     assert len(cases) == 6 == bench.report.records and [c.id for c in cases[:2]] == ["0", "1"]
     yes_no, mc = cases[0], cases[1]
-    assert yes_no.tags == {"subset": "yes_no", "answers": "Yes/No", "source": "Flickr30K"}
+    assert yes_no.tags == {"subset": "yes_no", "answers": "Yes/No", "reader": "words", "source": "Flickr30K"}
     assert mc.tags["answers"] == "A/B" and mc.subset == "multiple_choice"
     assert yes_no.truth.tolist() == [[True, False], [False, True]]  # [image][question]: q0_i0 and q1_i1 are Yes
     question = pq.read_table(tmp_path / "data/train-00000-of-00001.parquet").column("Question_0")[0].as_py()

@@ -602,6 +602,9 @@ def protocol_case(draw, protocol: str, cid: str) -> Case:
         return _case(cid, truth, subset)
     if protocol == "naturalbench":  # 2 images x 2 questions, the published gold pattern
         return _case(cid, np.eye(2, dtype=bool), subset, answers=draw(st.sampled_from(["Yes/No", "A/B"])))
+    if protocol == "answer":  # MMVP: 2 images x 1 lettered question, either answer right for either image
+        truth = np.array(draw(st.lists(st.booleans(), min_size=2, max_size=2)))[:, None]
+        return _case(cid, truth, subset, answers="A/B", reader="letter")
     if protocol in ("valse-pairwise", "valse-prob"):
         return _case(cid, [[True, False]] if draw(st.booleans()) else [[False, True]], subset)
     if protocol.startswith("visla"):
@@ -649,7 +652,7 @@ def _truth_mask(protocol: str, case: Case) -> np.ndarray:
 
 
 #: Unit metrics that describe the answers rather than score them (no better-is-higher order).
-DESCRIPTIVE = ("yes_rate", "gen_yes_rate", "unparsed")
+DESCRIPTIVE = ("yes_rate", "gen_yes_rate", "unparsed", "no_answer")
 
 
 def _outcome_array(protocol: str, case: Case, scores: np.ndarray) -> np.ndarray:
@@ -659,8 +662,8 @@ def _outcome_array(protocol: str, case: Case, scores: np.ndarray) -> np.ndarray:
 
 
 #: Protocols on score matrices (the answer-based protocols take a chat model's answers, not scores:
-#: tests/protocols/test_choice_protocol.py checks "choice", tests/benchmarks/test_mmvp.py "answer").
-_ANSWER_NEEDS = ("choice", "choice-text", "answer")
+#: tests/protocols/test_choice_protocol.py checks "choice").
+_ANSWER_NEEDS = ("choice", "choice-text")
 PROTOCOL_NAMES = sorted(p for p in PROTOCOLS.names() if get_protocol(p).needs not in _ANSWER_NEEDS)
 #: Protocols whose outcomes depend only on the order of scores (not valse-prob's 0.5 threshold).
 RANK_BASED = [p for p in PROTOCOL_NAMES if p != "valse-prob"]
@@ -676,7 +679,8 @@ def test_protocol_invariants(protocol: str, data) -> None:
         out = _outcome_array(protocol, case, s)
         ids = p.unit_ids(case, len(out))
         assert len(ids) == len(set(ids)) == len(out)
-        allowed = {"valse-prob": {0.0, 0.5, 1.0}, "naturalbench": {0.0, 0.25, 0.5, 0.75, 1.0}}.get(protocol, {0.0, 1.0})
+        allowed = {"valse-prob": {0.0, 0.5, 1.0}, "naturalbench": {0.0, 0.25, 0.5, 0.75, 1.0},
+                   "answer": {0.0, 0.5, 1.0}}.get(protocol, {0.0, 1.0})  # fmt: skip
         assert set(out[~np.isnan(out)].tolist()) <= allowed
         # raising the true entries never hurts
         up = s + np.where(_truth_mask(protocol, case), data.draw(st.sampled_from([0.25, 1.0, 5.0])), 0.0)

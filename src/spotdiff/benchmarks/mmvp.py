@@ -2,8 +2,9 @@
 a two-option question; a chat VLM's pair counts only when it answers both questions right.
 
 Reads ``Questions.csv`` and ``MMVP Images/<n>.jpg`` as the authors' ``scripts/evaluate_mllm.py``
-(github.com/tsb0601/MMVP, commit 7635005) does; option ``labels`` applies lmms-eval's corrections of
-four answers. Format and rules: docs/loaders.md.
+(github.com/tsb0601/MMVP, commit 7635005) does, and asks each question as lmms-eval's mmvp task
+words it (the options lettered A, B; :data:`PROMPT`); option ``labels`` applies lmms-eval's
+corrections of four answers. Format and rules: docs/loaders.md.
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ import numpy as np
 from spotdiff.benchmarks._io import images_dir, option_choice, read_csv_rows
 from spotdiff.benchmarks.base import BENCHMARKS, Benchmark, BenchmarkMetadata, LoadReport
 from spotdiff.benchmarks.sources import HubSource, Part
-from spotdiff.cases import Case, FileImage
+from spotdiff.cases import ANSWER_SEP, ANSWERS_TAG, LETTERS, READER_TAG, Case, FileImage
 from spotdiff.errors import ConfigError, DataError
 
 #: The columns evaluate_mllm.py reads (the first column, the 1-based Index, is read by position).
@@ -35,6 +36,9 @@ CORRECTIONS: dict[str, dict[int, int]] = {
     "lmms-eval": {99: 1, 100: 0, 279: 1, 280: 0},
     "lmms-eval-pr1028": {100: 0, 280: 0},
 }
+#: lmms-eval's mmvp prompt (lmms_eval/tasks/mmvp/utils.py ``mmvp_doc_to_text`` with the task's
+#: post_prompt), the options lettered ``A. ...`` one per line.
+PROMPT = "{question}\n{options}\nAnswer with the option's letter from the given choices directly."
 _OPTION = re.compile(r"\(([a-z])\)\s*")
 _ANSWER = re.compile(r"^\(?([a-z])\)?(?:\s|$)")
 
@@ -49,7 +53,7 @@ CITATION = """\
 
 
 def parse_options(text: str) -> tuple[str, ...]:
-    """The option texts of an MMVP ``Options`` cell, ``"(a) Yes (b) No"``, lettered (a), (b), ... in order.
+    """The two option texts of an MMVP ``Options`` cell, ``"(a) Yes (b) No"``, lettered (a), (b) in order.
 
     >>> parse_options("(a) Towards the camera (b) Away from the camera")
     ('Towards the camera', 'Away from the camera')
@@ -57,9 +61,22 @@ def parse_options(text: str) -> tuple[str, ...]:
     parts = _OPTION.split(text.strip())
     letters, options = parts[1::2], tuple(p.strip() for p in parts[2::2])
     expected = [chr(ord("a") + k) for k in range(len(letters))]
-    if parts[0].strip() or len(letters) < 2 or letters != expected or not all(options):
-        raise ValueError(f"expected '(a) ... (b) ...', got {text!r:.80}")
+    if parts[0].strip() or len(letters) != 2 or letters != expected or not all(options):
+        raise ValueError(f"expected '(a) ... (b) ...' (two options), got {text!r:.80}")
     return options
+
+
+def prompt(question: str, options: tuple[str, ...]) -> str:
+    """The question as lmms-eval's mmvp task asks it (:data:`PROMPT`), its options lettered A, B, ...
+
+    >>> print(prompt("Are the feet visible?", ("Yes", "No")))
+    Are the feet visible?
+    A. Yes
+    B. No
+    Answer with the option's letter from the given choices directly.
+    """
+    listed = "\n".join(f"{LETTERS[k]}. {option}" for k, option in enumerate(options))
+    return PROMPT.format(question=question, options=listed)
 
 
 def parse_answer(text: str, n_options: int) -> int:
@@ -87,13 +104,17 @@ DIR/Questions.csv: a header (Index, Question, Options, Correct Answer), then 300
   its Index) asks about DIR/{IMAGE_FOLDER}/<n>.jpg (option images=PATH replaces DIR/{IMAGE_FOLDER});
   Options "(a) ... (b) ...", Correct Answer "(a)" or "(b)"; rows 2k+1 and 2k+2 are pair k (both
   evaluate_mllm.py + gpt_grader.py and lmms-eval's mmvp task pair them so)
-case: the pair's 2 images, each with its own Question; texts = the Options (the same for both rows);
-  truth[i] marks image i's Correct Answer; id <Index of the first row>; subset mmvp; protocol answer:
-  pair = pair accuracy (the paper's), question = accuracy per question (lmms-eval's mmvp_accuracy)
+case: the pair's 2 images x 1 question (both rows' Question and Options must agree): texts = (the
+  Question asked as lmms-eval's mmvp task words it: the question, "A. <option a>", "B. <option b>" on
+  their own lines, "Answer with the option's letter from the given choices directly."); candidates
+  A/B (tag answers), generated answers read strictly as the letter alone (tag reader=letter);
+  truth[i, 0] = image i's Correct Answer is (a); id <Index of the first row>; subset mmvp; protocol
+  answer: pair = pair accuracy (the paper's), question = accuracy per question (lmms-eval's mmvp_accuracy)
 option labels=original (default) | lmms-eval | lmms-eval-pr1028: the answers as published, or with
   lmms-eval's corrections (lmms-eval: Index 99 -> (b), 100 -> (a), 279 -> (b), 280 -> (a), commit
   d8fcb9c3; lmms-eval-pr1028: Index 100 -> (a), 280 -> (a), PR 1028, commit 34465550)
-tags: subset, labels (the setting used), corrected (yes when the setting changed an answer of the pair)""",
+tags: subset, answers (A/B), reader (letter), labels (the setting used), corrected (yes when the setting
+  changed an answer of the pair)""",
         description="MMVP: 150 CLIP-blind image pairs, a two-option question per image; a chat VLM's pair "
         "accuracy, both questions right (Tong et al., Eyes Wide Shut?, CVPR 2024)",
         paper="Tong, Liu, Zhai, Ma, LeCun, Xie. Eyes Wide Shut? Exploring the Visual Shortcomings of "
@@ -142,15 +163,17 @@ tags: subset, labels (the setting used), corrected (yes when the setting changed
             self.report.records += 2
             read = [_row(path, line, cells, k + j + 1) for j, (line, cells) in enumerate(rows[k : k + 2])]
             (q1, options, a1), (q2, other, a2) = read
-            if other != options:
-                raise DataError(f"options {other!r:.60} differ from the pair's first row {options!r:.60}",
-                                file=path, record=f"line {rows[k + 1][0]}", field="Options")  # fmt: skip
+            for name, first, second in (("Question", q1, q2), ("Options", options, other)):
+                if second != first:
+                    raise DataError(f"{second!r:.60} differs from the pair's first row {first!r:.60}",
+                                    file=path, record=f"line {rows[k + 1][0]}", field=name)  # fmt: skip
             fixes = CORRECTIONS[labels]
             answers = [fixes.get(k + j + 1, a) for j, a in enumerate((a1, a2))]
-            truth = np.arange(len(options))[None, :] == np.array(answers)[:, None]
+            truth = np.array(answers)[:, None] == 0
             refs = (FileImage(images / f"{k + 1}.jpg"), FileImage(images / f"{k + 2}.jpg"))
-            tags = {"subset": "mmvp", "labels": labels, "corrected": "yes" if answers != [a1, a2] else "no"}
-            yield Case(str(k + 1), options, truth, refs, tags, questions=(q1, q2))
+            tags = {"subset": "mmvp", ANSWERS_TAG: ANSWER_SEP.join(LETTERS[: len(options)]), READER_TAG: "letter",
+                    "labels": labels, "corrected": "yes" if answers != [a1, a2] else "no"}  # fmt: skip
+            yield Case(str(k + 1), (prompt(q1, options),), truth, refs, tags)
 
 
 def _row(path: Path, line: int, cells: dict[str, str], number: int) -> tuple[str, tuple[str, ...], int]:

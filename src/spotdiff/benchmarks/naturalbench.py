@@ -17,7 +17,7 @@ from spotdiff.benchmarks._io import field, option_choice
 from spotdiff.benchmarks._parquet import find_parquet, iter_rows
 from spotdiff.benchmarks.base import BENCHMARKS, Benchmark, BenchmarkMetadata, LoadReport
 from spotdiff.benchmarks.sources import HubSource, Part
-from spotdiff.cases import ANSWER_SEP, ANSWERS_TAG, Case
+from spotdiff.cases import ANSWER_SEP, ANSWERS_TAG, READER_TAG, Case
 from spotdiff.errors import ConfigError, DataError
 
 #: Question type -> its candidate answers (the first is extract_answer's 1, the second its 0).
@@ -63,12 +63,12 @@ DIR/data/train-*.parquet (the hub dataset BaiqiL/NaturalBench, split train; or D
   Index, Image_0, Image_1 (images as bytes), Question_0, Question_1, Image_<i>_Question_<q> (the gold
   answer of question q about image i), Question Type (or Question_Type): yes_no / multiple_choice, Source
 case: 2 images [Image_0, Image_1] x 2 questions [Question_<q> + the type's suffix], truth[i, q] = the
-  gold answer of (q, i) is the first candidate (Yes / A); candidates Yes/No or A/B (tag answers); gold
-  answers other than Yes/A for (q0, i0), (q1, i1) and No/B for the others (the pattern the authors'
-  get_scores presumes) are an error;
+  gold answer of (q, i) is the first candidate (Yes / A); candidates Yes/No or A/B (tag answers);
+  generated answers read as extract_answer does (tag reader=words); gold answers other than Yes/A for
+  (q0, i0), (q1, i1) and No/B for the others (the pattern the authors' get_scores presumes) are an error;
   id <Index>; subset = question type; option suffix=authors (default: question + suffix, as
   naturalbench_vqa.py) or suffix=lmms-eval (question + " " + suffix)
-tags: subset, answers, source""",
+tags: subset, answers, reader, source""",
         description="NaturalBench: 1,900 natural adversarial samples of 2 images x 2 questions with different "
         "answers per image; Acc, Q-Acc, I-Acc, G-Acc (Li et al., NaturalBench, NeurIPS 2024)",
         paper="Li, Lin, Peng, Nyandwi, Jiang, Ma, Khanuja, Krishna, Neubig, Ramanan. NaturalBench: Evaluating "
@@ -123,7 +123,8 @@ tags: subset, answers, source""",
                     f"get_scores scores by: {answers[0]} for (q0, i0) and (q1, i1), {answers[1]} for the others",
                     file=path, record=where,
                 )  # fmt: skip
-            tags = {"subset": kind, ANSWERS_TAG: ANSWER_SEP.join(answers), "source": str(record["Source"] or "")}
+            tags = {"subset": kind, ANSWERS_TAG: ANSWER_SEP.join(answers), READER_TAG: "words",
+                    "source": str(record["Source"] or "")}  # fmt: skip
             index = field(record, "Index", int, file=path, record_id=where)
             yield Case(str(index), questions, truth, (record["Image_0"], record["Image_1"]), tags)
 

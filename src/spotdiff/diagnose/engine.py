@@ -19,7 +19,7 @@ from typing import Any, TypeVar
 
 import numpy as np
 
-from spotdiff.cases import ANSWER_SEP, Case, ImageRef, case_answers
+from spotdiff.cases import ANSWER_SEP, Case, ImageRef, case_answers, case_reader
 from spotdiff.diagnose.cache import Cache, CachedRequests
 from spotdiff.diagnose.pipeline import InputPipeline
 from spotdiff.errors import ConfigError, DataError
@@ -30,7 +30,6 @@ from spotdiff.scorers.base import (
     ImageTextEmbedding,
     ITMLogits,
     PairScoring,
-    QuestionAnswering,
     Scorer,
     TextEmbedding,
     TextPrior,
@@ -47,9 +46,8 @@ PIPELINE_BATCHES = 32
 #: ... up to this many cases.
 MAX_CHUNK_CASES = 65536
 
-#: Needs served per case by a chat scorer's answers: ``answer_choices`` (EqBen Sec. 5.5, protocols.choice)
-#: and ``answer_questions`` (a question per image, protocols.answer).
-CHOICE_NEEDS = ("choice", "choice-text", "answer")
+#: Needs served per case by a chat scorer's answers, ``answer_choices`` (EqBen Sec. 5.5, protocols.choice).
+CHOICE_NEEDS = ("choice", "choice-text")
 
 
 def text_key(text: str) -> str:
@@ -69,10 +67,9 @@ def cache_digest(scorer: Scorer, gpu_decode: bool = False) -> str:
 
 
 def case_key(case: Case) -> str:
-    """Content key of a whole case: its images' keys and its texts, in order (and its questions, if any)."""
+    """Content key of a whole case: its images' keys and its texts, in order."""
     h = hashlib.sha256()
-    questions = ["\x01", *case.questions] if case.questions else []
-    for part in [*(ref.key for ref in case.images), "\x00", *case.texts, *questions]:
+    for part in [*(ref.key for ref in case.images), "\x00", *case.texts]:
         h.update(part.encode("utf-8") + b"\x00")
     return "case:" + h.hexdigest()
 
@@ -147,8 +144,6 @@ class Need(ABC):
         for case in cases:
             if self.need in ("image-text", "match-prob", "answer-prob", *CHOICE_NEEDS) and not case.images:
                 raise DataError("protocol needs images but the case has none", record=case.id)
-            if self.need == "answer" and not case.questions:
-                raise DataError("protocol needs a question per image but the case has none", record=case.id)
             if case.prompts and (self.need != "image-text" or not embeds):
                 raise ConfigError(
                     f"case {case.id} holds labels with prompt templates (zero-shot classification): that needs an "
@@ -242,27 +237,33 @@ class ITMNeed(PairNeed):
 
 class AnswerNeed(Need):
     """``answer-prob``: per (image, question) of a question case, each candidate answer's
-    log-probability (and the generated answer when asked): ``[n_images, n_questions, n_answers (+ 1)]``;
-    cached per (image, question) under the candidate set."""
+    log-probability (and the generated answer, read by the case's reader, when asked):
+    ``[n_images, n_questions, n_answers (+ 1)]``; cached per (image, question) under the candidate set
+    and the reader."""
 
     @staticmethod
-    def _by_answers(cases: Sequence[Case]) -> dict[tuple[str, ...], list[Case]]:
-        out: dict[tuple[str, ...], list[Case]] = {}
+    def _by_asked(cases: Sequence[Case]) -> dict[tuple[tuple[str, ...], str], list[Case]]:
+        """The cases grouped by what they ask: (candidate answers, reader)."""
+        out: dict[tuple[tuple[str, ...], str], list[Case]] = {}
         for case in cases:
-            out.setdefault(case_answers(case), []).append(case)
+            out.setdefault((case_answers(case), case_reader(case)), []).append(case)
         return out
 
     def prefill(self, engine: Engine, cases: Sequence[Case], keep: Callable[[str], bool]) -> None:
-        for answers, group in self._by_answers(cases).items():
-            engine.answer_scores(((r, t) for c in group for r in c.images if keep(r.key) for t in c.texts), answers)
+        for (answers, reader), group in self._by_asked(cases).items():
+            pairs = ((r, t) for c in group for r in c.images if keep(r.key) for t in c.texts)
+            engine.answer_scores(pairs, answers, reader)
 
     def matrices(self, engine: Engine, cases: Sequence[Case]) -> list[np.ndarray]:
         rows = {
-            answers: engine.answer_scores(((r, t) for c in group for r in c.images for t in c.texts), answers)
-            for answers, group in self._by_answers(cases).items()
+            asked: engine.answer_scores(((r, t) for c in group for r in c.images for t in c.texts), *asked)
+            for asked, group in self._by_asked(cases).items()
         }
         return [
-            np.array([[rows[case_answers(c)][pair_key(r, t)] for t in c.texts] for r in c.images], dtype=np.float64)
+            np.array(
+                [[rows[case_answers(c), case_reader(c)][pair_key(r, t)] for t in c.texts] for r in c.images],
+                dtype=np.float64,
+            )
             for c in cases
         ]
 
@@ -434,12 +435,17 @@ class Engine:
             if pair_key(ref, text) in self.bounded
         ]
 
-    def answer_scores(self, pairs: Iterable[tuple[ImageRef, str]], answers: tuple[str, ...]) -> dict[str, np.ndarray]:
+    def answer_scores(
+        self, pairs: Iterable[tuple[ImageRef, str]], answers: tuple[str, ...], reader: str
+    ) -> dict[str, np.ndarray]:
         """Each (image, question) pair's row of candidate-answer log-probabilities (and the generated
-        answer when asked), keyed by :func:`pair_key` and cached under the candidate set ``answers``."""
+        answer, read by ``reader``, when asked), keyed by :func:`pair_key` and cached under the candidate
+        set and the reader (``answer:Yes/No|words``), so two readers never share a generation."""
         scorer = _serves(self.scorer, AnswerLikelihood, "does not score answers to questions")
         return self._pair_rows(
-            pairs, "answer:" + ANSWER_SEP.join(answers), lambda images, qs: scorer.answer_scores(images, qs, answers)
+            pairs,
+            f"answer:{ANSWER_SEP.join(answers)}|{reader}",
+            lambda images, qs: scorer.answer_scores(images, qs, answers, reader),
         )
 
     def itm_logits(self, pairs: Iterable[tuple[ImageRef, str]]) -> dict[str, np.ndarray]:
@@ -487,7 +493,7 @@ class Engine:
 
     def answer_choices(self, cases: Sequence[Case], need: str) -> list[np.ndarray]:
         """A chat scorer's answers per case, cached by case content: ``[n_questions, 2, n_readings]``
-        (protocols.choice), or for ``answer`` ``[n_images, n_options, n_readings]`` (protocols.answer)."""
+        (protocols.choice)."""
         keys = [case_key(c) for c in cases]
         found = self.requests(
             need, keys, lambda batches: self._answers(cases, batches, need), 1, desc="asking", unit="case"
@@ -495,27 +501,18 @@ class Engine:
         out = []
         for case, key in zip(cases, keys, strict=True):
             rows = len(case.texts) * (2 if need == "choice" else 1)
-            shape = (len(case.images), len(case.texts), -1) if need == "answer" else (rows, 2, -1)
-            out.append(np.asarray(found[key], dtype=np.float64).reshape(shape))
+            out.append(np.asarray(found[key], dtype=np.float64).reshape(rows, 2, -1))
         return out
 
     def _answers(self, cases: Sequence[Case], batches: list[list[int]], need: str) -> Iterator[list[np.ndarray]]:
-        """Each batch's (one case's) answers, its images decoded ahead (``answer``: the option scores in float64,
-        so that equal log-probabilities stay the only ties)."""
-        if need == "answer":
-            asker = _serves(self.scorer, QuestionAnswering, "does not answer questions about images")
-        else:
-            scorer = _serves(self.scorer, AnswerChoice, "does not answer multiple-choice questions")
+        """Each batch's (one case's) answers, its images decoded ahead."""
+        scorer = _serves(self.scorer, AnswerChoice, "does not answer multiple-choice questions")
         refs = [ref for (k,) in batches for ref in cases[k].images]
         per_case = _runs(len(cases[k].images) for (k,) in batches)
         with contextlib.closing(self.pipeline.images(refs, per_case, None)) as feed:
             for (k,), images in zip(batches, feed, strict=True):
-                if need == "answer":
-                    answers = asker.answer_questions(images, cases[k].questions, cases[k].texts)
-                    yield [np.asarray(answers, dtype=np.float64).reshape(-1)]
-                else:
-                    answers = scorer.answer_choices(images, cases[k].texts, need)
-                    yield [np.asarray(answers, dtype=np.float32).reshape(-1)]
+                answers = scorer.answer_choices(images, cases[k].texts, need)
+                yield [np.asarray(answers, dtype=np.float32).reshape(-1)]
 
     def image_text(self, images: Sequence[ImageRef], texts: Sequence[str]) -> np.ndarray:
         """The ``[len(images), len(texts)]`` score matrix (similarity, or the pair score)."""

@@ -23,10 +23,9 @@ from spotdiff.registry import Registry, name_class
 #: "choice" / "choice-text": a chat VLM's answers to lettered questions, ``[n_questions, 2, n_readings]``
 #: (see :mod:`spotdiff.protocols.choice`);
 #: "answer-prob": per image and question, the candidate answers' log-probabilities (and a generated
-#: answer), ``[n_images, n_questions, n_answers (+ 1)]`` (see :mod:`spotdiff.protocols.vqa`);
-#: "answer": each image's own lettered question, the option scores ``[n_images, n_options, n_readings]``
-#: (see :mod:`spotdiff.protocols.answer`).
-NEEDS = ("image-text", "text-text", "match-prob", "text-prior", "choice", "choice-text", "answer-prob", "answer")
+#: answer), ``[n_images, n_questions, n_answers (+ 1)]`` (see :mod:`spotdiff.protocols.vqa`; NaturalBench
+#: and MMVP, :mod:`spotdiff.protocols.answer`).
+NEEDS = ("image-text", "text-text", "match-prob", "text-prior", "choice", "choice-text", "answer-prob")
 
 
 class Protocol(ABC):

@@ -1,8 +1,12 @@
-"""NaturalBench's answer-based scores of 2 images x 2 questions (Li et al., NeurIPS 2024).
+"""Answer-based scores of a chat VLM on question cases: each (image, question) answered among the
+case's candidate answers (need ``answer-prob``), and NaturalBench's scores of 2 images x 2 questions
+(Li et al., NeurIPS 2024).
 
 Each (question, image) is answered by the candidate answers' log-probabilities (the likelihood
-reading) and, when asked, by a generated answer read by the authors' ``extract_answer`` (the
-generation reading). Acc, Q-Acc, I-Acc and G-Acc follow the authors' ``get_scores``
+reading) and, when asked, by a generated answer read as the benchmark's authors read it (the
+generation reading; the case's reader, :func:`spotdiff.cases.case_reader`). :class:`AnswerProtocol`
+holds what every protocol on these scores shares (the shape check, the tie rule, the generation
+column); NaturalBench's Acc, Q-Acc, I-Acc and G-Acc follow the authors' ``get_scores``
 (naturalbench_vqa.py, github.com/Baiqi-Li/NaturalBench, commit 9967605); the definitions and the
 score layout: docs/protocols.md.
 """
@@ -50,6 +54,79 @@ def question_answers(lps: np.ndarray, ties: str) -> np.ndarray:
     return out.reshape(lps.shape[:-1])
 
 
+class AnswerProtocol(Protocol):
+    """A protocol on ``answer-prob`` scores, ``[n_images, n_questions, n_answers (+ 1)]`` per question
+    case: ``truth[i, q]`` True when the first candidate answers question ``q`` about image ``i``. The
+    likelihood reading is :func:`question_answers` under the protocol's tie rule, the generation reading
+    (when asked) the last column, the read candidate's index or NaN; :meth:`readings` gives both."""
+
+    needs = "answer-prob"
+    #: the (n_images, n_questions) the protocol's cases must have, None for any
+    case_shape: tuple[int, int] | None = None
+
+    def checked(self, case: Case, scores: np.ndarray) -> tuple[np.ndarray, tuple[str, ...]]:
+        """The case's scores as float64 and its candidate answers; a DataError for a wrong shape.
+
+        Args:
+            case: a question case.
+            scores: its ``[n_images, n_questions, n_answers (+ 1)]`` scores.
+        """
+        answers = case_answers(case)
+        s = np.asarray(scores, dtype=np.float64)
+        n = len(answers)
+        shape = case.truth.shape if self.case_shape is None else self.case_shape
+        if case.truth.shape != shape or s.ndim != 3 or s.shape[:2] != shape or s.shape[2] not in (n, n + 1):
+            raise DataError(
+                f"case {case.id}: protocol {self.name!r} expects {shape[0]} images x {shape[1]} questions and "
+                f"scores of shape ({shape[0]}, {shape[1]}, {n} or {n + 1}), got {case.truth.shape} and {s.shape}"
+            )
+        return s, answers
+
+    def readings(self, case: Case, scores: np.ndarray) -> tuple[np.ndarray, np.ndarray | None, np.ndarray]:
+        """``(likelihood answers, generated answers or None, gold answers)``, each ``[image, question]``
+        of candidate indices (NaN: no answer).
+
+        Args:
+            case: a question case.
+            scores: its ``[n_images, n_questions, n_answers (+ 1)]`` scores.
+        """
+        s, answers = self.checked(case, scores)
+        n = len(answers)
+        generated = s[..., n] if s.shape[2] == n + 1 else None
+        return question_answers(s[..., :n], self.ties), generated, np.where(case.truth, 0.0, 1.0)
+
+    def answer_counts(self, case: Case, scores: np.ndarray) -> tuple[int, int] | None:
+        """``(answers, unparseable)`` of the generation reading, when asked.
+
+        Args:
+            case: the case.
+            scores: its ``[n_images, n_questions, n_answers (+ 1)]`` scores.
+        """
+        _, generated, _ = self.readings(case, scores)
+        if generated is None:
+            return None
+        return generated.size, int(np.isnan(generated).sum())
+
+    def asked(self, values: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+        """The metrics to aggregate: without the generation reading when none was asked."""
+        return asked_readings(values)
+
+    def aggregate(self, values: dict[str, np.ndarray], groups: dict[str, np.ndarray]) -> dict[str, float]:
+        return super().aggregate(self.asked(values), groups)
+
+    def aggregate_resamples(
+        self, values: dict[str, np.ndarray], groups: dict[str, np.ndarray], idx: np.ndarray
+    ) -> dict[str, np.ndarray]:
+        """:meth:`Protocol.aggregate_resamples`, leaving out the generation reading when none was asked.
+
+        Args:
+            values: metric -> per-unit values.
+            groups: tag -> per-unit tag values.
+            idx: ``[B, n]`` unit indices, one resample per row.
+        """
+        return super().aggregate_resamples(self.asked(values), groups, idx)
+
+
 def _scores(answers: np.ndarray, gold: np.ndarray, yes: int | None) -> dict[str, float]:
     """Acc, Q-Acc, I-Acc, G-Acc of one case (``answers`` and ``gold`` ``[image, question]``) and its
     yes rate (NaN unless its questions are yes/no), as get_scores counts them."""
@@ -66,7 +143,7 @@ def _scores(answers: np.ndarray, gold: np.ndarray, yes: int | None) -> dict[str,
 
 
 @PROTOCOLS.register("naturalbench")
-class NaturalBenchScores(Protocol):
+class NaturalBenchScores(AnswerProtocol):
     """NaturalBench Acc, Q-Acc, I-Acc and G-Acc of a case of 2 images x 2 questions (the authors' get_scores).
 
     ``truth[i, q]`` is True when question ``q``'s answer about image ``i`` is the first candidate
@@ -82,7 +159,7 @@ class NaturalBenchScores(Protocol):
     (0.5, 0.0, 0.0, 0.0, 1.0)
     """
 
-    needs = "answer-prob"
+    case_shape = (2, 2)
     metrics = (
         "acc", "q_acc", "i_acc", "g_acc", "yes_rate",
         "gen_acc", "gen_q_acc", "gen_i_acc", "gen_g_acc", "gen_yes_rate", "unparsed",
@@ -92,40 +169,15 @@ class NaturalBenchScores(Protocol):
         "by candidate likelihood (and by generation when asked); no answer fails"
     )
 
-    def _checked(self, case: Case, scores: np.ndarray) -> tuple[np.ndarray, tuple[str, ...]]:
-        answers = case_answers(case)
-        s = np.asarray(scores, dtype=np.float64)
-        n = len(answers)
-        if case.truth.shape != (2, 2) or s.shape[:2] != (2, 2) or s.ndim != 3 or s.shape[2] not in (n, n + 1):
-            raise DataError(
-                f"case {case.id}: protocol {self.name!r} expects 2 images x 2 questions and scores of shape "
-                f"(2, 2, {n} or {n + 1}), got {case.truth.shape} and {s.shape}"
-            )
-        return s, answers
-
     def outcomes(self, case: Case, scores: np.ndarray) -> list[dict[str, float]]:
-        s, answers = self._checked(case, scores)
-        n = len(answers)
-        gold = np.where(case.truth, 0.0, 1.0)
-        yes = _yes_index(answers)
-        out = _scores(question_answers(s[..., :n], self.ties), gold, yes)
-        if s.shape[2] == n + 1:
-            gen = _scores(s[..., n], gold, yes)
+        said, generated, gold = self.readings(case, scores)
+        yes = _yes_index(case_answers(case))
+        out = _scores(said, gold, yes)
+        if generated is not None:
+            gen = _scores(generated, gold, yes)
             out.update({f"gen_{m}": v for m, v in gen.items()})
-            out["unparsed"] = float(np.isnan(s[..., n]).mean())
+            out["unparsed"] = float(np.isnan(generated).mean())
         return [out]
-
-    def answer_counts(self, case: Case, scores: np.ndarray) -> tuple[int, int] | None:
-        """``(answers, unparseable)`` of the generation reading, when asked.
-
-        Args:
-            case: the case.
-            scores: its ``[2, 2, n_answers (+ 1)]`` scores.
-        """
-        s, answers = self._checked(case, scores)
-        if s.shape[2] != len(answers) + 1:
-            return None
-        return s[..., -1].size, int(np.isnan(s[..., -1]).sum())
 
     def yes_counts(self, case: Case, scores: np.ndarray) -> tuple[int, int] | None:
         """``(answers, "yes" answers)`` of the likelihood reading of a case of yes/no questions.
@@ -134,34 +186,17 @@ class NaturalBenchScores(Protocol):
             case: the case.
             scores: its ``[2, 2, n_answers (+ 1)]`` scores.
         """
-        s, answers = self._checked(case, scores)
-        yes = _yes_index(answers)
+        said, _, _ = self.readings(case, scores)
+        yes = _yes_index(case_answers(case))
         if yes is None:
             return None
-        said = question_answers(s[..., : len(answers)], self.ties)
         return said.size, int((said == yes).sum())
 
-    def aggregate(self, values: dict[str, np.ndarray], groups: dict[str, np.ndarray]) -> dict[str, float]:
-        return super().aggregate(_asked(values), groups)
-
-    def aggregate_resamples(
-        self, values: dict[str, np.ndarray], groups: dict[str, np.ndarray], idx: np.ndarray
-    ) -> dict[str, np.ndarray]:
-        """:meth:`Protocol.aggregate_resamples`, leaving out the generation reading when none was asked.
-
-        Args:
-            values: metric -> per-unit values.
-            groups: tag -> per-unit tag values.
-            idx: ``[B, n]`` unit indices, one resample per row.
-        """
-        return super().aggregate_resamples(_asked(values), groups, idx)
-
-
-def _asked(values: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
-    """:func:`~spotdiff.protocols.choice.asked_readings`, and without the yes rates when no case had
-    yes/no questions."""
-    return {
-        m: v
-        for m, v in asked_readings(values).items()
-        if not (m.endswith("yes_rate") and np.isnan(np.asarray(v, dtype=float)).all())
-    }
+    def asked(self, values: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+        """:func:`~spotdiff.protocols.choice.asked_readings`, and without the yes rates when no case had
+        yes/no questions."""
+        return {
+            m: v
+            for m, v in asked_readings(values).items()
+            if not (m.endswith("yes_rate") and np.isnan(np.asarray(v, dtype=float)).all())
+        }

@@ -28,7 +28,6 @@ from spotdiff.registry import Registry
 #: matching head; it also returns those logits (:class:`ITMLogits`), which VALSE ranks on.
 CAPABILITIES = (
     "image-text", "text-text", "match-prob", "text-prior", "choice", "choice-text", "itm-logits", "answer-prob",
-    "answer",
 )  # fmt: skip
 
 
@@ -342,23 +341,17 @@ class AnswerChoice(Protocol):
 
 @runtime_checkable
 class AnswerLikelihood(Protocol):
-    """Scores candidate answers to questions about an image (``answer-prob``, NaturalBench)."""
+    """Scores candidate answers to questions about an image (``answer-prob``: NaturalBench, MMVP)."""
 
     def answer_scores(
-        self, images: Sequence[Image.Image], questions: Sequence[Sequence[str]], answers: Sequence[str]
+        self,
+        images: Sequence[Image.Image],
+        questions: Sequence[Sequence[str]],
+        answers: Sequence[str],
+        reader: str = "words",
     ) -> list[np.ndarray]:
-        """Per image, ``[n_questions, n_answers (+ 1)]``: each answer's log-probability (and a read answer)."""
-        ...
-
-
-@runtime_checkable
-class QuestionAnswering(Protocol):
-    """Answers one multiple-choice question per image (``answer``: MMVP's questions, options lettered A, B, ...)."""
-
-    def answer_questions(
-        self, images: Sequence[Image.Image], questions: Sequence[str], options: Sequence[str]
-    ) -> np.ndarray:
-        """``[n_images, n_options, n_readings]``: per image and option, the reading's score of that option."""
+        """Per image, ``[n_questions, n_answers (+ 1)]``: each answer's log-probability (and a generated
+        answer read by ``reader``, a name of :data:`spotdiff.cases.READERS`)."""
         ...
 
 
@@ -370,7 +363,6 @@ SERVES: dict[str, tuple[type, ...]] = {
     "text-prior": (TextPrior,),
     "choice": (AnswerChoice,),
     "choice-text": (AnswerChoice,),
-    "answer": (QuestionAnswering,),
     "itm-logits": (ITMLogits,),
     "answer-prob": (AnswerLikelihood,),
 }

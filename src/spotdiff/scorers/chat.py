@@ -2,7 +2,8 @@
 
 :class:`ChatVLM` loads a chat VLM, renders prompts with the model's own chat template and scores
 answers by teacher forcing, reusing the KV cache of its prompts' common prefix; :class:`AnswerChooser`
-asks multiple-choice questions (EqBen Sec. 5.5). Prompt layout and prefix reuse: docs/scorers.md.
+asks multiple-choice questions (EqBen Sec. 5.5); :data:`ANSWER_READERS` read generated answers as each
+benchmark's authors do. Prompt layout and prefix reuse: docs/scorers.md.
 """
 
 from __future__ import annotations
@@ -18,13 +19,14 @@ from typing import Any
 import numpy as np
 from PIL import Image
 
+from spotdiff.cases import LETTERS
 from spotdiff.errors import ConfigError
 from spotdiff.scorers.base import ScorerOptions
 from spotdiff.scorers.lm import gguf_source, load_device_dtype
 from spotdiff.scorers.weights import local_path
 
 __all__ = [
-    "ANSWER_QUESTION",
+    "ANSWER_READERS",
     "CHOICE_IMAGE_QUESTION",
     "CHOICE_TEXT_QUESTION",
     "SINGLE_IMAGE_MODEL_TYPES",
@@ -35,6 +37,7 @@ __all__ = [
     "check_gguf_config",
     "extract_answer",
     "parse_choice",
+    "read_letter",
 ]
 
 #: Model types trained with one image per prompt: "which image" questions need ``multi_image=yes``.
@@ -50,10 +53,6 @@ CHOICE_IMAGE_QUESTION = (
     'Which image matches the caption "{text}"?\n{options}\n'
     "Answer with the option's letter from the given choices directly."
 )
-#: A benchmark's own question about one image (MMVP), its options lettered: lmms-eval's mmvp prompt
-#: (lmms_eval/tasks/mmvp/utils.py ``mmvp_doc_to_text`` with the task's post_prompt).
-ANSWER_QUESTION = "{question}\n{options}\nAnswer with the option's letter from the given choices directly."
-LETTERS = "ABCDEFGHIJKLMNOPQRSTUVWXYZ"
 
 
 @dataclass(frozen=True)
@@ -499,6 +498,28 @@ def extract_answer(output: str, answers: Sequence[str]) -> int | None:
     return min(starts)[1] if starts else None
 
 
+def read_letter(output: str, answers: Sequence[str]) -> int | None:
+    """The candidate a generated answer names by its option letter, read strictly (:func:`parse_choice`;
+    lmms-eval's MMVP reading); the candidates are the letters A, B, ... (:func:`spotdiff.cases.case_reader`).
+
+    Args:
+        output: the generated text.
+        answers: the candidate answers, ``("A", "B", ...)``.
+
+    >>> read_letter("(B)", ("A", "B")), read_letter("B, the second", ("A", "B"))
+    (1, None)
+    """
+    return parse_choice(output, len(answers))
+
+
+#: The readers of generated answers by the names of :data:`spotdiff.cases.READERS`: the candidate's
+#: index, None when the text gives none.
+ANSWER_READERS: dict[str, Callable[[str, Sequence[str]], int | None]] = {
+    "words": extract_answer,
+    "letter": read_letter,
+}
+
+
 class AnswerChooser:
     """Asks a chat VLM which candidate matches, as a lettered question, in both candidate orders
     (EqBen Sec. 5.5: MLLMs are evaluated by their answers, and the order of the captions matters).
@@ -541,7 +562,6 @@ class AnswerChooser:
         return {
             "text_question": CHOICE_TEXT_QUESTION,
             "image_question": CHOICE_IMAGE_QUESTION,
-            "answer_question": ANSWER_QUESTION,
             "system": self.system,
             "generate": self.generate,
         }
@@ -611,38 +631,4 @@ class AnswerChooser:
                 said = parse_choice(self.chat.generate([images[i] for i in imgs], prompt, self.generate), k)
                 if said is not None:
                     out[row, o, 1] = order[said]
-        return out
-
-    def answer_questions(
-        self, images: Sequence[Image.Image], questions: Sequence[str], options: Sequence[str]
-    ) -> np.ndarray:
-        """Each image's own multiple-choice question, asked once with the options in their order
-        (:data:`ANSWER_QUESTION`, options lettered A, B, ...).
-
-        Returns ``[n_images, n_options, n_readings]``: reading 0 is each option letter's next-token
-        log-probability after the prompt (the protocol picks the highest, by its tie rule); reading 1,
-        with ``generate > 0``, is 1 for the option the greedy answer names (:func:`parse_choice`) and 0
-        for the others, NaN throughout when the answer names none.
-
-        Args:
-            images: the images, one per question.
-            questions: the question asked about each image.
-            options: the option texts, shared by the questions.
-        """
-        if len(questions) != len(images):
-            raise ConfigError(f"one question per image, got {len(questions)} questions for {len(images)} images")
-        k = len(options)
-        letters = self.letter_ids(k)
-        listed = "\n".join(f"{LETTERS[p]}. {option}" for p, option in enumerate(options))
-        prompts = [
-            self.chat.render(ANSWER_QUESTION.format(question=q, options=listed), 1, self.system) for q in questions
-        ]
-        requests = [Request((i,), prompt, (t,)) for i, prompt in enumerate(prompts) for t in letters]
-        lps = self.chat.target_logprobs(images, requests)
-        out = np.full((len(images), k, 2 if self.generate else 1), np.nan)
-        out[..., 0] = np.array([lp[0] for lp in lps]).reshape(len(images), k)
-        for i, prompt in enumerate(prompts if self.generate else ()):
-            said = parse_choice(self.chat.generate([images[i]], prompt, self.generate), k)
-            if said is not None:
-                out[i, :, 1] = np.arange(k) == said
         return out

@@ -16,7 +16,7 @@ from PIL import Image
 
 from spotdiff.errors import ConfigError
 from spotdiff.scorers.base import SCORERS, PairScorer, ScorerOptions
-from spotdiff.scorers.chat import AnswerChooser, ChatVLM, NanCounter, Request, extract_answer
+from spotdiff.scorers.chat import ANSWER_READERS, AnswerChooser, ChatVLM, NanCounter, Request
 from spotdiff.scorers.lm import model_identity_digests, parse_spec_options
 
 __all__ = ["DEFAULT_ANSWER", "DEFAULT_QUESTION", "VQAScorer", "option_flag"]
@@ -42,7 +42,7 @@ class VQAScorer(PairScorer):
     """VQAScore, P(answer) given the image and question(text), through the model's chat template."""
 
     #: at most; an instance without several-image input drops "choice" (see ``cannot``)
-    capabilities = frozenset({"image-text", "match-prob", "choice-text", "choice", "answer-prob", "answer"})
+    capabilities = frozenset({"image-text", "match-prob", "choice-text", "choice", "answer-prob"})
     OPTIONS = ("question", "answer", "system", "reuse", "generate", "multi_image")
 
     def __init__(self, rest: str, options: ScorerOptions) -> None:
@@ -75,7 +75,7 @@ class VQAScorer(PairScorer):
             multi_image=None if multi is None else option_flag(multi, "multi_image"),
         )
         self.capabilities = frozenset(
-            {"image-text", "match-prob", "choice-text", "answer-prob", "answer"}
+            {"image-text", "match-prob", "choice-text", "answer-prob"}
             | ({"choice"} if self.chooser.multi_image else set())
         )
         self.nans = NanCounter(self.spec)
@@ -138,21 +138,27 @@ class VQAScorer(PairScorer):
         return self.chooser.answer_choices(images, texts, image_questions=need == "choice")
 
     def answer_scores(
-        self, images: Sequence[Image.Image], questions: Sequence[Sequence[str]], answers: Sequence[str]
+        self,
+        images: Sequence[Image.Image],
+        questions: Sequence[Sequence[str]],
+        answers: Sequence[str],
+        reader: str = "words",
     ) -> list[np.ndarray]:
         """Per image, ``[n_questions, n_answers (+ 1)]``: ``log P(answer | image, question)`` of each
         candidate answer (the question asked as it is, through the chat template), and with spec option
-        ``generate=N`` a last column: the candidate a greedy answer of up to N tokens gives
-        (:func:`~spotdiff.scorers.chat.extract_answer`), NaN when it gives none.
+        ``generate=N`` a last column: the candidate a greedy answer of up to N tokens gives, read by
+        ``reader`` (:data:`~spotdiff.scorers.chat.ANSWER_READERS`), NaN when it gives none.
 
         Args:
             images: the images.
             questions: each image's questions.
             answers: the candidate answers (``("Yes", "No")``, ``("A", "B")``).
+            reader: how a generated answer is read: ``words`` (NaturalBench's extract_answer) or
+                ``letter`` (the option letter alone, lmms-eval's MMVP parse).
         """
         if len(images) != len(questions):
             raise ValueError(f"{len(images)} images but {len(questions)} question lists")
-        chat, n = self.chat, len(answers)
+        chat, n, read = self.chat, len(answers), ANSWER_READERS[reader]
         prompts = [[chat.render(q, 1, self.system) for q in qs] for qs in questions]
         targets = [chat.answer_ids(a) for a in answers]
         requests = [Request((i,), p, t) for i, ps in enumerate(prompts) for p in ps for t in targets]
@@ -163,18 +169,7 @@ class VQAScorer(PairScorer):
             block = lps[k : k + len(ps) * n].reshape(len(ps), n)
             k += len(ps) * n
             if self.chooser.generate:
-                said = [extract_answer(chat.generate([images[i]], p, self.chooser.generate), answers) for p in ps]
+                said = [read(chat.generate([images[i]], p, self.chooser.generate), answers) for p in ps]
                 block = np.column_stack([block, [np.nan if a is None else a for a in said]])
             out.append(block)
         return out
-    def answer_questions(
-        self, images: Sequence[Image.Image], questions: Sequence[str], options: Sequence[str]
-    ) -> np.ndarray:
-        """Each image's own multiple-choice question (:meth:`~spotdiff.scorers.chat.AnswerChooser.answer_questions`).
-
-        Args:
-            images: the images, one per question.
-            questions: the question asked about each image.
-            options: the option texts, shared by the questions.
-        """
-        return self.chooser.answer_questions(images, questions, options)
