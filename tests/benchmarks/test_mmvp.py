@@ -80,8 +80,6 @@ def test_label_corrections_are_an_option_recorded_in_the_cases(tmp_path, labels,
         (1, 2, "Yes or No", "expected '\\(a\\)"),
         (1, 3, "(c)", "expected one of"),
         (1, 0, "7", "Index"),
-        (1, 2, "(a) Yes (b) Maybe", "differ"),
-        (1, 1, "Are the butterfly's wings visible? (1)", "differ"),
         (1, 2, "(a) Yes (b) No (c) Maybe", "two options"),
     ],
 )
@@ -91,6 +89,28 @@ def test_bad_rows_name_the_file_line_and_column(tmp_path, row, column, value, me
     with pytest.raises(DataError, match=message) as err:
         get_benchmark("mmvp")(_write(tmp_path, rows)).load()
     assert "Questions.csv" in str(err.value) and "line 3" in str(err.value) and HEADER[column] in str(err.value)
+
+
+def test_a_pair_whose_rows_ask_differently_asks_each_image_its_own_question(tmp_path: Path) -> None:
+    """The authors' code asks each row its own question; a pair whose two rows differ (in the question
+    or the options) is one case with one question per image, and image i is read on question i only."""
+    rows = mmvp_rows(4)
+    rows[1][1], rows[1][2] = "Are the wings folded?", "(a) Folded (b) Spread"
+    cases = get_benchmark("mmvp")(_write(tmp_path, rows)).load()
+    assert [len(c.texts) for c in cases] == [2, 1]
+    first = cases[0]
+    assert "Are the wings folded?" in first.texts[1] and "Folded" in first.texts[1] and first.truth.shape == (2, 2)
+    protocol = get_protocol("answer")
+    gold = [0 if first.truth[i, 0] else 1 for i in range(2)]
+    scores = np.full((2, 2, 2), -5.0)
+    for i in range(2):
+        scores[i, i, gold[i]] = -0.1  # right on its own question
+        scores[i, 1 - i, 1 - gold[i]] = -0.1  # "wrong" on the other one, which it is not asked
+    assert protocol.outcomes(first, scores)[0] == {"pair": 1.0, "question": 1.0, "no_answer": 0.0}
+    scores[1, 1] = scores[1, 1, ::-1]
+    assert protocol.outcomes(first, scores)[0]["question"] == 0.5
+    generated = np.concatenate([scores, np.array([[[0.0], [np.nan]], [[np.nan], [1.0]]])], axis=2)
+    assert protocol.answer_counts(first, generated) == (2, 0)  # the two questions asked, both read
 
 
 def _gpt_grader(grades: list[str]) -> float:

@@ -163,17 +163,17 @@ tags: subset, answers (A/B), reader (letter), labels (the setting used), correct
             self.report.records += 2
             read = [_row(path, line, cells, k + j + 1) for j, (line, cells) in enumerate(rows[k : k + 2])]
             (q1, options, a1), (q2, other, a2) = read
-            for name, first, second in (("Question", q1, q2), ("Options", options, other)):
-                if second != first:
-                    raise DataError(f"{second!r:.60} differs from the pair's first row {first!r:.60}",
-                                    file=path, record=f"line {rows[k + 1][0]}", field=name)  # fmt: skip
+            if len(other) != len(options):
+                raise DataError(f"{len(other)} options where the pair's first row has {len(options)}",
+                                file=path, record=f"line {rows[k + 1][0]}", field="Options")  # fmt: skip
             fixes = CORRECTIONS[labels]
             answers = [fixes.get(k + j + 1, a) for j, a in enumerate((a1, a2))]
-            truth = np.array(answers)[:, None] == 0
+            texts = (prompt(q1, options),) if (q1, options) == (q2, other) else (prompt(q1, options), prompt(q2, other))
+            truth = np.repeat(np.array(answers)[:, None] == 0, len(texts), axis=1)  # image i's gold, any question
             refs = (FileImage(images / f"{k + 1}.jpg"), FileImage(images / f"{k + 2}.jpg"))
             tags = {"subset": "mmvp", ANSWERS_TAG: ANSWER_SEP.join(LETTERS[: len(options)]), READER_TAG: "letter",
                     "labels": labels, "corrected": "yes" if answers != [a1, a2] else "no"}  # fmt: skip
-            yield Case(str(k + 1), (prompt(q1, options),), truth, refs, tags)
+            yield Case(str(k + 1), texts, truth, refs, tags)
 
 
 def _row(path: Path, line: int, cells: dict[str, str], number: int) -> tuple[str, tuple[str, ...], int]:

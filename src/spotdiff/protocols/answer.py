@@ -9,6 +9,7 @@ from __future__ import annotations
 import numpy as np
 
 from spotdiff.cases import Case
+from spotdiff.errors import DataError
 from spotdiff.protocols.base import PROTOCOLS
 from spotdiff.protocols.vqa import AnswerProtocol
 
@@ -42,6 +43,26 @@ class QuestionAccuracy(AnswerProtocol):
         "MMVP Sec. 3 answer-based pair accuracy (every question of a pair right) and question accuracy of a "
         "chat VLM; no answer fails"
     )
+
+    def readings(self, case: Case, scores: np.ndarray) -> tuple[np.ndarray, np.ndarray | None, np.ndarray]:
+        """:meth:`AnswerProtocol.readings` of the questions asked: every image is asked a case's one
+        question; a case with one question per image (an MMVP pair whose rows differ) asks image ``i``
+        question ``i`` only, so each reading is its diagonal, ``[image, 1]``.
+
+        Args:
+            case: a question case.
+            scores: its ``[n_images, n_questions, n_answers (+ 1)]`` scores.
+        """
+        said, generated, gold = super().readings(case, scores)
+        n_images, n_questions = gold.shape
+        if n_questions == 1:
+            return said, generated, gold
+        if n_questions != n_images:
+            raise DataError(f"case {case.id}: protocol {self.name!r} asks one question of every image or one "
+                            f"per image; got {n_images} images x {n_questions} questions")  # fmt: skip
+        mine = np.arange(n_images)
+        own = [None if r is None else r[mine, mine][:, None] for r in (said, generated, gold)]
+        return own[0], own[1], own[2]
 
     def outcomes(self, case: Case, scores: np.ndarray) -> list[dict[str, float]]:
         said, generated, gold = self.readings(case, scores)
