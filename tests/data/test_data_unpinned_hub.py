@@ -13,7 +13,7 @@ from spotdiff.benchmarks import get_benchmark
 from spotdiff.cli import main
 from spotdiff.data import benchmark_sources
 from spotdiff.diagnose.store import RunStore
-from spotdiff.testing.formats import write_mmvp_vlm, write_vismin
+from spotdiff.testing.formats import mmvp_rows, write_mmvp, write_mmvp_vlm, write_vismin
 from spotdiff.testing.hub_repos import bivlc_repo, colorswap_repo, naturalbench_repo, png_bytes
 from spotdiff.testing.tiny_models import make_tiny_clip
 
@@ -112,3 +112,14 @@ def test_vismin_arrow_shards_fetched(hub, home, tmp_path):
     assert len(fetched) == 8 and [(c.id, c.texts, c.subset) for c in fetched] == [
         (c.id, c.texts, c.subset) for c in direct]  # fmt: skip
     assert [c.images[0].load().tobytes() for c in fetched] == [c.images[0].load().tobytes() for c in direct]
+
+
+def test_mmvp_csv_and_images_fetched(hub, home, tmp_path):
+    folder = write_mmvp(tmp_path / "src", mmvp_rows(6), images=6)
+    files = {p.relative_to(folder).as_posix(): p.read_bytes() for p in folder.rglob("*") if p.is_file()}
+    hub.add_repo("MMVP/MMVP", files, revision=COMMIT)
+    assert main(["data", "fetch", "mmvp", "-q"]) == 0
+    fetched = get_benchmark("mmvp")(home / "mmvp").load()
+    assert len(files) == 7 and len(fetched) == 3
+    assert [c.texts for c in fetched] == [c.texts for c in get_benchmark("mmvp")(folder).load()]
+    assert all(im.path.read_bytes() == files[f"MMVP Images/{im.path.name}"] for c in fetched for im in c.images)
