@@ -49,8 +49,32 @@ def asked_readings(values: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
     }
 
 
+class ReadingsProtocol(Protocol):
+    """Base of the answer-based protocols: a metric of the generation reading (``gen_*``, ``unparsed``)
+    is aggregated only when some case had that reading (:meth:`asked`)."""
+
+    def asked(self, values: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+        """The metrics to aggregate: :func:`asked_readings` (a subclass may leave out more)."""
+        return asked_readings(values)
+
+    def aggregate(self, values: dict[str, np.ndarray], groups: dict[str, np.ndarray]) -> dict[str, float]:
+        return super().aggregate(self.asked(values), groups)
+
+    def aggregate_resamples(
+        self, values: dict[str, np.ndarray], groups: dict[str, np.ndarray], idx: np.ndarray
+    ) -> dict[str, np.ndarray]:
+        """:meth:`Protocol.aggregate_resamples` of the metrics :meth:`asked` keeps.
+
+        Args:
+            values: metric -> per-unit values.
+            groups: tag -> per-unit tag values.
+            idx: ``[B, n]`` unit indices, one resample per row.
+        """
+        return super().aggregate_resamples(self.asked(values), groups, idx)
+
+
 @PROTOCOLS.register("choice")
-class AnswerChoice(Protocol):
+class AnswerChoice(ReadingsProtocol):
     """Text / image / group scores from a chat VLM's answers in both orders (EqBen Sec. 5.5).
 
     A 2 x 2 case whose model always answers "A" (the first option) gets every question right in
@@ -120,22 +144,6 @@ class AnswerChoice(Protocol):
         if c.ndim != 3 or c.shape[2] != 2:
             return None
         return c[..., 1].size, int(np.isnan(c[..., 1]).sum())
-
-    def aggregate(self, values: dict[str, np.ndarray], groups: dict[str, np.ndarray]) -> dict[str, float]:
-        return super().aggregate(asked_readings(values), groups)
-
-    def aggregate_resamples(
-        self, values: dict[str, np.ndarray], groups: dict[str, np.ndarray], idx: np.ndarray
-    ) -> dict[str, np.ndarray]:
-        """:meth:`Protocol.aggregate_resamples`, leaving out the generation reading when none was asked.
-
-        Args:
-            values: metric -> per-unit values.
-            groups: tag -> per-unit tag values.
-            idx: ``[B, n]`` unit indices, one resample per row.
-        """
-        return super().aggregate_resamples(asked_readings(values), groups, idx)
-
 
 @PROTOCOLS.register("choice-text")
 class AnswerChoiceText(AnswerChoice):

@@ -17,8 +17,8 @@ import numpy as np
 
 from spotdiff.cases import Case, case_answers
 from spotdiff.errors import DataError
-from spotdiff.protocols.base import PROTOCOLS, Protocol, beats
-from spotdiff.protocols.choice import asked_readings
+from spotdiff.protocols.base import PROTOCOLS, beats
+from spotdiff.protocols.choice import ReadingsProtocol, asked_readings
 
 #: The candidate answer whose share of a case's answers is its ``yes_rate``.
 YES = "yes"
@@ -54,7 +54,7 @@ def question_answers(lps: np.ndarray, ties: str) -> np.ndarray:
     return out.reshape(lps.shape[:-1])
 
 
-class AnswerProtocol(Protocol):
+class AnswerProtocol(ReadingsProtocol):
     """A protocol on ``answer-prob`` scores, ``[n_images, n_questions, n_answers (+ 1)]`` per question
     case: ``truth[i, q]`` True when the first candidate answers question ``q`` about image ``i``. The
     likelihood reading is :func:`question_answers` under the protocol's tie rule, the generation reading
@@ -106,25 +106,6 @@ class AnswerProtocol(Protocol):
         if generated is None:
             return None
         return generated.size, int(np.isnan(generated).sum())
-
-    def asked(self, values: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
-        """The metrics to aggregate: without the generation reading when none was asked."""
-        return asked_readings(values)
-
-    def aggregate(self, values: dict[str, np.ndarray], groups: dict[str, np.ndarray]) -> dict[str, float]:
-        return super().aggregate(self.asked(values), groups)
-
-    def aggregate_resamples(
-        self, values: dict[str, np.ndarray], groups: dict[str, np.ndarray], idx: np.ndarray
-    ) -> dict[str, np.ndarray]:
-        """:meth:`Protocol.aggregate_resamples`, leaving out the generation reading when none was asked.
-
-        Args:
-            values: metric -> per-unit values.
-            groups: tag -> per-unit tag values.
-            idx: ``[B, n]`` unit indices, one resample per row.
-        """
-        return super().aggregate_resamples(self.asked(values), groups, idx)
 
 
 def _scores(answers: np.ndarray, gold: np.ndarray, yes: int | None) -> dict[str, float]:
