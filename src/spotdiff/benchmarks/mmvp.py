@@ -104,7 +104,7 @@ DIR/Questions.csv: a header (Index, Question, Options, Correct Answer), then 300
   its Index) asks about DIR/{IMAGE_FOLDER}/<n>.jpg (option images=PATH replaces DIR/{IMAGE_FOLDER});
   Options "(a) ... (b) ...", Correct Answer "(a)" or "(b)"; rows 2k+1 and 2k+2 are pair k (both
   evaluate_mllm.py + gpt_grader.py and lmms-eval's mmvp task pair them so)
-case: the pair's 2 images x 1 question (both rows' Question and Options must agree): texts = (the
+case: the pair's 2 images x 1 question (2 x 2 when its rows differ, image i read on question i): texts = (the
   Question asked as lmms-eval's mmvp task words it: the question, "A. <option a>", "B. <option b>" on
   their own lines, "Answer with the option's letter from the given choices directly."); candidates
   A/B (tag answers), generated answers read strictly as the letter alone (tag reader=letter);
