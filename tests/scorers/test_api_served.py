@@ -3,8 +3,10 @@ forward pass (:class:`spotdiff.testing.openai_server.ChatCompletionsServer`), th
 ``openai`` client.
 
 The server and the ``vqa:`` scorer share one in-memory model, so ``api:`` must equal ``vqa:`` (VQAScore
-to 1e-4 in log space, answer-based choices exactly) on Winoground and EqBen fixtures. The tiny model's
-LM head gets a bias towards the answer tokens ("Yes" and its spellings, the option letters), as a
+to 1e-4 in log space, answer-based choices exactly) on Winoground and EqBen fixtures, and candidate
+answers' log-probabilities (with and without generated answers) on NaturalBench and MMVP fixtures. The
+tiny model's LM head gets a bias towards the answer tokens ("Yes" and its spellings, "No", the option
+letters), as a
 trained chat model has them among its top tokens; without it a random model's "Yes" sits far below
 any top-k. Faults injected through the server must end in a finished run or one clear line, with
 everything answered cached, and a re-run from the cache must give identical metrics with no request.
@@ -12,6 +14,7 @@ everything answered cached, and a re-run from the cache must give identical metr
 
 from __future__ import annotations
 
+import copy
 import json
 from base64 import b64decode
 from hashlib import sha256
@@ -26,12 +29,13 @@ from spotdiff.diagnose.runner import EvalConfig, run_eval
 from spotdiff.errors import ConfigError, EndpointError
 from spotdiff.scorers import ScorerOptions, load_scorer
 from spotdiff.scorers.api import encode_image, parse_api_spec, yes_probability
-from spotdiff.testing.formats import write_eqben, write_spec, write_winoground
+from spotdiff.testing.formats import mmvp_rows, write_eqben, write_mmvp, write_spec, write_winoground
+from spotdiff.testing.hub_repos import naturalbench_repo
 from spotdiff.testing.openai_server import ChatCompletionsServer
 from spotdiff.testing.tiny_models import tiny_images
 from spotdiff.testing.tiny_vlms import make_tiny_vlm
 
-ANSWER_TOKENS = ("Yes", " Yes", "yes", "A", "B")
+ANSWER_TOKENS = ("Yes", " Yes", "yes", "No", "A", "B")
 
 
 @pytest.fixture(scope="module")
@@ -43,7 +47,7 @@ def vqa(tmp_path_factory):
     bias = torch.zeros(head.out_features)
     for text in ANSWER_TOKENS:
         (token,) = tok(text, add_special_tokens=False)["input_ids"]
-        bias[token] = 9.0
+        bias[token] = 12.0
     head.bias = torch.nn.Parameter(bias)
     return scorer
 
@@ -57,7 +61,12 @@ def server(vqa):
 @pytest.fixture(scope="module")
 def data(tmp_path_factory):
     root = tmp_path_factory.mktemp("data")
+    for rel, blob in naturalbench_repo(n=2).items():  # a yes_no sample and a multiple_choice one
+        (root / "naturalbench" / rel).parent.mkdir(parents=True, exist_ok=True)
+        (root / "naturalbench" / rel).write_bytes(blob)
     return {
+        "naturalbench": root / "naturalbench",
+        "mmvp": write_mmvp(root / "mmvp", mmvp_rows(4), images=4),
         "winoground": write_winoground(root / "wino", n=2, seed=0),
         "eqben": write_eqben(root / "eqben", n=2),
         "spec": write_spec(root / "spec", n=1, subsets=("absolute_size",)),  # one 3 x 3 candidate set
@@ -133,8 +142,57 @@ def got_generated(out) -> np.ndarray:
     return np.array([np.asarray(line["scores"], dtype=float)[..., 1] for line in lines])
 
 
+def likelihood_only(vqa):
+    """The in-process scorer on the same model, without generated answers."""
+    plain = copy.copy(vqa)
+    plain.chooser = copy.copy(vqa.chooser)
+    plain.chooser.generate = 0
+    return plain
+
+
+def run_scores(out) -> list[np.ndarray]:
+    return [np.asarray(json.loads(x)["scores"], dtype=float) for x in (out / "scores.jsonl").read_text().splitlines()]
+
+
+@pytest.mark.parametrize("generate", [0, 2], ids=["likelihood", "generated"])
+@pytest.mark.parametrize("benchmark", ["naturalbench", "mmvp"])
+def test_answer_scores_equal_in_process_and_rerun_from_cache(benchmark, generate, vqa, server, data, tmp_path):
+    scorer = api(server, f"&spellings=exact&generate={generate}")
+    cache = tmp_path / "cache"
+    got = evaluate(scorer, benchmark, data[benchmark], tmp_path, name="api", cache=cache)
+    want = evaluate(vqa if generate else likelihood_only(vqa), benchmark, data[benchmark], tmp_path, name="vqa")
+    np.testing.assert_equal(got.metrics, want.metrics)  # identical, NaN (a reading not asked) included
+    n = 2 + bool(generate)  # [image, question, (the two candidates' log-probabilities, generated answer)]
+    for a, b in zip(run_scores(tmp_path / "api"), run_scores(tmp_path / "vqa"), strict=True):
+        assert a.shape[-1] == b.shape[-1] == n
+        np.testing.assert_allclose(a[..., :2], b[..., :2], atol=1e-4)
+        np.testing.assert_array_equal(a[..., 2:], b[..., 2:])
+    usage = scorer.run_usage()
+    assert usage["bounded"] == 0 and usage["sent"] == 2 * 2 * (2 if benchmark == "naturalbench" else 1)
+    assert usage["completion_tokens"] <= usage["sent"] * max(1, generate)
+    path = "/v1/chat/completions"
+    asked = len(server.requests_for(path))
+    again = api(server, f"&spellings=exact&generate={generate}")
+    rerun = evaluate(again, benchmark, data[benchmark], tmp_path, name="again", cache=cache)
+    assert len(server.requests_for(path)) == asked and again.run_usage()["sent"] == 0  # no request
+    np.testing.assert_equal(rerun.metrics, got.metrics)
+
+
+def test_unlisted_candidates_get_the_bound_and_are_counted(vqa, server):
+    scorer = api(server, "&spellings=exact&generate=0&top_logprobs=1")  # at most one candidate listed
+    images, questions = tiny_images(2), [["Is the cat on the mat?", "Is it red?"]] * 2
+    got = np.stack(scorer.answer_scores(images, questions, ("Yes", "No")))
+    want = np.stack(likelihood_only(vqa).answer_scores(images, questions, ("Yes", "No")))
+    bounded = scorer.run_usage()["bounded"]
+    assert bounded >= 4  # each of the 4 (image, question) rows lists one token at most
+    assert np.all(got >= want - 1e-4)  # P(unlisted) < the smallest listed probability: a bound from above
+    assert int((np.abs(got - want) > 1e-4).sum()) == bounded  # exact where listed, the bound where not
+    with pytest.raises(ConfigError, match="not single words or letters"):
+        scorer.answer_scores(images[:1], [["Which way?"]], ("Towards the camera", "Away"))
+
+
 def test_bounded_scores_are_flagged_and_counted(server, data, tmp_path):
-    scorer = api(server, "&answer=No&top_logprobs=3&price=2.5/10")  # "No" is never in this top 3
+    scorer = api(server, "&answer=Maybe&top_logprobs=3&price=2.5/10")  # "Maybe" is never in this top 3
     result = evaluate(scorer, "winoground", data["winoground"], tmp_path)
     lines = [json.loads(x) for x in (tmp_path / "out" / "scores.jsonl").read_text().splitlines()]
     assert all(line["bounded"] == [[0, 0], [0, 1], [1, 0], [1, 1]] for line in lines)
@@ -206,7 +264,7 @@ def vgpt(tmp_path_factory):
 def test_visualgptscore_from_prompt_logprobs_equals_in_process(vgpt, data, tmp_path):
     with ChatCompletionsServer(vgpt.scoring.vlm) as server:
         scorer = api(server, "&score=vgpt")
-        assert scorer.capabilities == {"image-text", "choice-text", "choice"}  # a log-probability, not match-prob
+        assert scorer.capabilities == {"image-text", "choice-text", "choice", "answer-prob"}  # not match-prob
         got = evaluate(scorer, "eqben", data["eqben"], tmp_path, name="api")
         want = evaluate(vgpt, "eqben", data["eqben"], tmp_path, name="vgpt")
         assert got.metrics == want.metrics

@@ -3,8 +3,10 @@ llama.cpp's server, hosted APIs), asked through the official ``openai`` client.
 
 VQAScore (Lin et al. 2024, as ``vqa:``) is P("Yes") read from the first answer token's
 ``top_logprobs``; answer-based choice (EqBen Sec. 5.5) reads the option letters' log-probabilities and
-the generated answer. Every response is cached before it is used (:class:`~spotdiff.diagnose.cache.
-CachedRequests`), requests run concurrently under a limit that halves on a 429. Docs: docs/served.md.
+the generated answer; ``answer-prob`` (NaturalBench, MMVP) reads each candidate answer's probability
+from the same first token's ``top_logprobs``. Every response is cached before it is used
+(:class:`~spotdiff.diagnose.cache.CachedRequests`), requests run concurrently under a limit that halves
+on a 429. Docs: docs/served.md.
 """
 
 from __future__ import annotations
@@ -26,7 +28,7 @@ from PIL import Image
 from spotdiff.errors import ConfigError, EndpointError
 from spotdiff.jsonio import json_row, row_json
 from spotdiff.scorers.base import SCORERS, PairScorer, ScorerOptions
-from spotdiff.scorers.chat import CHOICE_IMAGE_QUESTION, CHOICE_TEXT_QUESTION, LETTERS, parse_choice
+from spotdiff.scorers.chat import ANSWER_READERS, CHOICE_IMAGE_QUESTION, CHOICE_TEXT_QUESTION, LETTERS, parse_choice
 from spotdiff.scorers.lm import parse_spec_options
 from spotdiff.scorers.vgpt import DESCRIBE_PROMPT
 from spotdiff.scorers.vqa import DEFAULT_ANSWER, DEFAULT_QUESTION, option_flag
@@ -166,9 +168,10 @@ def parse_price(value: object) -> tuple[float, float] | None:
 
 @SCORERS.register("api")
 class ApiScorer(PairScorer):
-    """A served chat VLM: VQAScore and answer-based choice through an OpenAI-compatible endpoint."""
+    """A served chat VLM: VQAScore, answer-based choice and candidate answers' log-probabilities through
+    an OpenAI-compatible endpoint."""
 
-    capabilities = frozenset({"image-text", "match-prob", "choice-text", "choice"})
+    capabilities = frozenset({"image-text", "match-prob", "choice-text", "choice", "answer-prob"})
     OPTIONS = (
         "question", "answer", "system", "spellings", "top_logprobs", "generate", "max_side",
         "concurrency", "timeout", "retries", "multi_image", "score", "price",
@@ -204,7 +207,8 @@ class ApiScorer(PairScorer):
         self.usage = {"sent": 0, "bounded": 0, "no_letter": 0, "unparseable": 0, "prompt_tokens": 0,
                       "completion_tokens": 0, "throttled": 0}  # fmt: skip
         pair = {"image-text", "match-prob"} if self.score == "vqa" else {"image-text"}  # vgpt: a log-probability
-        self.capabilities = frozenset(pair | {"choice-text"} | ({"choice"} if self.multi_image else set()))
+        asked = {"choice-text", "answer-prob"} | ({"choice"} if self.multi_image else set())
+        self.capabilities = frozenset(pair | asked)
 
     def identity(self) -> dict[str, Any]:
         return {
@@ -440,6 +444,55 @@ class ApiScorer(PairScorer):
                 said = parse_choice(doc["choices"][0]["message"].get("content") or "", k)
                 self.usage["unparseable"] += said is None
                 out[row, o, 1] = np.nan if said is None else order[said]
+        return out
+
+    def answer_scores(
+        self,
+        images: Sequence[Image.Image],
+        questions: Sequence[Sequence[str]],
+        answers: Sequence[str],
+        reader: str = "words",
+    ) -> list[np.ndarray]:
+        """Per image, ``[n_questions, n_answers (+ 1)]``, as ``vqa:``'s: each candidate answer's
+        log-probability as the first answer token, read from its ``top_logprobs`` (spellings combined
+        as :func:`yes_probability` combines them; a candidate not listed gets the bound, counted in
+        ``bounded``), and with ``generate=N`` a last column: the candidate the answer of up to N tokens
+        gives, read by ``reader`` (:data:`~spotdiff.scorers.chat.ANSWER_READERS`), NaN when it gives none.
+
+        Only the first token is read: candidates are single words or letters (Yes/No, A/B), which a
+        chat tokenizer spells as one token; a candidate of several words is refused.
+
+        Args:
+            images: the images.
+            questions: each image's questions, each asked as it is, with the image alone.
+            answers: the candidate answers (``("Yes", "No")``, ``("A", "B")``).
+            reader: how a generated answer is read: ``words`` or ``letter``.
+        """
+        if len(images) != len(questions):
+            raise ValueError(f"{len(images)} images but {len(questions)} question lists")
+        several = [a for a in answers if len(a.split()) != 1]
+        if several:
+            raise ConfigError(
+                f"api: reads a candidate answer's probability from the first answer token only; candidates "
+                f"{several!r} are not single words or letters (use vqa: in process, which scores every token)"
+            )
+        read = ANSWER_READERS[reader]
+        urls, digests = self._encode(images)
+        bodies = [self._body([u], q, max(1, self.generate)) for u, qs in zip(urls, questions, strict=True) for q in qs]
+        docs = iter(self._ask(bodies, digests))
+        out = []
+        for qs in questions:
+            rows = []
+            for doc in (next(docs) for _ in qs):
+                probs = [yes_probability(_first_top(doc), a, self.spellings) for a in answers]
+                self.usage["bounded"] += sum(b for _, b in probs)
+                row = [math.log(p) for p, _ in probs]
+                if self.generate:
+                    said = read(doc["choices"][0]["message"].get("content") or "", answers)
+                    self.usage["unparseable"] += said is None
+                    row.append(np.nan if said is None else float(said))
+                rows.append(row)
+            out.append(np.array(rows, dtype=np.float64).reshape(len(qs), len(answers) + bool(self.generate)))
         return out
 
     def _letter_choice(self, top: Sequence[dict], order: tuple[int, ...]) -> float:
