@@ -455,9 +455,11 @@ class ApiScorer(PairScorer):
     ) -> list[np.ndarray]:
         """Per image, ``[n_questions, n_answers (+ 1)]``, as ``vqa:``'s: each candidate answer's
         log-probability as the first answer token, read from its ``top_logprobs`` (spellings combined
-        as :func:`yes_probability` combines them; a candidate not listed gets the bound, counted in
-        ``bounded``), and with ``generate=N`` a last column: the candidate the answer of up to N tokens
-        gives, read by ``reader`` (:data:`~spotdiff.scorers.chat.ANSWER_READERS`), NaN when it gives none.
+        as :func:`yes_probability` combines them, except for the ``letter`` reader, whose option letters
+        count only as themselves, as the choice path reads them: a lower-case "a" is an article; a
+        candidate not listed gets the bound, counted in ``bounded``), and with ``generate=N`` a last
+        column: the candidate the answer of up to N tokens gives, read by ``reader``
+        (:data:`~spotdiff.scorers.chat.ANSWER_READERS`), NaN when it gives none.
 
         Only the first token is read: candidates are single words or letters (Yes/No, A/B), which a
         chat tokenizer spells as one token; a candidate of several words is refused.
@@ -477,6 +479,7 @@ class ApiScorer(PairScorer):
                 f"{several!r} are not single words or letters (use vqa: in process, which scores every token)"
             )
         read = ANSWER_READERS[reader]
+        spellings = "exact" if reader == "letter" else self.spellings
         urls, digests = self._encode(images)
         bodies = [self._body([u], q, max(1, self.generate)) for u, qs in zip(urls, questions, strict=True) for q in qs]
         docs = iter(self._ask(bodies, digests))
@@ -484,7 +487,7 @@ class ApiScorer(PairScorer):
         for qs in questions:
             rows = []
             for doc in (next(docs) for _ in qs):
-                probs = [yes_probability(_first_top(doc), a, self.spellings) for a in answers]
+                probs = [yes_probability(_first_top(doc), a, spellings) for a in answers]
                 self.usage["bounded"] += sum(b for _, b in probs)
                 row = [math.log(p) for p, _ in probs]
                 if self.generate:
