@@ -15,7 +15,7 @@ from spotdiff.benchmarks._parquet import find_parquet, iter_rows
 from spotdiff.benchmarks.base import BENCHMARKS, Benchmark, BenchmarkMetadata, LoadReport, pair_case
 from spotdiff.benchmarks.sources import HubSource, Part
 from spotdiff.cases import Case
-from spotdiff.errors import ConfigError, DataError
+from spotdiff.errors import DataError
 
 SUBSETS = ("replace", "swap", "add")
 PARQUET = ("data/test-*.parquet", "test-*.parquet", "*.parquet")
@@ -64,10 +64,6 @@ tags: subset, subtype""",
         ties="strict, as BiVLC's evaluate_BiVLC (src/CLIP_fine_tuning/CLIP_utils.py, commit 776023d: "
         "s_C0_I0 > s_C1_I0 and so on)",
     )
-
-    def check_subset(self, subset: str | None) -> None:
-        if subset is not None and subset not in SUBSETS:
-            raise ConfigError(f"benchmark 'bivlc' has no subset {subset!r}; known: {', '.join(SUBSETS)}")
 
     def data_files(self) -> list[Path]:
         return find_parquet(self.root, PARQUET, what="BiVLC test")

@@ -19,7 +19,7 @@ from spotdiff.benchmarks._io import images_dir, option_choice, read_csv_rows
 from spotdiff.benchmarks.base import BENCHMARKS, Benchmark, BenchmarkMetadata, LoadReport
 from spotdiff.benchmarks.sources import HubSource, Part
 from spotdiff.cases import ANSWER_SEP, ANSWERS_TAG, LETTERS, READER_TAG, Case, FileImage
-from spotdiff.errors import ConfigError, DataError
+from spotdiff.errors import DataError
 
 #: The columns evaluate_mllm.py reads (the first column, the 1-based Index, is read by position).
 COLUMNS = ("Question", "Options", "Correct Answer")
@@ -139,10 +139,6 @@ tags: subset, answers (A/B), reader (letter), labels (the setting used), correct
         "the first option (argmax, np.argmax); the authors' code grades generated answers (gpt_grader.py: "
         "a pair is right when both its answers are graded yes), where no tie arises",
     )
-
-    def check_subset(self, subset: str | None) -> None:
-        if subset is not None and subset != "mmvp":
-            raise ConfigError(f"benchmark 'mmvp' has no subset {subset!r}; known: mmvp")
 
     def data_files(self) -> list[Path]:
         path = self.root / "Questions.csv"

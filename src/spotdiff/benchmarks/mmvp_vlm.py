@@ -14,7 +14,7 @@ from spotdiff.benchmarks._io import frozen_truth, option_bool, read_csv_rows
 from spotdiff.benchmarks.base import BENCHMARKS, Benchmark, BenchmarkMetadata, LoadReport
 from spotdiff.benchmarks.sources import HubSource, Part
 from spotdiff.cases import Case, FileImage
-from spotdiff.errors import ConfigError, DataError
+from spotdiff.errors import DataError
 
 #: The nine patterns in evaluate_vlm.py's order; pair ``n`` (in file order) is pattern ``n // 15``.
 PATTERNS = (
@@ -82,10 +82,6 @@ tags: subset, type (the CSV's Type)""",
         ties="evaluate_vlm.py: a statement picks img1 (the odd id) only if its softmax probability is > 0.5, "
         "so a tie goes to the even id's image; with the images listed [even, odd], --ties argmax is that rule",
     )
-
-    def check_subset(self, subset: str | None) -> None:
-        if subset is not None and subset not in SUBSETS:
-            raise ConfigError(f"benchmark 'mmvp-vlm' has no subset {subset!r}; known: {', '.join(SUBSETS)}")
 
     def data_files(self) -> list[Path]:
         path = self.root / "Questions.csv"

@@ -18,7 +18,7 @@ from spotdiff.benchmarks._parquet import find_parquet, iter_rows
 from spotdiff.benchmarks.base import BENCHMARKS, Benchmark, BenchmarkMetadata, LoadReport
 from spotdiff.benchmarks.sources import HubSource, Part
 from spotdiff.cases import ANSWER_SEP, ANSWERS_TAG, READER_TAG, Case
-from spotdiff.errors import ConfigError, DataError
+from spotdiff.errors import DataError
 
 #: Question type -> its candidate answers (the first is extract_answer's 1, the second its 0).
 ANSWERS = {"yes_no": ("Yes", "No"), "multiple_choice": ("A", "B")}
@@ -93,10 +93,6 @@ tags: subset, answers, reader, source""",
         "words wins; neither is -1, a wrong answer); for the likelihood reading a tie of the candidates' "
         "log-probabilities gives no answer under --ties strict and the first candidate (Yes / A) under argmax",
     )
-
-    def check_subset(self, subset: str | None) -> None:
-        if subset is not None and subset not in SUBSETS:
-            raise ConfigError(f"benchmark 'naturalbench' has no subset {subset!r}; known: {', '.join(SUBSETS)}")
 
     def data_files(self) -> list[Path]:
         return find_parquet(self.root, PARQUET, what="NaturalBench train")

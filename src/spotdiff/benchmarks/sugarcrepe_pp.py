@@ -15,7 +15,7 @@ from spotdiff.benchmarks.base import BENCHMARKS, Benchmark, BenchmarkMetadata, L
 from spotdiff.benchmarks.shared import images_part
 from spotdiff.benchmarks.sources import Part, github_files, pinned_files
 from spotdiff.cases import Case, FileImage
-from spotdiff.errors import ConfigError, DataError
+from spotdiff.errors import DataError
 
 SUBSETS = ("replace_att", "replace_obj", "replace_rel", "swap_att", "swap_obj")
 _REPOSITORY = ("Sri-Harsha/scpp", "c083bbf039a5ca215acaf25e7ee736d2ea6f3864")
@@ -72,10 +72,6 @@ tags: subset, operation (replace/swap), target (att/obj/rel)""",
         ties="strict, as the authors' VLMs/test_*.py (cos_p1 > cos_neg and cos_p2 > cos_neg; "
         "cos_p1p2 > cos_p1_neg and cos_p1p2 > cos_p2_neg)",
     )
-
-    def check_subset(self, subset: str | None) -> None:
-        if subset is not None and subset not in SUBSETS:
-            raise ConfigError(f"benchmark 'sugarcrepe-pp' has no subset {subset!r}; known: {', '.join(SUBSETS)}")
 
     def _folder(self) -> Path:
         for folder in (self.root, self.root / "data"):

@@ -16,7 +16,7 @@ from spotdiff.benchmarks._parquet import find_parquet, iter_rows
 from spotdiff.benchmarks.base import BENCHMARKS, Benchmark, BenchmarkMetadata, LoadReport, pair_case
 from spotdiff.benchmarks.sources import HubSource, Part
 from spotdiff.cases import Case
-from spotdiff.errors import ConfigError, DataError
+from spotdiff.errors import DataError
 
 #: The ``category`` values of the test split (vismin-bench/solutions/vqa_solution.csv: 579 object,
 #: 294 attribute, 622 relation, 589 counting), in the order of the paper's tables.
@@ -73,10 +73,6 @@ tags: subset""",
         ties="strict, as VisMin's compute_contrastive_accuracy (vismin-bench/metric.py, commit 29ce2c0: "
         "T0_I0 > T1_I0 and T1_I1 > T0_I1 and so on)",
     )
-
-    def check_subset(self, subset: str | None) -> None:
-        if subset is not None and subset not in SUBSETS:
-            raise ConfigError(f"benchmark 'vismin' has no subset {subset!r}; known: {', '.join(SUBSETS)}")
 
     def data_files(self) -> list[Path]:
         return find_parquet(self.root, FILES, what="VisMin test (Arrow or parquet)")

@@ -16,7 +16,7 @@ from spotdiff.benchmarks._io import field, frozen_truth, images_dir, nonempty_st
 from spotdiff.benchmarks.base import BENCHMARKS, Benchmark, BenchmarkMetadata, LoadReport
 from spotdiff.benchmarks.sources import ManualSource, Part
 from spotdiff.cases import Case, FileImage
-from spotdiff.errors import ConfigError, DataError
+from spotdiff.errors import DataError
 
 #: subset -> (annotation file, image folder, what a record is): the official classes' files.
 FILES = {
@@ -109,10 +109,6 @@ tags: subset, preposition (as the official evaluate_scores groups accuracy)""",
         ties="argmax, as What'sUp's evaluate_scores (np.argmax(scores) == 0 with the true caption first: a tie "
         "goes to it): --ties argmax; strict by default",
     )
-
-    def check_subset(self, subset: str | None) -> None:
-        if subset is not None and subset not in FILES:
-            raise ConfigError(f"benchmark 'whatsup' has no subset {subset!r}; known: {', '.join(SUBSETS)}")
 
     def data_files(self) -> list[Path]:
         files = [self.root / name for name, _, _ in FILES.values() if (self.root / name).is_file()]
