@@ -196,3 +196,28 @@ def test_damaged_cache_fails_at_open_naming_the_file_and_the_rebuild(tmp_path: P
         message = str(caught.value)
         assert str(path) in message and f"mv {path.parent} {path.parent}.corrupt" in message, (name, message)
         assert path.read_bytes() == content  # left as it was
+
+
+@pytest.mark.parametrize("opener", ["cache", "store"])
+def test_opening_waits_for_a_writer_holding_a_new_file_instead_of_failing(tmp_path: Path, opener: str) -> None:
+    """Converting a file to WAL needs it to itself, and SQLite answers "database is locked" at once
+    (no busy handler) while another connection holds its write lock: two runs starting together on a
+    new cache failed one of them (CI, stop 29). The open now waits for the writer."""
+    import threading
+    import time
+
+    from spotdiff.diagnose.store import RunStore
+
+    path = tmp_path / (CACHE_FILE if opener == "cache" else "runs.sqlite")
+    writer = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
+    writer.execute("BEGIN IMMEDIATE")  # what a process creating the file holds (rollback journal)
+    with pytest.raises(sqlite3.OperationalError, match="locked"):  # SQLite's own answer: no waiting
+        sqlite3.connect(path, timeout=60, isolation_level=None).execute("PRAGMA journal_mode=WAL")
+    threading.Timer(0.3, writer.execute, ["COMMIT"]).start()
+    start = time.monotonic()
+    db = Cache(tmp_path, "m") if opener == "cache" else RunStore(path)
+    assert 0.2 < time.monotonic() - start < 30
+    db.close()
+    writer.close()
+    with sqlite3.connect(path) as check:
+        assert check.execute("PRAGMA journal_mode").fetchone()[0] == "wal"

@@ -301,8 +301,8 @@ def _connect(path: Path, journal: str | None) -> sqlite3.Connection:
     setup = []
     if journal is not None:
         sync = "NORMAL" if journal.lower() == "wal" else "FULL"
-        setup = [f"PRAGMA journal_mode={journal.upper()}; PRAGMA synchronous={sync};", _SCHEMA]
-    return connect(path, remedy, setup)
+        setup = [f"PRAGMA synchronous={sync};", _SCHEMA]
+    return connect(path, remedy, setup, journal=journal)
 
 
 # --- shards of a sharded run ---------------------------------------------------------------------

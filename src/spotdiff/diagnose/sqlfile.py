@@ -12,6 +12,7 @@ import contextlib
 import errno
 import os
 import sqlite3
+import time
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 
@@ -21,28 +22,37 @@ from spotdiff.errors import DataError
 #: ``SQLITE_IOERR_*``).
 _SQLITE_FULL = 13
 _SQLITE_IOERR = 10
+#: SQLite's result code for "database is locked" (another connection holds the lock).
+_SQLITE_BUSY = 5
 #: Free bytes below which a file system counts as full: SQLite grows its files by pages and the
 #: write-ahead log's shared-memory file by 32 KiB.
 _ROOM = 64 * 1024
+#: Seconds a connection waits for another process's lock (the busy timeout, and the budget of
+#: :func:`set_journal_mode`).
+BUSY_SECONDS = 60.0
 
 
-def connect(path: Path, remedy: str, setup: Sequence[str] = ()) -> sqlite3.Connection:
+def connect(path: Path, remedy: str, setup: Sequence[str] = (), *, journal: str | None = None) -> sqlite3.Connection:
     """A connection to ``path`` (autocommit, 60 s busy timeout) whose file passed ``PRAGMA quick_check``.
 
     Args:
         path: the SQLite file (created when missing).
         remedy: what the user should do when the file is damaged (one sentence, in the error).
         setup: SQL scripts run once the file is checked (pragmas, the schema).
+        journal: the journal mode the file must be in (``"wal"``, ``"delete"``), set by
+            :func:`set_journal_mode` before ``setup``; None leaves the file's mode alone.
     """
     try:
-        db = sqlite3.connect(path, timeout=60.0, isolation_level=None)
+        db = sqlite3.connect(path, timeout=BUSY_SECONDS, isolation_level=None)
     except sqlite3.OperationalError as exc:  # a folder in its place, no permission
         raise _cannot_open(path, exc) from exc
     try:
-        db.execute("PRAGMA busy_timeout=60000")
+        db.execute(f"PRAGMA busy_timeout={int(BUSY_SECONDS * 1000)}")
         problems = [row[0] for row in db.execute("PRAGMA quick_check")]
         if problems != ["ok"]:
             raise sqlite3.DatabaseError("; ".join(problems[:3]))
+        if journal is not None:
+            set_journal_mode(db, journal)
         for script in setup:
             db.executescript(script)
     except sqlite3.OperationalError as exc:  # locked, busy, full, unwritable: not damage
@@ -54,6 +64,38 @@ def connect(path: Path, remedy: str, setup: Sequence[str] = ()) -> sqlite3.Conne
         db.close()
         raise DataError(f"damaged SQLite file ({exc}); {remedy}", file=path) from exc
     return db
+
+
+def set_journal_mode(db: sqlite3.Connection, mode: str, wait: float = BUSY_SECONDS) -> None:
+    """Put ``db``'s file in journal ``mode``, waiting up to ``wait`` seconds for other processes.
+
+    The mode is a property of the file, so a file already in it takes no lock. Converting needs
+    the file to itself, and SQLite answers "database is locked" at once there instead of running
+    the busy handler: two processes opening a new file together would fail one of them. The
+    conversion is retried with backoff until it succeeds, another process has done it, or ``wait``
+    has passed (then the last "database is locked" is raised).
+
+    Example:
+        >>> import sqlite3
+        >>> db = sqlite3.connect(":memory:")
+        >>> set_journal_mode(db, "memory")
+        >>> db.execute("PRAGMA journal_mode").fetchone()[0]
+        'memory'
+    """
+    mode = mode.lower()
+    deadline = time.monotonic() + wait
+    pause = 0.005
+    while True:
+        try:
+            if db.execute("PRAGMA journal_mode").fetchone()[0].lower() != mode:
+                db.execute(f"PRAGMA journal_mode={mode}")
+            return
+        except sqlite3.OperationalError as exc:
+            busy = (getattr(exc, "sqlite_errorcode", 0) or 0) & 0xFF == _SQLITE_BUSY
+            if not busy or time.monotonic() + pause > deadline:
+                raise
+        time.sleep(pause)
+        pause = min(pause * 2, 0.25)
 
 
 def _cannot_open(path: Path, exc: sqlite3.OperationalError) -> DataError:

@@ -122,7 +122,7 @@ class RunStore:
             "a run store cannot be rebuilt, so it is left as it is: keep a copy, try to recover its runs "
             f"(sqlite3 {self.path} .recover | sqlite3 recovered.sqlite), and pass --store NEW.sqlite meanwhile"
         )
-        self._db = connect(self.path, remedy, ["PRAGMA journal_mode=WAL; PRAGMA foreign_keys=ON;", _SCHEMA])
+        self._db = connect(self.path, remedy, ["PRAGMA foreign_keys=ON;", _SCHEMA], journal="wal")
         self._migrate()
         self._db.execute("CREATE INDEX IF NOT EXISTS runs_training ON runs(training, step)")
 
