@@ -15,7 +15,7 @@ from pathlib import Path
 
 import numpy as np
 
-from spotdiff.benchmarks._io import images_dir, option_choice, read_csv_rows
+from spotdiff.benchmarks._io import find_file, images_dir, option_choice, read_csv_rows
 from spotdiff.benchmarks.base import BENCHMARKS, Benchmark, BenchmarkMetadata, LoadReport
 from spotdiff.benchmarks.sources import HubSource, Part
 from spotdiff.cases import ANSWER_SEP, ANSWERS_TAG, LETTERS, READER_TAG, Case, FileImage
@@ -141,10 +141,7 @@ tags: subset, answers (A/B), reader (letter), labels (the setting used), correct
     )
 
     def data_files(self) -> list[Path]:
-        path = self.root / "Questions.csv"
-        if not path.is_file():
-            raise DataError(f"Questions.csv not found in {self.root}")
-        return [path]
+        return [find_file(self.root, ("Questions.csv",), what="MMVP Questions.csv")]
 
     def cases(self, subset: str | None = None) -> Iterator[Case]:
         self.check_subset(subset)

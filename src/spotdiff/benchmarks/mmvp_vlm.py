@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from pathlib import Path
 
-from spotdiff.benchmarks._io import frozen_truth, option_bool, read_csv_rows
+from spotdiff.benchmarks._io import find_file, frozen_truth, option_bool, read_csv_rows
 from spotdiff.benchmarks.base import BENCHMARKS, Benchmark, BenchmarkMetadata, LoadReport
 from spotdiff.benchmarks.sources import HubSource, Part
 from spotdiff.cases import Case, FileImage
@@ -84,10 +84,7 @@ tags: subset, type (the CSV's Type)""",
     )
 
     def data_files(self) -> list[Path]:
-        path = self.root / "Questions.csv"
-        if not path.is_file():
-            raise DataError(f"Questions.csv not found in {self.root}")
-        return [path]
+        return [find_file(self.root, ("Questions.csv",), what="MMVP-VLM Questions.csv")]
 
     def _image_root(self) -> Path:
         """The image folder under DIR: the script's name, else the README's (the script's when neither is there)."""
