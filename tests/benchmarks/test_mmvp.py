@@ -14,7 +14,6 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-import torch
 
 from spotdiff.benchmarks import get_benchmark
 from spotdiff.cases import FileImage
@@ -24,7 +23,7 @@ from spotdiff.errors import ConfigError, DataError
 from spotdiff.protocols import get_protocol
 from spotdiff.scorers import ScorerOptions, load_scorer
 from spotdiff.testing.formats import MMVP_HEADER, mmvp_rows, write_mmvp
-from spotdiff.testing.tiny_vlms import make_tiny_vlm
+from spotdiff.testing.tiny_vlms import make_tiny_vlm, next_token_logprobs
 
 HEADER = MMVP_HEADER
 #: lmms-eval's mmvp post_prompt (lmms_eval/tasks/mmvp/mmvp.yaml), written out here.
@@ -197,18 +196,10 @@ def test_option_scores_are_the_models_letter_logprobs(qwen: Path, tmp_path: Path
     with Engine(scorer, None, progress=False, workers=0) as engine:
         (got,) = engine.case_matrices([case], "answer-prob")
     assert got.shape == (2, 1, 2)
-    chat = scorer.chat
     question = "Are the butterfly's feet visible? (1)\nA. Yes\nB. No\n" + LMMS_EVAL_POST_PROMPT
     for i, image in enumerate(images):
-        content = [{"type": "image", "image": image}, {"type": "text", "text": question}]
-        enc = chat.processor.apply_chat_template(
-            [{"role": "user", "content": content}], add_generation_prompt=True, tokenize=True, return_dict=True,
-            return_tensors="pt",
-        )  # fmt: skip
-        with torch.no_grad():
-            logp = torch.log_softmax(chat.model(**enc).logits[0, -1].float(), dim=-1)
-        ids = [chat.tokenizer(x, add_special_tokens=False)["input_ids"][0] for x in "AB"]
-        np.testing.assert_allclose(got[i, 0], logp[ids].numpy(), rtol=1e-4, atol=1e-5)
+        lp = next_token_logprobs(scorer.chat, [image], question, "AB")
+        np.testing.assert_allclose(got[i, 0], lp, rtol=1e-4, atol=1e-5)
 
 
 def test_generated_answers_are_read_by_the_cases_reader(qwen: Path, tmp_path: Path, monkeypatch) -> None:

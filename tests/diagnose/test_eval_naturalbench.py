@@ -10,7 +10,6 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-import torch
 
 from spotdiff.benchmarks import get_benchmark
 from spotdiff.cli import main
@@ -18,7 +17,7 @@ from spotdiff.diagnose.engine import Engine
 from spotdiff.protocols import get_protocol
 from spotdiff.scorers import ScorerOptions, load_scorer
 from spotdiff.testing.hub_repos import naturalbench_repo
-from spotdiff.testing.tiny_vlms import make_tiny_vlm
+from spotdiff.testing.tiny_vlms import make_tiny_vlm, next_token_logprobs
 
 
 @pytest.fixture(scope="module")
@@ -35,18 +34,6 @@ def data(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return root
 
 
-def next_token_logprobs(chat, image, question: str, answers: tuple[str, ...]) -> np.ndarray:
-    """log P(answer's one token) after the processor's own chat-template tokenisation."""
-    content = [{"type": "image", "image": image}, {"type": "text", "text": question}]
-    enc = chat.processor.apply_chat_template(
-        [{"role": "user", "content": content}], add_generation_prompt=True, tokenize=True, return_dict=True,
-        return_tensors="pt",
-    )  # fmt: skip
-    with torch.no_grad():
-        logp = torch.log_softmax(chat.model(**enc).logits[0, -1].float(), dim=-1)
-    return logp[[chat.answer_ids(a)[0] for a in answers]].numpy()
-
-
 def test_answer_scores_equal_the_models_next_token_logprobs(qwen: Path, data: Path) -> None:
     case = get_benchmark("naturalbench")(data).load("multiple_choice")[0]
     scorer = load_scorer(f"vqa:{qwen}", ScorerOptions(device="cpu", batch_size=3))
@@ -55,7 +42,7 @@ def test_answer_scores_equal_the_models_next_token_logprobs(qwen: Path, data: Pa
     assert [g.shape for g in got] == [(2, 2), (2, 2)]
     for i, image in enumerate(images):
         for q, question in enumerate(case.texts):
-            np.testing.assert_allclose(got[i][q], next_token_logprobs(scorer.chat, image, question, ("A", "B")),
+            np.testing.assert_allclose(got[i][q], next_token_logprobs(scorer.chat, [image], question, ("A", "B")),
                                        rtol=1e-4, atol=1e-5)  # fmt: skip
     with Engine(scorer, progress=False, workers=0) as engine:  # the engine's matrix: [image, question, answer]
         (matrix,) = list(engine.case_matrices([case], "answer-prob"))

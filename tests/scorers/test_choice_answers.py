@@ -15,7 +15,7 @@ from spotdiff.protocols import get_protocol
 from spotdiff.scorers import ScorerOptions, load_scorer
 from spotdiff.scorers.chat import CHOICE_IMAGE_QUESTION, CHOICE_TEXT_QUESTION, parse_choice
 from spotdiff.testing.tiny_models import tiny_images
-from spotdiff.testing.tiny_vlms import make_tiny_vlm
+from spotdiff.testing.tiny_vlms import make_tiny_vlm, next_token_logprobs
 
 TEXTS = ("a red cup on a table", "a table on a red cup")
 
@@ -35,20 +35,6 @@ def images():
     return tiny_images(2, seed=3)
 
 
-def letter_logprobs(scorer, images, question: str) -> np.ndarray:
-    """Next-token log P("A"), log P("B") after the processor's own chat-template tokenisation."""
-    chat = scorer.chat
-    content = [{"type": "image", "image": im} for im in images] + [{"type": "text", "text": question}]
-    enc = chat.processor.apply_chat_template(
-        [{"role": "user", "content": content}], add_generation_prompt=True, tokenize=True, return_dict=True,
-        return_tensors="pt",
-    )  # fmt: skip
-    with torch.no_grad():
-        logp = torch.log_softmax(chat.model(**enc).logits[0, -1].float(), dim=-1)
-    ids = [chat.tokenizer(x, add_special_tokens=False)["input_ids"][0] for x in "AB"]
-    return logp[ids].numpy()
-
-
 def test_likelihood_reading_equals_direct_next_token_argmax(qwen, images):
     scorer = load_scorer(f"vqa:{qwen}", ScorerOptions(device="cpu", batch_size=3))
     got = scorer.answer_choices(images, TEXTS, "choice")
@@ -56,11 +42,11 @@ def test_likelihood_reading_equals_direct_next_token_argmax(qwen, images):
     for order, o in (((0, 1), 0), ((1, 0), 1)):
         options = "\n".join(f"{letter}. {TEXTS[c]}" for letter, c in zip("AB", order, strict=True))
         for i in range(2):  # text questions: image i, which caption
-            lp = letter_logprobs(scorer, [images[i]], CHOICE_TEXT_QUESTION.format(options=options))
+            lp = next_token_logprobs(scorer.chat, [images[i]], CHOICE_TEXT_QUESTION.format(options=options), "AB")
             assert got[i, o, 0] == order[int(lp.argmax())]
         for j in range(2):  # image questions: caption j, which image (images shown in `order`)
             question = CHOICE_IMAGE_QUESTION.format(text=TEXTS[j], options="A. Image 1\nB. Image 2")
-            lp = letter_logprobs(scorer, [images[c] for c in order], question)
+            lp = next_token_logprobs(scorer.chat, [images[c] for c in order], question, "AB")
             assert got[2 + j, o, 0] == order[int(lp.argmax())]
     # the same answers through the engine, from the cache on a second pass
     refs = tuple(PILImage(im, name=f"i{k}") for k, im in enumerate(images))

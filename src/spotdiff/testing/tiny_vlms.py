@@ -9,14 +9,18 @@ from __future__ import annotations
 import hashlib
 import shutil
 import tempfile
+from collections.abc import Sequence
 from functools import lru_cache
 from pathlib import Path
 from typing import Any
+
+import numpy as np
 
 __all__ = [
     "TINY_VLMS",
     "chat_template",
     "make_tiny_vlm",
+    "next_token_logprobs",
     "redraw_weights",
     "smollm2_model_dir",
     "smollm2_tokenizer",
@@ -299,3 +303,27 @@ def make_tiny_vlm(arch: str, out_dir: str | Path, *, seed: int = 0, std: float =
     model.eval().save_pretrained(out)
     processor.save_pretrained(out)
     return out
+
+
+def next_token_logprobs(chat: Any, images: Sequence[Any], question: str, tokens: Sequence[str]) -> np.ndarray:
+    """log P(each of ``tokens``' first token) as the next token after one user turn (``images``, then
+    ``question``) in the processor's own chat template: the reference the chat scorers are tested against.
+
+    Args:
+        chat: a loaded chat VLM (:class:`spotdiff.scorers.chat.ChatVLM`: ``model``, ``processor``,
+            ``tokenizer``).
+        images: the turn's images, in order.
+        question: the turn's text.
+        tokens: the answers whose first token is read (``"AB"``, ``("Yes", "No")``).
+    """
+    import torch
+
+    content = [{"type": "image", "image": im} for im in images] + [{"type": "text", "text": question}]
+    enc = chat.processor.apply_chat_template(
+        [{"role": "user", "content": content}], add_generation_prompt=True, tokenize=True, return_dict=True,
+        return_tensors="pt",
+    )  # fmt: skip
+    with torch.no_grad():
+        logp = torch.log_softmax(chat.model(**enc).logits[0, -1].float(), dim=-1)
+    ids = [chat.tokenizer(t, add_special_tokens=False)["input_ids"][0] for t in tokens]
+    return logp[ids].numpy()
