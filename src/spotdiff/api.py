@@ -18,7 +18,7 @@ from spotdiff.cases import Case
 from spotdiff.data import resolve_data
 from spotdiff.diagnose.autobatch import DEFAULT_BATCH_SIZE
 from spotdiff.diagnose.cache import default_cache_dir
-from spotdiff.diagnose.runner import EvalConfig, EvalResult, run_eval, set_batch_size
+from spotdiff.diagnose.runner import EvalConfig, EvalResult, run_eval, served_protocols, set_batch_size
 from spotdiff.errors import SpotdiffError
 from spotdiff.naming import safe_name
 from spotdiff.protocols import get_protocol
@@ -365,11 +365,10 @@ class Grid:
 
 def _not_served(scorer: Scorer, benchmark: str) -> str | None:
     """Why ``scorer`` can run none of ``benchmark``'s protocols, or None when it can run one."""
-    protocols = get_benchmark(benchmark).protocols
-    needs = {p: get_protocol(p).needs for p in protocols}
-    if any(scorer.can(n) for n in needs.values()):
+    bench_cls = get_benchmark(benchmark)
+    if served_protocols(bench_cls, scorer.capabilities):
         return None
-    wanted = ", ".join(f"{p} ({n})" for p, n in needs.items())
+    wanted = ", ".join(f"{p} ({get_protocol(p).needs})" for p in bench_cls.protocols)
     return f"{scorer.spec} serves none of its protocols: {wanted}"
 
 

@@ -108,6 +108,16 @@ class EvalResult:
     diagnostics: dict = field(default_factory=dict)
 
 
+def served_protocols(bench_cls: type[Benchmark], capabilities: frozenset[str]) -> list[str]:
+    """The benchmark's protocols, in its order, whose need a scorer with ``capabilities`` serves.
+
+    Args:
+        bench_cls: the benchmark class.
+        capabilities: what the scorer serves (its needs).
+    """
+    return [p for p in bench_cls.protocols if get_protocol(p).needs in capabilities]
+
+
 def resolve_protocol(
     bench_cls: type[Benchmark],
     requested: str | None,
@@ -127,7 +137,7 @@ def resolve_protocol(
     if requested is None:
         name = bench_cls.protocols[0]
         if capabilities is not None:
-            served = [p for p in bench_cls.protocols if get_protocol(p).needs in capabilities]
+            served = served_protocols(bench_cls, capabilities)
             if served and served[0] != name:
                 log.info(
                     "--protocol not given: using %s, the first protocol of %s (%s) that the model serves",
