@@ -18,9 +18,10 @@ import tempfile
 import time
 from pathlib import Path
 
-from spotdiff.synth.generative import TextToImageSource, make_generative_stages, resolve_device
-from spotdiff.synth.pipeline import Pipeline
-from spotdiff.synth.spec import write_spec
+from spotdiff.synth.canvas.pipeline import Pipeline
+from spotdiff.synth.canvas.spec import write_spec
+from spotdiff.synth.diffusion.models import resolve_device
+from spotdiff.synth.diffusion.stages import TextToImageSource, make_generative_stages
 from spotdiff.testing import tiny_diffusion
 
 

@@ -15,8 +15,8 @@ import tempfile
 import time
 from pathlib import Path
 
-from spotdiff.synth.pipeline import make_pipeline
-from spotdiff.synth.spec import SUBSETS, write_spec
+from spotdiff.synth.canvas.pipeline import make_pipeline
+from spotdiff.synth.canvas.spec import SUBSETS, write_spec
 
 
 def main(argv: list[str] | None = None) -> int:

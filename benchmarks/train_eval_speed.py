@@ -24,7 +24,7 @@ import torch
 from spotdiff.diagnose.runner import EvalConfig, run_eval
 from spotdiff.optimize.evaluation import TrainingScorer
 from spotdiff.optimize.models import build_clip_from_config
-from spotdiff.synth.zeroshot import write_zeroshot
+from spotdiff.synth.canvas.zeroshot import write_zeroshot
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -71,7 +71,13 @@ def _worker_signals() -> None:
     signal.signal(signal.SIGINT, signal.SIG_IGN)
 
 
-def fork_map(fn: Callable[[T], R], items: Sequence[T], workers: int, chunksize: int = 1) -> list[R]:
+def fork_map(
+    fn: Callable[[T], R],
+    items: Sequence[T],
+    workers: int,
+    chunksize: int = 1,
+    on_result: Callable[[R], None] | None = None,
+) -> list[R]:
     """``[fn(x) for x in items]``, in order, computed by ``workers`` forked processes.
 
     The workers inherit the caller's memory (``fn`` and what it reads need not pickle; the items
@@ -82,13 +88,18 @@ def fork_map(fn: Callable[[T], R], items: Sequence[T], workers: int, chunksize: 
         items: the items.
         workers: processes to fork (at least 1).
         chunksize: items sent to a worker at a time.
+        on_result: called in this process with each result as it arrives, in order (a progress bar).
 
     >>> fork_map(abs, [-1, 2, -3], workers=2)
     [1, 2, 3]
     """
     context = multiprocessing.get_context("fork")
     with context.Pool(max(1, workers), initializer=_worker_signals) as pool:
-        results = pool.map(fn, items, chunksize=max(1, chunksize))
+        results = []
+        for result in pool.imap(fn, items, chunksize=max(1, chunksize)):
+            results.append(result)
+            if on_result is not None:
+                on_result(result)
         pool.close()  # the workers finish and exit: no SIGTERM is needed (``terminate`` is for failures)
         pool.join()
     return results

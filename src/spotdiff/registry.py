@@ -1,7 +1,7 @@
 """A tiny name -> class registry, one per extensible family (benchmarks, scorers, protocols, ...).
 
-Modules in a family's package register themselves with a decorator; the package discovers its own
-modules on first use, so adding a benchmark, scorer or engine is adding one file. A third-party
+Modules in a family's package (and its subpackages) register themselves with a decorator; the package
+discovers its own modules on first use, so adding a benchmark, scorer or engine is adding one file. A third-party
 package extends a family without forking through an entry point in the family's group
 (``spotdiff.scorers``, ``spotdiff.benchmarks``, ...): the entry point names a module that registers
 itself with the decorator on import, or an object registered under the entry point's name. A family
@@ -71,9 +71,11 @@ class Registry(Generic[T]):
             return
         self._discovered = True
         pkg = importlib.import_module(self.package)
-        for info in pkgutil.iter_modules(pkg.__path__):
-            if not info.name.startswith("_"):
-                importlib.import_module(f"{self.package}.{info.name}")
+        # subpackages too (a family may group its modules, as synth's engines are); walk_packages imports
+        # each package to look inside it, and the modules are imported here
+        for info in pkgutil.walk_packages(pkg.__path__, prefix=f"{self.package}."):
+            if not any(part.startswith("_") for part in info.name.split(".")):
+                importlib.import_module(info.name)
         if self.entry_points:
             for ep in importlib.metadata.entry_points(group=self.entry_points):
                 try:

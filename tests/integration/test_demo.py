@@ -21,7 +21,7 @@ import pytest
 
 from spotdiff.demo import PROFILES, DemoConfig, plan
 from spotdiff.optimize.tokenizer import build_tokenizer
-from spotdiff.synth.derived import write_aro_set, write_spec_pairs
+from spotdiff.synth.canvas.derived import write_aro_set, write_spec_pairs
 
 FINDINGS = (
     "base_cls_far_above_count_and_position",
@@ -211,8 +211,8 @@ def test_plan_dependencies_and_fingerprints() -> None:
 def test_step_helpers_round_trip_through_loaders(tmp_path: Path) -> None:
     from spotdiff.benchmarks import get_benchmark
     from spotdiff.optimize.data import read_captions
-    from spotdiff.synth.corpus import write_corpus
-    from spotdiff.synth.spec import write_spec
+    from spotdiff.synth.canvas.corpus import write_corpus
+    from spotdiff.synth.canvas.spec import write_spec
 
     spec = tmp_path / "spec"
     write_spec(spec, n=1, size=64, subsets=["count", "existence"])

@@ -18,23 +18,23 @@ from spotdiff.benchmarks.base import get_benchmark
 from spotdiff.benchmarks.spec import SPEC_K
 from spotdiff.errors import ConfigError, DataError
 from spotdiff.synth import ENGINES
-from spotdiff.synth.geometry import (
+from spotdiff.synth.canvas.geometry import (
     GRID_POSITIONS,
     absolute_size_level,
     grid_position,
     relative_position,
     relative_size_level,
 )
-from spotdiff.synth.language import counted, pluralize, with_article
-from spotdiff.synth.objects import (
+from spotdiff.synth.canvas.objects import (
     CATEGORIES,
     FolderObjectSource,
     ObjectLibrary,
     ProceduralObjectSource,
     draw_instance,
 )
-from spotdiff.synth.pipeline import Pipeline, make_pipeline
-from spotdiff.synth.spec import LABELS, SUBSETS, SpecBuilder, caption, measured_label, write_spec
+from spotdiff.synth.canvas.pipeline import Pipeline, make_pipeline
+from spotdiff.synth.canvas.spec import LABELS, SUBSETS, SpecBuilder, caption, measured_label, write_spec
+from spotdiff.synth.language import counted, pluralize, with_article
 
 SIZE = 64  # the smallest size the engines promise, and the fastest
 
@@ -287,7 +287,7 @@ def test_folder_of_user_cutouts(tmp_path):
     for subset in ("relative_spatial", "count"):
         case = SpecBuilder(p, 2).build(subset, 0)
         assert {i.category for i in case.instances.values()} <= {"bus", "mug", "red fox"}
-    from spotdiff.synth.eqben import EqbenBuilder
+    from spotdiff.synth.canvas.eqben import EqbenBuilder
 
     pair = EqbenBuilder(p, 2).build("eqbenkubric_attr", 0)  # no colours known: the size changes
     assert pair.changed == ["object_size"]

@@ -46,8 +46,12 @@ def test_cli_is_deterministic_and_guards_the_output_folder(outputs, tmp_path, ca
     args = ["synth", "eqben", "--out", str(tmp_path / "eqben"), "--n", "1", "--seed", "5", "--image-size", "64"]
     assert main([*args, "--workers", "2"]) == 0
     assert digest(tmp_path / "eqben") == digest(outputs / "eqben")
-    assert main(args) == 2  # not empty
-    assert "not empty" in capsys.readouterr().err
+    capsys.readouterr()
+    assert main(args) == 0  # the same run again: complete, nothing to do, nothing touched
+    assert "complete; nothing to do" in capsys.readouterr().out
+    assert main([*args[:-1], "32"]) == 2  # other options: refused, naming the difference
+    assert "image_size: 64 -> 32" in capsys.readouterr().err
+    assert main([*args[:-1], "32", "--overwrite"]) == 0
     assert main([*args, "--overwrite"]) == 0
     (tmp_path / "mine").mkdir()
     (tmp_path / "mine" / "notes.txt").write_text("keep me")
@@ -98,16 +102,15 @@ def test_generated_spec_data_is_scored_by_eval(outputs, tmp_path):
 
 def test_synth_json_records_the_options_alone(outputs):
     options = json.loads((outputs / "spec" / "synth.json").read_text())["options"]
-    assert sorted(options) == ["backend", "image_size", "n", "no_cls", "objects", "scenes", "seed", "subsets"]
+    assert sorted(options) == ["backend", "cls", "image_size", "n", "objects", "scenes", "seed", "subsets"]
 
 
 def test_engines_take_the_config_the_command_parses(outputs, tmp_path):
     from spotdiff.commands import build_parser
     from spotdiff.commands.synth import engine_config
-    from spotdiff.synth.corpus import CorpusConfig, CorpusEngine
-    from spotdiff.synth.output import default_workers
-    from spotdiff.synth.spec import SpecConfig, SpecEngine
-    from spotdiff.synth.visla import VislaConfig, VislaEngine
+    from spotdiff.synth.canvas.corpus import CorpusConfig, CorpusEngine
+    from spotdiff.synth.canvas.spec import SpecConfig, SpecEngine
+    from spotdiff.synth.text.visla import VislaConfig, VislaEngine
 
     def parse(*argv: str):
         return build_parser().parse_args(["synth", *argv, "--out", str(tmp_path / "x")])
@@ -119,12 +122,12 @@ def test_engines_take_the_config_the_command_parses(outputs, tmp_path):
         cls=False,
         objects=Path("o"),
         scenes=("snow",),
-        workers=default_workers(),
+        workers=None,
     )
     corpus = CorpusConfig(n=100, image_size=64, workers=3)
     assert engine_config(CorpusEngine, parse("corpus", "--workers", "3")) == corpus
     args = parse("visla", "--relations", "r.csv", "--negations", "--workers", "1")
-    assert engine_config(VislaEngine, args) == VislaConfig(n=20, relations=Path("r.csv"), negations=True)
+    assert engine_config(VislaEngine, args) == VislaConfig(n=20, relations=Path("r.csv"), negations=True, workers=1)
     # the same files as `spotdiff synth spec` with the same options (synth.json is the command's record)
     SpecEngine(SpecConfig(n=1, seed=5, image_size=64)).write(tmp_path / "spec")
     expected = {k: v for k, v in digest(outputs / "spec").items() if k != "synth.json"}
@@ -134,7 +137,7 @@ def test_engines_take_the_config_the_command_parses(outputs, tmp_path):
 def test_workers_are_capped_at_the_usable_cores(caplog, capsys):
     """`synth --workers 1000` starts one process per usable core, not 1,000, and says so; 0 is refused."""
     from spotdiff.processes import usable_cores
-    from spotdiff.synth.corpus import CorpusConfig, CorpusEngine
+    from spotdiff.synth.canvas.corpus import CorpusConfig, CorpusEngine
 
     cores = usable_cores()
     with caplog.at_level("WARNING", logger="spotdiff.provenance"):

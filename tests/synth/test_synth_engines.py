@@ -16,8 +16,8 @@ from rapidfuzz.distance import Levenshtein
 
 from spotdiff.benchmarks.base import get_benchmark
 from spotdiff.errors import DataError
-from spotdiff.synth.corpus import write_corpus
-from spotdiff.synth.eqben import (
+from spotdiff.synth.canvas.corpus import write_corpus
+from spotdiff.synth.canvas.eqben import (
     COUNTS,
     LOCATIONS,
     RELATION,
@@ -28,10 +28,10 @@ from spotdiff.synth.eqben import (
     sd_caption_pair,
     write_eqben,
 )
+from spotdiff.synth.canvas.pipeline import make_pipeline
+from spotdiff.synth.canvas.spec import write_spec
 from spotdiff.synth.output import case_rng
-from spotdiff.synth.pipeline import make_pipeline
-from spotdiff.synth.spec import write_spec
-from spotdiff.synth.visla import (
+from spotdiff.synth.text.visla import (
     HEADER,
     RELATIONS,
     Annotation,

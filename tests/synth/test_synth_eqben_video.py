@@ -16,7 +16,7 @@ from PIL import Image
 from spotdiff.benchmarks import BENCHMARKS
 from spotdiff.cli import main
 from spotdiff.errors import DataError
-from spotdiff.synth.eqben_video import frame_at, read_action_genome
+from spotdiff.synth.video.engine import frame_at, read_action_genome
 
 VIDEO = "ABC12.mp4"
 FPS = 8
@@ -243,7 +243,7 @@ def test_youcook2_keeps_middle_frames_without_faces(tmp_path):
 def test_the_face_detector_on_real_photographs():
     from skimage import data
 
-    from spotdiff.synth.eqben_video import FaceDetector
+    from spotdiff.synth.video.engine import FaceDetector
 
     detector = FaceDetector()
     found = {

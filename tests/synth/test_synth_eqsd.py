@@ -14,8 +14,9 @@ import numpy as np
 from PIL import Image
 
 from spotdiff.commands import main
-from spotdiff.synth.eqsd import check_pair, render_pair, token_mapper
-from spotdiff.synth.generative import load_diffusion
+from spotdiff.synth.diffusion.eqsd import check_pair
+from spotdiff.synth.diffusion.models import load_diffusion
+from spotdiff.synth.diffusion.p2p import render_pair, token_mapper
 
 CAPTIONS = ("a photo of a cat and a cup.", "a photo of a dog and a cup.")
 

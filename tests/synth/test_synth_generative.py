@@ -18,17 +18,17 @@ import pytest
 from PIL import Image
 
 from spotdiff.errors import ConfigError
-from spotdiff.synth.backgrounds import ProceduralBackground
-from spotdiff.synth.generative import (
+from spotdiff.synth.canvas.backgrounds import ProceduralBackground
+from spotdiff.synth.canvas.objects import ObjectInstance
+from spotdiff.synth.canvas.pipeline import Pipeline, make_pipeline
+from spotdiff.synth.canvas.spec import SpecBuilder, measured_label
+from spotdiff.synth.diffusion.stages import (
     COCO_CLASSES,
     GroundingSamIsolator,
     InpaintBackground,
     TextToImageSource,
     require,
 )
-from spotdiff.synth.objects import ObjectInstance
-from spotdiff.synth.pipeline import Pipeline, make_pipeline
-from spotdiff.synth.spec import SpecBuilder, measured_label
 
 HAS_DIFFUSERS = importlib.util.find_spec("diffusers") is not None
 

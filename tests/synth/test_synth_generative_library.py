@@ -11,7 +11,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from spotdiff.synth.generative import TextToImageSource, load_diffusion
+from spotdiff.synth.diffusion.models import load_diffusion
+from spotdiff.synth.diffusion.stages import TextToImageSource
 
 #: the largest difference, in 8-bit levels, allowed between a photo rendered in a batch and alone:
 #: floating-point noise of batched matrix products (on the CPU in fp32 it measured 0)

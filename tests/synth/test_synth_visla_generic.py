@@ -18,7 +18,7 @@ from PIL import Image
 from spotdiff.benchmarks import BENCHMARKS
 from spotdiff.cli import main
 from spotdiff.errors import DataError
-from spotdiff.synth.visla_generic import (
+from spotdiff.synth.text.visla_generic import (
     RULES,
     Pair,
     generation_messages,
@@ -166,7 +166,7 @@ def test_reads_sugarcrepes_real_files(shared_data):
 @pytest.mark.slow
 def test_real_smollm2_writes_validates_and_eval_scores_the_reviewed_triplets(tmp_path):
     from spotdiff.jsonio import iter_jsonl
-    from spotdiff.synth.visla_generic import triplet
+    from spotdiff.synth.text.visla_generic import triplet
     from spotdiff.testing import tiny_models
     from spotdiff.testing.tiny_vlms import smollm2_model_dir
 

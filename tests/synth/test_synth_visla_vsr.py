@@ -12,7 +12,7 @@ from PIL import Image
 from spotdiff.benchmarks import BENCHMARKS
 from spotdiff.cli import main
 from spotdiff.errors import DataError
-from spotdiff.synth.visla_vsr import mine_vsr, read_vsr
+from spotdiff.synth.text.visla_vsr import mine_vsr, read_vsr
 
 A, B = "000000000001.jpg", "000000000002.jpg"
 

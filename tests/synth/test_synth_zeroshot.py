@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 
 from spotdiff.benchmarks import get_benchmark
-from spotdiff.synth.zeroshot import TEMPLATES, write_zeroshot
+from spotdiff.synth.canvas.zeroshot import TEMPLATES, write_zeroshot
 
 
 def test_zeroshot_set_round_trips_through_the_loader(tmp_path):

@@ -121,7 +121,7 @@ def run_tokenizer(args: argparse.Namespace) -> int:
 
 
 def run_spec_pairs(args: argparse.Namespace) -> int:
-    from spotdiff.synth.derived import write_spec_pairs
+    from spotdiff.synth.canvas.derived import write_spec_pairs
 
     info = write_spec_pairs(args.data, args.step_out)
     print(f"wrote {info['pairs']} pairs to {args.step_out / 'captions.jsonl'}")
@@ -129,7 +129,7 @@ def run_spec_pairs(args: argparse.Namespace) -> int:
 
 
 def run_cls_prompts(args: argparse.Namespace) -> int:
-    from spotdiff.synth.derived import write_cls_attribute_prompts
+    from spotdiff.synth.canvas.derived import write_cls_attribute_prompts
 
     info = write_cls_attribute_prompts(args.data, args.step_out)
     print(f"wrote {info['images']} cls images x {info['classes']} colour/texture prompts to {args.step_out / 'cls'}")
@@ -138,7 +138,7 @@ def run_cls_prompts(args: argparse.Namespace) -> int:
 
 
 def run_aro_set(args: argparse.Namespace) -> int:
-    from spotdiff.synth.derived import write_aro_set
+    from spotdiff.synth.canvas.derived import write_aro_set
 
     info = write_aro_set(args.corpus, args.step_out)
     print(f"wrote {info['images']} images and {args.step_out / 'coco_karpathy_test.json'}")

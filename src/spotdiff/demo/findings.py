@@ -31,7 +31,7 @@ from spotdiff.diagnose.store import RunStore
 from spotdiff.jsonio import iter_jsonl, write_json
 from spotdiff.protocols import Evaluation, PairedComparison, get_protocol, paired_comparison
 from spotdiff.report.collect import evaluation_from_units, run_ties, subset_groups
-from spotdiff.synth.spec import SUBSETS as SPEC_SUBSETS
+from spotdiff.synth.canvas.spec import SUBSETS as SPEC_SUBSETS
 from spotdiff.version import __version__
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from spotdiff.demo.profiles import CLIP_MODELS, CLS_MARGIN, PAIRS, RETENTION_EVALS
-from spotdiff.synth.spec import SUBSETS as SPEC_SUBSETS
+from spotdiff.synth.canvas.spec import SUBSETS as SPEC_SUBSETS
 
 
 def _fmt(entry: dict | None, digits: int = 1) -> str:

@@ -1,92 +1,167 @@
 """Minimal-change data engines that write published benchmark formats (docs/synthesis.md).
 
-Engines register themselves in :data:`ENGINES` (``spec``, ``eqben``, ``visla``, ``corpus``,
-``zeroshot``); the stages of SPEC's pipeline are :mod:`~spotdiff.synth.objects`,
-:mod:`~spotdiff.synth.canvas`, :mod:`~spotdiff.synth.backgrounds`, bundled by
-:mod:`~spotdiff.synth.pipeline`. Every engine is seeded and deterministic.
+Four families, one output and resume path (:mod:`.run`, :mod:`.output`): procedural canvases
+(:mod:`.canvas`: ``spec``, ``eqben``, ``zeroshot``, ``corpus``), diffusion (:mod:`.diffusion`: the
+generative backend and ``eqsd``), video mining (:mod:`.video`: ``eqben-video``) and text
+(:mod:`.text`: ``visla``, ``visla-vsr``); people review what they make (:mod:`.review`). An engine's
+options are one declaration (its config dataclass, each field an :func:`option`), from which the
+command line is built and ``synth.json`` recorded. Every engine is seeded and deterministic.
 """
 
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from dataclasses import dataclass, replace
+from dataclasses import MISSING, dataclass, field, fields, replace
 from pathlib import Path
 from typing import Any, ClassVar
 
 from spotdiff.processes import cap_workers
 from spotdiff.registry import Registry, name_class
-from spotdiff.synth import generative
-from spotdiff.synth.pipeline import Pipeline, make_pipeline
+from spotdiff.synth.canvas.pipeline import BACKENDS, Pipeline, make_pipeline
+from spotdiff.synth.diffusion import models
+from spotdiff.synth.output import default_workers
+
+#: the kinds of value an option takes (``spotdiff synth`` maps each to its argparse type)
+KINDS = ("int", "count", "positive", "seed", "float", "fraction", "str", "path", "names", "flag")
+
+
+def option(
+    default: Any,
+    help: str,
+    *,
+    kind: str | None = None,
+    choices: tuple[str, ...] | None = None,
+    group: str | None = None,
+    identity: bool = True,
+    metavar: str | None = None,
+) -> Any:
+    """One engine option: a dataclass field whose metadata the command line and ``synth.json`` read.
+
+    Args:
+        default: the default value.
+        help: the ``--help`` text (quote the paper's sentence where the option names a reading of it).
+        kind: one of :data:`KINDS`; None: from the default's type.
+        choices: the allowed values.
+        group: the ``--help`` section the option is listed under; None: the engine's own options.
+        identity: False for options that do not change the output's bytes (workers, batch sizes): a run
+            may be resumed with another value.
+        metavar: the value's name in ``--help``.
+    """
+    if kind is None:
+        kind = {bool: "flag", int: "int", float: "float"}.get(type(default), "str")
+    if kind not in KINDS:
+        raise ValueError(f"unknown option kind {kind!r}")
+    meta = {"help": help, "kind": kind, "choices": choices, "group": group, "identity": identity, "metavar": metavar}
+    return field(default=default, metadata=meta)
 
 
 @dataclass(frozen=True)
 class SynthConfig:
-    """The options every engine takes (``spotdiff synth ENGINE`` parses them from its command line)."""
+    """The option every engine takes; an engine's config adds the options it reads, and only those."""
 
-    #: how many: cases per subset (spec), pairs per subset (eqben), scenes (visla), image-caption
-    #: pairs (corpus) or images (zeroshot)
-    n: int = 10
-    #: random seed; the same options give the same bytes
-    seed: int = 0
-    #: square image side in pixels
-    image_size: int = 224
-    #: a folder of your own RGBA cut-outs (``DIR/<class>/*.png``); None: the procedural library
-    objects: Path | None = None
-    #: ``procedural`` (offline, CPU) or ``generative`` (needs the ``generate`` extra)
-    backend: str = "procedural"
-    #: background scenes to draw from; None: all
-    scenes: tuple[str, ...] | None = None
-    #: worker processes (the output does not depend on them)
-    workers: int = 1
-    #: generative backend: the text-to-image model (hub name or folder) for objects and backgrounds
-    t2i: str = generative.DEFAULT_T2I
-    #: generative backend: the inpainting model that expands the background (SPEC Fig. 4)
-    inpaint: str = generative.DEFAULT_INPAINT
-    #: generative backend: the Grounding DINO detector
-    detector: str = generative.DEFAULT_DETECTOR
-    #: generative backend: the SAM segmenter
-    segmenter: str = generative.DEFAULT_SEGMENTER
-    #: generative backend: diffusion steps per image
-    steps: int = 30
-    #: generative backend: the side in pixels of a generated object photo
-    object_size: int = 512
-    #: generative backend: a folder caching generated object photos across runs; None: no cache
-    instance_cache: Path | None = None
-    #: generative backend: the object photos generated per class, from which cases pick their instances
-    library_size: int = generative.LIBRARY_SIZE
-    #: generative backend: object prompts per text-to-image call; None: 8 on CUDA, 1 on the CPU
-    batch_size: int | None = None
-    #: generative backend: ``auto`` (CUDA when available, in fp16), ``cpu`` or ``cuda[:N]``
-    device: str = "auto"
+    #: how many: cases per subset (spec), pairs (eqben, eqsd, eqben-video), scenes or triplets (visla),
+    #: image-caption pairs (corpus) or images (zeroshot)
+    n: int = option(10, "how many (see `spotdiff synth -h`)", kind="count")
 
-    def generative_options(self) -> dict[str, Any]:
-        """The keyword arguments of :func:`spotdiff.synth.generative.make_generative_stages`."""
+    def options(self) -> dict[str, Any]:
+        """The declared options that change the output's bytes, as ``synth.json`` records them (paths as
+        text): a run resumes only under the same options; workers and batch sizes may differ."""
         return {
-            "t2i_model": self.t2i,
-            "inpaint_model": self.inpaint,
-            "detector": self.detector,
-            "segmenter": self.segmenter,
-            "steps": self.steps,
-            "object_size": self.object_size,
-            "cache_dir": self.instance_cache,
-            "library_size": self.library_size,
-            "batch_size": self.batch_size,
-            "device": self.device,
+            f.name: _plain(getattr(self, f.name))
+            for f in fields(self)
+            if "help" in f.metadata and f.metadata["identity"]
         }
 
+
+def _plain(value: Any) -> Any:
+    if isinstance(value, Path):
+        return str(value)
+    if isinstance(value, tuple):
+        return list(value)
+    return value
+
+
+GENERATIVE = "generative backend (--backend generative)"
+
+
+@dataclass(frozen=True)
+class CanvasConfig(SynthConfig):
+    """The options of the engines that draw on SPEC's canvas pipeline (procedural or generative)."""
+
+    seed: int = option(0, "random seed (the same options give the same bytes)", kind="seed")
+    image_size: int = option(224, "square image side in pixels", kind="positive")
+    workers: int | None = option(
+        None,
+        "worker processes (default: the usable cores, at most 4); the output does not depend on them",
+        kind="positive",
+        identity=False,
+    )
+    objects: Path | None = option(  # noqa: RUF009 - a field with metadata, see option()
+        None, "a folder of your own RGBA cut-outs (DIR/<class>/*.png)", kind="path", metavar="DIR"
+    )
+    backend: str = option(
+        "procedural", "procedural (offline, CPU) or generative (needs the 'generate' extra)", choices=BACKENDS
+    )
+    scenes: tuple[str, ...] | None = option(None, "comma-separated background scenes (default: all)", kind="names")
+    t2i: str = option(models.DEFAULT_T2I, "text-to-image model (hub name or folder)", group=GENERATIVE)
+    inpaint: str = option(models.DEFAULT_INPAINT, "inpainting model that expands the background", group=GENERATIVE)
+    detector: str = option(models.DEFAULT_DETECTOR, "Grounding DINO model", group=GENERATIVE)
+    segmenter: str = option(models.DEFAULT_SEGMENTER, "SAM model", group=GENERATIVE)
+    steps: int = option(30, "diffusion steps per image", kind="positive", group=GENERATIVE)
+    object_size: int = option(512, "side of a generated object photo", kind="positive", group=GENERATIVE)
+    instance_cache: Path | None = option(  # noqa: RUF009 - a field with metadata
+        None,
+        "cache generated object photos here (keyed by the weights' content); a second set reuses them",
+        kind="path",
+        group=GENERATIVE,
+        identity=False,
+        metavar="DIR",
+    )
+    library_size: int = option(
+        models.LIBRARY_SIZE,
+        "object photos generated per class, from which cases pick their instances",
+        kind="positive",
+        group=GENERATIVE,
+    )
+    batch_size: int | None = option(
+        None,
+        "object prompts per text-to-image call (default 8 on CUDA, 1 on the CPU); the photos do not depend on it",
+        kind="positive",
+        group=GENERATIVE,
+        identity=False,
+    )
+    device: str = option("auto", "auto (CUDA in fp16 when available), cpu or cuda[:N]", group=GENERATIVE)
+
+    def options(self) -> dict[str, Any]:
+        """The declared options; the generative backend's only when it is the backend used."""
+        shown = super().options()
+        if self.backend != "generative":
+            shown = {k: v for k, v in shown.items() if _group(self, k) != GENERATIVE}
+        return shown
+
     def pipeline(self) -> Pipeline:
-        """The canvas pipeline these options describe."""
+        """The canvas pipeline these options describe (the generative stages load their models lazily)."""
         scenes = list(self.scenes) if self.scenes else None
-        return make_pipeline(
-            self.image_size,
-            backend=self.backend,
-            objects=self.objects,
-            scenes=scenes,
-            generative_options=self.generative_options() if self.backend == "generative" else None,
+        if self.backend != "generative":
+            return make_pipeline(self.image_size, backend=self.backend, objects=self.objects, scenes=scenes)
+        from spotdiff.synth.diffusion.stages import make_generative_stages
+
+        source, isolator, background = make_generative_stages(
+            t2i_model=self.t2i,
+            inpaint_model=self.inpaint,
+            detector=self.detector,
+            segmenter=self.segmenter,
+            steps=self.steps,
+            object_size=self.object_size,
+            cache_dir=self.instance_cache,
+            library_size=self.library_size,
+            batch_size=self.batch_size,
+            device=self.device,
         )
+        return Pipeline(source, isolator, background, self.image_size)
 
     def common(self) -> dict[str, Any]:
-        """The keyword arguments every ``write_<engine>`` function takes."""
+        """The keyword arguments every canvas ``write_<engine>`` function takes."""
         return {
             "n": self.n,
             "seed": self.seed,
@@ -94,6 +169,16 @@ class SynthConfig:
             "pipeline": self.pipeline(),
             "workers": self.workers,
         }
+
+
+def _group(config: SynthConfig, name: str) -> str | None:
+    return next(f.metadata.get("group") for f in fields(config) if f.name == name)
+
+
+def default_of(config_class: type[SynthConfig], name: str) -> Any:
+    """The default value of option ``name`` of ``config_class``."""
+    f = next(f for f in fields(config_class) if f.name == name)
+    return f.default if f.default is not MISSING else f.default_factory()  # type: ignore[misc]
 
 
 class SynthEngine(ABC):
@@ -105,11 +190,15 @@ class SynthEngine(ABC):
     benchmark: ClassVar[str | None] = None
     #: the engine's options, with their defaults
     config_class: ClassVar[type[SynthConfig]] = SynthConfig
-    #: True: the engine always draws with diffusion models (no canvas backend to choose)
-    generative: ClassVar[bool] = False
 
     def __init__(self, config: SynthConfig) -> None:
-        self.config = replace(config, workers=cap_workers(config.workers))
+        if any(f.name == "workers" for f in fields(config)):
+            workers = config.workers or default_workers()  # type: ignore[attr-defined]
+            config = replace(config, workers=cap_workers(workers))  # type: ignore[call-arg]
+        self.config = config
+
+    def check(self) -> None:  # noqa: B027 - a hook: most engines have nothing to check ahead
+        """Refuse bad options and missing models before anything heavy runs (one clear line each)."""
 
     @abstractmethod
     def write(self, out: Path) -> dict[str, Any]:
@@ -117,3 +206,12 @@ class SynthEngine(ABC):
 
 
 ENGINES: Registry[type[SynthEngine]] = Registry("synthesis engine", "spotdiff.synth", on_register=name_class)
+
+__all__ = [
+    "ENGINES",
+    "CanvasConfig",
+    "SynthConfig",
+    "SynthEngine",
+    "default_of",
+    "option",
+]

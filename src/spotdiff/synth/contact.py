@@ -17,7 +17,7 @@ from PIL import Image, ImageDraw
 
 from spotdiff.errors import DataError
 from spotdiff.jsonio import iter_jsonl
-from spotdiff.synth.objects import font
+from spotdiff.synth.canvas.objects import font
 
 BG = (255, 255, 255)
 INK = (20, 20, 20)

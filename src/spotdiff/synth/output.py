@@ -6,8 +6,10 @@ newline; PNGs with fixed zlib settings and no timestamps or other varying metada
 
 from __future__ import annotations
 
+import contextlib
 import json
-from collections.abc import Callable, Sequence
+import os
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -23,18 +25,42 @@ R = TypeVar("R")
 PNG_COMPRESS_LEVEL = 1
 
 
-def save_png(image: Image.Image, path: Path) -> None:
+@contextlib.contextmanager
+def atomic_path(path: Path) -> Iterator[Path]:
+    """A temporary path beside ``path`` to write to; renamed onto ``path`` when the block succeeds,
+    removed when it fails, so that ``path`` is either absent or whole (a killed run leaves no half file)."""
+    path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    image.save(path, format="PNG", compress_level=PNG_COMPRESS_LEVEL, optimize=False)
+    partial = path.with_name(f".{path.name}.{os.getpid()}.part")
+    try:
+        yield partial
+        os.replace(partial, path)
+    finally:
+        partial.unlink(missing_ok=True)
+
+
+def save_png(image: Image.Image, path: Path) -> None:
+    with atomic_path(path) as partial:
+        image.save(partial, format="PNG", compress_level=PNG_COMPRESS_LEVEL, optimize=False)
+
+
+def save_npy(array: np.ndarray, path: Path) -> None:
+    """An array as ``.npy`` (format 1.0, no pickled objects), written atomically."""
+    with atomic_path(path) as partial, open(partial, "wb") as fh:
+        np.save(fh, np.ascontiguousarray(array), allow_pickle=False)
 
 
 def dumps(data: Any) -> str:
     return json.dumps(data, indent=2, ensure_ascii=False, default=json_default) + "\n"
 
 
+def atomic_write_text(path: Path, text: str) -> None:
+    with atomic_path(path) as partial:
+        partial.write_text(text, encoding="utf-8", newline="\n")
+
+
 def write_json(path: Path, data: Any) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(dumps(data), encoding="utf-8", newline="\n")
+    atomic_write_text(path, dumps(data))
 
 
 def case_rng(seed: int, *keys: int) -> np.random.Generator:
@@ -50,7 +76,9 @@ def _call(task):  # runs in a forked worker
     return _WORKER_FN(task)
 
 
-def parallel_map(fn: Callable[[T], R], tasks: Sequence[T], workers: int = 1) -> list[R]:
+def parallel_map(
+    fn: Callable[[T], R], tasks: Sequence[T], workers: int = 1, on_result: Callable[[R], None] | None = None
+) -> list[R]:
     """``[fn(t) for t in tasks]``, in order, on ``workers`` forked processes when > 1.
 
     Results do not depend on the number of workers: every task seeds itself (:func:`case_rng`).
@@ -59,14 +87,20 @@ def parallel_map(fn: Callable[[T], R], tasks: Sequence[T], workers: int = 1) -> 
         fn: the function of one task.
         tasks: the tasks.
         workers: forked processes; 1 runs in this process.
+        on_result: called with each result as it arrives (a progress bar), in order.
     """
     global _WORKER_FN
     workers = max(1, int(workers))
     if workers == 1 or len(tasks) < 2 or not can_fork():
-        return [fn(t) for t in tasks]
+        results = []
+        for t in tasks:
+            results.append(fn(t))
+            if on_result is not None:
+                on_result(results[-1])
+        return results
     _WORKER_FN = fn
     try:
-        return fork_map(_call, tasks, workers, chunksize=len(tasks) // (workers * 8))
+        return fork_map(_call, tasks, workers, chunksize=len(tasks) // (workers * 8), on_result=on_result)
     finally:
         _WORKER_FN = None
 

@@ -62,14 +62,14 @@ def winoground_repo(n: int = 6, seed: int = 0) -> dict[str, bytes]:
 
 
 def spec_repo(n: int = 1, seed: int = 0, size: int = 32) -> dict[str, bytes]:
-    """``data.zip``: a SPEC dataset from :func:`spotdiff.synth.spec.write_spec`, under ``data/``.
+    """``data.zip``: a SPEC dataset from :func:`spotdiff.synth.canvas.spec.write_spec`, under ``data/``.
 
     Args:
         n: candidate sets per subset.
         seed: the random seed.
         size: the image side in pixels.
     """
-    from spotdiff.synth.spec import write_spec
+    from spotdiff.synth.canvas.spec import write_spec
 
     with tempfile.TemporaryDirectory() as tmp:
         out = Path(tmp) / "data"

@@ -14,9 +14,9 @@ from pathlib import Path
 
 from spotdiff.errors import DataError
 from spotdiff.jsonio import iter_jsonl, write_jsonl
+from spotdiff.synth.canvas.objects import ObjectInstance
+from spotdiff.synth.canvas.spec import SUBSETS as SPEC_SUBSETS
 from spotdiff.synth.language import sentence, with_article
-from spotdiff.synth.objects import ObjectInstance
-from spotdiff.synth.spec import SUBSETS as SPEC_SUBSETS
 
 
 def write_spec_pairs(data: Path, out: Path) -> dict:

@@ -1,7 +1,7 @@
 """The progressive pipeline of SPEC Sec. 3.2 as four pluggable stages.
 
-Object source, isolation, arrangement and background fill, with the ``procedural``, ``folder`` and
-``generative`` backends. Details: docs/synthesis.md.
+Object source, isolation, arrangement and background fill; the ``procedural`` and ``folder`` backends
+here, the ``generative`` one in :mod:`spotdiff.synth.diffusion.stages`. Details: docs/synthesis.md.
 """
 
 from __future__ import annotations
@@ -11,10 +11,17 @@ from pathlib import Path
 from typing import Any
 
 from spotdiff.errors import ConfigError
-from spotdiff.synth.backgrounds import ProceduralBackground
-from spotdiff.synth.canvas import Canvas, Placement, Rendered, placement_at, placement_box
-from spotdiff.synth.geometry import boxes_overlap
-from spotdiff.synth.objects import AlphaIsolator, ObjectInstance, ObjectLibrary, ObjectSource, Placed, make_source
+from spotdiff.synth.canvas.backgrounds import ProceduralBackground
+from spotdiff.synth.canvas.geometry import boxes_overlap
+from spotdiff.synth.canvas.layout import Canvas, Placement, Rendered, placement_at, placement_box
+from spotdiff.synth.canvas.objects import (
+    AlphaIsolator,
+    ObjectInstance,
+    ObjectLibrary,
+    ObjectSource,
+    Placed,
+    make_source,
+)
 from spotdiff.synth.output import case_rng
 
 BACKENDS = ("procedural", "generative")
@@ -55,16 +62,17 @@ def make_pipeline(
     backend: str = "procedural",
     objects: str | Path | None = None,
     scenes: list[str] | None = None,
-    generative_options: dict | None = None,
 ) -> Pipeline:
-    """Build the stages of a backend (see docs/synthesis.md).
+    """Build the procedural stages (the ``folder`` source when ``objects`` is given; docs/synthesis.md).
+
+    The ``generative`` backend's stages load diffusion models: :meth:`spotdiff.synth.CanvasConfig.pipeline`
+    builds them (the diffusion family plugs into this pipeline; the canvas never imports it).
 
     Args:
         size: the square image side in pixels.
-        backend: ``procedural`` or ``generative``.
+        backend: ``procedural``.
         objects: a folder of RGBA cut-outs (the ``folder`` backend), or None.
         scenes: the background scenes to draw from; None: all.
-        generative_options: keyword arguments of :func:`spotdiff.synth.generative.make_generative_stages`.
     """
     if backend == "procedural":
         resolution = min(1024, max(256, 2 * int(size)))
@@ -72,10 +80,7 @@ def make_pipeline(
             make_source(objects, resolution=resolution), AlphaIsolator(), ProceduralBackground(scenes), size
         )
     if backend == "generative":
-        from spotdiff.synth.generative import make_generative_stages
-
-        source, isolator, background = make_generative_stages(size=size, **(generative_options or {}))
-        return Pipeline(source, isolator, background, size)
+        raise ConfigError("the generative backend's stages are built by spotdiff.synth.CanvasConfig.pipeline()")
     raise ConfigError(f"unknown synthesis backend {backend!r}; known: {', '.join(BACKENDS)}")
 
 

@@ -7,7 +7,6 @@ Text-to-image sources, Grounding DINO + SAM isolation and inpainted backgrounds;
 from __future__ import annotations
 
 import hashlib
-import importlib
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any
@@ -16,9 +15,19 @@ import numpy as np
 from PIL import Image
 
 from spotdiff.errors import ConfigError, DataError
-from spotdiff.synth.objects import SPLITS, ObjectInstance, ObjectSource, tight_crop
-
-EXTRA = "generate"
+from spotdiff.synth.canvas.objects import SPLITS, ObjectInstance, ObjectSource, tight_crop
+from spotdiff.synth.diffusion.models import (
+    DEFAULT_DETECTOR,
+    DEFAULT_INPAINT,
+    DEFAULT_SEGMENTER,
+    DEFAULT_T2I,
+    LIBRARY_SIZE,
+    Models,
+    check_model,
+    require,
+    resolve_device,
+    weights_identity,
+)
 
 #: the 80 COCO classes SPEC draws its objects from (Sec. 3.2.1)
 COCO_CLASSES = (
@@ -105,52 +114,6 @@ COCO_CLASSES = (
 )
 OBJECT_PROMPT = "a photo of a single and fully visible {}"
 BACKGROUND_PROMPT = "a photo of {}, empty, nothing in it"
-DEFAULT_T2I = "stabilityai/stable-diffusion-xl-base-1.0"
-DEFAULT_INPAINT = "diffusers/stable-diffusion-xl-1.0-inpainting-0.1"
-DEFAULT_DETECTOR = "IDEA-Research/grounding-dino-base"
-DEFAULT_SEGMENTER = "facebook/sam-vit-base"
-#: instances per class in the text-to-image library a case picks from (SPEC Sec. 3.2.1-3.2.2)
-LIBRARY_SIZE = 16
-
-
-def require(module: str, what: str) -> Any:
-    """Import ``module`` or raise a ConfigError naming the extra that provides it."""
-    try:
-        return importlib.import_module(module)
-    except ImportError as exc:
-        raise ConfigError(
-            f"{what} needs the Python package '{module}', which is not installed; install the "
-            f"'{EXTRA}' extra: pip install 'spotdiff[{EXTRA}]' (or use --backend procedural, the offline default)"
-        ) from exc
-
-
-def resolve_device(device: str) -> str:
-    """``auto``: ``cuda`` when torch sees a GPU, else ``cpu``; any other name as given."""
-    if device != "auto":
-        return device
-    torch = require("torch", "the generative backend")
-    return "cuda" if torch.cuda.is_available() else "cpu"
-
-
-def load_diffusion(task: str, model: str, device: str) -> Any:
-    """A diffusers pipeline for ``task`` (``text2image`` or ``inpainting``) from a hub name or folder.
-
-    On CUDA the weights load in fp16 (the papers' setting); on the CPU in fp32.
-
-    Args:
-        task: ``text2image`` or ``inpainting`` (diffusers' AutoPipeline picks the class).
-        model: a hub model id or a local folder written by ``save_pretrained``.
-        device: the device the pipeline runs on.
-    """
-    diffusers = require("diffusers", f"{task} with diffusion")
-    torch = require("torch", "the generative backend")
-    auto = {"text2image": diffusers.AutoPipelineForText2Image, "inpainting": diffusers.AutoPipelineForInpainting}
-    dtype = torch.float16 if device.startswith("cuda") else torch.float32
-    pipeline = auto[task].from_pretrained(model, dtype=dtype).to(device)
-    pipeline.set_progress_bar_config(disable=True)
-    return pipeline
-
-
 def _torch_generator(seed: int):
     torch = require("torch", "the generative backend")
     return torch.Generator(device="cpu").manual_seed(int(seed))
@@ -186,10 +149,13 @@ class TextToImageSource(ObjectSource):
         size: the generated image side in pixels.
         steps: the number of inference steps.
         device: the device the pipeline runs on.
-        cache_dir: a folder of generated images (one PNG per model, prompt, seed, size and steps), so
+        cache_dir: a folder of generated images (one PNG per weights, prompt, seed, size and steps), so
             a second set reuses the instances of the first; None: the images are kept in memory.
         library_size: the instances per class (and split) a case picks from.
         batch_size: the prompts per pipeline call; None: :func:`default_batch_size` of ``device``.
+        models: the run's shared pipelines (backgrounds use the same text-to-image pipeline); None: own.
+        weights: what identifies the weights in the cache key
+            (:func:`~spotdiff.synth.diffusion.models.weights_identity`); None: worked out from ``model``.
     """
 
     name = "text-to-image"
@@ -206,11 +172,15 @@ class TextToImageSource(ObjectSource):
         cache_dir: str | Path | None = None,
         library_size: int = LIBRARY_SIZE,
         batch_size: int | None = None,
+        models: Models | None = None,
+        weights: str | None = None,
     ) -> None:
         if int(library_size) < 1 or (batch_size is not None and int(batch_size) < 1):
             raise ConfigError(f"library size and batch size must be >= 1, got {library_size} and {batch_size}")
         self._pipeline = pipeline
         self.model = model
+        self.models = models or Models(device)
+        self._weights = weights
         self.classes = list(classes)
         self.size = int(size)
         self.steps = int(steps)
@@ -228,8 +198,15 @@ class TextToImageSource(ObjectSource):
     @property
     def pipeline(self) -> Any:
         if self._pipeline is None:
-            self._pipeline = load_diffusion("text2image", self.model, self.device)
+            self._pipeline = self.models.pipeline("text2image", self.model)
         return self._pipeline
+
+    @property
+    def weights(self) -> str:
+        """What identifies the weights (the snapshot's commit or the weight files' SHA-256), not the path."""
+        if self._weights is None:
+            self._weights = weights_identity(self.model, check_model(self.model, "text2image", "--t2i"))
+        return self._weights
 
     def categories(self) -> list[str]:
         return list(self.classes)
@@ -270,7 +247,7 @@ class TextToImageSource(ObjectSource):
     def _cache_path(self, prompt: str, seed: int) -> Path | None:
         if self.cache_dir is None:
             return None
-        key = f"{self.model}|{prompt}|{seed}|{self.size}|{self.steps}"
+        key = f"{self.weights}|{prompt}|{seed}|{self.size}|{self.steps}"
         return self.cache_dir / f"{hashlib.sha256(key.encode()).hexdigest()[:24]}.png"
 
     def _stored(self, instance: ObjectInstance) -> Image.Image | None:
@@ -479,6 +456,7 @@ class InpaintBackground:
         initial: the fraction of the canvas side the initial background covers.
         steps: the number of inference steps.
         device: the device the pipelines run on.
+        models: the run's shared pipelines (the objects' text-to-image pipeline is reused); None: own.
     """
 
     name = "inpaint"
@@ -494,6 +472,7 @@ class InpaintBackground:
         initial: float = 0.5,
         steps: int = 30,
         device: str = "cpu",
+        models: Models | None = None,
     ) -> None:
         self._t2i = text_to_image
         self._inpaint = inpaint
@@ -503,17 +482,18 @@ class InpaintBackground:
         self.initial = float(initial)
         self.steps = int(steps)
         self.device = device
+        self.models = models or Models(device)
 
     @property
     def text_to_image(self) -> Any:
         if self._t2i is None:
-            self._t2i = load_diffusion("text2image", self.t2i_model, self.device)
+            self._t2i = self.models.pipeline("text2image", self.t2i_model)
         return self._t2i
 
     @property
     def inpaint(self) -> Any:
         if self._inpaint is None:
-            self._inpaint = load_diffusion("inpainting", self.inpaint_model, self.device)
+            self._inpaint = self.models.pipeline("inpainting", self.inpaint_model)
         return self._inpaint
 
     def fill(self, size: int, rng: np.random.Generator, scene: str | None = None) -> tuple[Image.Image, str]:
@@ -565,7 +545,6 @@ class InpaintBackground:
 
 
 def make_generative_stages(
-    size: int = 224,
     *,
     t2i_model: str = DEFAULT_T2I,
     inpaint_model: str = DEFAULT_INPAINT,
@@ -579,10 +558,11 @@ def make_generative_stages(
     library_size: int = LIBRARY_SIZE,
     batch_size: int | None = None,
 ) -> tuple[TextToImageSource, GroundingSamIsolator, InpaintBackground]:
-    """The three model-backed stages. Fails early, naming the extra, when diffusers is missing.
+    """The three model-backed stages, every model checked first (one line for a wrong one, nothing loaded).
+
+    The text-to-image pipeline is loaded once and shared by the objects and the backgrounds.
 
     Args:
-        size: the canvas side in pixels (not used: the stages are given their sizes when called).
         t2i_model: the text-to-image model id or path.
         inpaint_model: the inpainting model id or path.
         detector: the Grounding DINO model id or path, or a ``(model, processor)`` pair.
@@ -596,7 +576,13 @@ def make_generative_stages(
         batch_size: text-to-image prompts per pipeline call; None: 8 on CUDA, 1 on the CPU.
     """
     require("diffusers", "the generative backend (--backend generative)")
+    t2i_folder = check_model(t2i_model, "text2image", "--t2i")
+    check_model(inpaint_model, "inpainting", "--inpaint")
+    for spec, kind, option in ((detector, "detector", "--detector"), (segmenter, "segmenter", "--segmenter")):
+        if isinstance(spec, str):
+            check_model(spec, kind, option)
     device = resolve_device(device)
+    models = Models(device)
     source = TextToImageSource(
         model=t2i_model,
         classes=classes,
@@ -606,9 +592,13 @@ def make_generative_stages(
         cache_dir=cache_dir,
         library_size=library_size,
         batch_size=batch_size,
+        models=models,
+        weights=weights_identity(t2i_model, t2i_folder),
     )
     isolator = GroundingSamIsolator(detector, segmenter, device=device)
-    background = InpaintBackground(t2i_model=t2i_model, inpaint_model=inpaint_model, steps=steps, device=device)
+    background = InpaintBackground(
+        t2i_model=t2i_model, inpaint_model=inpaint_model, steps=steps, device=device, models=models
+    )
     return source, isolator, background
 
 
@@ -619,8 +609,5 @@ __all__ = [
     "InpaintBackground",
     "TextToImageSource",
     "default_batch_size",
-    "load_diffusion",
     "make_generative_stages",
-    "require",
-    "resolve_device",
 ]

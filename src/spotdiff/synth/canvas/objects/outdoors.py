@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import math
 
-from spotdiff.synth.objects.category import category
-from spotdiff.synth.objects.paint import COLOURS, RGB, WHITE, Pen, font, light, rot_ellipse
+from spotdiff.synth.canvas.objects.category import category
+from spotdiff.synth.canvas.objects.paint import COLOURS, RGB, WHITE, Pen, font, light, rot_ellipse
 
 
 @category("house", ["white", "yellow", "pink", "blue", "orange", "grey"])

@@ -17,10 +17,10 @@ import numpy as np
 from PIL import Image
 
 from spotdiff.errors import ConfigError, DataError
+from spotdiff.synth.canvas.objects import animals, food, household, outdoors, toys, vehicles
+from spotdiff.synth.canvas.objects.category import DECLARED, Category
+from spotdiff.synth.canvas.objects.paint import ALPHA_OPAQUE, COLOURS, SPLITS, Pen
 from spotdiff.synth.language import pluralize
-from spotdiff.synth.objects import animals, food, household, outdoors, toys, vehicles
-from spotdiff.synth.objects.category import DECLARED, Category
-from spotdiff.synth.objects.paint import ALPHA_OPAQUE, COLOURS, SPLITS, Pen
 
 #: The object families, each a module declaring its categories.
 FAMILIES = (food, household, vehicles, outdoors, animals, toys)

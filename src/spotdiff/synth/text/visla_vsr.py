@@ -19,10 +19,10 @@ from typing import Any
 from spotdiff.benchmarks.visla import VislaSpatial
 from spotdiff.errors import ConfigError, DataError
 from spotdiff.jsonio import iter_jsonl, write_jsonl
-from spotdiff.synth import ENGINES, SynthConfig, SynthEngine
+from spotdiff.synth import ENGINES, SynthConfig, SynthEngine, option
 from spotdiff.synth.review import ReviewItem, copy_images, write_review
-from spotdiff.synth.visla import jaccard
-from spotdiff.synth.visla_generic import SPATIAL_TEXT_FIELDS, write_tsv
+from spotdiff.synth.text.visla import jaccard
+from spotdiff.synth.text.visla_generic import SPATIAL_TEXT_FIELDS, write_tsv
 
 TOP_CANDIDATES = 3
 
@@ -186,11 +186,14 @@ def write_vsr(out: Path, vsr: Path, *, n: int | None = None, images: Path | None
 class VsrConfig(SynthConfig):
     """The options of the ``visla-vsr`` engine (``n``: the most triplets)."""
 
-    n: int = 1000
-    #: VSR's JSON lines (required)
-    vsr: Path | None = None
-    #: the COCO images folder, copied from; None: not copied
-    images: Path | None = None
+    n: int = option(1000, "the most triplets", kind="count")
+    vsr: Path | None = option(
+        None,
+        "VSR's JSON lines (data/splits/*/*.jsonl or data/data_files/all_vsr_validated_data.jsonl); required",
+        kind="path",
+        metavar="FILE",
+    )
+    images: Path | None = option(None, "the COCO images, copied into --out", kind="path", metavar="DIR")
 
 
 @ENGINES.register("visla-vsr")

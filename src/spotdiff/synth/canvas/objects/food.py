@@ -6,8 +6,8 @@ import math
 
 import numpy as np
 
-from spotdiff.synth.objects.category import category
-from spotdiff.synth.objects.paint import LEAF, RGB, WHITE, WOOD, Pen, dark, light, polar, profile
+from spotdiff.synth.canvas.objects.category import category
+from spotdiff.synth.canvas.objects.paint import LEAF, RGB, WHITE, WOOD, Pen, dark, light, polar, profile
 
 
 @category("apple", ["red", "green", "yellow"])

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import math
 
-from spotdiff.synth.objects.category import category
-from spotdiff.synth.objects.paint import BLACK, COLOURS, RGB, WHITE, Pen, dark, profile, rot_ellipse
+from spotdiff.synth.canvas.objects.category import category
+from spotdiff.synth.canvas.objects.paint import BLACK, COLOURS, RGB, WHITE, Pen, dark, profile, rot_ellipse
 
 
 @category("car", ["red", "blue", "green", "yellow", "white", "black", "grey", "orange"], ["plain", "striped"])

@@ -3,7 +3,7 @@
 (P1, P2, N) triplets mined from relation annotations (canvas scenes, or ``--relations FILE``), with
 the edit-distance analysis of App. C.1. Relations, mining rules and output files: docs/synthesis.md.
 With ``--pairs FILE`` the engine writes VISLA Generic triplets instead, P2 written and validated by an
-LLM (Sec. 3.2, :mod:`spotdiff.synth.visla_generic`); ``--from-review FILE`` writes them from an edited
+LLM (Sec. 3.2, :mod:`spotdiff.synth.text.visla_generic`); ``--from-review FILE`` writes them from an edited
 review sheet.
 """
 
@@ -21,13 +21,21 @@ from rapidfuzz.distance import Levenshtein
 
 from spotdiff.errors import ConfigError, DataError, SpotdiffError
 from spotdiff.jsonio import iter_jsonl, write_jsonl
-from spotdiff.synth import ENGINES, SynthConfig, SynthEngine
-from spotdiff.synth.canvas import Placement, Rendered, placement_at, placement_box
-from spotdiff.synth.eqben import EqbenBuilder, measured_relation
+from spotdiff.synth import ENGINES, CanvasConfig, SynthEngine, option
+from spotdiff.synth.canvas.eqben import EqbenBuilder, measured_relation
+from spotdiff.synth.canvas.layout import Placement, Rendered, placement_at, placement_box
+from spotdiff.synth.canvas.pipeline import Infeasible, Pipeline, make_pipeline
 from spotdiff.synth.language import sentence
-from spotdiff.synth.output import case_rng, parallel_map, save_png, write_json
-from spotdiff.synth.pipeline import Infeasible, Pipeline, make_pipeline
-from spotdiff.synth.visla_generic import DEFAULT_LLM, ChatLM, read_pairs, write_from_review, write_generic, write_tsv
+from spotdiff.synth.output import case_rng, save_png, write_json
+from spotdiff.synth.run import make_items, resumable
+from spotdiff.synth.text.visla_generic import (
+    DEFAULT_LLM,
+    ChatLM,
+    read_pairs,
+    write_from_review,
+    write_generic,
+    write_tsv,
+)
 
 HEADER = (
     "image",
@@ -446,6 +454,7 @@ def visla_measured_relation(r: Rendered, size: int) -> str | None:
     return None
 
 
+@resumable
 def write_visla(
     out: Path,
     *,
@@ -460,7 +469,7 @@ def write_visla(
     """Write a VISLA-Spatial-format dataset (see docs/synthesis.md); return the summary.
 
     ``n``, ``seed``, ``size`` (``image_size``), ``pipeline`` and ``workers``: the options of
-    :class:`spotdiff.synth.SynthConfig` (``pipeline`` None: the procedural pipeline at ``size``).
+    :class:`spotdiff.synth.CanvasConfig` (``pipeline`` None: the procedural pipeline at ``size``).
 
     Args:
         out: the output folder.
@@ -480,10 +489,10 @@ def write_visla(
         def one(i: int):
             ann, r, scene = builder.scene(i)
             save_png(r.image, out / "images" / ann.image)
-            return ann, {"scene": scene, "objects": [o.as_dict(builder.s, builder.s) for o in r.objects]}
+            return ann.as_dict(), {"scene": scene, "objects": [o.as_dict(builder.s, builder.s) for o in r.objects]}
 
-        results = parallel_map(one, list(range(n)), workers)
-        annotations = [a for a, _ in results]
+        results = make_items(out, one, list(range(n)), key=lambda i: f"{i:06d}", workers=workers, desc="scenes")
+        annotations = [Annotation(**a) for a, _ in results]
         measured = [m for _, m in results]
         source = "canvas"
     rows, cands = [], []
@@ -524,24 +533,30 @@ def write_visla(
 
 
 @dataclass(frozen=True)
-class VislaConfig(SynthConfig):
+class VislaConfig(CanvasConfig):
     """The options of the ``visla`` engine."""
 
-    n: int = 20
-    #: your relation annotations (see docs/synthesis.md); None: render canvas scenes
-    relations: Path | None = None
-    #: also rank "is not ..." negatives
-    negations: bool = False
-    #: Generic mode (Sec. 3.2): a SugarCrepe JSON file of (P1, N) pairs; the first ``n`` get an LLM's P2
-    pairs: Path | None = None
-    #: the chat LM of Generic mode (an ``lm:`` spec or alias); None: the SmolLM2
-    llm: str | None = None
-    #: the folder of the pairs' images (copied into the output); None: not copied
-    images: Path | None = None
-    #: the most tokens of each LLM answer
-    max_new_tokens: int = 48
-    #: an edited review sheet (``review.csv``): write the Generic TSV from its accepted rows
-    from_review: Path | None = None
+    n: int = option(20, "scenes (Spatial) or (P1, N) pairs (Generic, --pairs)", kind="count")
+    relations: Path | None = option(
+        None,
+        "your relation annotations (.jsonl or .csv: image, subject, relation, object[, caption]); "
+        "default: render canvas scenes",
+        kind="path",
+        metavar="FILE",
+    )
+    negations: bool = option(False, "also rank 'is not ...' negatives")
+    pairs: Path | None = option(
+        None,
+        "Generic mode (Sec. 3.2): a SugarCrepe JSON file of (caption, negative) pairs",
+        kind="path",
+        metavar="FILE",
+    )
+    llm: str | None = option(None, "Generic mode: the chat LM (an lm: spec; default smollm2)", metavar="SPEC")
+    images: Path | None = option(None, "Generic mode: the pairs' images, copied into --out", kind="path", metavar="DIR")
+    max_new_tokens: int = option(48, "Generic mode: the most tokens per answer", kind="positive")
+    from_review: Path | None = option(
+        None, "write the Generic TSV from an edited review sheet (review.csv)", kind="path", metavar="FILE"
+    )
 
 
 @ENGINES.register("visla")

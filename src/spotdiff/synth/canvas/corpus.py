@@ -10,19 +10,21 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from spotdiff.jsonio import write_jsonl
-from spotdiff.synth import ENGINES, SynthConfig, SynthEngine
-from spotdiff.synth.eqben import SUBSETS as EQBEN_SUBSETS
-from spotdiff.synth.eqben import EqbenBuilder
+from spotdiff.synth import ENGINES, CanvasConfig, SynthEngine, option
+from spotdiff.synth.canvas.eqben import SUBSETS as EQBEN_SUBSETS
+from spotdiff.synth.canvas.eqben import EqbenBuilder
+from spotdiff.synth.canvas.pipeline import Pipeline, make_pipeline
+from spotdiff.synth.canvas.spec import LABELS, SUBSETS, SpecBuilder
 from spotdiff.synth.language import sentence, with_article
-from spotdiff.synth.output import parallel_map, save_png
-from spotdiff.synth.pipeline import Pipeline, make_pipeline
-from spotdiff.synth.spec import LABELS, SUBSETS, SpecBuilder
+from spotdiff.synth.output import save_png
+from spotdiff.synth.run import make_items, resumable
 
 CORPUS_NAMESPACE = 7
 #: how often each kind of image is drawn (weights)
 MIX = {"spec": 0.6, "object": 0.25, "eqben": 0.15}
 
 
+@resumable
 def write_corpus(
     out: Path,
     *,
@@ -33,7 +35,7 @@ def write_corpus(
     workers: int = 1,
 ) -> dict:
     """Write ``n`` image-caption pairs under ``out``; return the summary. The options are
-    :class:`spotdiff.synth.SynthConfig`'s (``size`` its ``image_size``); docs/synthesis.md says what is drawn.
+    :class:`spotdiff.synth.CanvasConfig`'s (``size`` its ``image_size``); docs/synthesis.md says what is drawn.
     """
     out = Path(out)
     pipeline = pipeline or make_pipeline(size)
@@ -67,7 +69,7 @@ def write_corpus(
         save_png(image, out / rel)
         return {"image": rel, "caption": caption, "kind": kind, "objects": instances}
 
-    rows = parallel_map(one, list(range(n)), workers)
+    rows = make_items(out, one, list(range(n)), key=lambda i: f"{i:06d}", workers=workers, desc="pairs")
     write_jsonl(out / "captions.jsonl", [{"image": r["image"], "caption": r["caption"]} for r in rows])
     write_jsonl(out / "metadata.jsonl", rows)
     return {
@@ -79,11 +81,11 @@ def write_corpus(
 
 
 @dataclass(frozen=True)
-class CorpusConfig(SynthConfig):
+class CorpusConfig(CanvasConfig):
     """The options of the ``corpus`` engine: more, smaller images by default."""
 
-    n: int = 100
-    image_size: int = 64
+    n: int = option(100, "image-caption pairs", kind="count")
+    image_size: int = option(64, "square image side in pixels", kind="positive")
 
 
 @ENGINES.register("corpus")

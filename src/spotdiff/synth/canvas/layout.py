@@ -2,7 +2,7 @@
 
 Objects from the library are pasted, in order (later on top), onto a case's shared background.
 While pasting, the canvas keeps a label map (object ``i`` visible at a pixel -> ``i + 1``), so each
-rendered image is *measured* from what is actually visible (:func:`spotdiff.synth.geometry.measure`):
+rendered image is *measured* from what is actually visible (:func:`spotdiff.synth.canvas.geometry.measure`):
 clipping at the border and occlusion by later objects are accounted for, and the engines assert the
 measured quantity against the label of every image (SPEC Sec. 3.3).
 """
@@ -14,8 +14,8 @@ from dataclasses import dataclass, field
 import numpy as np
 from PIL import Image
 
-from spotdiff.synth.geometry import Measured, measure
-from spotdiff.synth.objects import ObjectInstance, ObjectLibrary, Placed
+from spotdiff.synth.canvas.geometry import Measured, measure
+from spotdiff.synth.canvas.objects import ObjectInstance, ObjectLibrary, Placed
 
 
 @dataclass(frozen=True)

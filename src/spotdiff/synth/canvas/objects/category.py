@@ -1,8 +1,8 @@
 """A nameable object category of the procedural library, and the decorator that declares one.
 
 Each family module (:mod:`.food`, :mod:`.household`, ...) declares its categories with
-:func:`category`; :data:`spotdiff.synth.objects.library.CATEGORIES` puts them in the library's fixed
-order (:data:`spotdiff.synth.objects.library.ORDER`), on which sampling with a seed depends.
+:func:`category`; :data:`spotdiff.synth.canvas.objects.library.CATEGORIES` puts them in the library's fixed
+order (:data:`spotdiff.synth.canvas.objects.library.ORDER`), on which sampling with a seed depends.
 """
 
 from __future__ import annotations
@@ -10,8 +10,8 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
+from spotdiff.synth.canvas.objects.paint import RGB, Pen
 from spotdiff.synth.language import pluralize
-from spotdiff.synth.objects.paint import RGB, Pen
 
 
 @dataclass(frozen=True)

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from spotdiff.synth.objects.category import category
-from spotdiff.synth.objects.paint import BLACK, RGB, WHITE, Pen, dark, light, luminance, outline_of, rot_ellipse
+from spotdiff.synth.canvas.objects.category import category
+from spotdiff.synth.canvas.objects.paint import BLACK, RGB, WHITE, Pen, dark, light, luminance, outline_of, rot_ellipse
 
 
 @category(

@@ -22,6 +22,7 @@ from spotdiff.benchmarks.visla import VislaGeneric, VislaSpatial
 from spotdiff.errors import ConfigError, DataError
 from spotdiff.jsonio import write_jsonl
 from spotdiff.synth.review import ReviewItem, copy_images, header, read_review, write_review
+from spotdiff.synth.run import make_items, resumable
 
 TSV_NAME = VislaGeneric.file_name
 HEADER = VislaGeneric.header
@@ -361,6 +362,7 @@ def _review_item(rec: dict[str, Any]) -> ReviewItem:
     )
 
 
+@resumable
 def write_generic(
     out: Path,
     pairs: Sequence[Pair],
@@ -386,7 +388,7 @@ def write_generic(
     out.mkdir(parents=True, exist_ok=True)
     if images is not None:
         copy_images([p.image for p in pairs], images, out)
-    records = [triplet(p, chat) for p in pairs]
+    records = make_items(out, lambda p: triplet(p, chat), list(pairs), key=lambda p: f"pair {p.id}", desc="pairs")
     passed = [r for r in records if r["failure"] is None]
     write_tsv(out / TSV_NAME, HEADER, [[r["image"], r["p1"], r["p2"], r["n"]] for r in passed])
     write_jsonl(out / "generations.jsonl", records)

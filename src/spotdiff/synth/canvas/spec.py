@@ -13,9 +13,8 @@ from typing import Any
 
 from spotdiff.benchmarks.spec import SUBSETS
 from spotdiff.errors import ConfigError, SpotdiffError
-from spotdiff.synth import ENGINES, SynthConfig, SynthEngine
-from spotdiff.synth.canvas import Rendered, placement_at, placement_box
-from spotdiff.synth.geometry import (
+from spotdiff.synth import ENGINES, CanvasConfig, SynthEngine, option
+from spotdiff.synth.canvas.geometry import (
     COUNT_RANGE,
     EXISTENCE_LEVELS,
     GRID_POSITIONS,
@@ -27,10 +26,12 @@ from spotdiff.synth.geometry import (
     relative_position,
     relative_size_level,
 )
+from spotdiff.synth.canvas.layout import Rendered, placement_at, placement_box
+from spotdiff.synth.canvas.objects import ObjectInstance
+from spotdiff.synth.canvas.pipeline import Composer, Infeasible, Pipeline, make_pipeline
 from spotdiff.synth.language import counted, with_article
-from spotdiff.synth.objects import ObjectInstance
-from spotdiff.synth.output import parallel_map, save_png, write_json
-from spotdiff.synth.pipeline import Composer, Infeasible, Pipeline, make_pipeline
+from spotdiff.synth.output import save_png, write_json
+from spotdiff.synth.run import make_items, resumable
 
 LABELS: dict[str, tuple] = {
     "absolute_size": ("small", "medium", "large"),
@@ -389,6 +390,7 @@ def _classification(records: list[dict], classes: list[str]) -> dict:
     return {"classes": classes, "template": CLS_TEMPLATE, "items": items}
 
 
+@resumable
 def write_spec(
     out: Path,
     *,
@@ -404,7 +406,7 @@ def write_spec(
     """Write a SPEC-format dataset (see docs/synthesis.md); return the summary.
 
     ``n``, ``seed``, ``size`` (``image_size``), ``pipeline`` and ``workers``: the options of
-    :class:`spotdiff.synth.SynthConfig` (``pipeline`` None: the procedural pipeline at ``size``).
+    :class:`spotdiff.synth.CanvasConfig` (``pipeline`` None: the procedural pipeline at ``size``).
 
     Args:
         out: the output folder.
@@ -421,7 +423,7 @@ def write_spec(
     writer = _Writer(builder, Path(out))
     counts = {sub: int((counts or {}).get(sub, n)) for sub in subsets}
     tasks = [(sub, i) for sub in subsets for i in range(counts[sub])]
-    records = parallel_map(writer.case, tasks, workers)
+    records = make_items(out, writer.case, tasks, key=lambda t: f"{t[0]}/{t[1]}", workers=workers, desc="sets")
     classes = sorted(pipeline.source.categories())
     by_subset: dict[str, list[dict]] = {sub: [] for sub in subsets}
     for rec in records:
@@ -441,7 +443,9 @@ def write_spec(
     n_cls = 0
     if cls and tasks:
         n_cls = len(tasks)
-        cls_records = parallel_map(writer.cls, list(range(n_cls)), workers)
+        cls_records = make_items(
+            out, writer.cls, list(range(n_cls)), key=lambda i: f"cls/{i}", workers=workers, desc="cls images"
+        )
         keys = [CLS_TEMPLATE.format(c) for c in classes]
         write_json(
             Path(out) / "cls" / "image2text.json",
@@ -461,13 +465,14 @@ def write_spec(
 
 
 @dataclass(frozen=True)
-class SpecConfig(SynthConfig):
+class SpecConfig(CanvasConfig):
     """The options of the ``spec`` engine."""
 
-    #: the subsets to write; None: all of :data:`SUBSETS`
-    subsets: tuple[str, ...] | None = None
-    #: also write the ``cls/`` classification images
-    cls: bool = True
+    n: int = option(10, "candidate sets per subset", kind="count")
+    subsets: tuple[str, ...] | None = option(
+        None, f"comma-separated subsets (default: all of {', '.join(SUBSETS)})", kind="names"
+    )
+    cls: bool = option(True, "skip the cls/ classification images")
 
 
 @ENGINES.register("spec")

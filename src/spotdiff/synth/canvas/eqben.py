@@ -11,13 +11,14 @@ from pathlib import Path
 from typing import Any
 
 from spotdiff.errors import ConfigError, SpotdiffError
-from spotdiff.synth import ENGINES, SynthConfig, SynthEngine
-from spotdiff.synth.canvas import Placement, Rendered, placement_at, placement_box
-from spotdiff.synth.geometry import Measured, boxes_overlap, relative_position
+from spotdiff.synth import ENGINES, CanvasConfig, SynthEngine, option
+from spotdiff.synth.canvas.geometry import Measured, boxes_overlap, relative_position
+from spotdiff.synth.canvas.layout import Placement, Rendered, placement_at, placement_box
+from spotdiff.synth.canvas.objects import ObjectInstance
+from spotdiff.synth.canvas.pipeline import Composer, Infeasible, Pipeline, make_pipeline
 from spotdiff.synth.language import number_word, sentence, with_article
-from spotdiff.synth.objects import ObjectInstance
-from spotdiff.synth.output import case_rng, parallel_map, save_png, write_json
-from spotdiff.synth.pipeline import Composer, Infeasible, Pipeline, make_pipeline
+from spotdiff.synth.output import case_rng, save_png, write_json
+from spotdiff.synth.run import make_items, resumable
 
 SUBSETS = ("eqbenkubric_loc", "eqbenkubric_cnt", "eqbenkubric_attr")
 _CODE = {"eqbenkubric_loc": 11, "eqbenkubric_cnt": 12, "eqbenkubric_attr": 13, "eqbensd": 14}
@@ -192,6 +193,63 @@ def sd_caption_pair(rng) -> dict:
         "slots1": s1,
         "changed": changed_slots(s0, s1),
     }
+
+
+#: draws per caption pair before a run is told Fig. 15's templates hold no more distinct pairs
+SD_MAX_DRAWS = 100_000
+
+
+def sd_caption_pairs(seed: int, n: int) -> list[dict]:
+    """``n`` EQ-SD caption pairs, each distinct from every other of the run (in either order).
+
+    Pair ``i`` is the first draw of :func:`sd_caption_pair` from ``case_rng(seed, code, i, attempt)``
+    that no earlier pair of the run has made (as ``{caption0, caption1}``, order ignored); a run asking
+    for more distinct pairs than the templates give (:data:`SD_MAX_DRAWS` draws in vain) is refused.
+
+    Args:
+        seed: the run's seed.
+        n: how many pairs.
+
+    >>> pairs = sd_caption_pairs(0, 100)
+    >>> len({frozenset((p["caption0"], p["caption1"])) for p in pairs})
+    100
+    """
+    seen: set[frozenset[str]] = set()
+    pairs = []
+    for i in range(n):
+        for attempt in range(SD_MAX_DRAWS):
+            pair = sd_caption_pair(case_rng(seed, _CODE["eqbensd"], i, attempt))
+            key = frozenset((pair["caption0"], pair["caption1"]))
+            if key not in seen:
+                seen.add(key)
+                pairs.append({**pair, "attempt": attempt})
+                break
+        else:
+            raise ConfigError(
+                f"EQ-SD: {len(pairs)} distinct caption pairs drawn and no new one in {SD_MAX_DRAWS} draws; "
+                f"Fig. 15's templates give {sd_pair_space()} distinct pairs: ask for fewer"
+            )
+    return pairs
+
+
+def sd_pair_space() -> int:
+    """How many distinct (unordered) caption pairs Fig. 15's templates give.
+
+    >>> sd_pair_space()
+    686
+    """
+
+    def two(k: int) -> int:
+        return k * (k - 1) // 2
+
+    media = 2
+    objects = sum(two(len(objs)) * len(scenes) * media for objs, scenes in SD_OBJECT_SETS)
+    scenes = sum(two(len(s)) for _obj, s in SD_SCENE_OBJECTS)
+    attributes = sum(
+        len(objs) * two(len(attrs)) * (media if "{medium}" in template else 1)
+        for objs, attrs, template in _SD_ATTRIBUTE_CHANGES
+    )
+    return objects + scenes + attributes
 
 
 # ---- rendering -----------------------------------------------------------------------------------
@@ -423,6 +481,7 @@ def _target(rng, size: str) -> float:
     return float(rng.uniform(lo * 1.15, hi * 0.9))
 
 
+@resumable
 def write_eqben(
     out: Path,
     *,
@@ -437,7 +496,7 @@ def write_eqben(
     """Write an EqBen-format dataset (see docs/synthesis.md); return the summary.
 
     ``n``, ``seed``, ``size`` (``image_size``), ``pipeline`` and ``workers``: the options of
-    :class:`spotdiff.synth.SynthConfig` (``pipeline`` None: the procedural pipeline at ``size``).
+    :class:`spotdiff.synth.CanvasConfig` (``pipeline`` None: the procedural pipeline at ``size``).
 
     Args:
         out: the output folder.
@@ -476,11 +535,11 @@ def write_eqben(
         return record, meta
 
     tasks = [(sub, i) for sub in subsets for i in range(n)]
-    results = parallel_map(one, tasks, workers)
+    results = make_items(out, one, tasks, key=lambda t: f"{t[0]}/{t[1]}", workers=workers, desc="pairs")
     write_json(out / "all_select.json", [r for r, _ in results])
     write_json(out / "metadata.json", {"pairs": [m for _, m in results]})
     n_sd = n if sd_pairs is None else sd_pairs
-    sd = [sd_caption_pair(case_rng(seed, _CODE["eqbensd"], i)) for i in range(n_sd)]
+    sd = sd_caption_pairs(seed, n_sd)
     write_json(out / "eqbensd_captions.json", sd)
     return {
         **pipeline.summary("eqben", seed),
@@ -490,13 +549,14 @@ def write_eqben(
 
 
 @dataclass(frozen=True)
-class EqbenConfig(SynthConfig):
+class EqbenConfig(CanvasConfig):
     """The options of the ``eqben`` engine."""
 
-    #: the subsets to write; None: all of :data:`SUBSETS`
-    subsets: tuple[str, ...] | None = None
-    #: EQ-SD caption pairs to write; None: ``n``
-    sd_pairs: int | None = None
+    n: int = option(10, "pairs per subset", kind="count")
+    subsets: tuple[str, ...] | None = option(
+        None, f"comma-separated subsets (default: all of {', '.join(SUBSETS)})", kind="names"
+    )
+    sd_pairs: int | None = option(None, "EQ-SD caption pairs to write, text only (default: --n)", kind="count")
 
 
 @ENGINES.register("eqben")

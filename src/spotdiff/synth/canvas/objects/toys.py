@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import math
 
-from spotdiff.synth.objects.category import category
-from spotdiff.synth.objects.paint import COLOURS, RGB, WHITE, Pen, dark, light, profile, rot_ellipse
+from spotdiff.synth.canvas.objects.category import category
+from spotdiff.synth.canvas.objects.paint import COLOURS, RGB, WHITE, Pen, dark, light, profile, rot_ellipse
 
 
 @category("balloon", ["red", "blue", "green", "yellow", "purple", "pink", "orange"], ["plain", "striped", "dotted"])

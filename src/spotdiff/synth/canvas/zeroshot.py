@@ -6,14 +6,16 @@ Single-object images with balanced classes, in the image-folder layout of the
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from pathlib import Path
 
 from spotdiff.errors import SpotdiffError
 from spotdiff.jsonio import write_jsonl
-from spotdiff.synth import ENGINES, SynthEngine
-from spotdiff.synth.canvas import placement_at
-from spotdiff.synth.output import parallel_map, save_png
-from spotdiff.synth.pipeline import Composer, Infeasible, Pipeline, make_pipeline
+from spotdiff.synth import ENGINES, CanvasConfig, SynthEngine, option
+from spotdiff.synth.canvas.layout import placement_at
+from spotdiff.synth.canvas.pipeline import Composer, Infeasible, Pipeline, make_pipeline
+from spotdiff.synth.output import save_png
+from spotdiff.synth.run import make_items, resumable
 
 #: The prompt ensemble written with the set (CLIP-style templates, none naming colour or texture).
 TEMPLATES = (
@@ -52,6 +54,7 @@ class ZeroShotBuilder(Composer):
         raise SpotdiffError(f"zero-shot image {index}: no valid layout")  # pragma: no cover
 
 
+@resumable
 def write_zeroshot(
     out: Path, *, n: int = 100, seed: int = 0, size: int = 224, pipeline: Pipeline | None = None, workers: int = 1
 ) -> dict:
@@ -72,7 +75,7 @@ def write_zeroshot(
         save_png(r.image, out / rel)
         return {"image": rel, "label": category, "object": inst.as_dict(), "scene": scene}
 
-    records = parallel_map(one, list(range(n)), workers)
+    records = make_items(out, one, list(range(n)), key=lambda i: f"{i:06d}", workers=workers, desc="images")
     for category in classes:  # every class is a candidate, even one without images (n < classes)
         (out / folder_name(category)).mkdir(parents=True, exist_ok=True)
     (out / "classnames.txt").write_text("".join(c + "\n" for c in classes), encoding="utf-8")
@@ -81,10 +84,18 @@ def write_zeroshot(
     return {"images": n, "classes": len(classes), "templates": len(TEMPLATES)}
 
 
+@dataclass(frozen=True)
+class ZeroShotConfig(CanvasConfig):
+    """The options of the ``zeroshot`` engine."""
+
+    n: int = option(10, "images, balanced over the classes", kind="count")
+
+
 @ENGINES.register("zeroshot")
 class ZeroShotEngine(SynthEngine):
     benchmark = "zeroshot-classification"
     description = "a held-out zero-shot classification set: one object per image, balanced classes, a prompt ensemble"
+    config_class = ZeroShotConfig
 
     def write(self, out: Path) -> dict:
         return write_zeroshot(out, **self.config.common())

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import math
 
-from spotdiff.synth.objects.category import category
-from spotdiff.synth.objects.paint import BLACK, RGB, WHITE, Pen, dark, light, profile
+from spotdiff.synth.canvas.objects.category import category
+from spotdiff.synth.canvas.objects.paint import BLACK, RGB, WHITE, Pen, dark, light, profile
 
 
 @category(

@@ -26,7 +26,7 @@ import numpy as np
 from PIL import Image
 
 from spotdiff.errors import ConfigError, DataError
-from spotdiff.synth import ENGINES, SynthConfig, SynthEngine
+from spotdiff.synth import ENGINES, SynthConfig, SynthEngine, option
 from spotdiff.synth.output import save_png, write_json
 
 SOURCES = ("ag", "gebc", "youcook2")
@@ -444,21 +444,22 @@ def write_eqben_video(out: Path, source: str, annotations: Path, videos: Path, *
 class EqbenVideoConfig(SynthConfig):
     """The options of the ``eqben-video`` engine (``n``: the most pairs)."""
 
-    n: int = 1000
-    #: the dataset whose annotations are read
-    source: str = "ag"
-    #: ``ag``: the folder of the two pickles; ``gebc``, ``youcook2``: the annotation JSON file
-    annotations: Path | None = None
-    #: the folder of the videos
-    videos: Path | None = None
-    #: EQ-AG: annotated frames skipped after a chosen one
-    ag_skip: int = 1
-    #: EQ-AG: the caption's relationship beside the spatial one
-    ag_relation: str = "attention"
-    #: EQ-GEBC: the segment's ``middle`` frame or the frame nearest the boundary (``edge``)
-    gebc_frame: str = "middle"
-    #: EQ-GEBC: boundary pairs (k, k+1) for every ``gebc_step``-th k (2: sparse, 1: overlapping)
-    gebc_step: int = 2
+    n: int = option(1000, "the most pairs", kind="count")
+    source: str = option("ag", "the annotations' dataset", choices=SOURCES)
+    annotations: Path | None = option(
+        None,
+        "ag: the folder of object_bbox_and_relationship.pkl and person_bbox.pkl; gebc: a GEBC JSON file; "
+        "youcook2: youcookii_annotations_trainval.json",
+        kind="path",
+        metavar="PATH",
+    )
+    videos: Path | None = option(
+        None, "the videos the annotations name (by file name or id)", kind="path", metavar="DIR"
+    )
+    ag_skip: int = option(1, "frames skipped after a chosen one (App. B.1: 1)", kind="count")
+    ag_relation: str = option("attention", "the caption's relationship", choices=CAPTION_RELATIONS)
+    gebc_frame: str = option("middle", "which frame of a segment", choices=("middle", "edge"))
+    gebc_step: int = option(2, "boundary pairs: 2 sparse, 1 all", kind="positive")
 
 
 @ENGINES.register("eqben-video")

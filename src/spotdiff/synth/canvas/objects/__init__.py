@@ -7,7 +7,7 @@ to the same pixels. Details: docs/synthesis.md.
 
 from __future__ import annotations
 
-from spotdiff.synth.objects.library import (
+from spotdiff.synth.canvas.objects.library import (
     CATEGORIES,
     ORDER,
     AlphaIsolator,
@@ -24,7 +24,7 @@ from spotdiff.synth.objects.library import (
     resize_cutout,
     tight_crop,
 )
-from spotdiff.synth.objects.paint import ALPHA_OPAQUE, COLOURS, SPLITS, TEXTURES, font
+from spotdiff.synth.canvas.objects.paint import ALPHA_OPAQUE, COLOURS, SPLITS, TEXTURES, font
 
 __all__ = [
     "ALPHA_OPAQUE",

@@ -1,0 +1,163 @@
+"""The diffusion engines' models: checked before anything heavy loads, loaded once, identified by content.
+
+:func:`check_model` reads only a model's index or config file (a local folder, the local hub cache, or
+one small file from the hub) and refuses, in one line, a path that does not exist, a folder that is
+not the kind of model its option asks for (a Grounding DINO folder given as ``--segmenter``), or a hub
+name that cannot be read offline. :func:`weights_identity` names the weights by content (the hub
+snapshot's commit, else the SHA-256 of the weight files), so caches follow the weights, not the path
+as typed. :class:`Models` loads each pipeline once per run, so text-to-image objects and backgrounds
+share one pipeline in memory.
+"""
+
+from __future__ import annotations
+
+import importlib
+import json
+from pathlib import Path
+from typing import Any
+
+from spotdiff.errors import ConfigError
+from spotdiff.provenance import snapshot_revision
+from spotdiff.scorers.weights import hub_snapshot_dir, local_path, model_dir_digests
+
+EXTRA = "generate"
+DEFAULT_T2I = "stabilityai/stable-diffusion-xl-base-1.0"
+DEFAULT_INPAINT = "diffusers/stable-diffusion-xl-1.0-inpainting-0.1"
+DEFAULT_DETECTOR = "IDEA-Research/grounding-dino-base"
+DEFAULT_SEGMENTER = "facebook/sam-vit-base"
+#: instances per class in the text-to-image library a case picks from (SPEC Sec. 3.2.1-3.2.2)
+LIBRARY_SIZE = 16
+
+#: what each kind of model is recognised by: the file read, and what it must say
+KINDS: dict[str, dict[str, Any]] = {
+    "text2image": {"file": "model_index.json", "what": "a diffusers text-to-image pipeline"},
+    "inpainting": {"file": "model_index.json", "what": "a diffusers inpainting pipeline"},
+    "detector": {"file": "config.json", "what": "a Grounding DINO model", "model_type": "grounding-dino"},
+    "segmenter": {"file": "config.json", "what": "a SAM model", "model_type": "sam"},
+}
+
+
+def require(module: str, what: str) -> Any:
+    """Import ``module`` or raise a ConfigError naming the extra that provides it."""
+    try:
+        return importlib.import_module(module)
+    except ImportError as exc:
+        raise ConfigError(
+            f"{what} needs the Python package '{module}', which is not installed; install the "
+            f"'{EXTRA}' extra: pip install 'spotdiff[{EXTRA}]' (or use --backend procedural, the offline default)"
+        ) from exc
+
+
+def resolve_device(device: str) -> str:
+    """``auto``: ``cuda`` when torch sees a GPU, else ``cpu``; any other name as given."""
+    if device != "auto":
+        return device
+    torch = require("torch", "the diffusion models")
+    return "cuda" if torch.cuda.is_available() else "cpu"
+
+
+def _offline() -> bool:
+    from huggingface_hub import constants
+
+    return bool(constants.HF_HUB_OFFLINE)
+
+
+def _index_file(model: str, kind: str, option: str) -> tuple[Path, Path | None]:
+    """The model's index or config file, read without loading anything; and its local folder, if any."""
+    spec = KINDS[kind]
+    folder = local_path(model, f"{option} {model}")  # a path that looks local but is missing: one line
+    if folder is None:
+        folder = hub_snapshot_dir(model)
+    if folder is not None:
+        if not folder.is_dir():
+            raise ConfigError(f"{option} {model}: expected {spec['what']} folder, got a file")
+        index = folder / spec["file"]
+        if not index.is_file():
+            raise ConfigError(f"{option} {model}: not {spec['what']} (no {spec['file']} in {folder})")
+        return index, folder
+    if _offline():
+        raise ConfigError(
+            f"{option} {model}: not in the local Hugging Face cache and HF_HUB_OFFLINE is set; download it "
+            f"first (hf download {model}) or pass a local folder"
+        )
+    from huggingface_hub import hf_hub_download
+
+    try:
+        return Path(hf_hub_download(model, spec["file"])), None
+    except Exception as exc:  # the hub's errors are many (missing repo, gated, network): one line each
+        raise ConfigError(f"{option} {model}: cannot read its {spec['file']} from the hub ({exc})") from None
+
+
+def check_model(model: str, kind: str, option: str) -> Path | None:
+    """Refuse, in one line, a model that ``option`` cannot load as ``kind``; return its local folder.
+
+    Args:
+        model: a hub name or a local folder.
+        kind: one of :data:`KINDS` (``text2image``, ``inpainting``, ``detector``, ``segmenter``).
+        option: the option that named it (``--t2i``), for the message.
+    """
+    spec = KINDS[kind]
+    index, folder = _index_file(model, kind, option)
+    try:
+        data = json.loads(index.read_text(encoding="utf-8"))
+    except (OSError, ValueError) as exc:
+        raise ConfigError(f"{option} {model}: cannot read {index}: {exc}") from None
+    if not isinstance(data, dict):
+        raise ConfigError(f"{option} {model}: {index} is not a JSON object")
+    if "model_type" in spec and data.get("model_type") != spec["model_type"]:
+        got = data.get("model_type") or data.get("_class_name") or "no model_type"
+        raise ConfigError(f"{option} {model}: expected {spec['what']} (model_type {spec['model_type']!r}), got {got}")
+    if spec["file"] == "model_index.json" and not str(data.get("_class_name", "")).endswith("Pipeline"):
+        raise ConfigError(f"{option} {model}: {index} names no diffusers pipeline class (_class_name)")
+    return folder
+
+
+def weights_identity(model: str, folder: Path | None) -> str:
+    """What identifies a model's weights: ``<repo>@<commit>`` for a hub snapshot, else ``sha256:<digest>``
+    of its weight files (a local folder); a hub name not cached locally is named as given."""
+    if folder is None:
+        return model
+    snapshot = snapshot_revision(folder)
+    if snapshot is not None:
+        return f"{snapshot['repo']}@{snapshot['revision']}"
+    _config, weights = model_dir_digests(folder)
+    if weights is None:
+        raise ConfigError(f"{model}: no weight files (*.safetensors, *.bin, ...) in {folder}")
+    return f"sha256:{weights}"
+
+
+class Models:
+    """The run's diffusion pipelines, each loaded once (by task, model and device) and shared.
+
+    Args:
+        device: the device the pipelines run on (fp16 on CUDA, the papers' setting; fp32 elsewhere).
+    """
+
+    def __init__(self, device: str) -> None:
+        self.device = device
+        self._loaded: dict[tuple[str, str], Any] = {}
+
+    def pipeline(self, task: str, model: str) -> Any:
+        """The diffusers pipeline of ``task`` (``text2image`` or ``inpainting``) for ``model``."""
+        if (task, model) not in self._loaded:
+            self._loaded[(task, model)] = load_diffusion(task, model, self.device)
+        return self._loaded[(task, model)]
+
+
+def load_diffusion(task: str, model: str, device: str) -> Any:
+    """A diffusers pipeline for ``task`` (``text2image`` or ``inpainting``) from a hub name or folder.
+
+    On CUDA the weights load in fp16 (the papers' setting); on the CPU in fp32.
+
+    Args:
+        task: ``text2image`` or ``inpainting`` (diffusers' AutoPipeline picks the class).
+        model: a hub model id or a local folder written by ``save_pretrained``.
+        device: the device the pipeline runs on.
+    """
+    diffusers = require("diffusers", f"{task} with diffusion")
+    torch = require("torch", "the diffusion models")
+    auto = {"text2image": diffusers.AutoPipelineForText2Image, "inpainting": diffusers.AutoPipelineForInpainting}
+    dtype = torch.float16 if device.startswith("cuda") else torch.float32
+    pipeline = auto[task].from_pretrained(model, dtype=dtype).to(device)
+    pipeline.set_progress_bar_config(disable=True)
+    return pipeline

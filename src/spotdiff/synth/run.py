@@ -1,0 +1,228 @@
+"""One synthesis run in one output folder: owned, resumable, with a progress bar.
+
+:func:`synthesize` is what ``spotdiff synth ENGINE`` calls. It claims ``--out`` with a marker
+(``.synth-run.json``) holding the run's identity (engine, the options that change the bytes, library
+versions), runs the engine and writes ``synth.json`` last. Engines make their items (sets, pairs,
+videos, triplets) through :func:`make_items`, which journals each finished item under
+``out/.partial/``: an interrupted or failed run, started again with the same options, keeps what was
+finished and makes the rest, and its files equal a clean run's byte for byte (every item's record goes
+through the journal, resumed or not).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import contextvars
+import functools
+import hashlib
+import json
+import shutil
+from collections.abc import Callable, Iterator, Sequence
+from pathlib import Path
+from typing import Any, TypeVar
+
+import numpy as np
+import PIL
+
+from spotdiff.errors import ConfigError
+from spotdiff.naming import slugify
+from spotdiff.synth import SynthEngine
+from spotdiff.synth.output import atomic_write_text, dumps, parallel_map, write_json
+from spotdiff.version import __version__
+
+T = TypeVar("T")
+R = TypeVar("R")
+
+#: the journal of an unfinished run's finished items, and the marker of an unfinished run
+PARTIAL = ".partial"
+MARKER = ".synth-run.json"
+RECORD = "synth.json"
+#: the libraries whose versions are part of a run's identity (recorded in synth.json)
+VERSIONS = ("spotdiff", "pillow", "numpy")
+
+_PROGRESS: contextvars.ContextVar[bool] = contextvars.ContextVar("spotdiff_synth_progress", default=True)
+
+
+@contextlib.contextmanager
+def progress(enabled: bool) -> Iterator[None]:
+    """Show (or hide: ``-q``) the engines' progress bars inside this block."""
+    token = _PROGRESS.set(enabled)
+    try:
+        yield
+    finally:
+        _PROGRESS.reset(token)
+
+
+def _item_path(out: Path, key: str) -> Path:
+    """The journal file of one item: readable name, made unique by the key's hash (slugs may collide)."""
+    digest = hashlib.sha256(key.encode()).hexdigest()[:16]
+    return Path(out) / PARTIAL / "items" / f"{slugify(key)[:80]}-{digest}.json"
+
+
+class _Journaled:
+    """``fn`` of one task, its record journaled as soon as it is made (in the worker that made it)."""
+
+    def __init__(self, fn: Callable[[T], Any], out: Path, key: Callable[[T], str]) -> None:
+        self.fn, self.out, self.key = fn, out, key
+
+    def __call__(self, task: T) -> Any:
+        record = json.loads(dumps(self.fn(task)))  # JSON types, as a resumed run reads them back
+        atomic_write_text(_item_path(self.out, self.key(task)), dumps(record))
+        return record
+
+
+def make_items(
+    out: Path,
+    fn: Callable[[T], Any],
+    tasks: Sequence[T],
+    *,
+    key: Callable[[T], str],
+    workers: int = 1,
+    desc: str = "items",
+) -> list[Any]:
+    """``[fn(t) for t in tasks]`` as JSON records, resumable: finished items are read back, not made again.
+
+    Each record is written to the journal (``out/.partial/items/<key>.json``) by the process that made
+    it, as soon as it is made, so a run killed at any point keeps every finished item.
+
+    Args:
+        out: the output folder.
+        fn: makes one item (writing its files under ``out``) and returns its record (JSON-serialisable).
+        tasks: the items to make, in output order.
+        key: a task's unique, stable name in the journal.
+        workers: forked worker processes (the records do not depend on them).
+        desc: what the progress bar counts.
+    """
+    from tqdm.auto import tqdm
+
+    keys = [key(t) for t in tasks]
+    if len(set(keys)) != len(keys):
+        raise ValueError("make_items: task keys must be unique")
+    found = {k: _read_item(out, k) for k in keys if _item_path(out, k).is_file()}
+    done = {k: record for k, record in found.items() if record is not None}
+    todo = [t for t, k in zip(tasks, keys, strict=True) if k not in done]
+    bar = tqdm(total=len(tasks), initial=len(done), desc=desc, unit="item", disable=not _PROGRESS.get())
+    with bar:
+        made = parallel_map(_Journaled(fn, Path(out), key), todo, workers, on_result=lambda _r: bar.update())
+    done.update(zip((key(t) for t in todo), made, strict=True))
+    return [done[k] for k in keys]
+
+
+def resumable(write: Callable[..., R]) -> Callable[..., R]:
+    """Mark a ``write_<engine>(out, ...)`` function that makes its items with :func:`make_items`: when it
+    returns, its journal of finished items is dropped (an interrupted call keeps it, to resume from)."""
+
+    @functools.wraps(write)
+    def wrapper(out: Path, *args: Any, **kwargs: Any) -> R:
+        result = write(out, *args, **kwargs)
+        drop_journal(Path(out))
+        return result
+
+    return wrapper
+
+
+def drop_journal(out: Path) -> None:
+    """Remove the journal of finished items and what a killed earlier attempt was writing (``.*.part``)."""
+    shutil.rmtree(Path(out) / PARTIAL, ignore_errors=True)
+    for stale in Path(out).rglob(".*.part"):
+        stale.unlink()
+
+
+def _read_item(out: Path, key: str) -> Any:
+    path = _item_path(out, key)
+    try:
+        return json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):  # a journal entry is written atomically; one unreadable is made again
+        path.unlink(missing_ok=True)
+        return None
+
+
+def identity(engine: SynthEngine) -> dict[str, Any]:
+    """What a run in a folder is: engine, the options that change the bytes, and the library versions."""
+    return {
+        "engine": engine.name,
+        "options": engine.config.options(),
+        "versions": dict(zip(VERSIONS, (__version__, PIL.__version__, np.__version__), strict=True)),
+    }
+
+
+def _claim(out: Path, ident: dict[str, Any], overwrite: bool) -> str:
+    """Make ``out`` this run's: ``fresh``, ``resume`` (an unfinished run of the same identity) or
+    ``complete`` (a finished one); refuse a folder another run or a person owns."""
+    out = Path(out)
+    if out.exists() and not out.is_dir():
+        raise ConfigError(f"--out {out} exists and is not a folder")
+    marker, record = out / MARKER, out / RECORD
+    if out.is_dir() and any(out.iterdir()):
+        if not marker.is_file() and not record.is_file():
+            raise ConfigError(
+                f"--out {out} is not empty and holds no spotdiff synth output: refusing to touch it; "
+                "choose an empty or new folder"
+            )
+        previous = _read_identity(marker if marker.is_file() else record)
+        if overwrite:
+            shutil.rmtree(out)
+        elif previous == ident:
+            return "resume" if marker.is_file() else "complete"
+        else:
+            what = "an unfinished run" if marker.is_file() else "a finished run"
+            raise ConfigError(
+                f"--out {out} holds {what} with other options ({_difference(previous, ident)}); run the same "
+                "command to resume it, or pass --overwrite to replace it"
+            )
+    out.mkdir(parents=True, exist_ok=True)
+    write_json(marker, ident)
+    return "fresh"
+
+
+def _read_identity(path: Path) -> dict[str, Any] | None:
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    if not isinstance(data, dict):
+        return None
+    if path.name == RECORD:  # synth.json: the identity's parts are recorded beside the summary
+        versions = {k: data.get(k) for k in VERSIONS}
+        return {"engine": data.get("engine"), "options": data.get("options"), "versions": versions}
+    return data
+
+
+def _difference(previous: dict[str, Any] | None, ident: dict[str, Any]) -> str:
+    if previous is None:
+        return "its record is unreadable"
+    changed = []
+    for section in ("engine", "options", "versions"):
+        a, b = previous.get(section), ident.get(section)
+        if isinstance(a, dict) and isinstance(b, dict):
+            changed += [
+                f"{k}: {a.get(k)!r} -> {b.get(k)!r}" for k in sorted(a.keys() | b.keys()) if a.get(k) != b.get(k)
+            ]
+        elif a != b:
+            changed.append(f"{section}: {a!r} -> {b!r}")
+    return "; ".join(changed) or "unknown"
+
+
+def synthesize(engine: SynthEngine, out: Path, *, overwrite: bool = False, quiet: bool = False) -> dict[str, Any]:
+    """Run ``engine`` into ``out`` and write ``synth.json``; resume an unfinished run of the same options.
+
+    Args:
+        engine: the engine, built from its options.
+        out: the output folder (new, empty, or one this engine's run with the same options left).
+        overwrite: replace an earlier synth output (finished or not) in ``out``.
+        quiet: no progress bars.
+
+    Returns:
+        ``synth.json``'s content, with ``"state"``: ``fresh``, ``resume`` or ``complete`` (nothing to do).
+    """
+    engine.check()
+    ident = identity(engine)
+    state = _claim(Path(out), ident, overwrite)
+    if state == "complete":
+        return {**json.loads((Path(out) / RECORD).read_text(encoding="utf-8")), "state": state}
+    with progress(not quiet):
+        summary = engine.write(Path(out))
+    record = {**ident["versions"], "engine": engine.name, "options": ident["options"], "summary": summary}
+    write_json(Path(out) / RECORD, record)
+    (Path(out) / MARKER).unlink()
+    return {**record, "state": state}
