@@ -58,6 +58,7 @@ _TYPES: dict[str, Any] = {
     "fraction": _fraction,
     "str": str,
     "path": Path,
+    "paths": Path,
     "names": _names,
 }
 
@@ -81,6 +82,7 @@ def _add_options(parser: argparse.ArgumentParser, config_class: type[SynthConfig
                 target.add_argument(flag, dest=f.name, action="store_true", help=meta["help"])
             continue
         shown = "" if f.default is None else f" (default: {_shown(f.default)})"
+        many = {"nargs": "+"} if meta["kind"] == "paths" else {}
         target.add_argument(
             flag,
             dest=f.name,
@@ -89,6 +91,7 @@ def _add_options(parser: argparse.ArgumentParser, config_class: type[SynthConfig
             default=f.default,
             metavar=meta["metavar"],
             help=meta["help"].replace("%", "%%") + shown,
+            **many,
         )
 
 
@@ -98,7 +101,7 @@ def _shown(value: Any) -> str:
 
 def engine_config(cls: type[SynthEngine], args: argparse.Namespace) -> SynthConfig:
     """The configuration of engine ``cls`` from its parsed ``spotdiff synth`` options."""
-    given = vars(args)
+    given = {k: tuple(v) if isinstance(v, list) else v for k, v in vars(args).items()}  # nargs: a list
     return cls.config_class(**{f.name: given[f.name] for f in fields(cls.config_class) if f.name in given})
 
 

@@ -22,7 +22,7 @@ from spotdiff.synth.diffusion import models
 from spotdiff.synth.output import default_workers
 
 #: the kinds of value an option takes (``spotdiff synth`` maps each to its argparse type)
-KINDS = ("int", "count", "positive", "seed", "float", "fraction", "str", "path", "names", "flag")
+KINDS = ("int", "count", "positive", "seed", "float", "fraction", "str", "path", "paths", "names", "flag")
 
 
 def option(
@@ -77,7 +77,7 @@ def _plain(value: Any) -> Any:
     if isinstance(value, Path):
         return str(value)
     if isinstance(value, tuple):
-        return list(value)
+        return [_plain(v) for v in value]
     return value
 
 

@@ -79,6 +79,7 @@ def make_items(
     key: Callable[[T], str],
     workers: int = 1,
     desc: str = "items",
+    until: Callable[[list[Any]], bool] | None = None,
 ) -> list[Any]:
     """``[fn(t) for t in tasks]`` as JSON records, resumable: finished items are read back, not made again.
 
@@ -92,20 +93,30 @@ def make_items(
         key: a task's unique, stable name in the journal.
         workers: forked worker processes (the records do not depend on them).
         desc: what the progress bar counts.
+        until: given the records so far, whether enough are made: the tasks are then made one at a time,
+            in order, and the rest left (the records do not depend on ``workers``).
     """
     from tqdm.auto import tqdm
 
     keys = [key(t) for t in tasks]
     if len(set(keys)) != len(keys):
         raise ValueError("make_items: task keys must be unique")
-    found = {k: _read_item(out, k) for k in keys if _item_path(out, k).is_file()}
-    done = {k: record for k, record in found.items() if record is not None}
-    todo = [t for t, k in zip(tasks, keys, strict=True) if k not in done]
-    bar = tqdm(total=len(tasks), initial=len(done), desc=desc, unit="item", disable=not _PROGRESS.get())
-    with bar:
-        made = parallel_map(_Journaled(fn, Path(out), key), todo, workers, on_result=lambda _r: bar.update())
-    done.update(zip((key(t) for t in todo), made, strict=True))
-    return [done[k] for k in keys]
+    journaled = _Journaled(fn, Path(out), key)
+    records: list[Any] = []
+    with tqdm(total=len(tasks), desc=desc, unit="item", disable=not _PROGRESS.get()) as bar:
+        for chunk in _chunks(list(zip(tasks, keys, strict=True)), 1 if until else len(tasks)):
+            found = {k: _read_item(out, k) for _t, k in chunk}
+            todo = [t for t, k in chunk if found[k] is None]
+            bar.update(len(chunk) - len(todo))
+            made = iter(parallel_map(journaled, todo, workers, on_result=lambda _r: bar.update()))
+            records += [found[k] if found[k] is not None else next(made) for _t, k in chunk]
+            if until is not None and until(records):
+                break
+    return records
+
+
+def _chunks(items: list, size: int) -> list[list]:
+    return [items[i : i + max(1, size)] for i in range(0, len(items), max(1, size))] if items else []
 
 
 def resumable(write: Callable[..., R]) -> Callable[..., R]:
@@ -129,7 +140,10 @@ def drop_journal(out: Path) -> None:
 
 
 def _read_item(out: Path, key: str) -> Any:
+    """A journaled item's record; None when it is not made yet."""
     path = _item_path(out, key)
+    if not path.is_file():
+        return None
     try:
         return json.loads(path.read_text(encoding="utf-8"))
     except (OSError, ValueError):  # a journal entry is written atomically; one unreadable is made again

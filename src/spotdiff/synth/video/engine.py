@@ -1,465 +1,315 @@
 """EqBen pairs mined from natural video: ``spotdiff synth eqben-video`` (EqBen Sec. 4.1, App. B.1-B.3).
 
-* ``--source ag``: Action Genome's scene graphs (``object_bbox_and_relationship.pkl``,
-  ``person_bbox.pkl``) as captions with App. B.1's template; two annotated frames of one video and
-  object pair only when at least 2 of their 3 relationships differ; frames after a chosen one are skipped.
-* ``--source gebc``: Kinetics-GEBC boundaries (App. B.2): a frame before boundary k and one after
-  boundary k+1 (I_i and I_{i+2}), captions with action words dropped.
-* ``--source youcook2``: the middle frame of each YouCook2 segment (App. B.3), frames with a human face
-  discarded (scikit-image's LBP frontal-face cascade).
-
-Frames are decoded from the user's videos with PyAV, seeking by timestamp. The output is EqBen's
-``all_select.json`` + ``images/<subset>/``, read by ``--benchmark eqben``.
+"We assume the 'visual-minimal change' is naturally guaranteed between any two frames I_i and I_j
+ideally [...] Therefore, we utilize a frame filter to filter out invalid samples automatically for
+different video sources" (Sec. 4.1). Each source's filter runs on its annotations first
+(:mod:`.action_genome`, :mod:`.gebc`; YouCook2's face filter needs the frames), and only the frames of
+kept pairs are decoded, one video at a time, resumably. The output is EqBen's ``all_select.json`` +
+``images/<subset>/``, read by ``--benchmark eqben``; ``metadata.json`` says where each image came from.
 """
 
 from __future__ import annotations
 
-import json
-import pickle
-import re
+import logging
 from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import numpy as np
-from PIL import Image
 
-from spotdiff.errors import ConfigError, DataError
+from spotdiff.errors import ConfigError
 from spotdiff.synth import ENGINES, SynthConfig, SynthEngine, option
-from spotdiff.synth.output import save_png, write_json
+from spotdiff.synth.output import save_npy, save_png, write_json
+from spotdiff.synth.run import make_items, resumable
+from spotdiff.synth.video import action_genome as ag
+from spotdiff.synth.video import gebc, youcook2
+from spotdiff.synth.video.frames import Frame, VideoError, read_frames, video_index
+
+log = logging.getLogger(__name__)
 
 SOURCES = ("ag", "gebc", "youcook2")
-#: the relationship the caption names beside the spatial one: App. B.1's template names the attention
-#: relationship; the captions the paper prints use contacting ones ("sitting on the sofa")
-CAPTION_RELATIONS = ("attention", "contacting")
-_RELATIONS = ("attention_relationship", "spatial_relationship", "contacting_relationship")
-
-
-@dataclass(frozen=True)
-class AgFrame:
-    """One annotated object in one Action Genome frame: its three relationships (the first of each list)."""
-
-    video: str
-    frame: int
-    key: str
-    object: str
-    attention: str
-    spatial: str
-    contacting: str
-
-    @property
-    def triple(self) -> tuple[str, str, str]:
-        return self.attention, self.spatial, self.contacting
-
-
-def _load_pickle(path: Path) -> dict:
-    try:
-        with open(path, "rb") as fh:
-            data = pickle.load(fh)  # Action Genome publishes pickles: load only files you trust
-    except (OSError, pickle.UnpicklingError, EOFError) as exc:
-        raise DataError(f"cannot read the pickle: {exc}", file=path) from None
-    if not isinstance(data, dict):
-        raise DataError("expected a dict keyed by '<video>.mp4/<frame>.png'", file=path)
-    return data
-
-
-def _frame_number(key: str, path: Path) -> tuple[str, int]:
-    video, _, name = key.rpartition("/")
-    stem = name.rsplit(".", 1)[0]
-    if not video or not stem.isdigit():
-        raise DataError("expected a key '<video>.mp4/<frame number>.png'", file=path, record=key)
-    return video, int(stem)
-
-
-def read_action_genome(objects: Path, persons: Path) -> tuple[list[AgFrame], Counter]:
-    """Annotated objects of Action Genome frames that show a person; the counts of what was left out.
-
-    Args:
-        objects: ``object_bbox_and_relationship.pkl``.
-        persons: ``person_bbox.pkl``.
-    """
-    rels, people = _load_pickle(objects), _load_pickle(persons)
-    out: list[AgFrame] = []
-    left: Counter = Counter()
-    for key in sorted(rels):
-        video, frame = _frame_number(key, objects)
-        entries = rels[key]
-        if not isinstance(entries, list):
-            raise DataError("expected a list of objects", file=objects, record=key)
-        person = people.get(key)
-        if not isinstance(person, dict) or len(np.asarray(person.get("bbox", [])).reshape(-1)) == 0:
-            left["frame without a person box"] += 1
-            continue
-        for k, obj in enumerate(entries):
-            where = f"{key} object {k}"
-            if not isinstance(obj, dict) or not isinstance(obj.get("class"), str):
-                raise DataError("expected an object with a 'class'", file=objects, record=where, field="class")
-            if not obj.get("visible", False):
-                left["object not visible"] += 1
-                continue
-            values = []
-            for name in _RELATIONS:
-                value = obj.get(name)
-                if not isinstance(value, list) or not value or not all(isinstance(v, str) for v in value):
-                    raise DataError("expected a non-empty list of strings", file=objects, record=where, field=name)
-                values.append(value[0].replace("_", " "))
-            out.append(AgFrame(video, frame, key, obj["class"].replace("/", " or "), *values))
-    return out, left
-
-
-def pair_frames(frames: list[AgFrame], skip: int) -> list[tuple[AgFrame, AgFrame]]:
-    """EQ-AG's frame filter (App. B.1) over one video's frames of one object, in frame order.
-
-    I_i and I_j (j > i) are paired iff at least 2 of their 3 relationships differ; the ``skip``
-    annotated frames right after a chosen frame are not used (App. B.1: 1, "skip the subsequent
-    frame"; a reading of Sec. 4.1: 2).
-
-    >>> f = [AgFrame("v", n, "", "cup", *t) for n, t in enumerate(["abc", "abd", "xyc", "xyz", "qrs", "qrs", "qbc"])]
-    >>> [(a.frame, b.frame) for a, b in pair_frames(f, skip=1)]
-    [(0, 2), (4, 6)]
-    >>> [(a.frame, b.frame) for a, b in pair_frames(f, skip=2)]
-    [(0, 3)]
-    """
-    pairs, i = [], 0
-    while i < len(frames):
-        j = next(
-            (j for j in range(i + 1 + skip, len(frames)) if _differ(frames[i], frames[j]) >= 2),
-            None,
-        )
-        if j is None:
-            i += 1
-            continue
-        pairs.append((frames[i], frames[j]))
-        i = j + 1 + skip
-    return pairs
-
-
-def _differ(a: AgFrame, b: AgFrame) -> int:
-    return sum(x != y for x, y in zip(a.triple, b.triple, strict=True))
-
-
-def ag_caption(frame: AgFrame, relation: str = "attention") -> str:
-    """App. B.1's template: "The person is <relation> <object> which is <spatial relationship> him/her."
-
-    >>> ag_caption(AgFrame("v", 0, "", "sofa", "not looking at", "beneath", "sitting on"), "contacting")
-    'The person is sitting on the sofa which is beneath him/her.'
-    """
-    if relation not in CAPTION_RELATIONS:
-        raise ConfigError(f"caption relation must be one of {', '.join(CAPTION_RELATIONS)}, got {relation!r}")
-    verb = frame.attention if relation == "attention" else frame.contacting
-    return f"The person is {verb} the {frame.object} which is {frame.spatial} him/her."
-
-
-def frame_at(video: Path, seconds: float) -> Image.Image:
-    """The frame shown at ``seconds`` in ``video`` (PyAV: seek to the keyframe before, decode forward).
-
-    Args:
-        video: the video file.
-        seconds: the time from the stream's start.
-    """
-    import av
-
-    try:
-        container = av.open(str(video))
-    except (OSError, av.FFmpegError) as exc:
-        raise DataError(f"cannot open the video: {exc}", file=video) from None
-    with container:
-        stream = container.streams.video[0]
-        start = float(stream.start_time * stream.time_base) if stream.start_time is not None else 0.0
-        target = start + seconds
-        container.seek(int(target / stream.time_base), stream=stream, backward=True, any_frame=False)
-        half = 0.5 / float(stream.average_rate) if stream.average_rate else 0.0
-        shown, past = None, False
-        for frame in container.decode(stream):
-            if frame.time is not None and frame.time > target + half:
-                past = True
-                break
-            shown = frame
-        if shown is None or (not past and shown.time is not None and target > shown.time + 3 * half):
-            end = "" if shown is None or shown.time is None else f" (its last frame is at {shown.time - start:.3f} s)"
-            raise DataError(f"no frame at {seconds:.3f} s{end}", file=video)
-        return shown.to_image()
-
-
-def _fps(video: Path) -> float:
-    import av
-
-    with av.open(str(video)) as container:
-        rate = container.streams.video[0].average_rate
-    if not rate:
-        raise DataError("the video stream has no frame rate", file=video)
-    return float(rate)
-
-
-def _video_index(videos: Path) -> dict[str, Path]:
-    """The videos under ``videos`` by file name and by stem (YouTube id)."""
-    index: dict[str, Path] = {}
-    for path in sorted(Path(videos).rglob("*")):
-        if path.suffix.lower() in (".mp4", ".mkv", ".webm", ".avi", ".mov") and path.is_file():
-            index.setdefault(path.name, path)
-            index.setdefault(path.stem, path)
-    return index
-
-
-def _video(index: dict[str, Path], name: str, record: str, videos: Path) -> Path:
-    if name not in index:
-        raise DataError(f"no video {name!r} under {videos}", file=videos, record=record)
-    return index[name]
-
-
-def _save(out: Path, subset: str, video: Path, seconds: float) -> str:
-    rel = f"{subset}/{video.stem}_{round(seconds * 1000):08d}ms.png"
-    if not (out / "images" / rel).is_file():
-        save_png(frame_at(video, seconds), out / "images" / rel)
-    return rel
-
-
-def _record(paths: list[str], captions: tuple[str, str]) -> dict[str, str]:
-    return {"image0": paths[0], "image1": paths[1], "caption0": captions[0], "caption1": captions[1]}
-
-
-def mine_ag(out: Path, annotations: Path, videos: Path, *, skip: int, relation: str, n: int | None) -> dict:
-    """EQ-AG (App. B.1): pairs, their records and the summary; frames saved under ``out/images/eqbenag``."""
-    if skip < 0:
-        raise ConfigError("--ag-skip must be >= 0")
-    frames, left = read_action_genome(annotations / "object_bbox_and_relationship.pkl", annotations / "person_bbox.pkl")
-    groups: dict[tuple[str, str], list[AgFrame]] = {}
-    for f in frames:
-        groups.setdefault((f.video, f.object), []).append(f)
-    pairs = [p for key in sorted(groups) for p in pair_frames(sorted(groups[key], key=lambda f: f.frame), skip)]
-    index, fps = _video_index(videos), {}
-    records, meta = [], []
-    for a, b in pairs[:n]:
-        video = _video(index, a.video, a.key, videos)
-        fps.setdefault(a.video, _fps(video))
-        paths = [_save(out, "eqbenag", video, f.frame / fps[a.video]) for f in (a, b)]
-        records.append(_record(paths, (ag_caption(a, relation), ag_caption(b, relation))))
-        meta.append(
-            {"video": a.video, "object": a.object, "frames": [a.frame, b.frame], "relations": [a.triple, b.triple]}
-        )
-    rules = {
-        "pair": "at least 2 of 3 relationships differ (EqBen App. B.1)",
-        "skip_after_chosen": skip,
-        "caption_relation": relation,
-        "frame_time": "frame number / the video's average frame rate",
-    }
-    return {"records": records, "meta": meta, "rules": rules, "left_out": dict(left), "annotated": len(frames)}
-
-
-#: App. B.2: words that need temporal context, whose captions are dropped
-GEBC_ACTION_WORDS = ("up", "down", "upward", "downward", "towards")
-
-
-def read_gebc(path: Path) -> dict[str, list[dict[str, Any]]]:
-    """Kinetics-GEBC boundaries (``{video id: [{timestamp, prev_timestamp, next_timestamp, label, subject,
-    status_before, status_after, ...}]}``), checked.
-
-    Args:
-        path: a GEBC annotation JSON file (train / val).
-    """
-    try:
-        data = json.loads(Path(path).read_text(encoding="utf-8"))
-    except (OSError, ValueError) as exc:
-        raise DataError(f"cannot read JSON: {exc}", file=path) from None
-    if not isinstance(data, dict):
-        raise DataError("expected an object keyed by video id", file=path)
-    for vid, boundaries in data.items():
-        if not isinstance(boundaries, list):
-            raise DataError("expected a list of boundaries", file=path, record=vid)
-        for k, b in enumerate(boundaries):
-            if not isinstance(b, dict):
-                raise DataError("expected a boundary object", file=path, record=f"{vid} boundary {k}")
-            for name in ("timestamp", "prev_timestamp", "next_timestamp"):
-                if not isinstance(b.get(name), (int, float)) or isinstance(b.get(name), bool):
-                    raise DataError("expected a number", file=path, record=f"{vid} boundary {k}", field=name)
-            for name in ("label", "subject", "status_before", "status_after"):
-                if not isinstance(b.get(name), str):
-                    raise DataError("expected a string", file=path, record=f"{vid} boundary {k}", field=name)
-    return data
-
-
-def _has_action_word(text: str) -> bool:
-    return bool(set(re.findall(r"[a-z]+", text.lower())) & set(GEBC_ACTION_WORDS))
-
-
-def mine_gebc(out: Path, annotations: Path, videos: Path, *, frame: str, step: int, n: int | None) -> dict:
-    """EQ-GEBC (App. B.2): I_i before boundary k, I_{i+2} after boundary k+1 (same subject, both changes of
-    action), captions "<subject> <status>"; ``frame`` picks the segment's ``middle`` or the frame at the
-    boundary (``edge``); ``step`` 2 takes every other boundary pair (sparse), 1 overlapping pairs."""
-    if frame not in ("middle", "edge") or step not in (1, 2):
-        raise ConfigError("--gebc-frame must be middle or edge and --gebc-step 1 or 2")
-    data = read_gebc(annotations)
-    index, left = _video_index(videos), Counter()
-    records, meta = [], []
-    for vid in sorted(data):
-        bs = sorted(data[vid], key=lambda b: b["timestamp"])
-        for k in range(0, len(bs) - 1, step):
-            if n is not None and len(records) >= n:
-                break
-            a, b = bs[k], bs[k + 1]
-            if a["label"] != "Change of Action" or b["label"] != "Change of Action" or a["subject"] != b["subject"]:
-                left["not two changes of action of one subject"] += 1
-                continue
-            captions = (f"{a['subject']} {a['status_before']}", f"{b['subject']} {b['status_after']}")
-            if any(_has_action_word(c) for c in captions):
-                left["caption with an action word"] += 1
-                continue
-            video = _video(index, vid, f"{vid} boundary {k}", videos)
-            if frame == "middle":
-                times = ((a["prev_timestamp"] + a["timestamp"]) / 2, (b["timestamp"] + b["next_timestamp"]) / 2)
-            else:  # the last frame before boundary k, the first at or after boundary k+1
-                times = (max(0.0, a["timestamp"] - 1 / _fps(video)), b["timestamp"])
-            records.append(_record([_save(out, "eqbengebc", video, t) for t in times], captions))
-            meta.append({"video": vid, "boundaries": [k, k + 1], "times": [round(t, 3) for t in times]})
-    rules = {
-        "pair": "a frame before boundary k and one after boundary k+1 (I_i, I_{i+2}; EqBen App. B.2)",
-        "frame": frame,
-        "boundary_step": step,
-        "action_words_dropped": list(GEBC_ACTION_WORDS),
-    }
-    return {"records": records, "meta": meta, "rules": rules, "left_out": dict(left), "annotated": len(data)}
-
-
-#: the face detector of the YouCook2 rule (App. B.3 used face_recognition; any packaged detector will do)
-FACE_DETECTOR = (
-    "scikit-image LBP frontal-face cascade (skimage.feature.Cascade, data.lbp_frontal_face_cascade_filename)"
-)
-
-
-class FaceDetector:
-    """scikit-image's LBP frontal-face cascade (its weights ship with scikit-image)."""
-
-    #: the long side frames are scaled down to before detection (fewer false positives in texture)
-    SIDE = 320
-
-    def __init__(self) -> None:
-        from skimage import data
-        from skimage.feature import Cascade
-
-        self.cascade = Cascade(data.lbp_frontal_face_cascade_filename())
-
-    def has_face(self, image: Image.Image) -> bool:
-        """Whether ``image`` shows a frontal face (detected at most :attr:`SIDE` pixels on the long side)."""
-        image = image.convert("RGB")
-        if max(image.size) > self.SIDE:
-            image = image.copy()
-            image.thumbnail((self.SIDE, self.SIDE), Image.Resampling.BILINEAR)
-        rgb = np.asarray(image)
-        side = min(rgb.shape[:2])
-        found = self.cascade.detect_multi_scale(
-            img=rgb, scale_factor=1.2, step_ratio=1, min_size=(24, 24), max_size=(side, side)
-        )
-        return len(found) > 0
-
-
-def read_youcook2(path: Path) -> dict[str, list[tuple[float, float, str]]]:
-    """YouCook2's ``youcookii_annotations_trainval.json``: ``{video id: [(start, end, sentence)]}`` in order.
-
-    Args:
-        path: the annotation file (``{"database": {id: {"annotations": [{"segment", "sentence"}]}}}``).
-    """
-    try:
-        data = json.loads(Path(path).read_text(encoding="utf-8"))
-    except (OSError, ValueError) as exc:
-        raise DataError(f"cannot read JSON: {exc}", file=path) from None
-    if not isinstance(data, dict) or not isinstance(data.get("database"), dict):
-        raise DataError("expected an object with a 'database' object", file=path, field="database")
-    out = {}
-    for vid, video in data["database"].items():
-        segments = []
-        for k, ann in enumerate(video.get("annotations") or []):
-            seg, text = ann.get("segment"), ann.get("sentence")
-            where = f"{vid} annotation {k}"
-            if not (isinstance(seg, list) and len(seg) == 2 and all(isinstance(x, (int, float)) for x in seg)):
-                raise DataError("expected [start, end] seconds", file=path, record=where, field="segment")
-            if not isinstance(text, str) or not text.strip():
-                raise DataError("missing or empty string", file=path, record=where, field="sentence")
-            segments.append((float(seg[0]), float(seg[1]), " ".join(text.split())))
-        out[vid] = sorted(segments)
-    return out
-
-
-def mine_youcook2(out: Path, annotations: Path, videos: Path, *, n: int | None) -> dict:
-    """EQ-YouCook2 (App. B.3): each segment's middle frame with its sentence, frames showing a face
-    discarded; the kept frames of a video are paired in order, (1, 2), (3, 4), ..."""
-    data = read_youcook2(annotations)
-    index, detector = _video_index(videos), FaceDetector()
-    records, meta, left = [], [], Counter()
-    for vid in sorted(data):
-        if n is not None and len(records) >= n:
-            break
-        kept = []
-        for k, (start, end, sentence) in enumerate(data[vid]):
-            video = _video(index, vid, f"{vid} annotation {k}", videos)
-            t = (start + end) / 2
-            if detector.has_face(frame_at(video, t)):
-                left["frame with a face"] += 1
-                continue
-            kept.append((k, t, sentence, video))
-        if len(kept) % 2:
-            left["unpaired last frame"] += 1
-        for a, b in zip(kept[0::2], kept[1::2], strict=False):  # an odd last frame stays unpaired
-            if n is not None and len(records) >= n:
-                break
-            records.append(_record([_save(out, "eqbenyoucook2", x[3], x[1]) for x in (a, b)], (a[2], b[2])))
-            meta.append({"video": vid, "segments": [a[0], b[0]], "times": [a[1], b[1]]})
-    rules = {
-        "frame": "the middle of each annotated segment (EqBen App. B.3)",
-        "filter": f"frames with a human face discarded: {FACE_DETECTOR} (App. B.3; Sec. 4.1 names object detectors)",
-        "pair": "the kept frames of a video in order, (1, 2), (3, 4), ...",
-    }
-    return {"records": records, "meta": meta, "rules": rules, "left_out": dict(left), "annotated": len(data)}
-
-
-def write_eqben_video(out: Path, source: str, annotations: Path, videos: Path, **options: Any) -> dict[str, Any]:
-    """Mine one EqBen natural subset and write ``all_select.json``, ``metadata.json`` and the frames.
-
-    Args:
-        out: the output folder.
-        source: ``ag``, ``gebc`` or ``youcook2``.
-        annotations: ``ag``: the folder of the two pickles; ``gebc``, ``youcook2``: the JSON file.
-        videos: the folder of the videos (searched recursively, by file name or id).
-        **options: the source's rules (``skip``, ``relation``; ``frame``, ``step``) and ``n``.
-    """
-    miners = {"ag": mine_ag, "gebc": mine_gebc, "youcook2": mine_youcook2}
-    if source not in miners:
-        raise ConfigError(f"--source must be one of {', '.join(SOURCES)}, got {source!r}")
-    out = Path(out)
-    mined = miners[source](out, Path(annotations), Path(videos), **options)
-    write_json(out / "all_select.json", mined["records"])
-    write_json(out / "metadata.json", {"pairs": mined["meta"]})
-    return {
-        "engine": "eqben-video",
-        "source": source,
-        "benchmark": "eqben",
-        "rules": mined["rules"],
-        "annotated": mined["annotated"],
-        "left_out": dict(sorted(mined["left_out"].items())),
-        "pairs": len(mined["records"]),
-    }
+SUBSETS = {"ag": "eqbenag", "gebc": "eqbengebc", "youcook2": "eqbenyoucook2"}
+#: the Action Genome file ``--annotations`` names (or the folder holding it)
+AG_FILE = "object_bbox_and_relationship.pkl"
+#: what to do with a video that is missing, unreadable or too short
+ON_BAD_VIDEO = ("skip", "stop")
 
 
 @dataclass(frozen=True)
 class EqbenVideoConfig(SynthConfig):
-    """The options of the ``eqben-video`` engine (``n``: the most pairs)."""
+    """The options of the ``eqben-video`` engine; each rule's reading names the sentence it comes from."""
 
     n: int = option(1000, "the most pairs", kind="count")
     source: str = option("ag", "the annotations' dataset", choices=SOURCES)
-    annotations: Path | None = option(
+    annotations: tuple[Path, ...] | None = option(
         None,
-        "ag: the folder of object_bbox_and_relationship.pkl and person_bbox.pkl; gebc: a GEBC JSON file; "
+        f"ag: {AG_FILE} (or its folder); gebc: one or more GEBC JSON files (train and val together); "
         "youcook2: youcookii_annotations_trainval.json",
-        kind="path",
+        kind="paths",
         metavar="PATH",
     )
     videos: Path | None = option(
-        None, "the videos the annotations name (by file name or id)", kind="path", metavar="DIR"
+        None, "the videos the annotations name, searched recursively by file name or id", kind="path", metavar="DIR"
     )
-    ag_skip: int = option(1, "frames skipped after a chosen one (App. B.1: 1)", kind="count")
-    ag_relation: str = option("attention", "the caption's relationship", choices=CAPTION_RELATIONS)
-    gebc_frame: str = option("middle", "which frame of a segment", choices=("middle", "edge"))
-    gebc_step: int = option(2, "boundary pairs: 2 sparse, 1 all", kind="positive")
+    on_bad_video: str = option(
+        "skip",
+        "a missing, unreadable or too short video: skip it (counted, one line each) or stop the run cleanly "
+        "(what was finished is kept for a re-run)",
+        choices=ON_BAD_VIDEO,
+    )
+    ag_reading: str = option(
+        "appendix",
+        "EQ-AG's skip rule. appendix: " + ag.READINGS["appendix"] + ". main-text: " + ag.READINGS["main-text"],
+        choices=tuple(ag.READINGS),
+    )
+    ag_skip: int = option(
+        1,
+        'EQ-AG: frames skipped after a chosen one ("skip the subsequent frame [...] move to I_{j+2}": 1)',
+        kind="count",
+    )
+    ag_compare: str = option(
+        "sets",
+        'EQ-AG: "at least 2 of 3 relationships are different" compares each relationship\'s label set (sets) or '
+        "its first label (first)",
+        choices=ag.COMPARISONS,
+    )
+    ag_relation: str = option(
+        "contacting",
+        "EQ-AG: the caption's verb: contacting (every caption EqBen prints: 'The person is sitting on the sofa "
+        "which is behind him/her.') or attention (App. B.1's template: 'The person is <attention relationship> "
+        "<object> which is <spatial relationship> him/her.')",
+        choices=ag.CAPTION_RELATIONS,
+    )
+    gebc_frame: str = option(
+        "middle",
+        "EQ-GEBC: the middle frame of the segments before boundary k and after boundary k+1, or (edge) the last "
+        "frame before boundary k and the first at or after boundary k+1",
+        choices=gebc.FRAMES,
+    )
+    gebc_step: int = option(
+        1,
+        'EQ-GEBC: 1: every pair of App. B.2 ("skip an additional boundary to choose I_i and I_{i+2}"); 2: every '
+        'other one (a reading of Sec. 4.1\'s "sparse sampling across multiple boundaries")',
+        kind="positive",
+    )
+    youcook2_pairs: str = option(
+        "all",
+        'EQ-YouCook2: all: "any two frames I_i and I_j" of a video (Sec. 4.1); consecutive: (1, 2), (3, 4), ...',
+        choices=youcook2.PAIRINGS,
+    )
+    youcook2_format: str = option(
+        "npy", "EQ-YouCook2: frames as EqBen released them (npy, BGR arrays) or as PNG", choices=("npy", "png")
+    )
+
+
+def _pickle_file(path: Path) -> Path:
+    return path / AG_FILE if path.is_dir() else path
+
+
+def _plan_ag(c: EqbenVideoConfig) -> tuple[list[dict], dict[str, Any]]:
+    """EQ-AG's pairs from the annotations alone, the first ``n``, as one job per video."""
+    (path,) = c.annotations  # type: ignore[misc]
+    frames, left = ag.read_action_genome(_pickle_file(path))
+    groups: dict[tuple[str, str], list[ag.AgFrame]] = {}
+    for f in frames:
+        groups.setdefault((f.video, f.object), []).append(f)
+    jobs: dict[str, dict] = {}
+    count = 0
+    for video, obj in sorted(groups):
+        pairs = ag.pair_frames(sorted(groups[video, obj], key=lambda f: f.frame), c.ag_reading, c.ag_skip, c.ag_compare)
+        for group, (a, b) in enumerate(pairs):
+            if count == c.n:
+                break
+            count += 1
+            folder = f"{SUBSETS['ag']}/{video}/{obj.replace('/', '_')}/{group:05d}"
+            texts = (ag.captions(a, c.ag_relation), ag.captions(b, c.ag_relation))
+            chosen = ag.distinct_captions(*texts)
+            job = jobs.setdefault(video, {"video": video, "pairs": []})
+            job["pairs"].append(
+                {
+                    "frames": [["index", f.frame - 1, f"{folder}/{f.frame:06d}.png"] for f in (a, b)],
+                    "captions": list(chosen),
+                    "meta": {"video": video, "object": obj, "frames": [a.frame, b.frame],
+                             "relations": [a.relations, b.relations], "captions": texts},
+                }
+            )  # fmt: skip
+    rules = {
+        "pair": 'App. B.1: "we only choose frames I_i and I_j if and only if at least 2 of 3 relationships are '
+        f'different", comparing {c.ag_compare}',
+        "reading": {c.ag_reading: ag.READINGS[c.ag_reading]},
+        "skip_after_chosen": c.ag_skip,
+        "caption_relation": c.ag_relation,
+        "frame": "Action Genome's NNNNNN.png is ffmpeg's frame NNNNNN, numbered from 1 at the video's own rate: "
+        "decoded frame NNNNNN - 1 (the nearest timestamp to (NNNNNN - 1) / fps)",
+    }
+    return list(jobs.values()), {"rules": rules, "annotated": len(frames), "left_out": left}
+
+
+def _plan_gebc(c: EqbenVideoConfig) -> tuple[list[dict], dict[str, Any]]:
+    """EQ-GEBC's pairs from the boundaries alone, the first ``n``, as one job per video."""
+    videos = gebc.read_gebc(c.annotations or ())
+    jobs, left, count = [], Counter(), 0
+    for video in sorted(videos):
+        pairs, dropped = gebc.gebc_pairs(videos[video], c.gebc_step)
+        left["pair whose caption holds an action word (App. B.2)"] += dropped
+        job = {"video": video, "pairs": []}
+        for pair in pairs:
+            if count == c.n:
+                break
+            count += 1
+            a, b = pair["boundaries"]
+            rules = gebc.frame_rules(a, b, c.gebc_frame)
+            frames = [
+                [rule, t, f"{SUBSETS['gebc']}/{video}/{a.index:03d}_{k}.png"] for k, (rule, t) in enumerate(rules)
+            ]
+            meta = {"video": video, "boundaries": [a.index, b.index], "frames": [[r, t] for r, t in rules],
+                    "annotators": [a.annotators, b.annotators], "labels": [a.label, b.label]}  # fmt: skip
+            job["pairs"].append({"frames": frames, "captions": list(pair["captions"]), "meta": meta})
+        if job["pairs"]:
+            jobs.append(job)
+    rules = {
+        "pair": 'App. B.2: "we propose to skip an additional boundary to choose I_i and I_{i+2} as the twin images"',
+        "boundary_step": c.gebc_step,
+        "frame": c.gebc_frame,
+        "action_words_dropped": list(gebc.ACTION_WORDS),
+        "caption": "subject and status (before boundary k; after boundary k+1), capitalised, final period; "
+        "the first annotator's entry where several were merged onto one boundary",
+    }
+    boundaries = sum(len(b) for b in videos.values())
+    return jobs, {"rules": rules, "annotated": boundaries, "left_out": dict(left)}
+
+
+class _Miner:
+    """One video's job: its frames decoded and written, its pairs' records (or why it was skipped)."""
+
+    def __init__(self, out: Path, config: EqbenVideoConfig, index: dict[str, Path]) -> None:
+        self.out, self.config, self.index = out, config, index
+        self.faces = youcook2.FaceDetector() if config.source == "youcook2" else None
+
+    def __call__(self, job: dict) -> dict:
+        try:
+            video = self.index.get(job["video"])
+            if video is None:
+                raise VideoError(f"no video {job['video']!r} under --videos {self.config.videos}")
+            return self._youcook2(job, video) if self.config.source == "youcook2" else self._frames(job, video)
+        except VideoError as exc:
+            if self.config.on_bad_video == "stop":
+                raise
+            log.warning("eqben-video: skipped video %s: %s", job["video"], exc)
+            return {"pairs": [], "skipped": str(exc)}
+
+    def _frames(self, job: dict, video: Path) -> dict:
+        wanted = [f for pair in job["pairs"] for f in pair["frames"]]
+        images = read_frames(video, [Frame(rule, value) for rule, value, _ in wanted])
+        for (_rule, _value, rel), image in zip(wanted, images, strict=True):
+            save_png(image, self.out / "images" / rel)
+        return {"pairs": [_record(p, [f[2] for f in p["frames"]]) for p in job["pairs"]], "skipped": None}
+
+    def _youcook2(self, job: dict, video: Path) -> dict:
+        segments = job["segments"]
+        images = read_frames(video, [Frame("at", youcook2.middle(s, e)) for s, e, _ in segments])
+        kept, faces = [], 0
+        for k, ((start, end, sentence), image) in enumerate(zip(segments, images, strict=True)):
+            if self.faces is not None and self.faces.has_face(image):
+                faces += 1
+                continue
+            rel = f"{SUBSETS['youcook2']}/{job['video']}/{k:03d}.{self.config.youcook2_format}"
+            _save_frame(image, self.out / "images" / rel, self.config.youcook2_format)
+            kept.append({"segment": k, "time": youcook2.middle(start, end), "caption": youcook2.caption(sentence),
+                         "image": rel})  # fmt: skip
+        pairs = []
+        for i, j in youcook2.pair_indices(len(kept), self.config.youcook2_pairs):
+            a, b = kept[i], kept[j]
+            pair = {"captions": [a["caption"], b["caption"]],
+                    "meta": {"video": job["video"], "segments": [a["segment"], b["segment"]],
+                             "times": [a["time"], b["time"]]}}  # fmt: skip
+            pairs.append(_record(pair, [a["image"], b["image"]]))
+        return {"pairs": pairs, "skipped": None, "faces": faces, "frames": [k["image"] for k in kept]}
+
+
+def _save_frame(image, path: Path, fmt: str) -> None:
+    if fmt == "npy":  # EqBen's EQ-YouCook2 frames: HxWx3 uint8 arrays in BGR order
+        save_npy(np.asarray(image.convert("RGB"))[:, :, ::-1], path)
+    else:
+        save_png(image, path)
+
+
+def _record(pair: dict, images: list[str]) -> dict:
+    record = {
+        "image0": images[0],
+        "image1": images[1],
+        "caption0": pair["captions"][0],
+        "caption1": pair["captions"][1],
+    }
+    return {"record": record, "meta": pair["meta"]}
+
+
+@resumable
+def write_eqben_video(out: Path, config: EqbenVideoConfig) -> dict[str, Any]:
+    """Mine one EqBen natural subset and write ``all_select.json``, ``metadata.json`` and the frames.
+
+    Args:
+        out: the output folder.
+        config: the engine's options (source, annotations, videos, the source's rules, ``n``).
+    """
+    out = Path(out)
+    c = config
+    index = video_index(c.videos)  # type: ignore[arg-type]
+    miner = _Miner(out, c, index)
+    if c.source == "youcook2":
+        jobs, info = _plan_youcook2(c)
+        made = make_items(out, miner, jobs, key=lambda j: j["video"], desc="videos",
+                          until=lambda done: sum(len(m["pairs"]) for m in done) >= c.n)  # fmt: skip
+    else:
+        jobs, info = (_plan_ag if c.source == "ag" else _plan_gebc)(c)
+        made = make_items(out, miner, jobs, key=lambda j: j["video"], desc="videos")
+    pairs = [p for m in made for p in m["pairs"]][: c.n]
+    if c.source == "youcook2":
+        _drop_unpaired_frames(out, made, pairs)
+    write_json(out / "all_select.json", [p["record"] for p in pairs])
+    write_json(out / "metadata.json", {"pairs": [{**p["record"], **p["meta"]} for p in pairs]})
+    skipped = {job["video"]: m["skipped"] for job, m in zip(jobs, made, strict=False) if m["skipped"]}
+    left = Counter(info["left_out"])
+    left["frame with a face (App. B.3)"] += sum(m.get("faces", 0) for m in made)
+    return {
+        "engine": "eqben-video",
+        "source": c.source,
+        "benchmark": "eqben",
+        "rules": info["rules"],
+        "annotated": info["annotated"],
+        "left_out": dict(sorted((k, v) for k, v in left.items() if v)),
+        "videos": {"used": len(made) - len(skipped), "skipped": len(skipped)},
+        "skipped_videos": skipped,
+        "pairs": len(pairs),
+    }
+
+
+def _plan_youcook2(c: EqbenVideoConfig) -> tuple[list[dict], dict[str, Any]]:
+    """EQ-YouCook2's videos and segments (the face filter and the pairs need the frames)."""
+    (path,) = c.annotations  # type: ignore[misc]
+    data = youcook2.read_youcook2(path)
+    jobs = [{"video": vid, "segments": data[vid]} for vid in sorted(data) if data[vid]]
+    rules = {
+        "frame": 'App. B.3: "For each video with N segments, we directly select the middle frame as I_i and its '
+        'annotated caption as T_i" (the frame shown at (start + end) / 2)',
+        "filter": f'App. B.3: "we directly discard the frames with human faces": {youcook2.FACE_DETECTOR}',
+        "pair": {"all": 'Sec. 4.1: "any two frames I_i and I_j" of a video', "consecutive": "(1, 2), (3, 4), ..."}[
+            c.youcook2_pairs
+        ],
+        "caption": "the segment's sentence, capitalised, final period",
+        "format": c.youcook2_format,
+    }
+    return jobs, {"rules": rules, "annotated": sum(len(j["segments"]) for j in jobs), "left_out": {}}
+
+
+def _drop_unpaired_frames(out: Path, made: list[dict], pairs: list[dict]) -> None:
+    """Remove the kept frames of the last video that no pair within ``n`` uses."""
+    used = {p["record"][f] for p in pairs for f in ("image0", "image1")}
+    for m in made:
+        for rel in m.get("frames", []):
+            if rel not in used:
+                (out / "images" / rel).unlink(missing_ok=True)
 
 
 @ENGINES.register("eqben-video")
@@ -468,13 +318,19 @@ class EqbenVideoEngine(SynthEngine):
     description = "EqBen natural-video pairs from Action Genome, Kinetics-GEBC or YouCook2 and your videos"
     config_class = EqbenVideoConfig
 
-    def write(self, out: Path) -> dict:
+    def check(self) -> None:
         c = self.config
-        if c.annotations is None or c.videos is None:
+        if not c.annotations or c.videos is None:
             raise ConfigError("eqben-video needs --annotations and --videos")
-        options: dict[str, Any] = {"n": c.n}
-        if c.source == "ag":
-            options |= {"skip": c.ag_skip, "relation": c.ag_relation}
-        elif c.source == "gebc":
-            options |= {"frame": c.gebc_frame, "step": c.gebc_step}
-        return write_eqben_video(Path(out), c.source, c.annotations, c.videos, **options)
+        if c.source != "gebc" and len(c.annotations) != 1:
+            raise ConfigError(f"--source {c.source} reads one annotation file; got {len(c.annotations)}")
+        if not Path(c.videos).is_dir():
+            raise ConfigError(f"--videos {c.videos} is not a folder")
+        for path in c.annotations:
+            if not (_pickle_file(path) if c.source == "ag" else path).is_file():
+                raise ConfigError(
+                    f"--annotations {path}: not found" + (f" (nor {AG_FILE} in it)" if path.is_dir() else "")
+                )
+
+    def write(self, out: Path) -> dict:
+        return write_eqben_video(out, self.config)
