@@ -2,10 +2,16 @@
 
 Reads Visual Spatial Reasoning's published JSON lines (cambridgeltl/visual-spatial-reasoning,
 ``data/splits/*/*.jsonl`` or ``data/data_files/all_vsr_validated_data.jsonl``: ``image``, ``caption``,
-``label``, ``relation``, with ``subj``/``obj`` where the file has them). P1 is a true caption; P2 a true
-caption of the same image with subject and object switched ("Positive Caption Mining"); the negative
-candidates are VSR's unique captions ranked by Jaccard similarity to P1, the top three kept ("Negative
-Caption"). Writes ``Spatial_VISLA.tsv`` and the review sheet for the experts' step.
+``label`` (0/1), ``relation``; the zero-shot splits add ``subj``/``obj``). "We utilized subject and object
+fields to identify the positive pair (P1, P2) for an image": two true captions of one image with subject
+and object switched, written once (P1 the one earlier in the file). "We extracted an initial negative
+caption (N) by leveraging the observation that a different image containing the same object would
+likely describe a distinct spatial arrangement between them": N is a true caption of another image with
+the same two objects (the one nearest P1 by Jaccard). "Further, we identified the top three negative
+candidates for each data point by ranking all unique captions in the VSR dataset using Jaccard
+similarity": the candidates are the file's unique captions (true and false, every image) other than
+the image's own true captions, ranked by the Jaccard similarity of their word sets to P1's. Writes
+``Spatial_VISLA.tsv`` and the review sheet for the experts' step.
 """
 
 from __future__ import annotations
@@ -80,65 +86,76 @@ def read_vsr(path: Path) -> list[VsrCaption]:
 
 
 def _roles(rec: VsrCaption) -> tuple[str, str] | None:
+    """Subject and object: read off the caption's template, else the record's ``subj``/``obj`` fields (VSR's
+    zero-shot splits drop a first letter in some: ``"subj": "orse"`` for "The horse is next to the bus.")."""
+    parsed = split_caption(rec.caption, rec.relation)
+    if parsed is not None:
+        return parsed
     if rec.subj is not None and rec.obj is not None:
         return rec.subj.strip().lower(), rec.obj.strip().lower()
-    return split_caption(rec.caption, rec.relation)
+    return None
+
+
+def _nearest(p1: str, captions: list[str]) -> list[tuple[str, float]]:
+    """``captions`` by Jaccard similarity to ``p1``, most similar first (ties by text)."""
+    return sorted(((c, jaccard(p1, c)) for c in captions), key=lambda x: (-x[1], x[0]))
 
 
 def mine_vsr(records: list[VsrCaption], n: int | None = None) -> tuple[list[dict[str, Any]], Counter]:
-    """(P1, P2, candidates) from VSR records (VISLA Sec. 3.3); the second value counts what was skipped.
+    """(P1, P2, N, candidates) from VSR records (VISLA Sec. 3.3); the second value counts what was left out.
 
-    A true caption becomes P1 when the same image has a true caption with subject and object switched
-    (P2). Negative candidates: VSR's unique captions other than the image's true ones, ranked by
-    Jaccard similarity to P1 (ties by text), the top three kept; N is the first.
+    Each pair of true captions of one image with subject and object switched gives one triplet; N is
+    the initial negative (a true caption of another image with the same two objects, nearest P1 by
+    Jaccard), or, when no other image has them, the top Jaccard candidate (counted).
 
     Args:
         records: every VSR record (all of them form the candidate pool).
         n: the most triplets; None: all.
     """
-    skipped: Counter = Counter()
-    roles = {}
-    for rec in records:
-        r = _roles(rec)
-        if r is None:
-            skipped["no subject/object (caption off the template, no subj/obj fields)"] += 1
-        roles[rec.line] = r
-    true_by_image: dict[str, list[VsrCaption]] = {}
-    for rec in records:
-        if rec.label == 1 and roles[rec.line] is not None:
-            true_by_image.setdefault(rec.image, []).append(rec)
+    left: Counter = Counter()
+    roles = {rec.line: _roles(rec) for rec in records}
+    left["no subject/object (caption off the template, no subj/obj fields)"] = sum(r is None for r in roles.values())
+    true = [rec for rec in records if rec.label == 1 and roles[rec.line] is not None]
+    by_image: dict[str, list[VsrCaption]] = {}
+    by_objects: dict[frozenset[str], list[VsrCaption]] = {}
+    for rec in true:
+        by_image.setdefault(rec.image, []).append(rec)
+        by_objects.setdefault(frozenset(roles[rec.line]), []).append(rec)  # type: ignore[arg-type]
     pool = sorted({rec.caption for rec in records})
-    rows = []
-    for rec in records:
-        if rec.label != 1 or roles[rec.line] is None:
+    rows, used = [], set()
+    for rec in true:
+        if rec.line in used:
+            continue  # the P2 of a triplet already written: each (P1, P2) once
+        s, o = roles[rec.line]  # type: ignore[misc]
+        partner = next((r for r in by_image[rec.image] if roles[r.line] == (o, s) and r.line not in used), None)
+        if partner is None or partner.caption == rec.caption:
+            left["no true caption of the image with subject and object switched"] += 1
             continue
-        s, o = roles[rec.line]
-        swapped = [r for r in true_by_image[rec.image] if roles[r.line] == (o, s) and r.caption != rec.caption]
-        if not swapped:
-            skipped["no true caption of the image with subject and object switched"] += 1
+        own = {r.caption for r in by_image[rec.image]}
+        ranked = _nearest(rec.caption, [c for c in pool if c not in own])
+        if not ranked:
+            left["no negative candidate"] += 1
             continue
-        p2 = swapped[0].caption
-        own = {r.caption for r in true_by_image[rec.image]}
-        ranked = sorted((c for c in pool if c not in own), key=lambda c: (-jaccard(rec.caption, c), c))
-        top = [{"text": c, "jaccard": round(jaccard(rec.caption, c), 4)} for c in ranked[:TOP_CANDIDATES]]
-        if not top:
-            skipped["no negative candidate"] += 1
-            continue
-        least = min(ranked, key=lambda c: (jaccard(rec.caption, c), c))
+        others = {r.caption for r in by_objects[frozenset((s, o))] if r.image != rec.image} - own
+        initial = _nearest(rec.caption, sorted(others))
+        if not initial:
+            left["no other image with the same objects (N: the top Jaccard candidate)"] += 1
+        used |= {rec.line, partner.line}
         rows.append(
             {
                 "id": f"line{rec.line}",
                 "image": rec.image,
                 "p1": rec.caption,
-                "p2": p2,
-                "n": top[0]["text"],
-                "irrelevant": least,
-                "candidates": top,
+                "p2": partner.caption,
+                "n": (initial or ranked)[0][0],
+                "n_source": "another image with the same objects" if initial else "top Jaccard candidate",
+                "irrelevant": min(ranked, key=lambda x: (x[1], x[0]))[0],
+                "candidates": [{"text": c, "jaccard": round(j, 4)} for c, j in ranked[:TOP_CANDIDATES]],
             }
         )
         if n is not None and len(rows) >= n:
             break
-    return rows, skipped
+    return rows, Counter({k: v for k, v in left.items() if v})
 
 
 def write_vsr(out: Path, vsr: Path, *, n: int | None = None, images: Path | None = None) -> dict[str, Any]:
@@ -166,7 +183,7 @@ def write_vsr(out: Path, vsr: Path, *, n: int | None = None, images: Path | None
             r["id"],
             {"image": f"images/{r['image']}"},
             {"p1": r["p1"], "p2": r["p2"], "n": r["n"], "irrelevant": r["irrelevant"]},
-            "mined: N is the top Jaccard candidate",
+            f"mined: N is the {r['n_source']}",
             True,
             "candidates: " + " | ".join(c["text"] for c in r["candidates"]),
         )
