@@ -88,7 +88,10 @@ class Canvas:
         regions = []
         for i, pl in enumerate(placements):
             placed = self.layer(pl)
-            image.paste(placed.layer, (pl.x, pl.y), placed.layer)
+            # composited through the opaque mask every measurement uses (alpha >= 128), as SPEC pastes SAM's
+            # binary masks: no half-blended rim, so every pixel outside the changed objects' masks is the
+            # same in every candidate of a case
+            image.paste(placed.layer.convert("RGB"), (pl.x, pl.y), Image.fromarray(placed.mask.astype(np.uint8) * 255))
             # the part of the layer that falls inside the canvas
             lx0, ly0 = max(0, -pl.x), max(0, -pl.y)
             lx1, ly1 = min(pl.w, s - pl.x), min(pl.h, s - pl.y)
