@@ -63,6 +63,9 @@ class SynthConfig:
     #: image-caption pairs (corpus) or images (zeroshot)
     n: int = option(10, "how many (see `spotdiff synth -h`)", kind="count")
 
+    def validate(self) -> None:
+        """Refuse bad options and unusable models before anything heavy runs (one clear line each)."""
+
     def options(self) -> dict[str, Any]:
         """The declared options that change the output's bytes, as ``synth.json`` records them (paths as
         text): a run resumes only under the same options; workers and batch sizes may differ."""
@@ -139,6 +142,14 @@ class CanvasConfig(SynthConfig):
             shown = {k: v for k, v in shown.items() if _group(self, k) != GENERATIVE}
         return shown
 
+    def validate(self) -> None:
+        """With the generative backend: every model folder is of the kind its option asks for (nothing loaded)."""
+        if self.backend == "generative":
+            models.require("diffusers", "the generative backend (--backend generative)")
+            for option, kind in (("t2i", "text2image"), ("inpaint", "inpainting"), ("detector", "detector"),
+                                 ("segmenter", "segmenter")):  # fmt: skip
+                models.check_model(getattr(self, option), kind, f"--{option}")
+
     def pipeline(self) -> Pipeline:
         """The canvas pipeline these options describe (the generative stages load their models lazily)."""
         scenes = list(self.scenes) if self.scenes else None
@@ -197,8 +208,9 @@ class SynthEngine(ABC):
             config = replace(config, workers=cap_workers(workers))  # type: ignore[call-arg]
         self.config = config
 
-    def check(self) -> None:  # noqa: B027 - a hook: most engines have nothing to check ahead
-        """Refuse bad options and missing models before anything heavy runs (one clear line each)."""
+    def check(self) -> None:
+        """Refuse bad options and unusable models before anything heavy runs (the config's ``validate``)."""
+        self.config.validate()
 
     @abstractmethod
     def write(self, out: Path) -> dict[str, Any]:

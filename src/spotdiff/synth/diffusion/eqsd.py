@@ -79,6 +79,15 @@ class EqsdConfig(SynthConfig):
     )
     device: str = option("auto", "auto (CUDA in fp16 when available), cpu or cuda[:N]")
 
+    def validate(self) -> None:
+        """Fractions within [0, 1], the model a Stable Diffusion pipeline, and enough distinct caption pairs."""
+        for name in ("cross_replace", "self_replace"):
+            if not 0.0 <= getattr(self, name) <= 1.0:
+                raise ConfigError(f"--{name.replace('_', '-')} must be within [0, 1], got {getattr(self, name)}")
+        if self.from_review is None:
+            check_model(self.t2i, "text2image", "--t2i")
+            sd_caption_pairs(self.seed, self.n)  # more pairs than Fig. 15 gives: refused now, not after hours
+
 
 class _Renderer:
     """One pair's images (prompt-to-prompt) and check, with the pipeline and scorer loaded on first use."""
@@ -218,14 +227,6 @@ class EqsdEngine(SynthEngine):
     benchmark = "eqben"
     description = "EqBen EQ-SD pairs by prompt-to-prompt word swap on Stable Diffusion (EqBen App. B.5, Fig. 15)"
     config_class = EqsdConfig
-
-    def check(self) -> None:
-        for name in ("cross_replace", "self_replace"):
-            if not 0.0 <= getattr(self.config, name) <= 1.0:
-                raise ConfigError(f"--{name.replace('_', '-')} must be within [0, 1], got {getattr(self.config, name)}")
-        if self.config.from_review is None:
-            check_model(self.config.t2i, "text2image", "--t2i")
-            sd_caption_pairs(self.config.seed, self.config.n)  # more pairs than Fig. 15 gives: refused now
 
     def write(self, out: Path) -> dict:
         if self.config.from_review is not None:

@@ -102,6 +102,21 @@ class EqbenVideoConfig(SynthConfig):
         "npy", "EQ-YouCook2: frames as EqBen released them (npy, BGR arrays) or as PNG", choices=("npy", "png")
     )
 
+    def validate(self) -> None:
+        """--annotations and --videos exist and fit --source."""
+        c = self
+        if not c.annotations or c.videos is None:
+            raise ConfigError("eqben-video needs --annotations and --videos")
+        if c.source != "gebc" and len(c.annotations) != 1:
+            raise ConfigError(f"--source {c.source} reads one annotation file; got {len(c.annotations)}")
+        if not Path(c.videos).is_dir():
+            raise ConfigError(f"--videos {c.videos} is not a folder")
+        for path in c.annotations:
+            if not (_pickle_file(path) if c.source == "ag" else path).is_file():
+                raise ConfigError(
+                    f"--annotations {path}: not found" + (f" (nor {AG_FILE} in it)" if path.is_dir() else "")
+                )
+
 
 def _pickle_file(path: Path) -> Path:
     return path / AG_FILE if path.is_dir() else path
@@ -317,20 +332,6 @@ class EqbenVideoEngine(SynthEngine):
     benchmark = "eqben"
     description = "EqBen natural-video pairs from Action Genome, Kinetics-GEBC or YouCook2 and your videos"
     config_class = EqbenVideoConfig
-
-    def check(self) -> None:
-        c = self.config
-        if not c.annotations or c.videos is None:
-            raise ConfigError("eqben-video needs --annotations and --videos")
-        if c.source != "gebc" and len(c.annotations) != 1:
-            raise ConfigError(f"--source {c.source} reads one annotation file; got {len(c.annotations)}")
-        if not Path(c.videos).is_dir():
-            raise ConfigError(f"--videos {c.videos} is not a folder")
-        for path in c.annotations:
-            if not (_pickle_file(path) if c.source == "ag" else path).is_file():
-                raise ConfigError(
-                    f"--annotations {path}: not found" + (f" (nor {AG_FILE} in it)" if path.is_dir() else "")
-                )
 
     def write(self, out: Path) -> dict:
         return write_eqben_video(out, self.config)
