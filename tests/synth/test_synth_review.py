@@ -85,3 +85,57 @@ def test_bad_sheets(tmp_path):
     csv_path.write_text("", encoding="utf-8")
     with pytest.raises(DataError, match="empty review sheet"):
         read_review(csv_path, **FIELDS)
+
+
+@pytest.mark.parametrize(
+    ("image", "why"),
+    [
+        ("images/../../evil.png", "leaves its folder"),
+        ("/etc/shadow", "leaves its folder"),
+        ("images/link.png", "is a link leading out of"),
+    ],
+)
+def test_an_accepted_image_outside_the_sheets_folder_is_refused(tmp_path, image, why):
+    """A sheet is a file someone hands over: it never makes spotdiff read or write outside its folder."""
+    sheet_dir = tmp_path / "sheet"
+    (sheet_dir / "images").mkdir(parents=True)
+    secret = tmp_path / "secret.png"
+    secret.write_bytes(b"not yours")
+    (sheet_dir / "images" / "link.png").symlink_to(secret)
+    csv_path, _ = write_review(sheet_dir, items(), title="T", **FIELDS)
+    edit(csv_path, {(1, "image"): image})
+    with pytest.raises(DataError, match=why) as err:
+        read_review(csv_path, **FIELDS)
+    assert (err.value.file, err.value.record, err.value.field) == (str(csv_path), "row 2", "image")
+
+
+def test_every_engines_from_review_refuses_a_path_out_and_writes_nothing_outside(tmp_path):
+    from spotdiff.commands import main
+
+    sheet_dir = tmp_path / "made"
+    (sheet_dir / "images" / "eqbensd").mkdir(parents=True)
+    (tmp_path / "evil.png").write_bytes(b"x")
+    rows = [
+        ["id", "decision", "image0", "image1", "caption0", "caption1", "verdict", "details"],
+        ["00000", "accept", "images/../../evil.png", "images/eqbensd/b.png", "a cat.", "a dog.", "", ""],
+    ]
+    with (sheet_dir / "review.csv").open("w", encoding="utf-8", newline="") as fh:
+        csv.writer(fh).writerows(rows)
+    out = tmp_path / "final"
+    assert main(["synth", "eqsd", "--from-review", str(sheet_dir / "review.csv"), "--out", str(out)]) == 2
+    assert (tmp_path / "evil.png").read_bytes() == b"x" and not any(out.glob("images/**/*.png"))
+
+
+def test_cells_a_spreadsheet_would_run_are_written_as_text_and_read_back_unchanged(tmp_path):
+    texts = ["=HYPERLINK(\"http://evil\",\"x\")", "+1+1", "-2 cats", "@SUM(A1)", "'quoted", "a cat"]
+    written = [
+        ReviewItem(str(k), {"image": "images/a.png"}, {"p1": text, "p2": "ok."}, "=cmd|' /C calc'!A0", True)
+        for k, text in enumerate(texts)
+    ]
+    csv_path, _ = write_review(tmp_path, written, title="T", **FIELDS)
+    rows = list(csv.reader(csv_path.open(encoding="utf-8", newline="")))
+    cells = [row[rows[0].index("p1")] for row in rows[1:]]
+    assert [c[0] for c in cells[:5]] == ["'"] * 5 and cells[5] == "a cat"  # OWASP: a leading apostrophe
+    assert all(not row[rows[0].index("verdict")].startswith("=") for row in rows[1:])
+    got = read_review(csv_path, **FIELDS)
+    assert [i.texts["p1"] for i in got.accepted] == texts and got.accepted[0].verdict == "=cmd|' /C calc'!A0"

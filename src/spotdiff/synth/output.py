@@ -7,6 +7,7 @@ newline; PNGs with fixed zlib settings and no timestamps or other varying metada
 from __future__ import annotations
 
 import contextlib
+import contextvars
 import json
 import os
 from collections.abc import Callable, Iterator, Sequence
@@ -23,6 +24,23 @@ T = TypeVar("T")
 R = TypeVar("R")
 
 PNG_COMPRESS_LEVEL = 1
+
+_PROGRESS: contextvars.ContextVar[bool] = contextvars.ContextVar("spotdiff_synth_progress", default=True)
+
+
+@contextlib.contextmanager
+def progress(enabled: bool) -> Iterator[None]:
+    """Show (or hide: ``-q``) the engines' progress bars inside this block."""
+    token = _PROGRESS.set(enabled)
+    try:
+        yield
+    finally:
+        _PROGRESS.reset(token)
+
+
+def progress_enabled() -> bool:
+    """Whether progress bars are shown (``-q`` hides them, the libraries' own loading bars too)."""
+    return _PROGRESS.get()
 
 
 @contextlib.contextmanager

@@ -3,7 +3,9 @@
 :func:`write_review` writes ``review.csv`` (the sheet a person edits: ``decision`` accept/reject and
 the text columns) and ``review.html`` (the same items with their images, offline: images by relative
 path, no external URL). :func:`read_review` reads the edited CSV back; a bad row is an error naming
-the file, the row and the field. VISLA's authors validated every LLM-written caption by hand this way
+the file, the row and the field; an image cell must name a file inside the sheet's folder (links
+leading out refused), and cells are written so that a spreadsheet shows formulas as text (OWASP CSV
+injection) and read back unchanged. VISLA's authors validated every LLM-written caption by hand this way
 (VISLA Sec. 3.2-3.3); docs/synthesis.md shows the workflow.
 """
 
@@ -80,36 +82,87 @@ def write_review(
         writer.writerow(columns)
         for it in items:
             decision = DECISIONS[0] if it.accept else DECISIONS[1]
-            writer.writerow(
-                [
-                    it.id,
-                    decision,
-                    *(it.images[f] for f in image_fields),
-                    *(it.texts[f] for f in text_fields),
-                    it.verdict,
-                    it.details,
-                ]
-            )
+            cells = [
+                it.id,
+                decision,
+                *(it.images[f] for f in image_fields),
+                *(it.texts[f] for f in text_fields),
+                it.verdict,
+                it.details,
+            ]
+            writer.writerow([neutral(c) for c in cells])
     html_path = folder / HTML_NAME
     html_path.write_text(_page(items, image_fields, text_fields, title), encoding="utf-8", newline="\n")
     return csv_path, html_path
 
 
-def copy_images(names: Sequence[str], source: Path, out: Path) -> None:
-    """Copy the named images from ``source`` to ``out/images`` (a missing one is an error).
+def inside(
+    root: Path, name: str, *, file: Path | None = None, record: str | None = None, field: str | None = None
+) -> Path:
+    """``root / name``, refused (a DataError naming the file) when it would lie outside ``root``: an absolute
+    name, ``..`` climbing out, or a symbolic link on the way that leads out. A sheet or a record is a file
+    someone hands over; it never makes spotdiff read or write elsewhere.
+
+    Args:
+        root: the folder the name is relative to.
+        name: the relative name, as the file gives it.
+        file: the file the name comes from (for the message).
+        record: the record or row (for the message).
+        field: the column or field (for the message).
+
+    >>> inside(Path("/data"), "a/b.png").as_posix()
+    '/data/a/b.png'
+    """
+    relative = Path(name)
+    if relative.is_absolute() or ".." in relative.parts:
+        raise DataError(f"{name!r} leaves its folder {root}", file=file or root, record=record, field=field)
+    path = Path(root) / relative
+    real_root = Path(root).resolve()
+    if not path.resolve().is_relative_to(real_root):
+        raise DataError(f"{name!r} is a link leading out of {root}", file=file or root, record=record, field=field)
+    return path
+
+
+def copy_images(names: Sequence[str], source: Path, out: Path, *, sheet: Path | None = None) -> None:
+    """Copy the named images from ``source`` to ``out/images`` (a missing one is an error; a name leaving
+    ``source``, or a link leading out of it, is refused).
 
     Args:
         names: file names relative to ``source`` (subfolders kept).
         source: the images folder.
         out: the output folder.
+        sheet: the file that named them (a review sheet), for the messages.
     """
     for name in sorted(set(names)):
-        src = Path(source) / name
+        src = inside(Path(source), name, file=sheet, record=name)
         if not src.is_file():
             raise DataError("image not found", file=src, field="filename")
-        target = Path(out) / "images" / name
+        target = inside(Path(out) / "images", name, file=sheet, record=name)
         target.parent.mkdir(parents=True, exist_ok=True)
         shutil.copyfile(src, target)
+
+
+#: what a spreadsheet reads as a formula at the start of a cell (OWASP, CSV injection)
+FORMULA_START = ("=", "+", "-", "@", "\t", "\r")
+
+
+def neutral(value: str) -> str:
+    """A cell a spreadsheet shows as text: a leading ``'`` before a formula's first character (and before a
+    leading ``'``, so that :func:`unneutral` gives every value back unchanged).
+
+    >>> neutral("=HYPERLINK(\"http://x\")"), neutral("-1 cat"), neutral("a cat")
+    ('\'=HYPERLINK("http://x")', "'-1 cat", 'a cat')
+    """
+    return "'" + value if value.startswith((*FORMULA_START, "'")) else value
+
+
+def unneutral(value: str) -> str:
+    """A cell as :func:`neutral` wrote it, back to the value (a spreadsheet that dropped the ``'`` is fine too).
+
+    >>> unneutral(neutral("=1+1")), unneutral(neutral("'quoted")), unneutral("=1+1")
+    ('=1+1', "'quoted", '=1+1')
+    """
+    return value[1:] if value.startswith("'") and value[1:].startswith((*FORMULA_START, "'")) else value
 
 
 def _page(items: Sequence[ReviewItem], image_fields: Sequence[str], text_fields: Sequence[str], title: str) -> str:
@@ -184,7 +237,7 @@ def _row(path, row_no, row, columns, image_fields, text_fields, seen) -> ReviewI
     record = f"row {row_no}"
     if len(row) != len(columns):
         raise DataError(f"expected {len(columns)} columns, got {len(row)}", file=path, record=record)
-    cells = dict(zip(columns, row, strict=True))
+    cells = dict(zip(columns, (unneutral(c) for c in row), strict=True))
     item_id = cells["id"].strip()
     if not item_id:
         raise DataError("empty id", file=path, record=record, field="id")
@@ -208,6 +261,8 @@ def _row(path, row_no, row, columns, image_fields, text_fields, seen) -> ReviewI
             raise DataError("empty cell in an accepted row", file=path, record=record, field=name)
         if any(ch in value for ch in "\t\r\n"):
             raise DataError("a tab or line break in an accepted row", file=path, record=record, field=name)
+        if name in image_fields:
+            inside(path.parent, value, file=path, record=record, field=name)
         values[name] = value
     return ReviewItem(
         id=item_id,

@@ -11,13 +11,11 @@ through the journal, resumed or not).
 
 from __future__ import annotations
 
-import contextlib
-import contextvars
 import functools
 import hashlib
 import json
 import shutil
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -27,7 +25,7 @@ import PIL
 from spotdiff.errors import ConfigError
 from spotdiff.naming import slugify
 from spotdiff.synth import SynthEngine
-from spotdiff.synth.output import atomic_write_text, dumps, parallel_map, write_json
+from spotdiff.synth.output import atomic_write_text, dumps, parallel_map, progress, progress_enabled, write_json
 from spotdiff.version import __version__
 
 T = TypeVar("T")
@@ -39,18 +37,6 @@ MARKER = ".synth-run.json"
 RECORD = "synth.json"
 #: the libraries whose versions are part of a run's identity (recorded in synth.json)
 VERSIONS = ("spotdiff", "pillow", "numpy")
-
-_PROGRESS: contextvars.ContextVar[bool] = contextvars.ContextVar("spotdiff_synth_progress", default=True)
-
-
-@contextlib.contextmanager
-def progress(enabled: bool) -> Iterator[None]:
-    """Show (or hide: ``-q``) the engines' progress bars inside this block."""
-    token = _PROGRESS.set(enabled)
-    try:
-        yield
-    finally:
-        _PROGRESS.reset(token)
 
 
 def _item_path(out: Path, key: str) -> Path:
@@ -103,7 +89,7 @@ def make_items(
         raise ValueError("make_items: task keys must be unique")
     journaled = _Journaled(fn, Path(out), key)
     records: list[Any] = []
-    with tqdm(total=len(tasks), desc=desc, unit="item", disable=not _PROGRESS.get()) as bar:
+    with tqdm(total=len(tasks), desc=desc, unit="item", disable=not progress_enabled()) as bar:
         for chunk in _chunks(list(zip(tasks, keys, strict=True)), 1 if until else len(tasks)):
             found = {k: _read_item(out, k) for _t, k in chunk}
             todo = [t for t, k in chunk if found[k] is None]

@@ -216,7 +216,7 @@ def write_from_review(out: Path, review: Path) -> dict:
                 raise DataError("expected images/<subset>/<file name>", file=review, record=where, field=f)
             record[f] = str(Path(*rel.parts[1:]))
         records.append({**record, **{f: item.texts[f] for f in TEXT_FIELDS}})
-    copy_images([r[f] for r in records for f in IMAGE_FIELDS], review.parent / "images", out)
+    copy_images([r[f] for r in records for f in IMAGE_FIELDS], review.parent / "images", out, sheet=review)
     write_json(Path(out) / "all_select.json", records)
     return {"engine": "eqsd", "mode": "from a review sheet", "review": str(review), "pairs": len(records),
             "rejected": result.rejected}  # fmt: skip

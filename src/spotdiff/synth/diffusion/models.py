@@ -11,14 +11,17 @@ share one pipeline in memory.
 
 from __future__ import annotations
 
+import contextlib
 import importlib
 import json
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 from spotdiff.errors import ConfigError
 from spotdiff.provenance import snapshot_revision
 from spotdiff.scorers.weights import hub_snapshot_dir, local_path, model_dir_digests
+from spotdiff.synth.output import progress_enabled
 
 EXTRA = "generate"
 DEFAULT_T2I = "stabilityai/stable-diffusion-xl-base-1.0"
@@ -158,6 +161,25 @@ def load_diffusion(task: str, model: str, device: str) -> Any:
     torch = require("torch", "the diffusion models")
     auto = {"text2image": diffusers.AutoPipelineForText2Image, "inpainting": diffusers.AutoPipelineForInpainting}
     dtype = torch.float16 if device.startswith("cuda") else torch.float32
-    pipeline = auto[task].from_pretrained(model, dtype=dtype).to(device)
+    with quiet_loading():
+        pipeline = auto[task].from_pretrained(model, dtype=dtype).to(device)
     pipeline.set_progress_bar_config(disable=True)
     return pipeline
+
+
+@contextlib.contextmanager
+def quiet_loading() -> Iterator[None]:
+    """diffusers' and transformers' loading bars hidden inside the block when the run is quiet (``-q``)."""
+    if progress_enabled():
+        yield
+        return
+    from diffusers.utils import logging as diffusers_logging
+    from transformers.utils import logging as transformers_logging
+
+    diffusers_logging.disable_progress_bar()
+    transformers_logging.disable_progress_bar()
+    try:
+        yield
+    finally:
+        diffusers_logging.enable_progress_bar()
+        transformers_logging.enable_progress_bar()

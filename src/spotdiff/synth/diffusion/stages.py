@@ -24,6 +24,7 @@ from spotdiff.synth.diffusion.models import (
     LIBRARY_SIZE,
     Models,
     check_model,
+    quiet_loading,
     require,
     resolve_device,
     weights_identity,
@@ -376,11 +377,12 @@ class GroundingSamIsolator:
         if isinstance(spec, tuple):
             return spec
         transformers = require("transformers", "object isolation")
-        if kind == "detector":
-            model = transformers.GroundingDinoForObjectDetection.from_pretrained(spec)
-        else:
-            model = transformers.SamModel.from_pretrained(spec)
-        processor = transformers.AutoProcessor.from_pretrained(spec)
+        with quiet_loading():
+            if kind == "detector":
+                model = transformers.GroundingDinoForObjectDetection.from_pretrained(spec)
+            else:
+                model = transformers.SamModel.from_pretrained(spec)
+            processor = transformers.AutoProcessor.from_pretrained(spec)
         return model.to(self.device).eval(), processor
 
     @property

@@ -453,7 +453,7 @@ def write_from_review(out: Path, review: Path) -> dict[str, Any]:
     write_tsv(out / published.file_name, published.header, rows)
     present = [n for n in names if (review.parent / "images" / n).is_file()]
     if present:
-        copy_images(present, review.parent / "images", out)
+        copy_images(present, review.parent / "images", out, sheet=review)
     return {
         "engine": "visla",
         "benchmark": f"visla-{kind}",
