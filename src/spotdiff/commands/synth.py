@@ -5,20 +5,23 @@ zero-shot classification sets).
 
     spotdiff synth spec   --out DIR [--n 10] [--seed 0] [--image-size 224] [--subsets a,b] [--objects DIR]
     spotdiff synth eqben  --out DIR [--n 10] ...
+    spotdiff synth eqsd   --out DIR [--n 10] [--t2i MODEL] [--check MODEL]
     spotdiff synth visla  --out DIR [--n 20] [--relations FILE] ...
     spotdiff synth visla  --out DIR --pairs SUGARCREPE.json [--llm SPEC] [--images DIR] [--n 20]
     spotdiff synth visla  --out DIR --from-review REVIEW.csv
     spotdiff synth visla-vsr --out DIR --vsr VSR.jsonl [--images DIR] [--n 1000]
-    spotdiff synth eqben-video --source ag|gebc|youcook2 --annotations PATH --videos DIR --out DIR
+    spotdiff synth eqben-video --source ag|gebc|youcook2 --annotations PATH [PATH ...] --videos DIR --out DIR
     spotdiff synth corpus --out DIR [--n 100] [--image-size 64] ...
     spotdiff synth zeroshot --out DIR [--n 10] ...
     spotdiff synth contact-sheet DIR --out sheet.png
     spotdiff synth list
 
-``--n`` counts cases per subset (spec), pairs per subset (eqben), scenes (visla), image-caption
-pairs (corpus) or images (zeroshot). The same options always give byte-identical files, whatever ``--workers``.
+``--n`` counts cases per subset (spec), pairs per subset (eqben), pairs (eqsd, eqben-video), scenes or
+triplets (visla), image-caption pairs (corpus) or images (zeroshot). The same options always give
+byte-identical files, whatever ``--workers``. ``spotdiff synth ENGINE --help`` lists exactly the options
+the engine reads. A run stopped part way resumes when the same command is given again (finished
+items are kept); ``--overwrite`` replaces an earlier output; ``-q`` hides the progress bars.
 """
-
 from __future__ import annotations
 
 import argparse
