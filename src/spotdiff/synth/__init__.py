@@ -55,6 +55,11 @@ def option(
     return field(default=default, metadata=meta)
 
 
+def subsets_option(known: tuple[str, ...]) -> Any:
+    """The ``--subsets`` option of an engine whose subsets are ``known``."""
+    return option(None, f"comma-separated subsets (default: all of {', '.join(known)})", kind="names")
+
+
 @dataclass(frozen=True)
 class SynthConfig:
     """The option every engine takes; an engine's config adds the options it reads, and only those."""
@@ -145,10 +150,7 @@ class CanvasConfig(SynthConfig):
     def validate(self) -> None:
         """With the generative backend: every model folder is of the kind its option asks for (nothing loaded)."""
         if self.backend == "generative":
-            models.require("diffusers", "the generative backend (--backend generative)")
-            for option, kind in (("t2i", "text2image"), ("inpaint", "inpainting"), ("detector", "detector"),
-                                 ("segmenter", "segmenter")):  # fmt: skip
-                models.check_model(getattr(self, option), kind, f"--{option}")
+            models.check_stage_models(self.t2i, self.inpaint, self.detector, self.segmenter)
 
     def pipeline(self) -> Pipeline:
         """The canvas pipeline these options describe (the generative stages load their models lazily)."""
@@ -226,4 +228,5 @@ __all__ = [
     "SynthEngine",
     "default_of",
     "option",
+    "subsets_option",
 ]

@@ -11,11 +11,11 @@ from pathlib import Path
 from typing import Any
 
 from spotdiff.errors import ConfigError, SpotdiffError
-from spotdiff.synth import ENGINES, CanvasConfig, SynthEngine, option
+from spotdiff.synth import ENGINES, CanvasConfig, SynthEngine, option, subsets_option
 from spotdiff.synth.canvas.geometry import Measured, boxes_overlap, relative_position
 from spotdiff.synth.canvas.layout import Placement, Rendered, placement_at, placement_box
 from spotdiff.synth.canvas.objects import ObjectInstance
-from spotdiff.synth.canvas.pipeline import Composer, Infeasible, Pipeline, make_pipeline
+from spotdiff.synth.canvas.pipeline import Composer, Infeasible, Pipeline, chosen_subsets, make_pipeline
 from spotdiff.synth.language import number_word, sentence, with_article
 from spotdiff.synth.output import case_rng, save_png, write_json
 from spotdiff.synth.run import make_items, resumable
@@ -503,10 +503,7 @@ def write_eqben(
         subsets: the EQ-Kubric subsets to write; None: all.
         sd_pairs: EQ-SD caption pairs to write; None: ``n``.
     """
-    subsets = list(subsets or SUBSETS)
-    for sub in subsets:
-        if sub not in SUBSETS:
-            raise ConfigError(f"unknown EqBen synthetic subset {sub!r}; known: {', '.join(SUBSETS)}")
+    subsets = chosen_subsets(subsets, SUBSETS, "EqBen synthetic")
     out = Path(out)
     pipeline = pipeline or make_pipeline(size)
     builder = EqbenBuilder(pipeline, seed)
@@ -553,9 +550,7 @@ class EqbenConfig(CanvasConfig):
     """The options of the ``eqben`` engine."""
 
     n: int = option(10, "pairs per subset", kind="count")
-    subsets: tuple[str, ...] | None = option(
-        None, f"comma-separated subsets (default: all of {', '.join(SUBSETS)})", kind="names"
-    )
+    subsets: tuple[str, ...] | None = subsets_option(SUBSETS)
     sd_pairs: int | None = option(None, "EQ-SD caption pairs to write, text only (default: --n)", kind="count")
 
 

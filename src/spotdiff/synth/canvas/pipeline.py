@@ -6,6 +6,7 @@ here, the ``generative`` one in :mod:`spotdiff.synth.diffusion.stages`. Details:
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -82,6 +83,18 @@ def make_pipeline(
     if backend == "generative":
         raise ConfigError("the generative backend's stages are built by spotdiff.synth.CanvasConfig.pipeline()")
     raise ConfigError(f"unknown synthesis backend {backend!r}; known: {', '.join(BACKENDS)}")
+
+
+def chosen_subsets(subsets: Sequence[str] | None, known: Sequence[str], what: str) -> list[str]:
+    """The subsets a canvas engine writes: ``subsets`` (each one of ``known``), or all of them.
+
+    >>> chosen_subsets(None, ("a", "b"), "SPEC"), chosen_subsets(["b"], ("a", "b"), "SPEC")
+    (['a', 'b'], ['b'])
+    """
+    for sub in subsets or ():
+        if sub not in known:
+            raise ConfigError(f"unknown {what} subset {sub!r}; known: {', '.join(known)}")
+    return list(subsets or known)
 
 
 class Infeasible(Exception):

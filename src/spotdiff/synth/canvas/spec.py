@@ -13,7 +13,7 @@ from typing import Any
 
 from spotdiff.benchmarks.spec import SUBSETS
 from spotdiff.errors import ConfigError, SpotdiffError
-from spotdiff.synth import ENGINES, CanvasConfig, SynthEngine, option
+from spotdiff.synth import ENGINES, CanvasConfig, SynthEngine, option, subsets_option
 from spotdiff.synth.canvas.geometry import (
     COUNT_RANGE,
     EXISTENCE_LEVELS,
@@ -28,7 +28,7 @@ from spotdiff.synth.canvas.geometry import (
 )
 from spotdiff.synth.canvas.layout import Rendered, placement_at, placement_box
 from spotdiff.synth.canvas.objects import ObjectInstance
-from spotdiff.synth.canvas.pipeline import Composer, Infeasible, Pipeline, make_pipeline
+from spotdiff.synth.canvas.pipeline import Composer, Infeasible, Pipeline, chosen_subsets, make_pipeline
 from spotdiff.synth.language import counted, with_article
 from spotdiff.synth.output import save_png, write_json
 from spotdiff.synth.run import make_items, resumable
@@ -414,10 +414,7 @@ def write_spec(
         cls: also write the ``cls`` task (``DIR/cls``).
         counts: cases per subset where it differs from ``n``, or None.
     """
-    subsets = list(subsets or SUBSETS)
-    for sub in subsets:
-        if sub not in SUBSETS:
-            raise ConfigError(f"unknown SPEC subset {sub!r}; known: {', '.join(SUBSETS)}")
+    subsets = chosen_subsets(subsets, SUBSETS, "SPEC")
     pipeline = pipeline or make_pipeline(size)
     builder = SpecBuilder(pipeline, seed)
     writer = _Writer(builder, Path(out))
@@ -469,9 +466,7 @@ class SpecConfig(CanvasConfig):
     """The options of the ``spec`` engine."""
 
     n: int = option(10, "candidate sets per subset", kind="count")
-    subsets: tuple[str, ...] | None = option(
-        None, f"comma-separated subsets (default: all of {', '.join(SUBSETS)})", kind="names"
-    )
+    subsets: tuple[str, ...] | None = subsets_option(SUBSETS)
     cls: bool = option(True, "skip the cls/ classification images")
 
 

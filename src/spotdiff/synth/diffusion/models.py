@@ -115,6 +115,18 @@ def check_model(model: str, kind: str, option: str) -> Path | None:
     return folder
 
 
+def check_stage_models(t2i: str, inpaint: str, detector: Any, segmenter: Any) -> Path | None:
+    """SPEC's generative stages' models checked (a detector or segmenter already built is taken as it is);
+    the text-to-image model's local folder returned."""
+    require("diffusers", "the generative backend (--backend generative)")
+    folder = check_model(t2i, "text2image", "--t2i")
+    check_model(inpaint, "inpainting", "--inpaint")
+    for spec, kind in ((detector, "detector"), (segmenter, "segmenter")):
+        if isinstance(spec, str):
+            check_model(spec, kind, f"--{kind}")
+    return folder
+
+
 def weights_identity(model: str, folder: Path | None) -> str:
     """What identifies a model's weights: ``<repo>@<commit>`` for a hub snapshot, else ``sha256:<digest>``
     of its weight files (a local folder); a hub name not cached locally is named as given."""

@@ -24,6 +24,7 @@ from spotdiff.synth.diffusion.models import (
     LIBRARY_SIZE,
     Models,
     check_model,
+    check_stage_models,
     quiet_loading,
     require,
     resolve_device,
@@ -577,12 +578,7 @@ def make_generative_stages(
         library_size: the generated instances per class a case picks from.
         batch_size: text-to-image prompts per pipeline call; None: 8 on CUDA, 1 on the CPU.
     """
-    require("diffusers", "the generative backend (--backend generative)")
-    t2i_folder = check_model(t2i_model, "text2image", "--t2i")
-    check_model(inpaint_model, "inpainting", "--inpaint")
-    for spec, kind, option in ((detector, "detector", "--detector"), (segmenter, "segmenter", "--segmenter")):
-        if isinstance(spec, str):
-            check_model(spec, kind, option)
+    t2i_folder = check_stage_models(t2i_model, inpaint_model, detector, segmenter)
     device = resolve_device(device)
     models = Models(device)
     source = TextToImageSource(
