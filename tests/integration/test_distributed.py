@@ -24,12 +24,11 @@ import pytest
 
 from spotdiff.cases import ArrayImage, Case
 from spotdiff.cli import main
-from spotdiff.diagnose import distributed
 from spotdiff.diagnose.cache import CACHE_FILE, SHARD_DIR, Cache, Shard, merge_shards, shard_files
-from spotdiff.diagnose.distributed import DistEnv, DistributedError, detect, owner, rank_device
 from spotdiff.diagnose.engine import Engine
 from spotdiff.diagnose.store import RunStore
-from spotdiff.errors import ConfigError, DataError
+from spotdiff.errors import ConfigError, DataError, DistributedError
+from spotdiff.ranks import DistEnv, detect, owner, rank_device, step
 from spotdiff.scorers import EmbeddingScorer, PairScorer, ScorerOptions
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -229,15 +228,15 @@ class _FakeGroup:
 
 
 def test_a_failing_rank_stops_every_rank_with_its_message() -> None:
-    assert distributed._step(_FakeGroup([("ok", 2)]), lambda: 1) == [1, 2]
+    assert step(_FakeGroup([("ok", 2)]), lambda: 1) == [1, 2]
     with pytest.raises(DistributedError, match="rank 1: DataError: file x: broken"):
-        distributed._step(_FakeGroup([("error", "DataError: file x: broken")]), lambda: 1)
+        step(_FakeGroup([("error", "DataError: file x: broken")]), lambda: 1)
 
     def boom():
         raise DataError("bad image", file="img.png")
 
     with pytest.raises(DataError, match=r"img\.png"):  # the failing rank raises its own error
-        distributed._step(_FakeGroup([("ok", 2)]), boom)
+        step(_FakeGroup([("ok", 2)]), boom)
 
 
 # ------------------------------------------------------------------------ real torchrun runs

@@ -12,7 +12,6 @@ import json
 import pickle
 from fractions import Fraction
 
-import av
 import numpy as np
 import pytest
 from PIL import Image
@@ -22,42 +21,15 @@ from spotdiff.cli import main
 from spotdiff.errors import DataError
 from spotdiff.synth.video.action_genome import load_pickle
 from spotdiff.synth.video.frames import Frame, VideoError, read_frames
-
-BITS = 10  # frame numbers up to 1023, one 8-pixel column per bit
-
-
-def encode(path, frames: int, rate, photo=None) -> None:
-    """An H.264 video whose frame n shows n in binary in its top rows (white: 1), a photo below."""
-    side = 128
-    with av.open(str(path), "w") as container:
-        stream = container.add_stream("libx264", rate=rate)
-        stream.width = stream.height = side
-        stream.pix_fmt = "yuv420p"
-        stream.options = {"crf": "10", "g": "12", "bf": "2"}
-        for n in range(frames):
-            image = np.full((side, side, 3), 90, np.uint8) if photo is None else photo(n).copy()
-            image[:16] = 0
-            for bit in range(BITS):
-                if (n >> bit) & 1:
-                    image[:16, bit * 12 : bit * 12 + 12] = 255
-            for packet in stream.encode(av.VideoFrame.from_ndarray(image, format="rgb24")):
-                container.mux(packet)
-        for packet in stream.encode():
-            container.mux(packet)
-
-
-def number(image) -> int:
-    """The frame number an encoded frame shows."""
-    top = np.asarray(image.convert("L"), float)[:16]
-    return sum(1 << bit for bit in range(BITS) if top[:, bit * 12 + 2 : bit * 12 + 10].mean() > 128)
+from spotdiff.testing.videos import encode_numbered, frame_number
 
 
 def shown(path) -> int:
     """The frame number of a written image (a PNG, or EqBen's BGR .npy)."""
     if str(path).endswith(".npy"):
-        return number(Image.fromarray(np.load(path, allow_pickle=False)[:, :, ::-1]))
+        return frame_number(Image.fromarray(np.load(path, allow_pickle=False)[:, :, ::-1]))
     with Image.open(path) as im:
-        return number(im)
+        return frame_number(im)
 
 
 def synth(*argv: str) -> int:
@@ -70,16 +42,16 @@ def synth(*argv: str) -> int:
 def test_frames_by_number_time_and_boundary(tmp_path):
     """NTSC rate (30000/1001): the n-th frame by number; at, before and after a time, across keyframes."""
     video = tmp_path / "v.mp4"
-    encode(video, 120, Fraction(30000, 1001))
+    encode_numbered(video, 120, Fraction(30000, 1001))
     asks = [Frame("index", 3), Frame("index", 0), Frame("index", 119), Frame("index", 61), Frame("at", 2.0)]
     # 2.0 s is between frame 59 (1.968 s) and 60 (2.002 s): frame 59 is shown at 2.0 s
     asks += [Frame("before", 2.002), Frame("after", 2.0), Frame("after", 0.0), Frame("at", 0.0)]
-    assert [number(im) for im in read_frames(video, asks)] == [3, 0, 119, 61, 59, 59, 60, 0, 0]
+    assert [frame_number(im) for im in read_frames(video, asks)] == [3, 0, 119, 61, 59, 59, 60, 0, 0]
     ten = tmp_path / "ten.mp4"
-    encode(ten, 100, 10)
+    encode_numbered(ten, 100, 10)
     # a boundary at 6.41 s: the first frame at or after it is 6.5 s, never 6.4 s; the last before 3.0 s is 2.9 s
     asks = [Frame("after", 6.41), Frame("before", 3.0), Frame("at", 6.41), Frame("after", 8.2), Frame("at", 9.95)]
-    assert [number(im) for im in read_frames(ten, asks)] == [65, 29, 64, 82, 99]
+    assert [frame_number(im) for im in read_frames(ten, asks)] == [65, 29, 64, 82, 99]
     with pytest.raises(VideoError, match=r"ten.mp4.*no frame after 9.95 \(the video ends before it\)"):
         read_frames(ten, [Frame("after", 9.95)])
     with pytest.raises(VideoError, match=r"no frame at 10\.5"):
@@ -88,7 +60,7 @@ def test_frames_by_number_time_and_boundary(tmp_path):
 
 def test_an_unreadable_or_truncated_video_is_one_line(tmp_path):
     video = tmp_path / "v.mp4"
-    encode(video, 30, 10)
+    encode_numbered(video, 30, 10)
     (tmp_path / "cut.mp4").write_bytes(video.read_bytes()[:2000])
     (tmp_path / "junk.mkv").write_bytes(b"\x1aE\xdf\xa3 not a video" * 50)
     for name in ("cut.mp4", "junk.mkv", "missing.mp4"):
@@ -152,7 +124,7 @@ def ag_entry(cls, relations, frame):
 def action_genome(tmp_path_factory):
     root = tmp_path_factory.mktemp("ag")
     (root / "videos").mkdir()
-    encode(root / "videos" / AG_VIDEO, 40, Fraction(30000, 1001))
+    encode_numbered(root / "videos" / AG_VIDEO, 40, Fraction(30000, 1001))
     frames: dict[str, list] = {}
     for cls, table in (("cup/glass/bottle", CUP), ("sofa/couch", SOFA)):
         for frame, relations in table.items():
@@ -283,7 +255,7 @@ def kinetics(tmp_path_factory):
     videos = root / "videos" / "val_split" / "abseiling"  # Kinetics clips: <YouTube id>_<start>_<end>.mp4
     videos.mkdir(parents=True)
     for vid in (BABY, MAN):
-        encode(videos / f"{vid}_000011_000021.mp4", 100, 10)
+        encode_numbered(videos / f"{vid}_000011_000021.mp4", 100, 10)
     (root / "train.json").write_text(json.dumps(GEBC_TRAIN), encoding="utf-8")
     (root / "val.json").write_text(json.dumps(GEBC_VAL), encoding="utf-8")
     return root
@@ -332,7 +304,7 @@ def youcook(tmp_path_factory):
     face[:16] = food[:16] = 0
     videos = root / "raw_videos" / "training" / "113"
     videos.mkdir(parents=True)
-    encode(videos / f"{YC2}.mp4", 44, 2, photo=lambda n: face if 14 <= n <= 17 else food)
+    encode_numbered(videos / f"{YC2}.mp4", 44, 2, photo=lambda n: face if 14 <= n <= 17 else food)
     database = {
         YC2: {
             "duration": 21.5,
@@ -363,7 +335,7 @@ def test_eq_youcook2_pairs_any_two_kept_middle_frames(youcook, tmp_path):
     summary = json.loads((out / "synth.json").read_text())["summary"]
     assert summary["left_out"] == {"frame with a face (App. B.3)": 1} and summary["pairs"] == 3
     case = next(iter(BENCHMARKS.get("eqben")(out).cases()))
-    assert number(case.images[0].load()) == 8  # the loader reads the BGR arrays back as the frame
+    assert frame_number(case.images[0].load()) == 8  # the loader reads the BGR arrays back as the frame
     out2 = tmp_path / "consecutive"
     assert (
         synth(*argv, "--videos", str(root / "raw_videos"), "--youcook2-pairs", "consecutive", "--out", str(out2)) == 0

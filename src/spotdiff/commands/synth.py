@@ -78,6 +78,7 @@ def _add_options(parser: argparse.ArgumentParser, config_class: type[SynthConfig
             groups[group] = parser.add_argument_group(group)
         target = groups[group]
         flag = "--" + f.name.replace("_", "-")
+        flags = (flag, *meta["aliases"])
         if meta["kind"] == "flag":
             if f.default:
                 target.add_argument(f"--no-{flag[2:]}", dest=f.name, action="store_false", help=meta["help"])
@@ -87,7 +88,7 @@ def _add_options(parser: argparse.ArgumentParser, config_class: type[SynthConfig
         shown = "" if f.default is None else f" (default: {_shown(f.default)})"
         many = {"nargs": "+"} if meta["kind"] == "paths" else {}
         target.add_argument(
-            flag,
+            *flags,
             dest=f.name,
             type=_TYPES[meta["kind"]],
             choices=meta["choices"],
@@ -147,6 +148,8 @@ def run(args: argparse.Namespace) -> int:
     cls = ENGINES.get(name)
     engine = cls(engine_config(cls, args))
     record = synthesize(engine, args.out, overwrite=args.overwrite, quiet=args.quiet)
+    if record is None:  # a rank other than 0 of a torchrun launch: rank 0 reports
+        return 0
     state = record.pop("state")
     if state == "complete":
         print(f"spotdiff synth {name}: {args.out} already holds this run, complete; nothing to do")

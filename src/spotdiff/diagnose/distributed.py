@@ -26,17 +26,12 @@ other. Multi-node runs need the cache directory on a file system that every node
 from __future__ import annotations
 
 import dataclasses
-import hashlib
 import logging
 import os
 import shutil
 import tempfile
 import uuid
-from collections.abc import Callable, Mapping
-from dataclasses import dataclass
-from datetime import timedelta
 from pathlib import Path
-from typing import Any
 
 from spotdiff.diagnose.cache import CACHE_FILE, Cache, Shard, merge_shards
 from spotdiff.diagnose.engine import cache_digest, check_capability
@@ -49,126 +44,12 @@ from spotdiff.diagnose.runner import (
     run_eval,
     stream_cases,
 )
-from spotdiff.errors import ConfigError, DistributedError
+from spotdiff.errors import ConfigError
+from spotdiff.ranks import DistEnv, Group, detect, owner, rank_device, step
 from spotdiff.scorers import Scorer
 from spotdiff.seeding import seed_everything
 
 log = logging.getLogger(__name__)
-
-DEFAULT_TIMEOUT_S = 6 * 3600
-
-
-@dataclass(frozen=True)
-class DistEnv:
-    """Where this process sits in a launch: ``world_size`` processes, this one ``rank``."""
-
-    world_size: int
-    rank: int
-    local_rank: int
-
-    @property
-    def is_main(self) -> bool:
-        return self.rank == 0
-
-
-def detect(environ: Mapping[str, str] | None = None) -> DistEnv | None:
-    """The launch this process belongs to, from ``WORLD_SIZE``/``RANK``/``LOCAL_RANK``; None when
-    the process runs alone (no launcher, or a world of one)."""
-    env = os.environ if environ is None else environ
-    if "WORLD_SIZE" not in env or "RANK" not in env:
-        return None
-    try:
-        world = int(env["WORLD_SIZE"])
-        rank = int(env["RANK"])
-        local = int(env.get("LOCAL_RANK", rank))
-    except ValueError:
-        raise ConfigError(
-            f"bad distributed launch environment: WORLD_SIZE={env.get('WORLD_SIZE')!r}, "
-            f"RANK={env.get('RANK')!r}, LOCAL_RANK={env.get('LOCAL_RANK')!r} (integers expected)"
-        ) from None
-    if world <= 1:
-        return None
-    if not 0 <= rank < world or local < 0:
-        raise ConfigError(f"bad distributed launch environment: RANK={rank}, LOCAL_RANK={local}, WORLD_SIZE={world}")
-    return DistEnv(world, rank, local)
-
-
-def owner(key: str, world_size: int) -> int:
-    """The rank that computes the item with content key ``key`` (stable across runs and machines)."""
-    return int.from_bytes(hashlib.sha256(key.encode("utf-8")).digest()[:8], "big") % world_size
-
-
-def rank_device(device: str, local_rank: int) -> str:
-    """``cuda:<local rank>`` for ``auto``/``cuda`` when CUDA is available; any other device as given."""
-    name = (device or "auto").strip().lower()
-    if name in ("auto", "cuda"):
-        import torch
-
-        if torch.cuda.is_available():
-            return f"cuda:{local_rank % torch.cuda.device_count()}"
-    return device
-
-
-# -- the process group ------------------------------------------------------------------------------
-
-
-class _Group:
-    """The torch.distributed process group: created here unless the caller already made one."""
-
-    def __init__(self, env: DistEnv) -> None:
-        import torch.distributed as dist
-
-        if not dist.is_available():
-            raise ConfigError("this torch build has no torch.distributed; run spotdiff eval without a launcher")
-        self.dist = dist
-        self.env = env
-        self.created = False
-        if not dist.is_initialized():
-            backend = os.environ.get("SPOTDIFF_DIST_BACKEND", "gloo")
-            timeout = float(os.environ.get("SPOTDIFF_DIST_TIMEOUT", DEFAULT_TIMEOUT_S))
-            if backend == "nccl":
-                import torch
-
-                torch.cuda.set_device(env.local_rank % max(torch.cuda.device_count(), 1))
-            dist.init_process_group(backend=backend, timeout=timedelta(seconds=timeout))
-            self.created = True
-        if dist.get_world_size() != env.world_size or dist.get_rank() != env.rank:
-            raise ConfigError(
-                f"process group (rank {dist.get_rank()} of {dist.get_world_size()}) does not match "
-                f"the environment (RANK={env.rank}, WORLD_SIZE={env.world_size})"
-            )
-
-    def all_gather(self, value: Any) -> list[Any]:
-        out: list[Any] = [None] * self.env.world_size
-        self.dist.all_gather_object(out, value)
-        return out
-
-    def close(self) -> None:
-        if self.created and self.dist.is_initialized():
-            self.dist.destroy_process_group()
-
-
-def _step(group: _Group, fn: Callable[[], Any]) -> list[Any]:
-    """Run ``fn`` on every rank, then exchange results; if any rank failed, fail on every rank.
-
-    The failing rank re-raises its own exception; the others raise :class:`DistributedError`
-    naming the failed ranks and their messages. Returns every rank's result, by rank.
-    """
-    error: BaseException | None = None
-    try:
-        result = ("ok", fn())
-    except Exception as exc:
-        error = exc
-        result = ("error", f"{type(exc).__name__}: {exc}")
-    results = group.all_gather(result)
-    failed = [(r, msg) for r, (status, msg) in enumerate(results) if status == "error"]
-    if error is not None:
-        raise error
-    if failed:
-        details = "; ".join(f"rank {r}: {msg}" for r, msg in failed)
-        raise DistributedError(f"sharded evaluation stopped because another rank failed ({details})")
-    return [value for _, value in results]
-
 
 # -- the sharded run --------------------------------------------------------------------------------
 
@@ -222,12 +103,12 @@ def run_eval_distributed(config: EvalConfig, env: DistEnv | None = None) -> Eval
         return run_eval(config)
     resolve(config)  # unknown benchmark / subset / protocol: fail on every rank before any work
     seed_everything(config.seed)
-    group = _Group(env)
+    group = Group(env)
     cache_dir: Path | None = None
     temporary = False
     try:
         try:
-            token, cache_str, temporary = _step(group, lambda: _prepare(config) if env.is_main else None)[0]
+            token, cache_str, temporary = step(group, lambda: _prepare(config) if env.is_main else None)[0]
             cache_dir = Path(cache_str)
             device = rank_device(config.device, env.local_rank)
             holder: dict[str, Scorer] = {}
@@ -236,7 +117,7 @@ def run_eval_distributed(config: EvalConfig, env: DistEnv | None = None) -> Eval
                 holder["scorer"] = load_eval_scorer(config, device)
                 return _prefill(config, env, holder["scorer"], cache_dir, token)
 
-            per_rank = _step(group, work)
+            per_rank = step(group, work)
         finally:
             group.close()
         if not env.is_main:

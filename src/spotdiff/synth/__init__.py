@@ -34,6 +34,7 @@ def option(
     group: str | None = None,
     identity: bool = True,
     metavar: str | None = None,
+    aliases: tuple[str, ...] = (),
 ) -> Any:
     """One engine option: a dataclass field whose metadata the command line and ``synth.json`` read.
 
@@ -46,13 +47,28 @@ def option(
         identity: False for options that do not change the output's bytes (workers, batch sizes): a run
             may be resumed with another value.
         metavar: the value's name in ``--help``.
+        aliases: other spellings of the option on the command line.
     """
     if kind is None:
         kind = {bool: "flag", int: "int", float: "float"}.get(type(default), "str")
     if kind not in KINDS:
         raise ValueError(f"unknown option kind {kind!r}")
-    meta = {"help": help, "kind": kind, "choices": choices, "group": group, "identity": identity, "metavar": metavar}
+    meta = {
+        "help": help,
+        "kind": kind,
+        "choices": choices,
+        "group": group,
+        "identity": identity,
+        "metavar": metavar,
+        "aliases": aliases,
+    }
     return field(default=default, metadata=meta)
+
+
+def count_option(default: int, help: str) -> Any:
+    """An engine's ``--n``, also spelled ``--count`` (under ``torchrun``, whose own parser takes ``--n`` for an
+    ambiguous abbreviation of ``--nnodes`` / ``--nproc-per-node``)."""
+    return option(default, help, kind="count", aliases=("--count",))
 
 
 def subsets_option(known: tuple[str, ...]) -> Any:
@@ -66,7 +82,7 @@ class SynthConfig:
 
     #: how many: cases per subset (spec), pairs (eqben, eqsd, eqben-video), scenes or triplets (visla),
     #: image-caption pairs (corpus) or images (zeroshot)
-    n: int = option(10, "how many (see `spotdiff synth -h`)", kind="count")
+    n: int = count_option(10, "how many (see `spotdiff synth -h`)")
 
     def validate(self) -> None:
         """Refuse bad options and unusable models before anything heavy runs (one clear line each)."""
@@ -226,6 +242,7 @@ __all__ = [
     "CanvasConfig",
     "SynthConfig",
     "SynthEngine",
+    "count_option",
     "default_of",
     "option",
     "subsets_option",

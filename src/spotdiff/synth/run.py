@@ -11,11 +11,13 @@ through the journal, resumed or not).
 
 from __future__ import annotations
 
+import contextvars
 import functools
 import hashlib
 import json
 import shutil
 from collections.abc import Callable, Sequence
+from dataclasses import replace
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -24,6 +26,7 @@ import PIL
 
 from spotdiff.errors import ConfigError
 from spotdiff.naming import slugify
+from spotdiff.ranks import DistEnv, Group, detect, owner, rank_device, step
 from spotdiff.synth import SynthEngine
 from spotdiff.synth.output import atomic_write_text, dumps, parallel_map, progress, progress_enabled, write_json
 from spotdiff.version import __version__
@@ -37,6 +40,12 @@ MARKER = ".synth-run.json"
 RECORD = "synth.json"
 #: the libraries whose versions are part of a run's identity (recorded in synth.json)
 VERSIONS = ("spotdiff", "pillow", "numpy")
+
+
+#: the launch this process is a rank of, while :func:`synthesize` runs (None: alone)
+_LAUNCH: contextvars.ContextVar[tuple[DistEnv, Group] | None] = contextvars.ContextVar(
+    "spotdiff_synth_launch", default=None
+)
 
 
 def _item_path(out: Path, key: str) -> Path:
@@ -88,17 +97,31 @@ def make_items(
     if len(set(keys)) != len(keys):
         raise ValueError("make_items: task keys must be unique")
     journaled = _Journaled(fn, Path(out), key)
+    launch = _LAUNCH.get()
+    share = 1 if launch is None else launch[0].world_size
     records: list[Any] = []
     with tqdm(total=len(tasks), desc=desc, unit="item", disable=not progress_enabled()) as bar:
-        for chunk in _chunks(list(zip(tasks, keys, strict=True)), 1 if until else len(tasks)):
+        for chunk in _chunks(list(zip(tasks, keys, strict=True)), share if until else len(tasks)):
             found = {k: _read_item(out, k) for _t, k in chunk}
-            todo = [t for t, k in chunk if found[k] is None]
+            todo = [t for t, k in chunk if found[k] is None and _mine(k)]
             bar.update(len(chunk) - len(todo))
-            made = iter(parallel_map(journaled, todo, workers, on_result=lambda _r: bar.update()))
-            records += [found[k] if found[k] is not None else next(made) for _t, k in chunk]
+            _on_every_rank(lambda todo=todo: parallel_map(journaled, todo, workers, on_result=lambda _r: bar.update()))
+            records += [found[k] if found[k] is not None else _read_item(out, k) for _t, k in chunk]
             if until is not None and until(records):
                 break
     return records
+
+
+def _mine(key: str) -> bool:
+    """Whether this process makes the item ``key``: always alone; in a launch, when its rank owns the key."""
+    launch = _LAUNCH.get()
+    return launch is None or owner(key, launch[0].world_size) == launch[0].rank
+
+
+def _on_every_rank(fn: Callable[[], Any]) -> Any:
+    """``fn()``; in a launch, on every rank, each then waiting for the others (one failing fails all)."""
+    launch = _LAUNCH.get()
+    return fn() if launch is None else step(launch[1], fn)
 
 
 def _chunks(items: list, size: int) -> list[list]:
@@ -112,7 +135,9 @@ def resumable(write: Callable[..., R]) -> Callable[..., R]:
     @functools.wraps(write)
     def wrapper(out: Path, *args: Any, **kwargs: Any) -> R:
         result = write(out, *args, **kwargs)
-        drop_journal(Path(out))
+        _on_every_rank(lambda: None)  # in a launch: every rank has read the journal
+        if _LAUNCH.get() is None or _LAUNCH.get()[0].is_main:  # type: ignore[index]
+            drop_journal(Path(out))
         return result
 
     return wrapper
@@ -206,6 +231,12 @@ def _difference(previous: dict[str, Any] | None, ident: dict[str, Any]) -> str:
 def synthesize(engine: SynthEngine, out: Path, *, overwrite: bool = False, quiet: bool = False) -> dict[str, Any]:
     """Run ``engine`` into ``out`` and write ``synth.json``; resume an unfinished run of the same options.
 
+    Under ``torchrun`` (``WORLD_SIZE`` > 1) every rank runs the engine and makes the items whose key it
+    owns (:func:`spotdiff.ranks.owner`), on its own device (``cuda:LOCAL_RANK`` for ``--device auto``);
+    the ranks wait for each other after each batch of items and read the others' from the journal, so
+    the files are those of one process; rank 0 claims the folder and writes ``synth.json``. A rank
+    that fails stops every rank; the journal keeps what was finished.
+
     Args:
         engine: the engine, built from its options.
         out: the output folder (new, empty, or one this engine's run with the same options left).
@@ -213,16 +244,39 @@ def synthesize(engine: SynthEngine, out: Path, *, overwrite: bool = False, quiet
         quiet: no progress bars.
 
     Returns:
-        ``synth.json``'s content, with ``"state"``: ``fresh``, ``resume`` or ``complete`` (nothing to do).
+        ``synth.json``'s content, with ``"state"``: ``fresh``, ``resume`` or ``complete`` (nothing to do);
+        None on a rank other than 0 of a launch.
     """
     engine.check()
     ident = identity(engine)
-    state = _claim(Path(out), ident, overwrite)
+    env = detect()
+    if env is None:
+        return _synthesize(engine, Path(out), ident, overwrite, quiet)
+    group = Group(env)
+    token = _LAUNCH.set((env, group))
+    try:
+        if hasattr(engine.config, "device"):
+            engine.config = replace(engine.config, device=rank_device(engine.config.device, env.local_rank))
+        record = _synthesize(engine, Path(out), ident, overwrite, quiet or not env.is_main)
+    finally:
+        _LAUNCH.reset(token)
+        group.close()
+    return record if env.is_main else None
+
+
+def _synthesize(engine: SynthEngine, out: Path, ident: dict, overwrite: bool, quiet: bool) -> dict[str, Any]:
+    """The run on this process (alone, or one rank of a launch: rank 0 claims and records)."""
+    launch = _LAUNCH.get()
+    main = launch is None or launch[0].is_main
+    state = _on_every_rank(lambda: _claim(out, ident, overwrite) if main else None)
+    state = state[0] if launch is not None else state
     if state == "complete":
-        return {**json.loads((Path(out) / RECORD).read_text(encoding="utf-8")), "state": state}
+        return {**json.loads((out / RECORD).read_text(encoding="utf-8")), "state": state}
     with progress(not quiet):
-        summary = engine.write(Path(out))
+        summary = engine.write(out)
+    _on_every_rank(lambda: None)  # every rank has written its files
     record = {**ident["versions"], "engine": engine.name, "options": ident["options"], "summary": summary}
-    write_json(Path(out) / RECORD, record)
-    (Path(out) / MARKER).unlink()
+    if main:
+        write_json(out / RECORD, record)
+        (out / MARKER).unlink()
     return {**record, "state": state}

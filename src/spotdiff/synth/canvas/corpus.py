@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from spotdiff.jsonio import write_jsonl
-from spotdiff.synth import ENGINES, CanvasConfig, SynthEngine, option
+from spotdiff.synth import ENGINES, CanvasConfig, SynthEngine, count_option, option
 from spotdiff.synth.canvas.eqben import SUBSETS as EQBEN_SUBSETS
 from spotdiff.synth.canvas.eqben import EqbenBuilder
 from spotdiff.synth.canvas.pipeline import Pipeline, make_pipeline
@@ -84,7 +84,7 @@ def write_corpus(
 class CorpusConfig(CanvasConfig):
     """The options of the ``corpus`` engine: more, smaller images by default."""
 
-    n: int = option(100, "image-caption pairs", kind="count")
+    n: int = count_option(100, "image-caption pairs")
     image_size: int = option(64, "square image side in pixels", kind="positive")
 
 

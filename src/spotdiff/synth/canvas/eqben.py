@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from spotdiff.errors import ConfigError, SpotdiffError
-from spotdiff.synth import ENGINES, CanvasConfig, SynthEngine, option, subsets_option
+from spotdiff.synth import ENGINES, CanvasConfig, SynthEngine, count_option, option, subsets_option
 from spotdiff.synth.canvas.geometry import Measured, boxes_overlap, relative_position
 from spotdiff.synth.canvas.layout import Placement, Rendered, placement_at, placement_box
 from spotdiff.synth.canvas.objects import ObjectInstance
@@ -549,7 +549,7 @@ def write_eqben(
 class EqbenConfig(CanvasConfig):
     """The options of the ``eqben`` engine."""
 
-    n: int = option(10, "pairs per subset", kind="count")
+    n: int = count_option(10, "pairs per subset")
     subsets: tuple[str, ...] | None = subsets_option(SUBSETS)
     sd_pairs: int | None = option(None, "EQ-SD caption pairs to write, text only (default: --n)", kind="count")
 

@@ -13,7 +13,7 @@ from typing import Any
 
 from spotdiff.benchmarks.spec import SUBSETS
 from spotdiff.errors import ConfigError, SpotdiffError
-from spotdiff.synth import ENGINES, CanvasConfig, SynthEngine, option, subsets_option
+from spotdiff.synth import ENGINES, CanvasConfig, SynthEngine, count_option, option, subsets_option
 from spotdiff.synth.canvas.geometry import (
     COUNT_RANGE,
     EXISTENCE_LEVELS,
@@ -465,7 +465,7 @@ def write_spec(
 class SpecConfig(CanvasConfig):
     """The options of the ``spec`` engine."""
 
-    n: int = option(10, "candidate sets per subset", kind="count")
+    n: int = count_option(10, "candidate sets per subset")
     subsets: tuple[str, ...] | None = subsets_option(SUBSETS)
     cls: bool = option(True, "skip the cls/ classification images")
 

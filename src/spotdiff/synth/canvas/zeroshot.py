@@ -11,7 +11,7 @@ from pathlib import Path
 
 from spotdiff.errors import SpotdiffError
 from spotdiff.jsonio import write_jsonl
-from spotdiff.synth import ENGINES, CanvasConfig, SynthEngine, option
+from spotdiff.synth import ENGINES, CanvasConfig, SynthEngine, count_option
 from spotdiff.synth.canvas.layout import placement_at
 from spotdiff.synth.canvas.pipeline import Composer, Infeasible, Pipeline, make_pipeline
 from spotdiff.synth.output import save_png
@@ -88,7 +88,7 @@ def write_zeroshot(
 class ZeroShotConfig(CanvasConfig):
     """The options of the ``zeroshot`` engine."""
 
-    n: int = option(10, "images, balanced over the classes", kind="count")
+    n: int = count_option(10, "images, balanced over the classes")
 
 
 @ENGINES.register("zeroshot")

@@ -19,7 +19,7 @@ import numpy as np
 from PIL import Image
 
 from spotdiff.errors import ConfigError, DataError
-from spotdiff.synth import ENGINES, SynthConfig, SynthEngine, option
+from spotdiff.synth import ENGINES, SynthConfig, SynthEngine, count_option, option
 from spotdiff.synth.canvas.eqben import sd_caption_pairs
 from spotdiff.synth.diffusion.models import Models, check_model, resolve_device, weights_identity
 from spotdiff.synth.diffusion.p2p import render_pair
@@ -51,7 +51,7 @@ def check_pair(scorer: Any, images: tuple[Image.Image, Image.Image], captions: t
 class EqsdConfig(SynthConfig):
     """The options of the ``eqsd`` engine: exactly those it reads."""
 
-    n: int = option(10, "caption pairs (each distinct within the run)", kind="count")
+    n: int = count_option(10, "caption pairs (each distinct within the run)")
     seed: int = option(0, "random seed (captions and the pairs' latents)", kind="seed")
     image_size: int = option(512, "square image side in pixels", kind="positive")
     t2i: str = option(DEFAULT_EQSD_T2I, "Stable Diffusion model, hub name or folder (EqBen Sec. 4.2: v1.4)")

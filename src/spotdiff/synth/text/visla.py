@@ -21,7 +21,7 @@ from rapidfuzz.distance import Levenshtein
 
 from spotdiff.errors import ConfigError, DataError, SpotdiffError
 from spotdiff.jsonio import iter_jsonl, write_jsonl
-from spotdiff.synth import ENGINES, CanvasConfig, SynthEngine, option
+from spotdiff.synth import ENGINES, CanvasConfig, SynthEngine, count_option, option
 from spotdiff.synth.canvas.eqben import EqbenBuilder, measured_relation
 from spotdiff.synth.canvas.layout import Placement, Rendered, placement_at, placement_box
 from spotdiff.synth.canvas.pipeline import Infeasible, Pipeline, make_pipeline
@@ -536,7 +536,7 @@ def write_visla(
 class VislaConfig(CanvasConfig):
     """The options of the ``visla`` engine."""
 
-    n: int = option(20, "scenes (Spatial) or (P1, N) pairs (Generic, --pairs)", kind="count")
+    n: int = count_option(20, "scenes (Spatial) or (P1, N) pairs (Generic, --pairs)")
     relations: Path | None = option(
         None,
         "your relation annotations (.jsonl or .csv: image, subject, relation, object[, caption]); "

@@ -25,7 +25,7 @@ from typing import Any
 from spotdiff.benchmarks.visla import VislaSpatial
 from spotdiff.errors import ConfigError, DataError
 from spotdiff.jsonio import iter_jsonl, write_jsonl
-from spotdiff.synth import ENGINES, SynthConfig, SynthEngine, option
+from spotdiff.synth import ENGINES, SynthConfig, SynthEngine, count_option, option
 from spotdiff.synth.review import ReviewItem, copy_images, write_review
 from spotdiff.synth.text.visla import jaccard
 from spotdiff.synth.text.visla_generic import SPATIAL_TEXT_FIELDS, write_tsv
@@ -203,7 +203,7 @@ def write_vsr(out: Path, vsr: Path, *, n: int | None = None, images: Path | None
 class VsrConfig(SynthConfig):
     """The options of the ``visla-vsr`` engine (``n``: the most triplets)."""
 
-    n: int = option(1000, "the most triplets", kind="count")
+    n: int = count_option(1000, "the most triplets")
     vsr: Path | None = option(
         None,
         "VSR's JSON lines (data/splits/*/*.jsonl or data/data_files/all_vsr_validated_data.jsonl); required",

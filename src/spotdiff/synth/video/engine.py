@@ -19,7 +19,7 @@ from typing import Any
 import numpy as np
 
 from spotdiff.errors import ConfigError
-from spotdiff.synth import ENGINES, SynthConfig, SynthEngine, option
+from spotdiff.synth import ENGINES, SynthConfig, SynthEngine, count_option, option
 from spotdiff.synth.output import save_npy, save_png, write_json
 from spotdiff.synth.run import make_items, resumable
 from spotdiff.synth.video import action_genome as ag
@@ -40,7 +40,7 @@ ON_BAD_VIDEO = ("skip", "stop")
 class EqbenVideoConfig(SynthConfig):
     """The options of the ``eqben-video`` engine; each rule's reading names the sentence it comes from."""
 
-    n: int = option(1000, "the most pairs", kind="count")
+    n: int = count_option(1000, "the most pairs")
     source: str = option("ag", "the annotations' dataset", choices=SOURCES)
     annotations: tuple[Path, ...] | None = option(
         None,
