@@ -133,9 +133,20 @@ def test_eqsd_shows_and_records_only_the_options_it_reads(tiny_generative, tmp_p
     assert main([*argv, "--t2i", tiny_generative.t2i, "--device", "cpu", "--self-replace", "0.5"]) == 0
     record = json.loads((out / "synth.json").read_text())
     assert sorted(record["options"]) == sorted(
-        ["n", "seed", "image_size", "t2i", "steps", "cross_replace", "self_replace", "check", "from_review", "device"]
+        ["n", "seed", "image_size", "t2i", "steps", "cross_replace", "self_replace", "check", "from_review", "device",
+         "dtype"]
     )
     summary = record["summary"]
     assert summary["t2i_weights"].startswith("sha256:") and summary["prompt_to_prompt"]["self_replace"] == 0.5
+    assert summary["models"]["dtype"] == "fp32" and summary["models"]["attention"].startswith("prompt-to-prompt")
     pairs = json.loads((out / "all_select.json").read_text())
     assert len({frozenset((p["caption0"], p["caption1"])) for p in pairs}) == 3
+
+
+def test_half_precision_needs_cuda_and_the_precision_is_recorded(tiny_generative, tmp_path, capsys):
+    out = tmp_path / "spec"
+    assert _spec(tiny_generative, out, dtype="bf16") == 2  # --device cpu
+    assert "--dtype bf16 needs a CUDA device" in capsys.readouterr().err and not out.exists()
+    assert _spec(tiny_generative, out) == 0
+    models = json.loads((out / "synth.json").read_text())["summary"]["pipeline"]["models"]
+    assert models["dtype"] == "fp32" and models["attention"].startswith("sdpa")

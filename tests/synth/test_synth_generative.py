@@ -94,9 +94,9 @@ def test_grounding_dino_and_sam_isolate_and_feed_the_canvas(tiny_generative):
     isolator = GroundingSamIsolator(tiny_generative.detector, tiny_generative.segmenter)
     photo = FakeDiffusion()(prompt="x", height=80, width=96).images[0]
     inst = ObjectInstance("cup", None, "plain", 2, source="text-to-image")
-    box, score = isolator.detect(photo, "cup")
+    ((box, score),) = isolator.detect([photo], ["cup"])
     assert 0 <= box[0] < box[2] <= 96 and 0 <= box[1] < box[3] <= 80 and np.isfinite(score)
-    mask = isolator.segment(photo, box)
+    (mask,) = isolator.segment([photo], [box])
     assert mask.shape == (80, 96) and mask.dtype == bool
     if not mask.any():
         pytest.skip("the random SAM produced an empty mask for this image")

@@ -107,3 +107,56 @@ def test_batches_finished_before_a_failure_are_kept(t2i, tiny_generative, tmp_pa
     clean.render_library()
     for inst in clean.library("cat") + clean.library("dog"):
         assert np.array_equal(np.asarray(resumed.generate(inst)), np.asarray(clean.generate(inst)))
+
+
+def test_grounding_dino_and_sam_take_a_library_batch_at_once(t2i, tiny_generative, tmp_path):
+    """The photos of a library batch go through Grounding DINO and SAM as one batch each (SPEC Sec. 3.2.2),
+    and give the cut-outs that one photo at a time gives."""
+    from spotdiff.synth.canvas.objects import ObjectLibrary
+    from spotdiff.synth.diffusion.stages import GroundingSamIsolator
+
+    source = _source(t2i, tmp_path / "cache", 3, tiny_generative.t2i)
+    isolator = GroundingSamIsolator(tiny_generative.detector, tiny_generative.segmenter)
+    calls = {"detector": 0, "segmenter": 0}
+    for kind in calls:
+        model = getattr(isolator, kind)[0]
+        real = model.forward
+
+        def counted(*args, _real=real, _kind=kind, **kwargs):
+            calls[_kind] += 1
+            return _real(*args, **kwargs)
+
+        model.forward = counted
+    library = ObjectLibrary(source, isolator)
+    first = source.library("cat")[0]
+    library.cutout(first)  # the whole block of three: one detector and one segmenter call
+    assert calls == {"detector": 1, "segmenter": 1}
+    for inst in source.library("cat"):
+        batched = np.asarray(library.cutout(inst).image)
+        alone = np.asarray(isolator.isolate(source.generate(inst), inst))
+        assert batched.shape == alone.shape and np.array_equal(batched[..., 3], alone[..., 3])
+    assert calls == {"detector": 4, "segmenter": 4}  # the block was not isolated again; three single calls
+
+
+def test_backgrounds_are_made_in_batches_and_cached_by_content(tiny_generative, tmp_path):
+    """SPEC Sec. 3.2.4's backgrounds (an initial one expanded by inpainting) made ahead in batches of three,
+    each from its own generators, equal the ones made one at a time; a second run finds them in the cache."""
+    from spotdiff.synth.diffusion.stages import make_generative_stages
+
+    def stages(batch_size, cache):
+        _source, _isolator, background = make_generative_stages(
+            t2i_model=tiny_generative.t2i, inpaint_model=tiny_generative.inpaint, detector=tiny_generative.detector,
+            segmenter=tiny_generative.segmenter, device="cpu", steps=2, cache_dir=cache, batch_size=batch_size,
+        )  # fmt: skip
+        return background
+
+    rngs = lambda: [np.random.default_rng(k) for k in range(4)]  # noqa: E731 - four cases' generators
+    batched = stages(3, tmp_path / "a")
+    assert batched.prefetch(32, rngs()) == 4 and batched.calls == 4  # two batches, two pipelines each
+    alone = stages(1, tmp_path / "b")
+    for rng_a, rng_b in zip(rngs(), rngs(), strict=True):
+        (a, scene_a), (b, scene_b) = batched.fill(32, rng_a), alone.fill(32, rng_b)
+        assert scene_a == scene_b and np.allclose(np.asarray(a, int), np.asarray(b, int), rtol=0, atol=LEVELS)
+    assert batched.calls == 4 and alone.calls == 8  # the prefetched backgrounds came from the cache
+    again = stages(3, tmp_path / "a")
+    assert again.prefetch(32, rngs()) == 0 and again.calls == 0 and again._inpaint is None

@@ -154,7 +154,11 @@ class CanvasConfig(SynthConfig):
         group=GENERATIVE,
         identity=False,
     )
-    device: str = option("auto", "auto (CUDA in fp16 when available), cpu or cuda[:N]", group=GENERATIVE)
+    device: str = option("auto", "auto (CUDA when available), cpu or cuda[:N]", group=GENERATIVE)
+    dtype: str = option(
+        "auto", "the diffusion pipelines' precision: auto (fp16 on CUDA, fp32 on the CPU), fp32, fp16 or bf16",
+        choices=models.DTYPES, group=GENERATIVE,
+    )  # fmt: skip
 
     def options(self) -> dict[str, Any]:
         """The declared options; the generative backend's only when it is the backend used."""
@@ -167,6 +171,7 @@ class CanvasConfig(SynthConfig):
         """With the generative backend: every model folder is of the kind its option asks for (nothing loaded)."""
         if self.backend == "generative":
             models.check_stage_models(self.t2i, self.inpaint, self.detector, self.segmenter)
+            models.resolve_dtype(self.dtype, models.resolve_device(self.device))
 
     def pipeline(self) -> Pipeline:
         """The canvas pipeline these options describe (the generative stages load their models lazily)."""
@@ -186,6 +191,7 @@ class CanvasConfig(SynthConfig):
             library_size=self.library_size,
             batch_size=self.batch_size,
             device=self.device,
+            dtype=self.dtype,
         )
         return Pipeline(source, isolator, background, self.image_size)
 

@@ -75,6 +75,7 @@ def make_items(
     workers: int = 1,
     desc: str = "items",
     until: Callable[[list[Any]], bool] | None = None,
+    prepare: Callable[[list[T]], Any] | None = None,
 ) -> list[Any]:
     """``[fn(t) for t in tasks]`` as JSON records, resumable: finished items are read back, not made again.
 
@@ -90,6 +91,8 @@ def make_items(
         desc: what the progress bar counts.
         until: given the records so far, whether enough are made: the tasks are then made one at a time,
             in order, and the rest left (the records do not depend on ``workers``).
+        prepare: called with the tasks this process is about to make, before it makes them (to batch work
+            they share ahead: the generative backend's backgrounds).
     """
     from tqdm.auto import tqdm
 
@@ -105,6 +108,8 @@ def make_items(
             found = {k: _read_item(out, k) for _t, k in chunk}
             todo = [t for t, k in chunk if found[k] is None and _mine(k)]
             bar.update(len(chunk) - len(todo))
+            if prepare is not None and todo:
+                prepare(todo)
             _on_every_rank(lambda todo=todo: parallel_map(journaled, todo, workers, on_result=lambda _r: bar.update()))
             records += [found[k] if found[k] is not None else _read_item(out, k) for _t, k in chunk]
             if until is not None and until(records):

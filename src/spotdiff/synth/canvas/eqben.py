@@ -532,7 +532,10 @@ def write_eqben(
         return record, meta
 
     tasks = [(sub, i) for sub in subsets for i in range(n)]
-    results = make_items(out, one, tasks, key=lambda t: f"{t[0]}/{t[1]}", workers=workers, desc="pairs")
+    results = make_items(
+        out, one, tasks, key=lambda t: f"{t[0]}/{t[1]}", workers=workers, desc="pairs",
+        prepare=lambda todo: builder.prefetch_backgrounds([(_CODE[s], i) for s, i in todo]),
+    )  # fmt: skip
     write_json(out / "all_select.json", [r for r, _ in results])
     write_json(out / "metadata.json", {"pairs": [m for _, m in results]})
     n_sd = n if sd_pairs is None else sd_pairs

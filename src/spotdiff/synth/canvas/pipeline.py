@@ -45,12 +45,15 @@ class Pipeline:
         self.canvas = Canvas(self.library, self.size)
 
     def describe(self) -> dict:
-        return {
+        """The stages by name; a model-backed source adds its models' device, precision and attention."""
+        described = {
             "object_source": getattr(self.source, "name", type(self.source).__name__),
             "isolator": getattr(self.isolator, "name", type(self.isolator).__name__),
             "background": getattr(self.background, "name", type(self.background).__name__),
             "image_size": self.size,
         }
+        models = getattr(self.source, "models", None)
+        return described if models is None else {**described, "models": models.describe()}
 
     def summary(self, engine: str, seed: int) -> dict:
         """The head of an engine's summary (``synth.json``): engine, seed, image size, stages."""
@@ -121,6 +124,13 @@ class Composer:
     def rng(self, *keys: int):
         """The generator of one case; ``namespace`` keeps corpora apart from evaluation sets."""
         return case_rng(self.seed, self.namespace, *keys)
+
+    def prefetch_backgrounds(self, draws: Sequence[tuple[int, int]]) -> None:
+        """Make ahead, in batches, the first-attempt backgrounds of cases ``(code, index)`` when the background
+        stage can (the generative one: SPEC Sec. 3.2.4's inpainting, a pipeline call per batch)."""
+        prefetch = getattr(self.p.background, "prefetch", None)
+        if prefetch is not None:
+            prefetch(self.s, [self.rng(code, index, 0) for code, index in draws])
 
     def instance(self, rng, exclude=(), min_square: float = 0.0, min_colours: int = 0) -> ObjectInstance:
         """Sample an instance; ``min_square`` asks for a near-square cut-out (min(a, 1/a) >= it).

@@ -420,7 +420,10 @@ def write_spec(
     writer = _Writer(builder, Path(out))
     counts = {sub: int((counts or {}).get(sub, n)) for sub in subsets}
     tasks = [(sub, i) for sub in subsets for i in range(counts[sub])]
-    records = make_items(out, writer.case, tasks, key=lambda t: f"{t[0]}/{t[1]}", workers=workers, desc="sets")
+    records = make_items(
+        out, writer.case, tasks, key=lambda t: f"{t[0]}/{t[1]}", workers=workers, desc="sets",
+        prepare=lambda todo: builder.prefetch_backgrounds([(_SUBSET_CODE[s], i) for s, i in todo]),
+    )  # fmt: skip
     classes = sorted(pipeline.source.categories())
     by_subset: dict[str, list[dict]] = {sub: [] for sub in subsets}
     for rec in records:
@@ -441,8 +444,9 @@ def write_spec(
     if cls and tasks:
         n_cls = len(tasks)
         cls_records = make_items(
-            out, writer.cls, list(range(n_cls)), key=lambda i: f"cls/{i}", workers=workers, desc="cls images"
-        )
+            out, writer.cls, list(range(n_cls)), key=lambda i: f"cls/{i}", workers=workers, desc="cls images",
+            prepare=lambda todo: builder.prefetch_backgrounds([(_CLS_CODE, i) for i in todo]),
+        )  # fmt: skip
         keys = [CLS_TEMPLATE.format(c) for c in classes]
         write_json(
             Path(out) / "cls" / "image2text.json",

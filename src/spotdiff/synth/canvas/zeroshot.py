@@ -75,7 +75,10 @@ def write_zeroshot(
         save_png(r.image, out / rel)
         return {"image": rel, "label": category, "object": inst.as_dict(), "scene": scene}
 
-    records = make_items(out, one, list(range(n)), key=lambda i: f"{i:06d}", workers=workers, desc="images")
+    records = make_items(
+        out, one, list(range(n)), key=lambda i: f"{i:06d}", workers=workers, desc="images",
+        prepare=lambda todo: builder.prefetch_backgrounds([(_CODE, i) for i in todo]),
+    )  # fmt: skip
     for category in classes:  # every class is a candidate, even one without images (n < classes)
         (out / folder_name(category)).mkdir(parents=True, exist_ok=True)
     (out / "classnames.txt").write_text("".join(c + "\n" for c in classes), encoding="utf-8")

@@ -21,7 +21,14 @@ from PIL import Image
 from spotdiff.errors import ConfigError, DataError
 from spotdiff.synth import ENGINES, SynthConfig, SynthEngine, count_option, option
 from spotdiff.synth.canvas.eqben import sd_caption_pairs
-from spotdiff.synth.diffusion.models import Models, check_model, resolve_device, weights_identity
+from spotdiff.synth.diffusion.models import (
+    DTYPES,
+    Models,
+    check_model,
+    resolve_device,
+    resolve_dtype,
+    weights_identity,
+)
 from spotdiff.synth.diffusion.p2p import render_pair
 from spotdiff.synth.output import case_rng, save_png, write_json
 from spotdiff.synth.review import ReviewItem, copy_images, read_review, write_review
@@ -77,7 +84,10 @@ class EqsdConfig(SynthConfig):
     from_review: Path | None = option(
         None, "write the pairs accepted in an edited review sheet (review.csv)", kind="path", metavar="FILE"
     )
-    device: str = option("auto", "auto (CUDA in fp16 when available), cpu or cuda[:N]")
+    device: str = option("auto", "auto (CUDA when available), cpu or cuda[:N]")
+    dtype: str = option(
+        "auto", "Stable Diffusion's precision: auto (fp16 on CUDA, fp32 on the CPU), fp32, fp16 or bf16", choices=DTYPES
+    )
 
     def validate(self) -> None:
         """Fractions within [0, 1], the model a Stable Diffusion pipeline, and enough distinct caption pairs."""
@@ -86,6 +96,7 @@ class EqsdConfig(SynthConfig):
                 raise ConfigError(f"--{name.replace('_', '-')} must be within [0, 1], got {getattr(self, name)}")
         if self.from_review is None:
             check_model(self.t2i, "text2image", "--t2i")
+            resolve_dtype(self.dtype, resolve_device(self.device))
             sd_caption_pairs(self.seed, self.n)  # more pairs than Fig. 15 gives: refused now, not after hours
 
 
@@ -95,7 +106,7 @@ class _Renderer:
     def __init__(self, out: Path, config: EqsdConfig, pipeline: Any, scorer: Any) -> None:
         self.out, self.config = out, config
         self._pipeline, self._scorer = pipeline, scorer
-        self._models = Models(resolve_device(config.device)) if pipeline is None else None
+        self.models = Models(resolve_device(config.device), config.dtype)
 
     def __call__(self, task: tuple[int, dict]) -> dict:
         i, pair = task
@@ -103,7 +114,7 @@ class _Renderer:
         captions = (pair["caption0"], pair["caption1"])
         seed = int(case_rng(c.seed, _LATENTS, i).integers(0, 2**31))
         if self._pipeline is None:
-            self._pipeline = self._models.pipeline("text2image", c.t2i)  # type: ignore[union-attr]
+            self._pipeline = self.models.pipeline("text2image", c.t2i)
         images = render_pair(
             self._pipeline,
             captions,
@@ -146,9 +157,10 @@ def write_eqsd(out: Path, config: EqsdConfig, pipeline: Any = None, scorer: Any 
     """
     out = Path(out)
     pairs = sd_caption_pairs(config.seed, config.n)
+    renderer = _Renderer(out, config, pipeline, scorer)
     made = make_items(
         out,
-        _Renderer(out, config, pipeline, scorer),
+        renderer,
         list(enumerate(pairs)),
         key=lambda t: f"pair {t[0]}",
         desc="pairs",
@@ -169,6 +181,8 @@ def write_eqsd(out: Path, config: EqsdConfig, pipeline: Any = None, scorer: Any 
         if pipeline is None
         else None,
         "prompt_to_prompt": {"cross_replace": config.cross_replace, "self_replace": config.self_replace},
+        # the UNet's attention is prompt-to-prompt's processor (explicit probabilities), not the fused kernel
+        "models": {**renderer.models.describe(), "attention": "prompt-to-prompt (explicit softmax probabilities)"},
         "check": config.check,
         "pairs": len(kept),
         "set_aside": len(aside),

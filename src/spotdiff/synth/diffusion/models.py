@@ -141,38 +141,77 @@ def weights_identity(model: str, folder: Path | None) -> str:
     return f"sha256:{weights}"
 
 
+#: the weights' precision on the device: ``auto`` is fp16 on CUDA (the papers' setting), fp32 elsewhere
+DTYPES = ("auto", "fp32", "fp16", "bf16")
+
+
+def resolve_dtype(dtype: str, device: str) -> str:
+    """The precision a pipeline runs in: ``auto`` resolved for ``device``; half precision refused on the CPU.
+
+    >>> resolve_dtype("auto", "cuda:1"), resolve_dtype("auto", "cpu"), resolve_dtype("bf16", "cuda")
+    ('fp16', 'fp32', 'bf16')
+    """
+    if dtype not in DTYPES:
+        raise ConfigError(f"--dtype must be one of {', '.join(DTYPES)}, got {dtype!r}")
+    if dtype == "auto":
+        return "fp16" if device.startswith("cuda") else "fp32"
+    if dtype != "fp32" and not device.startswith("cuda"):
+        raise ConfigError(
+            f"--dtype {dtype} needs a CUDA device (the CPU runs diffusion in fp32); got --device {device}"
+        )
+    return dtype
+
+
+def attention_kernel() -> str:
+    """The attention diffusers' default processor runs: PyTorch's fused ``scaled_dot_product_attention``
+    (``AttnProcessor2_0``) where torch has it, else the explicit softmax of ``AttnProcessor``."""
+    import torch.nn.functional as F
+
+    return (
+        "sdpa (torch.nn.functional.scaled_dot_product_attention)"
+        if hasattr(F, "scaled_dot_product_attention")
+        else "eager"
+    )
+
+
 class Models:
-    """The run's diffusion pipelines, each loaded once (by task, model and device) and shared.
+    """The run's diffusion pipelines, each loaded once (by task and model) and shared.
 
     Args:
-        device: the device the pipelines run on (fp16 on CUDA, the papers' setting; fp32 elsewhere).
+        device: the device the pipelines run on.
+        dtype: their precision (:data:`DTYPES`; ``auto``: fp16 on CUDA, fp32 elsewhere).
     """
 
-    def __init__(self, device: str) -> None:
+    def __init__(self, device: str, dtype: str = "auto") -> None:
         self.device = device
+        self.dtype = resolve_dtype(dtype, device)
         self._loaded: dict[tuple[str, str], Any] = {}
 
     def pipeline(self, task: str, model: str) -> Any:
         """The diffusers pipeline of ``task`` (``text2image`` or ``inpainting``) for ``model``."""
         if (task, model) not in self._loaded:
-            self._loaded[(task, model)] = load_diffusion(task, model, self.device)
+            self._loaded[(task, model)] = load_diffusion(task, model, self.device, self.dtype)
         return self._loaded[(task, model)]
 
+    def describe(self) -> dict[str, str]:
+        """The device, precision and attention kernel, as ``synth.json`` records them."""
+        return {"device": self.device, "dtype": self.dtype, "attention": attention_kernel()}
 
-def load_diffusion(task: str, model: str, device: str) -> Any:
+
+def load_diffusion(task: str, model: str, device: str, dtype: str = "auto") -> Any:
     """A diffusers pipeline for ``task`` (``text2image`` or ``inpainting``) from a hub name or folder.
-
-    On CUDA the weights load in fp16 (the papers' setting); on the CPU in fp32.
 
     Args:
         task: ``text2image`` or ``inpainting`` (diffusers' AutoPipeline picks the class).
         model: a hub model id or a local folder written by ``save_pretrained``.
         device: the device the pipeline runs on.
+        dtype: the weights' precision (:func:`resolve_dtype`: ``auto`` is fp16 on CUDA, fp32 elsewhere).
     """
     diffusers = require("diffusers", f"{task} with diffusion")
     torch = require("torch", "the diffusion models")
     auto = {"text2image": diffusers.AutoPipelineForText2Image, "inpainting": diffusers.AutoPipelineForInpainting}
-    dtype = torch.float16 if device.startswith("cuda") else torch.float32
+    precision = {"fp32": torch.float32, "fp16": torch.float16, "bf16": torch.bfloat16}
+    dtype = precision[resolve_dtype(dtype, device)]
     with quiet_loading():
         pipeline = auto[task].from_pretrained(model, dtype=dtype).to(device)
     pipeline.set_progress_bar_config(disable=True)

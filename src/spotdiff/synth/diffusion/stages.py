@@ -30,6 +30,7 @@ from spotdiff.synth.diffusion.models import (
     resolve_device,
     weights_identity,
 )
+from spotdiff.synth.output import save_png
 
 #: the 80 COCO classes SPEC draws its objects from (Sec. 3.2.1)
 COCO_CLASSES = (
@@ -116,6 +117,8 @@ COCO_CLASSES = (
 )
 OBJECT_PROMPT = "a photo of a single and fully visible {}"
 BACKGROUND_PROMPT = "a photo of {}, empty, nothing in it"
+
+
 def _torch_generator(seed: int):
     torch = require("torch", "the generative backend")
     return torch.Generator(device="cpu").manual_seed(int(seed))
@@ -133,6 +136,39 @@ def default_batch_size(device: str) -> int:
 def _class_offset(category: str) -> int:
     """Where a class's library starts in the seed space: fixed by its name (below 2**28)."""
     return int.from_bytes(hashlib.sha256(category.encode()).digest()[:4], "big") % 2**28
+
+
+class PhotoCache:
+    """Generated photos by key: PNG files in a folder (written whole, so a second run or a resumed one
+    reuses them), or this process's memory without a folder. A key names everything a photo depends on
+    (the weights by content, prompt, seed, size, steps)."""
+
+    def __init__(self, folder: str | Path | None) -> None:
+        self.folder = Path(folder) if folder else None
+        self._memory: dict[str, Image.Image] = {}
+
+    def _path(self, key: str) -> Path | None:
+        return None if self.folder is None else self.folder / f"{hashlib.sha256(key.encode()).hexdigest()[:24]}.png"
+
+    def __contains__(self, key: str) -> bool:
+        path = self._path(key)
+        return path.is_file() if path is not None else key in self._memory
+
+    def get(self, key: str) -> Image.Image | None:
+        path = self._path(key)
+        if path is None:
+            return self._memory.get(key)
+        if not path.is_file():
+            return None
+        with Image.open(path) as im:
+            return im.convert("RGB")
+
+    def put(self, key: str, image: Image.Image) -> None:
+        path = self._path(key)
+        if path is None:
+            self._memory[key] = image
+        else:
+            save_png(image, path)
 
 
 class TextToImageSource(ObjectSource):
@@ -187,10 +223,9 @@ class TextToImageSource(ObjectSource):
         self.size = int(size)
         self.steps = int(steps)
         self.device = device
-        self.cache_dir = Path(cache_dir) if cache_dir else None
         self.library_size = int(library_size)
         self.batch_size = int(batch_size) if batch_size else default_batch_size(device)
-        self._memory: dict[tuple[str, int], Image.Image] = {}
+        self.cache = PhotoCache(cache_dir)
         #: instances served from the cache (disk or memory) without rendering
         self.cache_hits = 0
         #: pipeline calls made and images they rendered
@@ -205,8 +240,11 @@ class TextToImageSource(ObjectSource):
 
     @property
     def weights(self) -> str:
-        """What identifies the weights (the snapshot's commit or the weight files' SHA-256), not the path."""
+        """What identifies the weights (the snapshot's commit or the weight files' SHA-256), not the path;
+        without a cache folder the photos live in this process only, and the model's name will do."""
         if self._weights is None:
+            if self.cache.folder is None:
+                return self.model
             self._weights = weights_identity(self.model, check_model(self.model, "text2image", "--t2i"))
         return self._weights
 
@@ -242,38 +280,8 @@ class TextToImageSource(ObjectSource):
             category = options[int(rng.integers(len(options)))]
         return self._instance(category, self.library_seed(category, int(rng.integers(self.library_size)), split))
 
-    @staticmethod
-    def _key(instance: ObjectInstance) -> tuple[str, int]:
-        return OBJECT_PROMPT.format(instance.category), instance.seed
-
-    def _cache_path(self, prompt: str, seed: int) -> Path | None:
-        if self.cache_dir is None:
-            return None
-        key = f"{self.weights}|{prompt}|{seed}|{self.size}|{self.steps}"
-        return self.cache_dir / f"{hashlib.sha256(key.encode()).hexdigest()[:24]}.png"
-
-    def _stored(self, instance: ObjectInstance) -> Image.Image | None:
-        path = self._cache_path(*self._key(instance))
-        if path is None:
-            return self._memory.get(self._key(instance))
-        if not path.is_file():
-            return None
-        with Image.open(path) as im:
-            return im.convert("RGB")
-
-    def _store(self, instance: ObjectInstance, image: Image.Image) -> None:
-        path = self._cache_path(*self._key(instance))
-        if path is None:
-            self._memory[self._key(instance)] = image
-            return
-        path.parent.mkdir(parents=True, exist_ok=True)
-        partial = path.with_suffix(".part.png")
-        image.save(partial)
-        partial.replace(path)
-
-    def _has(self, instance: ObjectInstance) -> bool:
-        path = self._cache_path(*self._key(instance))
-        return path.is_file() if path is not None else self._key(instance) in self._memory
+    def _key(self, instance: ObjectInstance) -> str:
+        return f"{self.weights}|{OBJECT_PROMPT.format(instance.category)}|{instance.seed}|{self.size}|{self.steps}"
 
     def render(self, instances: Iterable[ObjectInstance]) -> int:
         """Render the instances not yet stored, ``batch_size`` prompts per pipeline call.
@@ -287,7 +295,7 @@ class TextToImageSource(ObjectSource):
         Returns:
             The number of photos rendered.
         """
-        todo = [inst for inst in dict.fromkeys(instances) if not self._has(inst)]
+        todo = [inst for inst in dict.fromkeys(instances) if self._key(inst) not in self.cache]
         for start in range(0, len(todo), self.batch_size):
             batch = todo[start : start + self.batch_size]
             out = self.pipeline(
@@ -304,7 +312,7 @@ class TextToImageSource(ObjectSource):
                     f"the text-to-image pipeline {self.model} returned {got} images for {len(batch)} prompts"
                 )
             for inst, image in zip(batch, out.images, strict=True):
-                self._store(inst, image.convert("RGB"))
+                self.cache.put(self._key(inst), image.convert("RGB"))
                 self.rendered += 1
         return len(todo)
 
@@ -318,6 +326,11 @@ class TextToImageSource(ObjectSource):
         names = self.classes if categories is None else categories
         return self.render(inst for c in names for inst in self.library(c, split))
 
+    def batch(self, instance: ObjectInstance) -> list[ObjectInstance]:
+        """The instances made with ``instance``: its run of ``batch_size`` in its library (rendered, then
+        isolated, together)."""
+        return self._neighbours(instance)
+
     def _neighbours(self, instance: ObjectInstance) -> list[ObjectInstance]:
         """The batch an instance is rendered in: its run of ``batch_size`` in its library, or itself."""
         index = instance.seed // 2 - _class_offset(instance.category)
@@ -328,12 +341,12 @@ class TextToImageSource(ObjectSource):
 
     def generate(self, instance: ObjectInstance) -> Image.Image:
         """The photo of one instance: the paper's prompt for its class, seeded by the instance."""
-        image = self._stored(instance)
+        image = self.cache.get(self._key(instance))
         if image is not None:
             self.cache_hits += 1
             return image
         self.render(self._neighbours(instance))
-        image = self._stored(instance)
+        image = self.cache.get(self._key(instance))
         assert image is not None
         return image
 
@@ -398,50 +411,64 @@ class GroundingSamIsolator:
             self._segmenter = self._load(self._segmenter_spec, "segmenter")
         return self._segmenter
 
-    def detect(self, image: Image.Image, category: str) -> tuple[list[float], float]:
-        """The best box ``[x0, y0, x1, y1]`` (pixels) for ``"a <category>."`` and its score."""
+    def detect(self, images: Sequence[Image.Image], categories: Sequence[str]) -> list[tuple[list[float], float]]:
+        """For each photo, the best box ``[x0, y0, x1, y1]`` (pixels) for ``"a <category>."`` and its score;
+        the photos go through Grounding DINO as one batch."""
         torch = require("torch", "object isolation")
         model, processor = self.detector
-        inputs = processor(images=image, text=f"a {category}.", return_tensors="pt").to(self.device)
+        texts = [f"a {c}." for c in categories]
+        inputs = processor(images=list(images), text=texts, return_tensors="pt", padding=True).to(self.device)
         with torch.no_grad():
             outputs = model(**inputs)
-        w, h = image.size
+        sizes = [(im.size[1], im.size[0]) for im in images]
         results = processor.post_process_grounded_object_detection(
-            outputs, inputs["input_ids"], threshold=0.0, text_threshold=0.0, target_sizes=[(h, w)]
-        )[0]
-        boxes, scores = results["boxes"], results["scores"]
-        if len(scores) == 0:
-            return [0.0, 0.0, float(w), float(h)], 0.0
-        best = int(torch.argmax(scores))
-        x0, y0, x1, y1 = (float(v) for v in boxes[best])
-        x0, x1 = sorted((max(0.0, min(w, x0)), max(0.0, min(w, x1))))
-        y0, y1 = sorted((max(0.0, min(h, y0)), max(0.0, min(h, y1))))
-        if x1 - x0 < 2 or y1 - y0 < 2:
-            return [0.0, 0.0, float(w), float(h)], float(scores[best])
-        return [x0, y0, x1, y1], float(scores[best])
+            outputs, inputs["input_ids"], threshold=0.0, text_threshold=0.0, target_sizes=sizes
+        )
+        return [_best_box(r["boxes"], r["scores"], *im.size) for r, im in zip(results, images, strict=True)]
 
-    def segment(self, image: Image.Image, box: list[float]) -> np.ndarray:
-        """SAM's best mask (by predicted IoU) for a box prompt, as an HxW bool array."""
+    def segment(self, images: Sequence[Image.Image], boxes: Sequence[list[float]]) -> list[np.ndarray]:
+        """For each photo, SAM's best mask (by predicted IoU) for its box prompt, as an HxW bool array; the
+        photos go through SAM as one batch."""
         torch = require("torch", "object isolation")
         model, processor = self.segmenter
-        inputs = processor(images=image, input_boxes=[[box]], return_tensors="pt").to(self.device)
+        inputs = processor(images=list(images), input_boxes=[[list(b)] for b in boxes], return_tensors="pt")
+        inputs = inputs.to(self.device)
         with torch.no_grad():
             outputs = model(**inputs, multimask_output=True)
         masks = processor.image_processor.post_process_masks(
             outputs.pred_masks.cpu(), inputs["original_sizes"].cpu(), inputs["reshaped_input_sizes"].cpu()
-        )[0]  # (boxes, masks, H, W)
-        best = int(torch.argmax(outputs.iou_scores[0, 0]))
-        return masks[0, best].numpy().astype(bool)
+        )  # per photo: (boxes, masks, H, W)
+        best = outputs.iou_scores[:, 0].argmax(dim=-1).tolist()
+        return [m[0, k].numpy().astype(bool) for m, k in zip(masks, best, strict=True)]
+
+    def isolate_batch(self, images: Sequence[Image.Image], instances: Sequence[ObjectInstance]) -> list[Image.Image]:
+        """SPEC Sec. 3.2.2 for a batch of photos: Grounding DINO boxes, then SAM masks, each model called once."""
+        rgb = [im.convert("RGB") for im in images]
+        boxes = [box for box, _score in self.detect(rgb, [inst.category for inst in instances])]
+        cuts = []
+        for photo, mask, inst in zip(rgb, self.segment(rgb, boxes), instances, strict=True):
+            if not mask.any():
+                raise DataError(f"SAM found no object pixels for {inst.category!r} ({inst.key})")
+            rgba = photo.convert("RGBA")
+            rgba.putalpha(Image.fromarray(np.where(mask, 255, 0).astype(np.uint8), "L"))
+            cuts.append(tight_crop(rgba))
+        return cuts
 
     def isolate(self, image: Image.Image, instance: ObjectInstance) -> Image.Image:
-        rgb = image.convert("RGB")
-        box, _score = self.detect(rgb, instance.category)
-        mask = self.segment(rgb, box)
-        if not mask.any():
-            raise DataError(f"SAM found no object pixels for {instance.category!r} ({instance.key})")
-        rgba = rgb.convert("RGBA")
-        rgba.putalpha(Image.fromarray(np.where(mask, 255, 0).astype(np.uint8), "L"))
-        return tight_crop(rgba)
+        return self.isolate_batch([image], [instance])[0]
+
+
+def _best_box(boxes, scores, width: int, height: int) -> tuple[list[float], float]:
+    """The highest-scoring box clipped to the photo; the whole photo when there is none or it is degenerate."""
+    if len(scores) == 0:
+        return [0.0, 0.0, float(width), float(height)], 0.0
+    best = int(scores.argmax())
+    x0, y0, x1, y1 = (float(v) for v in boxes[best])
+    x0, x1 = sorted((max(0.0, min(width, x0)), max(0.0, min(width, x1))))
+    y0, y1 = sorted((max(0.0, min(height, y0)), max(0.0, min(height, y1))))
+    if x1 - x0 < 2 or y1 - y0 < 2:
+        return [0.0, 0.0, float(width), float(height)], float(scores[best])
+    return [x0, y0, x1, y1], float(scores[best])
 
 
 class InpaintBackground:
@@ -460,6 +487,10 @@ class InpaintBackground:
         steps: the number of inference steps.
         device: the device the pipelines run on.
         models: the run's shared pipelines (the objects' text-to-image pipeline is reused); None: own.
+        cache_dir: a folder keeping every background (keyed by both models' weights, scene, seed, size,
+            steps), so a resumed or repeated run reuses it; None: this process's memory.
+        batch_size: backgrounds per pipeline call when several are made ahead (:meth:`prefetch`).
+        weights: what identifies the two models' weights in the cache key; None: their names as given.
     """
 
     name = "inpaint"
@@ -476,6 +507,9 @@ class InpaintBackground:
         steps: int = 30,
         device: str = "cpu",
         models: Models | None = None,
+        cache_dir: str | Path | None = None,
+        batch_size: int | None = None,
+        weights: tuple[str, str] | None = None,
     ) -> None:
         self._t2i = text_to_image
         self._inpaint = inpaint
@@ -486,6 +520,12 @@ class InpaintBackground:
         self.steps = int(steps)
         self.device = device
         self.models = models or Models(device)
+        self.cache = PhotoCache(cache_dir)
+        self.batch_size = int(batch_size) if batch_size else default_batch_size(device)
+        self.weights = weights or (t2i_model, inpaint_model)
+        #: pipeline calls made (text-to-image and inpainting each count one) and backgrounds rendered
+        self.calls = 0
+        self.rendered = 0
 
     @property
     def text_to_image(self) -> Any:
@@ -499,6 +539,11 @@ class InpaintBackground:
             self._inpaint = self.models.pipeline("inpainting", self.inpaint_model)
         return self._inpaint
 
+    def draw(self, rng: np.random.Generator, scene: str | None = None) -> tuple[str, int]:
+        """A case's scene and background seed, drawn from its generator (what :meth:`fill` draws)."""
+        scene = scene or self.scenes[int(rng.integers(len(self.scenes)))]
+        return scene, int(rng.integers(0, 2**31))
+
     def fill(self, size: int, rng: np.random.Generator, scene: str | None = None) -> tuple[Image.Image, str]:
         """Generate one background and expand it to the canvas; return it with its scene.
 
@@ -507,44 +552,77 @@ class InpaintBackground:
             rng: the case's generator (it seeds the diffusion).
             scene: the scene to draw; None: one of ``scenes``, drawn with ``rng``.
         """
-        scene = scene or self.scenes[int(rng.integers(len(self.scenes)))]
-        seed = int(rng.integers(0, 2**31))
-        prompt = BACKGROUND_PROMPT.format(scene)
+        scene, seed = self.draw(rng, scene)
+        return self.render([(scene, seed)], size)[0], scene
+
+    def prefetch(self, size: int, rngs: Sequence[np.random.Generator]) -> int:
+        """Make the backgrounds of cases ahead, ``batch_size`` per pipeline call; return how many were made.
+
+        Args:
+            size: the square image side in pixels.
+            rngs: each case's generator as :meth:`fill` will get it (they are consumed here).
+        """
+        return len(self.render([self.draw(rng) for rng in rngs], size, count=True))
+
+    def _key(self, scene: str, seed: int, size: int) -> str:
+        t2i, inpaint = self.weights
+        return f"background|{t2i}|{inpaint}|{BACKGROUND_PROMPT.format(scene)}|{seed}|{size}|{self.initial}|{self.steps}"
+
+    def render(self, requests: Sequence[tuple[str, int]], size: int, count: bool = False) -> list:
+        """The backgrounds of ``(scene, seed)`` requests; the ones not stored yet made in batches (each image
+        from its own generators, so a background does not depend on its batch) and stored.
+
+        Args:
+            requests: ``(scene, seed)`` pairs.
+            size: the square image side in pixels.
+            count: return the requests made now instead of the images.
+        """
+        todo = list(dict.fromkeys(r for r in requests if self._key(*r, size) not in self.cache))
+        for start in range(0, len(todo), self.batch_size):
+            batch = todo[start : start + self.batch_size]
+            for (scene, seed), image in zip(batch, self._expand(batch, size), strict=True):
+                self.cache.put(self._key(scene, seed, size), image)
+            self.rendered += len(batch)
+        if count:
+            return todo
+        return [self.cache.get(self._key(scene, seed, size)) for scene, seed in requests]
+
+    def _expand(self, batch: Sequence[tuple[str, int]], size: int) -> list[Image.Image]:
+        """SPEC Fig. 4 for a batch: initial backgrounds in one text-to-image call, expanded in one inpainting call."""
+        prompts = [BACKGROUND_PROMPT.format(scene) for scene, _seed in batch]
         inner = max(8, int(size * self.initial)) // 8 * 8
-        first = (
-            self.text_to_image(
-                prompt=prompt,
-                height=inner,
-                width=inner,
-                num_inference_steps=self.steps,
-                generator=_torch_generator(seed),
-            )
-            .images[0]
-            .convert("RGB")
-        )
-        canvas = Image.new("RGB", (size, size), (127, 127, 127))
+        firsts = self.text_to_image(
+            prompt=prompts,
+            height=inner,
+            width=inner,
+            num_inference_steps=self.steps,
+            generator=[_torch_generator(seed) for _scene, seed in batch],
+        ).images
         off = (size - inner) // 2
-        canvas.paste(first, (off, off))
-        mask = Image.new("L", (size, size), 255)
+        canvases, mask = [], Image.new("L", (size, size), 255)
         mask.paste(0, (off, off, off + inner, off + inner))
-        out = (
-            self.inpaint(
-                prompt=prompt,
-                image=canvas,
-                mask_image=mask,
-                height=size,
-                width=size,
-                num_inference_steps=self.steps,
-                generator=_torch_generator(seed + 1),
-            )
-            .images[0]
-            .convert("RGB")
-        )
-        if out.size != (size, size):
-            out = out.resize((size, size), Image.Resampling.LANCZOS)
-        # keep the initial background exactly (the inpainting only fills the surround)
-        out.paste(first, (off, off))
-        return out, scene
+        for first in firsts:
+            canvas = Image.new("RGB", (size, size), (127, 127, 127))
+            canvas.paste(first.convert("RGB"), (off, off))
+            canvases.append(canvas)
+        expanded = self.inpaint(
+            prompt=prompts,
+            image=canvases,
+            mask_image=[mask] * len(batch),
+            height=size,
+            width=size,
+            num_inference_steps=self.steps,
+            generator=[_torch_generator(seed + 1) for _scene, seed in batch],
+        ).images
+        self.calls += 2
+        out = []
+        for first, image in zip(firsts, expanded, strict=True):
+            image = image.convert("RGB")
+            if image.size != (size, size):
+                image = image.resize((size, size), Image.Resampling.LANCZOS)
+            image.paste(first.convert("RGB"), (off, off))  # the initial background kept exactly
+            out.append(image)
+        return out
 
 
 def make_generative_stages(
@@ -560,6 +638,7 @@ def make_generative_stages(
     cache_dir: str | Path | None = None,
     library_size: int = LIBRARY_SIZE,
     batch_size: int | None = None,
+    dtype: str = "auto",
 ) -> tuple[TextToImageSource, GroundingSamIsolator, InpaintBackground]:
     """The three model-backed stages, every model checked first (one line for a wrong one, nothing loaded).
 
@@ -577,10 +656,11 @@ def make_generative_stages(
         cache_dir: the on-disk cache of generated object images (see :class:`TextToImageSource`).
         library_size: the generated instances per class a case picks from.
         batch_size: text-to-image prompts per pipeline call; None: 8 on CUDA, 1 on the CPU.
+        dtype: the diffusion pipelines' precision (``auto``: fp16 on CUDA, fp32 on the CPU; ``bf16``).
     """
     t2i_folder = check_stage_models(t2i_model, inpaint_model, detector, segmenter)
     device = resolve_device(device)
-    models = Models(device)
+    models = Models(device, dtype)
     source = TextToImageSource(
         model=t2i_model,
         classes=classes,
@@ -595,7 +675,17 @@ def make_generative_stages(
     )
     isolator = GroundingSamIsolator(detector, segmenter, device=device)
     background = InpaintBackground(
-        t2i_model=t2i_model, inpaint_model=inpaint_model, steps=steps, device=device, models=models
+        t2i_model=t2i_model,
+        inpaint_model=inpaint_model,
+        steps=steps,
+        device=device,
+        models=models,
+        cache_dir=cache_dir,
+        batch_size=batch_size,
+        weights=(
+            source.weights,
+            weights_identity(inpaint_model, check_model(inpaint_model, "inpainting", "--inpaint")),
+        ),
     )
     return source, isolator, background
 

@@ -491,7 +491,10 @@ def write_visla(
             save_png(r.image, out / "images" / ann.image)
             return ann.as_dict(), {"scene": scene, "objects": [o.as_dict(builder.s, builder.s) for o in r.objects]}
 
-        results = make_items(out, one, list(range(n)), key=lambda i: f"{i:06d}", workers=workers, desc="scenes")
+        results = make_items(
+            out, one, list(range(n)), key=lambda i: f"{i:06d}", workers=workers, desc="scenes",
+            prepare=lambda todo: builder.prefetch_backgrounds([(_CODE, i) for i in todo]),
+        )  # fmt: skip
         annotations = [Annotation(**a) for a, _ in results]
         measured = [m for _, m in results]
         source = "canvas"

@@ -192,6 +192,10 @@ class ObjectSource(ABC):
 
     name = "base"
 
+    def batch(self, instance: ObjectInstance) -> list[ObjectInstance]:
+        """The instances made together with ``instance`` (rendered and isolated as one batch); itself alone."""
+        return [instance]
+
     @abstractmethod
     def categories(self) -> list[str]:
         """Implemented by each subclass."""
@@ -373,13 +377,25 @@ class ObjectLibrary:
         self._placed: dict[tuple[str, int, int], Placed] = {}
 
     def cutout(self, instance: ObjectInstance) -> CutOut:
+        """The instance's cut-out; the instances its source makes with it (:meth:`ObjectSource.batch`) are
+        isolated with it, as one batch where the isolator takes batches (``isolate_batch``)."""
         cut = self._cutouts.get(instance.key)
         if cut is None:
-            image = self.source.generate(instance)
-            cut = CutOut(instance, self.isolator.isolate(image, instance))  # type: ignore[attr-defined]
             if len(self._cutouts) > 512:
                 self._cutouts.clear()
-            self._cutouts[instance.key] = cut
+            batch = [
+                instance,
+                *(b for b in self.source.batch(instance) if b != instance and b.key not in self._cutouts),
+            ]
+            images = [self.source.generate(b) for b in batch]
+            isolate_batch = getattr(self.isolator, "isolate_batch", None)
+            if isolate_batch is None:
+                cuts = [self.isolator.isolate(im, b) for im, b in zip(images, batch, strict=True)]  # type: ignore[attr-defined]
+            else:
+                cuts = isolate_batch(images, batch)
+            for b, c in zip(batch, cuts, strict=True):
+                self._cutouts[b.key] = CutOut(b, c)
+            cut = self._cutouts[instance.key]
         return cut
 
     def placed(self, instance: ObjectInstance, width: int, height: int) -> Placed:
