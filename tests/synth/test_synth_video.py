@@ -378,7 +378,7 @@ def test_an_interrupted_run_resumes_to_the_clean_runs_bytes(kinetics, tmp_path, 
 
     root = kinetics
     argv = ["--source", "gebc", "--annotations", str(root / "train.json"), str(root / "val.json")]
-    argv += ["--videos", str(root / "videos")]
+    argv += ["--videos", str(root / "videos"), "--workers", "1"]  # the patched decoder counts in this process
     clean = tmp_path / "clean"
     assert synth(*argv, "--out", str(clean)) == 0
     calls = []
@@ -411,3 +411,27 @@ def test_the_face_detector_on_real_photographs():
         name: detector.has_face(Image.fromarray(getattr(data, name)())) for name in ("astronaut", "chelsea", "coffee")
     }
     assert found == {"astronaut": True, "chelsea": False, "coffee": False}
+
+
+def test_videos_decoded_by_several_workers_give_the_same_files(youcook, tmp_path):
+    """Three videos, the most pairs 4: the third video is never needed, whatever the workers decoding ahead."""
+    root = tmp_path / "yc2"
+    videos = root / "raw_videos" / "training" / "113"
+    videos.mkdir(parents=True)
+    source = youcook / "raw_videos" / "training" / "113" / f"{YC2}.mp4"
+    annotations = json.loads((youcook / "youcookii_annotations_trainval.json").read_text())["database"][YC2]
+    database = {}
+    for vid in ("aaaaaaaaaaa", "bbbbbbbbbbb", "ccccccccccc"):
+        (videos / f"{vid}.mp4").write_bytes(source.read_bytes())
+        database[vid] = annotations
+    (root / "ann.json").write_text(json.dumps({"database": database}), encoding="utf-8")
+    argv = ["--source", "youcook2", "--annotations", str(root / "ann.json"), "--videos", str(root / "raw_videos")]
+    outs = []
+    for workers in ("1", "2"):
+        out = tmp_path / f"w{workers}"
+        assert synth(*argv, "--count", "4", "--workers", workers, "--out", str(out)) == 0
+        outs.append(out)
+    assert digest(outs[0]) == digest(outs[1])
+    summary = json.loads((outs[0] / "synth.json").read_text())["summary"]
+    assert summary["pairs"] == 4 and summary["videos"] == {"used": 2, "skipped": 0}
+    assert not list((outs[1] / "images" / "eqbenyoucook2").glob("ccccccccccc/*"))

@@ -89,8 +89,9 @@ def make_items(
         key: a task's unique, stable name in the journal.
         workers: forked worker processes (the records do not depend on them).
         desc: what the progress bar counts.
-        until: given the records so far, whether enough are made: the tasks are then made one at a time,
-            in order, and the rest left (the records do not depend on ``workers``).
+        until: given the records so far, whether enough are made: the tasks are then made a few at a time
+            (one per worker and rank), in order, and the rest left (a caller keeps the records it needs, in
+            order, so the output does not depend on the workers or ranks).
         prepare: called with the tasks this process is about to make, before it makes them (to batch work
             they share ahead: the generative backend's backgrounds).
     """
@@ -104,7 +105,7 @@ def make_items(
     share = 1 if launch is None else launch[0].world_size
     records: list[Any] = []
     with tqdm(total=len(tasks), desc=desc, unit="item", disable=not progress_enabled()) as bar:
-        for chunk in _chunks(list(zip(tasks, keys, strict=True)), share if until else len(tasks)):
+        for chunk in _chunks(list(zip(tasks, keys, strict=True)), share * max(1, workers) if until else len(tasks)):
             found = {k: _read_item(out, k) for _t, k in chunk}
             todo = [t for t, k in chunk if found[k] is None and _mine(k)]
             bar.update(len(chunk) - len(todo))

@@ -10,6 +10,7 @@ kept pairs are decoded, one video at a time, resumably. The output is EqBen's ``
 
 from __future__ import annotations
 
+import itertools
 import logging
 from collections import Counter
 from dataclasses import dataclass
@@ -51,6 +52,13 @@ class EqbenVideoConfig(SynthConfig):
     )
     videos: Path | None = option(
         None, "the videos the annotations name, searched recursively by file name or id", kind="path", metavar="DIR"
+    )
+    workers: int | None = option(
+        None,
+        "processes decoding videos side by side (default: the usable cores, at most 4); the output does not "
+        "depend on them",
+        kind="positive",
+        identity=False,
     )
     on_bad_video: str = option(
         "skip",
@@ -274,14 +282,16 @@ def write_eqben_video(out: Path, config: EqbenVideoConfig) -> dict[str, Any]:
     miner = _Miner(out, c, index)
     if c.source == "youcook2":
         jobs, info = _plan_youcook2(c)
-        made = make_items(out, miner, jobs, key=lambda j: j["video"], desc="videos",
+        made = make_items(out, miner, jobs, key=lambda j: j["video"], workers=c.workers or 1, desc="videos",
                           until=lambda done: sum(len(m["pairs"]) for m in done) >= c.n)  # fmt: skip
     else:
         jobs, info = (_plan_ag if c.source == "ag" else _plan_gebc)(c)
-        made = make_items(out, miner, jobs, key=lambda j: j["video"], desc="videos")
+        made = make_items(out, miner, jobs, key=lambda j: j["video"], workers=c.workers or 1, desc="videos")
     pairs = [p for m in made for p in m["pairs"]][: c.n]
-    if c.source == "youcook2":
+    if c.source == "youcook2":  # the videos up to the one that reached n; those made past it left out
         _drop_unpaired_frames(out, made, pairs)
+        totals = list(itertools.accumulate(len(m["pairs"]) for m in made))
+        made = made[: next((k + 1 for k, total in enumerate(totals) if total >= c.n), len(made))]
     write_json(out / "all_select.json", [p["record"] for p in pairs])
     write_json(out / "metadata.json", {"pairs": [{**p["record"], **p["meta"]} for p in pairs]})
     skipped = {job["video"]: m["skipped"] for job, m in zip(jobs, made, strict=False) if m["skipped"]}
