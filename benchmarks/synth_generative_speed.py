@@ -1,28 +1,52 @@
-"""How fast SPEC's generative backend runs: ``python benchmarks/synth_generative_speed.py``.
+"""How close SPEC's generative engine comes to its models: ``python benchmarks/synth_generative_speed.py``.
 
-For each text-to-image batch size (``--batch-sizes 1,8``: prompts per pipeline call), side by side:
-instances per second (a class library rendered ahead in batches with the paper's prompt, then each
-photo isolated by Grounding DINO + SAM) and candidate sets per second (whole SPEC cases from an empty
-instance cache: the library rendered in batches as cases need it, the canvas, the inpainted
-background shared by the set), and the ratio of each to the first batch size's. On CUDA (fp16) when
-available, else the CPU. Without ``--t2i`` etc. it builds the tiny random models of
-:mod:`spotdiff.testing.tiny_diffusion` (a smoke figure, not a real-model figure).
+For each batch size (``--batch-sizes 1,8``: prompts, photos or backgrounds per model call), side by side
+in one run:
+
+* the engine: ``write_spec`` from an empty cache (object library rendered in batches, Grounding DINO and
+  SAM on each library batch, backgrounds made ahead in batches and expanded by inpainting, the canvas,
+  the PNGs): candidate sets/s, images/s, and model photos/s;
+* the limit: every model call the engine made (recorded: the same prompts, seeds, photos and boxes, the
+  same batches) made again directly, in a plain loop, by the same loaded models; the engine reaches
+  ``limit time / engine time`` of it;
+* the peer: SPEC released no generation code (wjpoom/SPEC at 2826cdd holds the evaluation only), so
+  there is no published loop to run on the same weights;
+* ``--processes``: the command line in one process against ``torchrun --nproc_per_node 2`` (gloo), the
+  same options and models, whole processes timed (start-up included).
+
+On CUDA (fp16) when available, else the CPU. Without ``--t2i`` etc. it builds the tiny random models of
+:mod:`spotdiff.testing.tiny_diffusion` (a smoke figure: their calls take milliseconds, so the engine's
+own work, canvas and PNGs, weighs far more than it does with real weights; raise ``--steps`` and
+``--object-size`` to weigh the models more).
 """
 
 from __future__ import annotations
 
 import argparse
 import os
+import socket
+import statistics
+import subprocess
 import sys
 import tempfile
 import time
 from pathlib import Path
 
+import torch
+
 from spotdiff.synth.canvas.pipeline import Pipeline
 from spotdiff.synth.canvas.spec import write_spec
 from spotdiff.synth.diffusion.models import resolve_device
-from spotdiff.synth.diffusion.stages import TextToImageSource, make_generative_stages
+from spotdiff.synth.diffusion.stages import (
+    GroundingSamIsolator,
+    InpaintBackground,
+    TextToImageSource,
+    make_generative_stages,
+)
+from spotdiff.synth.output import progress
 from spotdiff.testing import tiny_diffusion
+
+SUBSETS = ("absolute_spatial", "count")
 
 
 def _tiny_models(root: Path) -> dict[str, str]:
@@ -34,61 +58,101 @@ def _tiny_models(root: Path) -> dict[str, str]:
     }
 
 
-def _source(loaded: TextToImageSource, cache: Path, batch_size: int) -> TextToImageSource:
-    """A source sharing the loaded pipeline, with its own (empty) cache and batch size."""
-    return TextToImageSource(
-        loaded.pipeline,
-        model=loaded.model,
-        classes=loaded.classes,
-        size=loaded.size,
-        steps=loaded.steps,
-        device=loaded.device,
-        cache_dir=cache,
-        library_size=loaded.library_size,
-        batch_size=batch_size,
-    )
+class Recorder:
+    """A model (pipeline, or an isolator's detect / segment) that records each call to replay it later."""
+
+    def __init__(self, fn) -> None:
+        self.fn, self.calls = fn, []
+
+    def __call__(self, *args, **kwargs):
+        generators = kwargs.get("generator")
+        seeds = [g.initial_seed() for g in generators] if isinstance(generators, list) else None
+        self.calls.append((args, {k: v for k, v in kwargs.items() if k != "generator"}, seeds))
+        return self.fn(*args, **kwargs)
+
+    def replay(self) -> None:
+        """Every recorded call again, in order, with fresh generators from the same seeds."""
+        for args, kwargs, seeds in self.calls:
+            if seeds is not None:
+                kwargs = {**kwargs, "generator": [torch.Generator("cpu").manual_seed(s) for s in seeds]}
+            self.fn(*args, **kwargs)
 
 
-def _measure(stages, root: Path, batch_size: int, image_size: int, sets: int) -> dict[str, float]:
-    """Instances/s and sets/s at one batch size, each from an empty cache."""
-    loaded, isolator, background = stages
-    source = _source(loaded, root / "instances", batch_size)
-    library = Pipeline(source, isolator, background, image_size).library
-    start = time.perf_counter()
-    source.render_library()
-    t2i = time.perf_counter() - start
-    instances = [inst for c in source.classes for inst in source.library(c)]
-    for inst in instances:
-        library.cutout(inst)
-    per_instance = (time.perf_counter() - start) / len(instances)
+def _stages(loaded, root: Path, batch_size: int):
+    """Fresh stages with empty caches at one batch size, sharing the loaded models, their calls recorded."""
+    source0, isolator0, background0 = loaded
+    t2i = Recorder(source0.pipeline)
+    inpaint = Recorder(background0.inpaint)
+    source = TextToImageSource(t2i, model=source0.model, classes=source0.classes, size=source0.size,
+                               steps=source0.steps, device=source0.device, cache_dir=root / "cache",
+                               library_size=source0.library_size, batch_size=batch_size, weights="bench")  # fmt: skip
+    isolator = GroundingSamIsolator(isolator0.detector, isolator0.segmenter, device=isolator0.device)
+    detect, segment = Recorder(isolator.detect), Recorder(isolator.segment)
+    isolator.detect, isolator.segment = detect, segment
+    background = InpaintBackground(t2i, inpaint, steps=background0.steps, device=background0.device,
+                                   cache_dir=root / "cache", batch_size=batch_size)  # fmt: skip
+    return (source, isolator, background), [t2i, inpaint, detect, segment]
 
-    cases = _source(loaded, root / "sets-instances", batch_size)
-    counts = {"absolute_spatial": sets, "count": sets}
-    start = time.perf_counter()
-    summary = write_spec(
-        root / "spec",
-        size=image_size,
-        pipeline=Pipeline(cases, isolator, background, image_size),
-        cls=False,
-        subsets=list(counts),
-        counts=counts,
-    )
-    elapsed = time.perf_counter() - start
+
+def _measure(loaded, root: Path, batch_size: int, image_size: int, sets: int, rounds: int = 1) -> dict:
+    """The engine from empty caches, then the same model calls in a plain loop, alternating for ``rounds``
+    rounds; the medians of each."""
+    engine, limit = [], []
+    for k in range(rounds):
+        (source, isolator, background), recorders = _stages(loaded, root / f"round-{k}", batch_size)
+        counts = dict.fromkeys(SUBSETS, sets)
+        pipeline = Pipeline(source, isolator, background, image_size)
+        start = time.perf_counter()
+        with progress(False):
+            summary = write_spec(root / f"round-{k}" / "spec", size=image_size, pipeline=pipeline, cls=False,
+                                 subsets=list(counts), counts=counts)  # fmt: skip
+        engine.append(time.perf_counter() - start)
+        start = time.perf_counter()
+        for recorder in recorders:
+            recorder.replay()
+        limit.append(time.perf_counter() - start)
     n_sets = sum(summary["cases"].values())
+    e, m = statistics.median(engine), statistics.median(limit)
     return {
-        "instances/s": 1 / per_instance,
-        "photos/s": len(instances) / t2i,
-        "calls": source.calls,
-        "sets/s": n_sets / elapsed,
-        "sets": n_sets,
-        "set calls": cases.calls,
-        "set photos": cases.rendered,
+        "sets/s": n_sets / e,
+        "images/s": summary["images"] / e,
+        "photos": source.rendered + background.rendered,
+        "calls": sum(len(r.calls) for r in recorders),
+        "engine s": e,
+        "limit s": m,
+        "ratio": m / e,
     }
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _processes(models: dict[str, str], root: Path, args) -> dict[int, float]:
+    """Whole-command seconds of ``spotdiff synth spec --backend generative`` in 1 process and under torchrun 2."""
+    options = ["synth", "spec", "--backend", "generative", "--count", str(args.sets), "--subsets", ",".join(SUBSETS),
+               "--no-cls", "--image-size", str(args.image_size), "--object-size", str(args.object_size),
+               "--steps", str(args.steps), "--library-size", str(args.library_size), "--workers", "1", "-q",
+               "--t2i", models["t2i_model"], "--inpaint", models["inpaint_model"], "--detector", models["detector"],
+               "--segmenter", models["segmenter"]]  # fmt: skip
+    env = {**os.environ, "OMP_NUM_THREADS": "1", "HF_HUB_OFFLINE": "1", "TRANSFORMERS_VERBOSITY": "error"}
+    timings = {}
+    for n in (1, 2):
+        launcher = [sys.executable, "-m", "spotdiff"]
+        if n > 1:
+            launcher = [sys.executable, "-m", "torch.distributed.run", "--nproc_per_node", str(n),
+                        "--master_port", str(_free_port()), "-m", "spotdiff"]  # fmt: skip
+        start = time.perf_counter()
+        subprocess.run([*launcher, *options, "--out", str(root / f"p{n}")], check=True, env=env, capture_output=True)
+        timings[n] = time.perf_counter() - start
+    return timings
 
 
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--batch-sizes", default="1,8", help="text-to-image batch sizes compared (default 1,8)")
+    p.add_argument("--batch-sizes", default="1,8", help="model batch sizes compared (default 1,8)")
     p.add_argument("--classes", default="cat,dog,cup,apple", help="the object classes (comma-separated)")
     p.add_argument("--library-size", type=int, default=8, help="instances per class")
     p.add_argument("--sets", type=int, default=3, help="SPEC candidate sets per subset (absolute_spatial, count)")
@@ -96,6 +160,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--object-size", type=int, default=32)
     p.add_argument("--steps", type=int, default=2)
     p.add_argument("--device", default="auto")
+    p.add_argument("--rounds", type=int, default=3, help="engine and plain loop alternated; medians (default 3)")
+    p.add_argument("--processes", action="store_true", help="also time 1 process against torchrun's 2")
     for name in ("t2i", "inpaint", "detector", "segmenter"):
         p.add_argument(f"--{name}", help="a real model (hub name or folder); default: tiny random models")
     args = p.parse_args(argv)
@@ -106,35 +172,30 @@ def main(argv: list[str] | None = None) -> int:
         given = {"t2i_model": args.t2i, "inpaint_model": args.inpaint}
         given.update(detector=args.detector, segmenter=args.segmenter)
         models.update({k: v for k, v in given.items() if v})
-        stages = make_generative_stages(
-            **models,
-            classes=args.classes.split(","),
-            device=device,
-            object_size=args.object_size,
-            steps=args.steps,
-            library_size=args.library_size,
-        )
-        _measure(stages, Path(tmp) / "warm-up", sizes[0], args.image_size, 1)  # loads the models: not counted
-        results = {b: _measure(stages, Path(tmp) / f"batch-{b}", b, args.image_size, args.sets) for b in sizes}
+        loaded = make_generative_stages(**models, classes=args.classes.split(","), device=device,
+                                        object_size=args.object_size, steps=args.steps,
+                                        library_size=args.library_size)  # fmt: skip
+        _measure(loaded, Path(tmp) / "warm-up", sizes[0], args.image_size, 1)  # loads the models: not counted
+        results = {
+            b: _measure(loaded, Path(tmp) / f"batch-{b}", b, args.image_size, args.sets, args.rounds) for b in sizes
+        }
+        timings = _processes(models, Path(tmp), args) if args.processes else None
     weights = "real" if any(given.values()) else "tiny random"
     load = "n/a" if not hasattr(os, "getloadavg") else "{:.2f} {:.2f} {:.2f}".format(*os.getloadavg())
-    print(
-        f"{device}, {weights} weights, {args.steps} steps, objects {args.object_size}px, canvas {args.image_size}px, "
-        f"{len(stages[0].classes)} classes x {args.library_size} instances; load average {load}"
-    )
-    first = results[sizes[0]]
+    print(f"{device}, {weights} weights, {args.steps} steps, objects {args.object_size}px, canvas {args.image_size}px, "
+          f"{len(loaded[0].classes)} classes x {args.library_size} instances; load average {load}")  # fmt: skip
     for b, r in results.items():
-        print(
-            f"  batch {b}: {r['instances/s']:.2f} instances/s (text-to-image + Grounding DINO + SAM; text-to-image "
-            f"alone {r['photos/s']:.2f} photos/s in {r['calls']} calls); {r['sets/s']:.2f} candidate sets/s "
-            f"({r['sets']} sets from an empty cache: {r['set photos']} photos in {r['set calls']} calls)"
-        )
+        print(f"  batch {b} (medians of {args.rounds} rounds): engine {r['sets/s']:.2f} sets/s, "
+              f"{r['images/s']:.2f} images/s ({r['photos']} model "
+              f"photos and backgrounds, {r['calls']} model calls, {r['engine s']:.2f} s); the same calls in a plain "
+              f"loop {r['limit s']:.2f} s: the engine reaches x{r['ratio']:.2f} of the models' own speed")  # fmt: skip
     for b in sizes[1:]:
-        r = results[b]
+        print(f"  batch {b} / batch {sizes[0]}: sets/s x{results[b]['sets/s'] / results[sizes[0]]['sets/s']:.2f}")
+    print("  SPEC's own generation loop: not published (wjpoom/SPEC at 2826cdd holds the evaluation code only)")
+    if timings:
         print(
-            f"  batch {b} / batch {sizes[0]}: instances/s x{r['instances/s'] / first['instances/s']:.2f}, "
-            f"text-to-image photos/s x{r['photos/s'] / first['photos/s']:.2f}, "
-            f"sets/s x{r['sets/s'] / first['sets/s']:.2f}"
+            f"  whole command, 1 process {timings[1]:.1f} s, torchrun 2 processes {timings[2]:.1f} s: "
+            f"x{timings[1] / timings[2]:.2f}"
         )
     return 0
 
