@@ -279,7 +279,7 @@ def run(args: argparse.Namespace) -> int:
             return 0  # a worker rank: rank 0 writes and prints the results
     else:
         result = run_eval(config)
-    title = f"{config.benchmark} | {config.model} | {result.n_cases} cases"
+    title = f"{config.benchmark} | {config.label} | {result.n_cases} cases"
     print(
         format_metrics_table(
             result.metrics, title=title, ties=args.ties, aggregates=result.aggregates, diagnostics=result.diagnostics
@@ -386,7 +386,7 @@ def _run_debiased(args: argparse.Namespace, config: EvalConfig) -> int:
         )
     for name, result in results.items():
         label = variant_label(name, runs.tuned_label)
-        title = f"{config.benchmark} | {config.model} [{label}] | {result.n_cases} cases"
+        title = f"{config.benchmark} | {config.label} [{label}] | {result.n_cases} cases"
         table = format_metrics_table(
             result.metrics, title=title, ties=args.ties, aggregates=result.aggregates, diagnostics=result.diagnostics
         )
