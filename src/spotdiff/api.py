@@ -23,6 +23,7 @@ from spotdiff.errors import SpotdiffError
 from spotdiff.naming import safe_name
 from spotdiff.protocols import get_protocol
 from spotdiff.scorers import Scorer, ScorerOptions, load_scorer
+from spotdiff.urls import redact_text
 
 __all__ = [
     "Grid",
@@ -400,11 +401,12 @@ def evaluate_grid(
     names: list[str] = []
     for model in models:
         spec = model.spec if isinstance(model, Scorer) else str(model)
-        names.append(spec)
+        label = redact_text(spec)  # as the runs record it: no password from a URL
+        names.append(label)
         scorer: Scorer | None = model if isinstance(model, Scorer) else None
         load_error: str | None = None
         for bench in benchmarks:
-            cell = GridCell(spec, bench, error=load_error)
+            cell = GridCell(label, bench, error=load_error)
             cells.append(cell)
             if load_error:
                 continue
@@ -413,15 +415,15 @@ def evaluate_grid(
                     try:
                         scorer = load_model(spec, **{k: config[k] for k in _SCORER_FIELDS if k in config})
                     except SpotdiffError as exc:
-                        load_error = cell.error = f"{type(exc).__name__}: {exc}"
-                        log.warning("%s cannot be loaded: %s", spec, load_error)
+                        load_error = cell.error = f"{type(exc).__name__}: {redact_text(str(exc))}"
+                        log.warning("%s cannot be loaded: %s", label, load_error)
                         continue
                 cell.skipped = None if config.get("protocol") else _not_served(scorer, bench)
                 if cell.skipped:
                     continue
-                cell_out = None if out is None else Path(out) / safe_name(spec, "model") / bench
+                cell_out = None if out is None else Path(out) / safe_name(label, "model") / bench
                 cell.result = evaluate(scorer, bench, data.get(bench), out=cell_out, **config)
             except SpotdiffError as exc:
-                cell.error = f"{type(exc).__name__}: {exc}"
-                log.warning("%s on %s did not run: %s", spec, bench, cell.error)
+                cell.error = f"{type(exc).__name__}: {redact_text(str(exc))}"
+                log.warning("%s on %s did not run: %s", label, bench, cell.error)
     return Grid(names, list(benchmarks), cells)

@@ -86,6 +86,34 @@ def test_cifar_pickles_and_builtin_lists(tmp_path):
         load(root, dataset="cifar10")
 
 
+class _Exploit:
+    """An object whose unpickling writes a file: what a downloaded CIFAR pickle could do."""
+
+    def __init__(self, marker: Path) -> None:
+        self.marker = marker
+
+    def __reduce__(self):
+        return Path.write_text, (self.marker, "ran")
+
+
+def test_cifar_pickles_run_no_code(tmp_path):
+    """Arrays pickled in every protocol (the official files are Python 2 pickles: protocol 2) load; a
+    pickle naming anything else is refused unread, one error naming the file."""
+    import pickle
+
+    root = write_zeroshot_cifar(tmp_path / "c10", n=3)
+    batch = root / "cifar-10-batches-py" / "test_batch"
+    original = pickle.loads(batch.read_bytes())
+    for protocol in range(pickle.HIGHEST_PROTOCOL + 1):
+        batch.write_bytes(pickle.dumps(original, protocol=protocol))
+        assert len(load(root)[1]) == 3
+    marker = tmp_path / "code-ran"
+    batch.write_bytes(pickle.dumps({**original, "labels": _Exploit(marker)}))
+    with pytest.raises(DataError, match=r"names pathlib\S*\.Path\.write_text, which a CIFAR file never holds") as info:
+        load(root)
+    assert info.value.file == str(batch) and "could run code" in str(info.value) and not marker.exists()
+
+
 def test_imagenet_needs_its_class_names(tmp_path):
     root = write_zeroshot_folder(tmp_path / "in", n_per_class=1, split="val")
     with pytest.raises(ConfigError, match=r"en_classnames\.json") as info:

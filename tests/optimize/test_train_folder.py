@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import logging
 import os
+import random
 import signal
 import socket
 import subprocess
@@ -13,6 +14,7 @@ import sys
 import time
 from pathlib import Path
 
+import numpy as np
 import pytest
 import torch
 from test_train import TOKENIZER, config, data, uninterrupted, weights  # noqa: F401  (the shared fixtures)
@@ -20,7 +22,7 @@ from test_train import TOKENIZER, config, data, uninterrupted, weights  # noqa: 
 from spotdiff.cli import main
 from spotdiff.errors import ConfigError
 from spotdiff.optimize.callbacks import Callback
-from spotdiff.optimize.checkpoint import TrainingLock
+from spotdiff.optimize.checkpoint import TrainingLock, read_rng_state, rng_state, set_rng_state
 from spotdiff.optimize.loop import Trainer, TrainingInterrupted, default_callbacks, train
 from spotdiff.testing.tiny_models import make_tiny_clip
 
@@ -166,6 +168,45 @@ def test_resume_skips_damaged_checkpoints_for_the_newest_that_loads(tmp_path, da
             "(as Hugging Face Trainer resumes); start a new --out to train with --lr 0.002")  # fmt: skip
     assert warned[3] == kept
     assert len(warned) == 4
+    assert resumed.finished and ref.losses[:1] + resumed.losses == ref.losses  # continued exactly from step 1
+
+
+class _Exploit:
+    """An object whose unpickling writes a file: what a shared checkpoint's pickle could do."""
+
+    def __init__(self, marker: Path) -> None:
+        self.marker = marker
+
+    def __reduce__(self):
+        return Path.write_text, (self.marker, "ran")
+
+
+def test_rng_states_round_trip_as_tensors_and_plain_values(tmp_path):
+    random.gauss(0, 1), np.random.normal()  # cached Gaussians in both generators: part of their state
+    state = rng_state()
+    torch.save(state, tmp_path / "rng_state_0.pt")
+    want = (torch.rand(3), np.random.normal(size=3), [random.gauss(0, 1) for _ in range(3)])
+    torch.manual_seed(99), np.random.seed(99), random.seed(99)
+    set_rng_state(read_rng_state(tmp_path / "rng_state_0.pt"))  # torch.load(weights_only=True) inside
+    got = (torch.rand(3), np.random.normal(size=3), [random.gauss(0, 1) for _ in range(3)])
+    assert torch.equal(got[0], want[0]) and np.array_equal(got[1], want[1]) and got[2] == want[2]
+
+
+def test_resume_never_unpickles_a_checkpoints_rng_state(tmp_path, data, uninterrupted, caplog):  # noqa: F811
+    """An rng_state_R.pt holding a pickled object (a checkpoint downloaded or shared) is refused unread,
+    with one line saying what to do; the run resumes from the checkpoint before it, exactly."""
+    _, pairs, cases = data
+    _, ref = uninterrupted
+    out, marker = tmp_path / "shared", tmp_path / "code-ran"
+    train(config(out, loss="spec-hn", save_every=1, keep_checkpoints=0, stop_after=2), pairs, cases)
+    torch.save({**rng_state(), "extra": _Exploit(marker)}, out / "checkpoint-0000002" / "rng_state_0.pt")
+    with caplog.at_level(logging.WARNING, logger="spotdiff.optimize.loop"):
+        resumed = train(config(out, loss="spec-hn", resume=True), pairs, cases)
+    assert not marker.exists()  # the pickle's code never ran
+    (warned,) = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
+    assert warned.startswith(f"--resume: skipping {out / 'checkpoint-0000002'}, which does not load (rng_state_0.pt: "
+                             "holds pickled objects, not tensors and plain values")  # fmt: skip
+    assert "delete the checkpoint's rng_state_*.pt files to resume with the seeded generators" in warned
     assert resumed.finished and ref.losses[:1] + resumed.losses == ref.losses  # continued exactly from step 1
 
 

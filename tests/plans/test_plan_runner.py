@@ -51,6 +51,17 @@ def test_runner_runs_skips_and_stops_on_failure(tmp_path: Path, capsys: pytest.C
     assert "FAILED" in capsys.readouterr().out
 
 
+def test_a_password_in_a_command_is_not_logged_nor_recorded(tmp_path: Path) -> None:
+    """A plan's command naming a served model with a password in its URL: the stage's log line and its
+    record name the model without it (the command itself gets it)."""
+    spec = "api:m@http://alice:s3cret@gpu1:8000/v1"
+    stage = Stage("served", "a served model", [["eval", "--model", spec]], [])
+    records = Runner(tmp_path, [stage], run_command=lambda argv: 0, workers=1, echo=print).run()
+    assert records["served"]["commands"] == [["eval", "--model", "api:m@http://gpu1:8000/v1"]]
+    written = (tmp_path / "logs" / "served.log").read_text() + (tmp_path / "stages" / "served.json").read_text()
+    assert "spotdiff eval --model api:m@http://gpu1:8000/v1" in written and "s3cret" not in written
+
+
 def _captions(root: Path) -> Path:
     """Four coloured squares with their captions (captions.jsonl) and the tiny test tokenizer."""
     from PIL import Image

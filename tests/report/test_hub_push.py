@@ -1,5 +1,6 @@
 """``eval --push-to-hub``: a run's metrics, per-case records and dataset card committed through
-``huggingface_hub`` to the loopback hub server, then read back with ``hf_hub_download``."""
+``huggingface_hub`` to the loopback hub server, then read back with ``hf_hub_download``; a push that
+cannot succeed is refused before the evaluation, and one that fails after it is one line, the run kept."""
 
 from __future__ import annotations
 
@@ -16,6 +17,15 @@ from spotdiff.report.hub import push_run
 from spotdiff.testing.formats import write_winoground
 from spotdiff.testing.hub_server import HubServer, hub_environment
 from spotdiff.testing.tiny_models import make_tiny_clip
+
+
+@pytest.fixture(autouse=True)
+def token(monkeypatch, tmp_path):
+    """A hub token in HF_TOKEN (the loopback hub takes any as user ``me``'s write token), and no saved login."""
+    from huggingface_hub import constants
+
+    monkeypatch.setenv("HF_TOKEN", "hf_test_token")
+    monkeypatch.setattr(constants, "HF_TOKEN_PATH", str(tmp_path / "no-saved-token"))
 
 
 def test_eval_pushes_metrics_scores_and_card(tmp_path, capsys):
@@ -65,3 +75,56 @@ def test_runs_push_sends_a_stored_run(tmp_path, capsys):
     assert len(units) == 2 and "## Provenance" in files["README.md"].decode()
     assert main(["runs", "--store", str(store), "--push-to-hub", "me/results"]) == 2  # which run?
     assert "give its id" in capsys.readouterr().err
+
+
+def eval_args(tmp_path: Path, out: Path, *extra: str) -> list[str]:
+    clip, data = make_tiny_clip(tmp_path / "clip"), write_winoground(tmp_path / "wino", n=2)
+    return ["eval", "--model", f"hf-clip:{clip}", "--benchmark", "winoground", "--data", str(data), "--out", str(out),
+            "--no-cache", "--n-boot", "0", "--workers", "0", *extra]  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    ("case", "message"),
+    [
+        ("no token", "--push-to-hub me/results: no hub token; set HF_TOKEN to a token with write access"),
+        ("offline", "--push-to-hub me/results: offline mode is on (HF_HUB_OFFLINE or SPOTDIFF_OFFLINE)"),
+        ("refused token", "--push-to-hub me/results: checking the token: the hub at {hub} answered 401"),
+        ("read-only token", "--push-to-hub me/results: the token is read-only"),
+        ("other namespace", "--push-to-hub other/results: the token's user me can write to me, lab, not other"),
+        ("unreachable", "--push-to-hub me/results: checking the token: the hub at {dead} cannot be reached"),
+        ("bad repo id", "--push-to-hub 'me/results/x' is not a repository id"),
+    ],
+)
+def test_a_push_that_cannot_succeed_is_refused_before_the_evaluation(case, message, tmp_path, capsys, monkeypatch):
+    out, repo = tmp_path / "out", {"other namespace": "other/results", "bad repo id": "me/results/x"}.get(case)
+    args = eval_args(tmp_path, out, "--no-store", "--push-to-hub", repo or "me/results")
+    with HubServer() as hub, HubServer() as dead:
+        dead_url = dead.url
+    with HubServer() as hub, hub_environment(dead_url if case == "unreachable" else hub.url, offline=case == "offline"):
+        hub.tokens, hub.orgs = {"hf_test_token": ("me", "write")}, ("lab",)
+        if case == "no token":
+            monkeypatch.delenv("HF_TOKEN")
+        elif case == "refused token":
+            monkeypatch.setenv("HF_TOKEN", "hf_unknown")
+        elif case == "read-only token":
+            hub.tokens = {"hf_test_token": ("me", "read")}
+        assert main(args) == 2
+    (line,) = [ln for ln in capsys.readouterr().err.splitlines() if ln.startswith("spotdiff")]  # one line
+    assert line.startswith(f"spotdiff eval: error: {message.format(hub=hub.url, dead=dead_url)}")
+    assert not out.exists()  # refused before the evaluation: nothing ran, nothing written
+    assert not hub.repos
+
+
+def test_a_push_that_fails_after_the_run_is_one_line_and_the_run_stays(tmp_path, capsys):
+    out, store = tmp_path / "out", tmp_path / "runs.sqlite"
+    with HubServer() as hub, hub_environment(hub.url):
+        hub.upload_errors = [(403, "This repository is disabled")]
+        assert main(eval_args(tmp_path, out, "--store", str(store), "--push-to-hub", "me/results")) == 2
+        (run,) = RunStore(store).runs()
+        (line,) = [ln for ln in capsys.readouterr().err.splitlines() if ln.startswith("spotdiff")]
+        assert line == (f"spotdiff eval: error: pushing to me/results failed: the hub at {hub.url} answered 403 "
+                        f"(403 Forbidden: This repository is disabled.); the run's files stay in {out}: "
+                        f"`spotdiff runs {run.id} --push-to-hub me/results` pushes it")  # fmt: skip
+        assert (out / "metrics.json").is_file() and (out / "scores.jsonl").is_file()
+        assert main(["runs", run.id, "--store", str(store), "--push-to-hub", "me/results"]) == 0  # as it said
+        assert len(hub.repos[("dataset", "me/results")].commits) == 1

@@ -14,8 +14,12 @@ everything answered cached, and a re-run from the cache must give identical metr
 
 from __future__ import annotations
 
+import base64
 import copy
 import json
+import logging
+import random
+import re
 from base64 import b64decode
 from hashlib import sha256
 from io import BytesIO
@@ -25,12 +29,15 @@ import pytest
 import torch
 from PIL import Image
 
+from spotdiff.cli import main
 from spotdiff.diagnose.runner import EvalConfig, run_eval
+from spotdiff.diagnose.store import RunStore
 from spotdiff.errors import ConfigError, EndpointError
 from spotdiff.scorers import ScorerOptions, load_scorer
 from spotdiff.scorers.api import encode_image, parse_api_spec, yes_probability
 from spotdiff.testing.formats import mmvp_rows, write_eqben, write_mmvp, write_spec, write_winoground
 from spotdiff.testing.hub_repos import naturalbench_repo
+from spotdiff.testing.hub_server import HubServer, hub_environment
 from spotdiff.testing.openai_server import ChatCompletionsServer
 from spotdiff.testing.tiny_models import tiny_images
 from spotdiff.testing.tiny_vlms import make_tiny_vlm
@@ -77,19 +84,20 @@ def api(server, extra="") -> object:
     return load_scorer(f"api:tiny-vlm@{server.base_url}?retries=3{extra}", ScorerOptions(batch_size=8))
 
 
-def evaluate(scorer, benchmark, data, tmp_path, protocol=None, name="out", cache=None):
+def evaluate(scorer, benchmark, data, tmp_path, protocol=None, name="out", cache=None, progress=False):
     config = EvalConfig(
         model=scorer.spec, benchmark=benchmark, data=data, protocol=protocol, out=tmp_path / name,
-        use_store=False, progress=False, n_boot=0, workers=0, device="cpu", cache=cache,
+        use_store=False, progress=progress, n_boot=0, workers=0, device="cpu", cache=cache,
     )  # fmt: skip
     return run_eval(config, scorer=scorer)
 
 
 def test_spec_and_image_encoding():
     assert parse_api_spec("m@https://h/v1/") == ("m", "https://h/v1")
-    for bad in ("m", "@http://h", "m@h:8000"):
-        with pytest.raises(ConfigError, match="MODEL@BASE_URL"):
+    for bad in ("m", "@http://h", "m@h:8000", "m@http:///v1", "m@http://me:pw@h:80x/v1"):
+        with pytest.raises(ConfigError, match="MODEL@BASE_URL") as err:
             parse_api_spec(bad)
+        assert "pw" not in str(err.value)  # a password is not repeated in the message
     for option in ("timeout=soon", "concurrency=0", "spellings=some", "score=clip", "price=2.5", "price=-1/2"):
         with pytest.raises(ConfigError, match=option.split("=")[0]):
             load_scorer(f"api:m@http://127.0.0.1:9/v1?{option}", ScorerOptions())
@@ -110,7 +118,7 @@ def test_yes_probability_combines_spellings_and_bounds():
 
 @pytest.mark.parametrize("benchmark", ["winoground", "eqben", "spec"])
 def test_vqascore_equals_in_process(benchmark, vqa, server, data, tmp_path):
-    scorer = api(server, "&spellings=exact")
+    scorer = api(server)  # the default spellings: P("Yes") of the token "Yes" alone, as vqa: reads it
     got = evaluate(scorer, benchmark, data[benchmark], tmp_path, name="api")
     want = evaluate(vqa, benchmark, data[benchmark], tmp_path, name="vqa")
     assert got.metrics == want.metrics
@@ -120,6 +128,17 @@ def test_vqascore_equals_in_process(benchmark, vqa, server, data, tmp_path):
         np.testing.assert_allclose(np.log(a["scores"]), np.log(b["scores"]), atol=1e-4)
         assert "bounded" not in a
     assert got.engine_stats["computed"] == want.engine_stats["computed"] and "bounded" not in got.engine_stats
+
+
+def test_spellings_all_is_where_api_and_vqa_differ(vqa, server):
+    """spellings=all adds P(" Yes") and P("yes") (here favoured as much as "Yes"): above vqa:'s P("Yes"),
+    by their sum; the default (exact) equals vqa:'s."""
+    images, texts = tiny_images(2), ["a cat on a mat", "two dogs"]
+    want = vqa.score_matrix(images, texts)
+    exact = api(server).score_matrix(images, texts)
+    combined = api(server, "&spellings=all").score_matrix(images, texts)
+    np.testing.assert_allclose(np.log(exact), np.log(want), atol=1e-4)
+    assert np.all(combined > want + 0.1) and np.all(combined <= 1 + 1e-6)
 
 
 def test_choice_equals_in_process(vqa, server, data, tmp_path):
@@ -157,7 +176,7 @@ def run_scores(out) -> list[np.ndarray]:
 @pytest.mark.parametrize("generate", [0, 2], ids=["likelihood", "generated"])
 @pytest.mark.parametrize("benchmark", ["naturalbench", "mmvp"])
 def test_answer_scores_equal_in_process_and_rerun_from_cache(benchmark, generate, vqa, server, data, tmp_path):
-    scorer = api(server, f"&spellings=exact&generate={generate}")
+    scorer = api(server, f"&generate={generate}")
     cache = tmp_path / "cache"
     got = evaluate(scorer, benchmark, data[benchmark], tmp_path, name="api", cache=cache)
     want = evaluate(vqa if generate else likelihood_only(vqa), benchmark, data[benchmark], tmp_path, name="vqa")
@@ -172,14 +191,14 @@ def test_answer_scores_equal_in_process_and_rerun_from_cache(benchmark, generate
     assert usage["completion_tokens"] <= usage["sent"] * max(1, generate)
     path = "/v1/chat/completions"
     asked = len(server.requests_for(path))
-    again = api(server, f"&spellings=exact&generate={generate}")
+    again = api(server, f"&generate={generate}")
     rerun = evaluate(again, benchmark, data[benchmark], tmp_path, name="again", cache=cache)
     assert len(server.requests_for(path)) == asked and again.run_usage()["sent"] == 0  # no request
     np.testing.assert_equal(rerun.metrics, got.metrics)
 
 
 def test_unlisted_candidates_get_the_bound_and_are_counted(vqa, server):
-    scorer = api(server, "&spellings=exact&generate=0&top_logprobs=1")  # at most one candidate listed
+    scorer = api(server, "&generate=0&top_logprobs=1")  # at most one candidate listed
     images, questions = tiny_images(2), [["Is the cat on the mat?", "Is it red?"]] * 2
     got = np.stack(scorer.answer_scores(images, questions, ("Yes", "No")))
     want = np.stack(likelihood_only(vqa).answer_scores(images, questions, ("Yes", "No")))
@@ -275,3 +294,124 @@ def test_visualgptscore_from_prompt_logprobs_equals_in_process(vgpt, data, tmp_p
         server.inject("no-logprobs")  # a server without prompt_logprobs (any but vLLM): one clear line
         with pytest.raises(EndpointError, match=r"returned no prompt_logprobs: VisualGPTScore \(score=vgpt\) needs"):
             evaluate(api(server, "&score=vgpt&concurrency=1"), "winoground", data["winoground"], tmp_path, name="n")
+
+
+# ------------------------------------------------------------------- identity, secrets, retries
+
+
+def test_the_cache_is_keyed_by_the_server_not_by_how_its_url_is_spelled(server, data, tmp_path):
+    """127.0.0.1 and localhost (any loopback name), a default port, a trailing / or a password are the
+    same server: a run through another spelling asks nothing again."""
+    cache, path = tmp_path / "cache", "/v1/chat/completions"
+    first = evaluate(api(server), "winoground", data["winoground"], tmp_path, name="first", cache=cache)
+    asked = len(server.requests_for(path))
+    port = server.base_url.rsplit(":", 1)[1].split("/")[0]
+    for n, url in enumerate((f"http://localhost:{port}/v1/", f"http://me:pw@LOCALHOST:{port}/v1",
+                             f"http://[::1]:{port}/v1")):  # fmt: skip
+        scorer = load_scorer(f"api:tiny-vlm@{url}", ScorerOptions(batch_size=8))
+        assert scorer.identity_digest() == api(server).identity_digest()
+        again = evaluate(scorer, "winoground", data["winoground"], tmp_path, name=f"again{n}", cache=cache)
+        assert again.metrics == first.metrics and scorer.run_usage()["sent"] == 0
+    assert len(server.requests_for(path)) == asked
+    assert api(server).identity()["base_url"] == f"http://localhost:{port}/v1"
+
+
+def test_a_password_in_the_url_is_used_and_never_recorded(server, data, tmp_path, capsys, caplog, monkeypatch):
+    """``http://user:password@host``: sent as HTTP basic authentication, and absent from everything the run
+    writes or says (metrics.json, scores.jsonl, the run store, the cache, `spotdiff runs`, the report, the
+    hub push, printed lines, log lines at -v, error lines)."""
+    from huggingface_hub import constants
+
+    secret = "s3cret-Pw"
+    spec = f"api:tiny-vlm@{server.base_url.replace('http://', f'http://alice:{secret}@')}?retries=1"
+    out, store, cache, report = tmp_path / "out", tmp_path / "runs.sqlite", tmp_path / "cache", tmp_path / "report"
+    monkeypatch.setenv("HF_TOKEN", "hf_test_token")
+    monkeypatch.setattr(constants, "HF_TOKEN_PATH", str(tmp_path / "no-saved-token"))
+    server.inject("500")  # one retry line
+    with HubServer() as hub, hub_environment(hub.url), caplog.at_level(logging.DEBUG):
+        assert main(["-v", "eval", "--model", spec, "--benchmark", "winoground", "--data", str(data["winoground"]),
+                     "--out", str(out), "--store", str(store), "--cache", str(cache), "--n-boot", "0",
+                     "--workers", "0", "--push-to-hub", "me/results"]) == 0  # fmt: skip
+        assert main(["runs", "--store", str(store)]) == 0
+        (run,) = RunStore(store).runs()
+        assert main(["runs", run.id, "--store", str(store)]) == 0
+        assert main(["report", "--store", str(store), "--out", str(report), "--no-cases"]) == 0
+        assert main(["eval", "--model", spec + "&colour=red", "--benchmark", "winoground", "--no-store",
+                     "--data", str(data["winoground"])]) == 2  # an error line that quotes the spec  # fmt: skip
+        pushed = hub.repos[("dataset", "me/results")]
+    auth = "Basic " + base64.b64encode(f"alice:{secret}".encode()).decode()
+    assert server.requests_for("/v1/chat/completions")[-1].headers["authorization"] == auth  # it was used
+    said = capsys.readouterr()
+    assert run.model == f"api:tiny-vlm@{server.base_url}?retries=1" and run.model in said.out
+    assert "retry 1 of 1" in caplog.text and "HTTP Request: POST" in caplog.text  # the lines looked through
+    assert "unknown option 'colour'" in said.err
+    written = [p.read_bytes() for folder in (out, cache, report) for p in folder.rglob("*") if p.is_file()]
+    written += [store.read_bytes(), *pushed.files.values(), *(c.encode() for c in pushed.commits)]
+    for text in (*written, said.out.encode(), said.err.encode(), caplog.text.encode()):
+        assert secret.encode() not in text and b"alice" not in text
+
+
+@pytest.mark.parametrize(
+    ("url", "key", "warned"),
+    [
+        ("http://alice:pw@192.0.2.1:9/v1", None, "the password in the URL goes over plain http to 192.0.2.1"),
+        ("http://192.0.2.1:9/v1", "sk-test", "the API key goes over plain http to 192.0.2.1"),
+        ("http://192.0.2.1:9/v1", None, None),  # no key to read: vLLM without --api-key
+        ("https://192.0.2.1:9/v1", "sk-test", None),
+    ],
+)
+def test_a_key_over_plain_http_to_another_host_is_warned_about(url, key, warned, monkeypatch, caplog):
+    """192.0.2.1 is TEST-NET-1 (RFC 5737): nothing answers; the warning comes before the request fails."""
+    monkeypatch.delenv("OPENAI_API_KEY", raising=False)
+    if key:
+        monkeypatch.setenv("SPOTDIFF_API_KEY", key)
+    else:
+        monkeypatch.delenv("SPOTDIFF_API_KEY", raising=False)
+    scorer = load_scorer(f"api:m@{url}?retries=0&timeout=0.2", ScorerOptions())
+    with caplog.at_level(logging.WARNING), pytest.raises(EndpointError, match="did not answer after 0 retries"):
+        scorer.score_matrix(tiny_images(1), ["a cat"])
+    warnings = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
+    assert warnings == ([f"endpoint {url.replace('alice:pw@', '')} (model m): {warned}, readable on the way there; "
+                         "use an https URL"]
+                        if warned else [])  # fmt: skip
+
+
+def test_retries_0_means_one_try(server):
+    scorer = api(server, "&retries=0&concurrency=1")
+    asked = len(server.requests_for("/v1/chat/completions"))
+    server.inject("500")
+    with pytest.raises(EndpointError, match=r"kept failing \(500\) after 0 retries"):
+        scorer.score_matrix(tiny_images(1), ["a cat"])
+    assert len(server.requests_for("/v1/chat/completions")) == asked + 1
+
+
+def retry_delays(server, caplog, seed: int) -> list[float]:
+    """The waits of a scorer of run seed ``seed`` before asking again after two 500s, from its retry lines."""
+    scorer = load_scorer(f"api:tiny-vlm@{server.base_url}?concurrency=1", ScorerOptions(seed=seed))
+    caplog.clear()
+    server.inject("500", "500")
+    with caplog.at_level(logging.INFO, logger="spotdiff.scorers.api"):
+        scorer.score_matrix(tiny_images(1), ["a cat"])
+    return [float(x) for x in re.findall(r"HTTP 500; retry \d of 4 in ([\d.]+) s", caplog.text)]
+
+
+def test_retry_jitter_comes_from_the_runs_seed_not_the_global_generator(server, caplog):
+    random.seed(7)
+    before = random.getstate()
+    first, again, other = (retry_delays(server, caplog, seed) for seed in (0, 0, 1))
+    assert random.getstate() == before  # the run's seeded global generator is not drawn from
+    assert len(first) == 2 and first == again and other != first  # reproducible; another seed, other waits
+    assert 0.375 <= first[0] <= 0.5 and 0.75 <= first[1] <= 1.0  # 0.5 s then 1 s, less up to a quarter
+
+
+def test_quiet_silences_the_retry_lines(server, data, tmp_path, caplog):
+    """Without -q each retry is one line naming the endpoint; with -q (progress off) there is none."""
+    for progress in (True, False):
+        caplog.clear()
+        server.inject("500")
+        with caplog.at_level(logging.INFO):
+            evaluate(api(server, "&concurrency=1"), "winoground", data["winoground"], tmp_path, name=f"q{progress}",
+                     progress=progress)  # fmt: skip
+        retries = [r.getMessage() for r in caplog.records if "retr" in r.getMessage().lower()]  # any library's
+        want = [f"endpoint {server.base_url} (model tiny-vlm): HTTP 500; retry 1 of 3 in "] if progress else []
+        assert [m[: len(want[0])] for m in retries] == want if progress else retries == []

@@ -113,10 +113,30 @@ def check_templates(templates: list[str], source: Path) -> tuple[str, ...]:
     return tuple(templates)
 
 
+class _ArrayUnpickler(pickle.Unpickler):
+    """Reads pickles of dicts, lists, strings, numbers and NumPy arrays (CIFAR's files) and refuses every
+    other class or function a pickle names, since unpickling one can run any code (Python's docs,
+    "Restricting Globals")."""
+
+    ALLOWED = frozenset({
+        ("numpy", "ndarray"), ("numpy", "dtype"), ("_codecs", "encode"),  # arrays; bytes in old protocols
+        ("numpy.core.multiarray", "_reconstruct"), ("numpy._core.multiarray", "_reconstruct"),
+        ("numpy.core.numeric", "_frombuffer"), ("numpy._core.numeric", "_frombuffer"),
+    })  # fmt: skip
+
+    def find_class(self, module: str, name: str) -> object:
+        if (module, name) not in self.ALLOWED:
+            raise pickle.UnpicklingError(
+                f"it names {module}.{name}, which a CIFAR file never holds (arrays, lists and strings only); "
+                "not loaded, since unpickling it could run code"
+            )
+        return super().find_class(module, name)
+
+
 def _unpickle(path: Path) -> dict:
     try:
         with open(path, "rb") as f:
-            data = pickle.load(f, encoding="latin1")
+            data = _ArrayUnpickler(f, encoding="latin1").load()
     except OSError as exc:
         raise DataError(f"cannot read: {exc}", file=path) from exc
     except Exception as exc:  # a damaged pickle raises anything

@@ -15,6 +15,7 @@ import sys
 from collections.abc import Sequence
 
 from spotdiff.errors import SpotdiffError
+from spotdiff.urls import redact_text
 from spotdiff.version import __version__
 
 
@@ -67,8 +68,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 2
     try:
         return int(args.func(args) or 0)
-    except SpotdiffError as exc:
-        print(f"spotdiff {args.command}: error: {exc}", file=sys.stderr)
+    except SpotdiffError as exc:  # one line, without a password any URL in it held
+        print(f"spotdiff {args.command}: error: {redact_text(str(exc))}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
         print(f"spotdiff {args.command}: interrupted; cached work is kept", file=sys.stderr)

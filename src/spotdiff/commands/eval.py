@@ -23,7 +23,7 @@ from spotdiff.diagnose.runner import EvalConfig, run_eval
 from spotdiff.diagnose.store import RunStore
 from spotdiff.errors import ConfigError
 from spotdiff.report.build import build_report, write_report
-from spotdiff.report.hub import push_run
+from spotdiff.report.hub import check_push, push_run
 from spotdiff.report.table import TIE_NOTES, format_metrics_table, format_table
 
 
@@ -255,6 +255,8 @@ def run(args: argparse.Namespace) -> int:
     models, benchmarks = _models(args), _benchmarks(args)
     if args.push_to_hub and (not args.out or args.debias or len(models) * len(benchmarks) > 1):
         raise ConfigError("--push-to-hub pushes one run's --out folder (one model, one benchmark, no --debias)")
+    if args.push_to_hub:
+        check_push(args.push_to_hub)  # token, hub, offline mode: before the evaluation, not after it
     data = _data(args, [name for name, _ in benchmarks])
     if len(models) * len(benchmarks) > 1:
         return _run_grid(args, models, benchmarks, data)
@@ -277,7 +279,7 @@ def run(args: argparse.Namespace) -> int:
             return 0  # a worker rank: rank 0 writes and prints the results
     else:
         result = run_eval(config)
-    title = f"{config.benchmark} | {config.model} | {result.n_cases} cases"
+    title = f"{config.benchmark} | {config.label} | {result.n_cases} cases"
     print(
         format_metrics_table(
             result.metrics, title=title, ties=args.ties, aggregates=result.aggregates, diagnostics=result.diagnostics
@@ -291,7 +293,12 @@ def run(args: argparse.Namespace) -> int:
     if args.out:
         print(f"wrote {args.out / 'metrics.json'} and {args.out / 'scores.jsonl'}")
     if args.push_to_hub:
-        print(f"pushed to {push_run(args.out, args.push_to_hub)}")
+        try:
+            print(f"pushed to {push_run(args.out, args.push_to_hub)}")
+        except ConfigError as exc:
+            later = (f"`spotdiff runs {result.run_id} --push-to-hub {args.push_to_hub}` pushes it" if result.run_id
+                     else "run the same command again to push it")  # fmt: skip
+            raise ConfigError(f"{exc}; the run's files stay in {args.out}: {later}") from None
     return 0
 
 
@@ -379,7 +386,7 @@ def _run_debiased(args: argparse.Namespace, config: EvalConfig) -> int:
         )
     for name, result in results.items():
         label = variant_label(name, runs.tuned_label)
-        title = f"{config.benchmark} | {config.model} [{label}] | {result.n_cases} cases"
+        title = f"{config.benchmark} | {config.label} [{label}] | {result.n_cases} cases"
         table = format_metrics_table(
             result.metrics, title=title, ties=args.ties, aggregates=result.aggregates, diagnostics=result.diagnostics
         )

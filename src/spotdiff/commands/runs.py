@@ -8,7 +8,7 @@ from spotdiff.commands._types import add_store_option
 from spotdiff.diagnose.store import RunStore
 from spotdiff.errors import ConfigError
 from spotdiff.jsonio import dumps
-from spotdiff.report.hub import push_stored_run
+from spotdiff.report.hub import check_push, push_stored_run
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -29,6 +29,7 @@ def run(args: argparse.Namespace) -> int:
         if args.push_to_hub:
             if not args.run_id:
                 raise ConfigError("--push-to-hub pushes one run: give its id (spotdiff runs RUN_ID --push-to-hub REPO)")
+            check_push(args.push_to_hub)
             print(f"pushed to {push_stored_run(store, args.run_id, args.push_to_hub)}")
             return 0
         if args.run_id:

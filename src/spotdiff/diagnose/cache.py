@@ -188,11 +188,14 @@ class CachedRequests:
     Args:
         cache: where rows are kept, under ``(kind, key)``.
         progress: show a progress bar (items per second) while computing.
+        verbose: the computation may say what happens on the way (a served model's retries); False
+            under ``--quiet``.
     """
 
-    def __init__(self, cache: Cache, *, progress: bool = True) -> None:
+    def __init__(self, cache: Cache, *, progress: bool = True, verbose: bool = True) -> None:
         self.cache = cache
         self.progress = progress
+        self.verbose = verbose
         self.stats = {"computed": 0, "cached": 0}
 
     def __call__(

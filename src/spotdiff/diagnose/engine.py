@@ -333,7 +333,7 @@ class Engine:
         self.pipeline = InputPipeline(workers, device=device, decode_device=decode_device)
         self.requests = CachedRequests(cache, progress=progress)
         self.stats = self.requests.stats
-        scorer.bind_requests(CachedRequests(cache, progress=False))  # a served model's responses
+        scorer.bind_requests(CachedRequests(cache, progress=False, verbose=progress))  # a served model's responses
         #: Pair keys whose score is a bound, not a value (a second row entry of 1; counted in ``stats``).
         self.bounded: set[str] = set()
         self._labels: dict[tuple[tuple[str, ...], tuple[str, ...]], np.ndarray] = {}

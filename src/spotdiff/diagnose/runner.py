@@ -37,6 +37,7 @@ from spotdiff.protocols.stats import evaluate_units
 from spotdiff.provenance import environment
 from spotdiff.scorers import Scorer, ScorerOptions, load_scorer, quiet_progress
 from spotdiff.seeding import seed_everything
+from spotdiff.urls import redact_text
 from spotdiff.version import __version__
 
 log = logging.getLogger(__name__)
@@ -83,6 +84,11 @@ class EvalConfig:
     #: The training run and optimizer step of an evaluation made during training (``spotdiff train --eval``).
     training: str | None = None
     step: int | None = None
+
+    @property
+    def label(self) -> str:
+        """The model as every record names it: ``model`` without the password a URL in it may hold."""
+        return redact_text(self.model)
 
 
 @dataclass
@@ -210,7 +216,7 @@ class RunRecorder:
         identity: the scorer identity recorded with the run.
         data_digest: the benchmark data's digest.
         store: an open run store, or None not to record in one.
-        model: the model label recorded (default ``config.model``; debias variants add ``[variant]``).
+        model: the model label recorded (default ``config.label``; debias variants add ``[variant]``).
         scores_name: the per-case file under ``config.out``.
         write_metrics: write ``metrics.json`` on :meth:`finish`.
         info: extra run info recorded at the start and kept at the end.
@@ -238,7 +244,7 @@ class RunRecorder:
         self.identity = identity
         self.data_digest = data_digest
         self.store = store
-        self.model = model or config.model
+        self.model = model or config.label
         self.scores_name = scores_name
         self.write_metrics = write_metrics
         self.groups = get_benchmark(config.benchmark).metadata.subset_groups
@@ -603,7 +609,7 @@ def write_metrics_json(
     """
     payload = {
         "benchmark": config.benchmark,
-        "model": config.model,
+        "model": config.label,
         "protocol": protocol,
         "n_cases": result.n_cases,
         "metrics": result.metrics,
@@ -643,7 +649,7 @@ def run_config(config: EvalConfig, protocol: Protocol, data_digest: str, debias:
     """
     return to_jsonable(
         {
-            "model": config.model,
+            "model": config.label,
             "benchmark": config.benchmark,
             "data_digest": data_digest,
             "subset": config.subset,

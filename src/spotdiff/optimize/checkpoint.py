@@ -76,6 +76,8 @@ def read_checked(path: Path, read: Callable[[Path], Any], what: str | None = Non
     """
     try:
         return read(path)
+    except CheckpointUnreadable:  # a reader's own message (a ValueError too): already names the file
+        raise
     except _UNREADABLE as exc:
         reason = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
         reason = reason if len(reason) <= 160 else reason[:157] + "..."
@@ -88,13 +90,58 @@ def weight_files(directory: Path) -> str:
 
 
 def rng_state() -> dict[str, Any]:
-    return {"torch": torch.get_rng_state(), "numpy": np.random.get_state(), "random": random.getstate()}
+    """This process's torch, NumPy and ``random`` generator states as tensors and plain values, so that
+    ``torch.load(weights_only=True)`` reads them back (a checkpoint is a file anyone may hand over:
+    reading it never unpickles objects)."""
+    kind, key, pos, has_gauss, cached = np.random.get_state()
+    version, internal, gauss_next = random.getstate()
+    return {
+        "torch": torch.get_rng_state(),
+        "numpy": {"bit_generator": str(kind), "key": torch.from_numpy(key.astype(np.int64)), "pos": int(pos),
+                  "has_gauss": int(has_gauss), "cached_gaussian": float(cached)},
+        "random": {"version": int(version), "state": torch.tensor(internal, dtype=torch.int64),
+                   "gauss_next": gauss_next},
+    }  # fmt: skip
 
 
 def set_rng_state(state: dict[str, Any]) -> None:
+    """Set the generators to a state :func:`read_rng_state` read."""
     torch.set_rng_state(state["torch"])
     np.random.set_state(state["numpy"])
     random.setstate(state["random"])
+
+
+def read_rng_state(path: Path) -> dict[str, Any]:
+    """The generator states of ``rng_state_R.pt`` (written by :func:`rng_state`), read with
+    ``torch.load(weights_only=True)`` and checked. A file holding pickled objects (as checkpoints
+    before this format did) is never unpickled: :class:`CheckpointUnreadable` says what to do.
+
+    Args:
+        path: the file.
+    """
+    try:
+        state = torch.load(path, map_location="cpu", weights_only=True)
+    except pickle.UnpicklingError as exc:
+        if not str(exc).startswith("Weights only load failed"):  # a damaged file, not a refused object
+            raise
+        raise CheckpointUnreadable(
+            f"{path.name}: holds pickled objects, not tensors and plain values (written by an older spotdiff, or "
+            "not by spotdiff); pickles can run code, so it is not loaded: delete the checkpoint's rng_state_*.pt "
+            "files to resume with the seeded generators"
+        ) from exc
+    try:
+        gen, py = state["numpy"], state["random"]
+        key, internal = gen["key"], py["state"]
+        if not (isinstance(state["torch"], torch.Tensor) and isinstance(key, torch.Tensor)
+                and isinstance(internal, torch.Tensor)):  # fmt: skip
+            raise TypeError("a state is not a tensor")
+        numpy_state = (str(gen["bit_generator"]), key.numpy().astype(np.uint32), int(gen["pos"]),
+                       int(gen["has_gauss"]), float(gen["cached_gaussian"]))  # fmt: skip
+        gauss = py["gauss_next"]
+        random_state = (int(py["version"]), tuple(internal.tolist()), None if gauss is None else float(gauss))
+    except (KeyError, TypeError, AttributeError) as exc:
+        raise ValueError(f"not spotdiff's RNG states ({type(exc).__name__}: {exc})") from exc
+    return {"torch": state["torch"], "numpy": numpy_state, "random": random_state}
 
 
 def save_checkpoint(
@@ -159,7 +206,7 @@ def check_rng_states(directory: Path) -> None:
     """Check that every rank's RNG state in a checkpoint loads (every rank checks all, so all ranks
     agree on which checkpoint a resumed run continues from)."""
     for path in sorted(directory.glob("rng_state_*.pt")):
-        read_checked(path, lambda p: torch.load(p, weights_only=False))
+        read_checked(path, read_rng_state)
 
 
 def load_rng_state(directory: Path, rank: int) -> bool:
@@ -167,7 +214,7 @@ def load_rng_state(directory: Path, rank: int) -> bool:
     if not path.is_file():
         log.warning("no RNG state for rank %d in %s; generators keep their seeded state", rank, directory)
         return False
-    set_rng_state(read_checked(path, lambda p: torch.load(p, weights_only=False)))
+    set_rng_state(read_checked(path, read_rng_state))
     return True
 
 

@@ -35,6 +35,7 @@ from spotdiff.diagnose.store import RunStore
 from spotdiff.errors import ConfigError, SpotdiffError
 from spotdiff.jsonio import dumps, write_json
 from spotdiff.processes import usable_cores
+from spotdiff.urls import redact_text
 from spotdiff.version import __version__
 
 
@@ -155,7 +156,7 @@ def _child(
         import torch
 
         torch.set_num_threads(threads)
-        print(f"$ spotdiff {shlex.join(argv)}", flush=True)
+        print(f"$ spotdiff {redact_text(shlex.join(argv))}", flush=True)  # the log holds no password
         code = run_command(argv)
     except SystemExit as exc:
         code = exc.code if isinstance(exc.code, int) else 1
@@ -337,7 +338,7 @@ class Runner:
             "name": stage.name,
             "title": stage.title,
             "fingerprint": self.prints[stage.name],
-            "commands": stage.commands,
+            "commands": [[redact_text(a) for a in c] for c in stage.commands],
             "wall_s": round(wall, 2),
             "cpu_s": round(self.stage_cpu.get(stage.name, 0.0), 2),
             "finished": time.strftime("%Y-%m-%dT%H:%M:%S"),

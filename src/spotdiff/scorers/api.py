@@ -6,7 +6,8 @@ VQAScore (Lin et al. 2024, as ``vqa:``) is P("Yes") read from the first answer t
 the generated answer; ``answer-prob`` (NaturalBench, MMVP) reads each candidate answer's probability
 from the same first token's ``top_logprobs``. Every response is cached before it is used
 (:class:`~spotdiff.diagnose.cache.CachedRequests`), requests run concurrently under a limit that halves
-on a 429. Docs: docs/served.md.
+on a 429, and transient failures are asked again with a backoff whose jitter comes from the run's seed.
+A password in the URL and the key never reach what is recorded (docs/security.md). Docs: docs/served.md.
 """
 
 from __future__ import annotations
@@ -16,11 +17,16 @@ import base64
 import hashlib
 import io
 import json
+import logging
 import math
 import os
+import random
 from collections import deque
 from collections.abc import Iterator, Sequence
+from datetime import UTC, datetime
+from email.utils import parsedate_to_datetime
 from typing import Any
+from urllib.parse import urlsplit
 
 import numpy as np
 from PIL import Image
@@ -32,9 +38,11 @@ from spotdiff.scorers.chat import ANSWER_READERS, CHOICE_IMAGE_QUESTION, CHOICE_
 from spotdiff.scorers.lm import parse_spec_options
 from spotdiff.scorers.vgpt import DESCRIBE_PROMPT
 from spotdiff.scorers.vqa import DEFAULT_ANSWER, DEFAULT_QUESTION, option_flag
+from spotdiff.urls import canonical_endpoint, is_loopback, redact_text, split_userinfo
 
 __all__ = [
-    "API_KEY_VARS", "ApiScorer", "caption_logprob", "encode_image", "parse_api_spec", "parse_price", "yes_probability",
+    "API_KEY_VARS", "ApiScorer", "caption_logprob", "encode_image", "parse_api_spec", "parse_price", "retry_after",
+    "yes_probability",
 ]  # fmt: skip
 
 #: Environment variables read for the endpoint's key, first set wins (vLLM without ``--api-key``
@@ -44,6 +52,11 @@ API_KEY_VARS = ("SPOTDIFF_API_KEY", "OPENAI_API_KEY")
 RESPONSES = "api-response"
 #: The resize rule's default: the longer side is at most this many pixels.
 DEFAULT_MAX_SIDE = 1024
+#: The backoff between tries (the openai client's): 0.5 s, doubled each retry up to 8 s, less a jitter of
+#: up to a quarter; a server's ``Retry-After`` up to two minutes is waited instead.
+BACKOFF_S, BACKOFF_MAX_S, RETRY_AFTER_MAX_S = 0.5, 8.0, 120.0
+
+log = logging.getLogger(__name__)
 
 
 def parse_api_spec(rest: str) -> tuple[str, str]:
@@ -53,11 +66,21 @@ def parse_api_spec(rest: str) -> tuple[str, str]:
     ('Qwen/Qwen2.5-VL-72B-Instruct', 'http://gpu1:8000/v1')
     """
     model, sep, url = rest.partition("@")
-    if not sep or not model or not url.startswith(("http://", "https://")):
+    if not sep or not model or not url.startswith(("http://", "https://")) or not _names_a_host(url):
         raise ConfigError(
-            f"api spec {rest!r}: expected MODEL@BASE_URL, e.g. api:Qwen/Qwen2.5-VL-7B-Instruct@http://localhost:8000/v1"
+            f"api spec {redact_text(rest)!r}: expected MODEL@BASE_URL, e.g. "
+            "api:Qwen/Qwen2.5-VL-7B-Instruct@http://localhost:8000/v1"
         )
     return model, url.rstrip("/")
+
+
+def _names_a_host(url: str) -> bool:
+    """Whether ``url`` names a host (and, when it names a port, one that is a number)."""
+    try:
+        parts = urlsplit(url)
+        return bool(parts.hostname) and (parts.port is None or parts.port >= 0)
+    except ValueError:  # urlsplit's port of a URL whose port is not a number
+        return False
 
 
 def encode_image(image: Image.Image, max_side: int) -> tuple[str, str]:
@@ -178,17 +201,28 @@ class ApiScorer(PairScorer):
     )  # fmt: skip
 
     def __init__(self, rest: str, options: ScorerOptions) -> None:
-        super().__init__(f"api:{rest}", options)
+        super().__init__(f"api:{redact_text(rest)}", options)  # the spec as recorded: no password
         name, opts = parse_spec_options(rest, options, self.OPTIONS)
-        self.model, self.base_url = parse_api_spec(name)
+        self.model, url = parse_api_spec(name)
+        #: The URL as given less its user name and password (those go to the HTTP client only).
+        self.base_url, self._auth = split_userinfo(url)
+        #: The server, one spelling per server (the model's identity, so the cache's key).
+        self.endpoint = canonical_endpoint(self.base_url)
         self.question = str(opts.get("question", DEFAULT_QUESTION))
         self.answer = str(opts.get("answer", DEFAULT_ANSWER))
         self.system = opts.get("system")
-        self.spellings = str(opts.get("spellings", "all"))
+        self.spellings = str(opts.get("spellings", "exact"))
         if self.spellings not in ("all", "exact"):
             raise ConfigError(f"option spellings={self.spellings!r}: expected all or exact")
-        ints = {k: _positive(opts, k, d) for k, d in (("top_logprobs", 20), ("concurrency", 16), ("retries", 4))}
-        self.top_logprobs, self.concurrency, self.retries = ints["top_logprobs"], ints["concurrency"], ints["retries"]
+        ints = {k: _positive(opts, k, d) for k, d in (("top_logprobs", 20), ("concurrency", 16))}
+        self.top_logprobs, self.concurrency = ints["top_logprobs"], ints["concurrency"]
+        self.retries = _positive(opts, "retries", 4, minimum=0)
+        #: The retries' jitter: a generator of its own, seeded by the run's seed and the process's rank
+        #: (a run's waits repeat; runs of other seeds and other ranks do not retry in lockstep; the
+        #: global generators the run seeded are left alone).
+        self._jitter = random.Random(f"spotdiff-api-retries:{options.seed}:{os.environ.get('RANK', '0')}")
+        self._verbose = True  # say each retry (the engine's door says whether: not under --quiet)
+        self._warned_plain_http = False
         self.generate = _positive(opts, "generate", 8, minimum=0)
         self.max_side = _positive(opts, "max_side", DEFAULT_MAX_SIDE, minimum=0)
         try:
@@ -212,10 +246,10 @@ class ApiScorer(PairScorer):
 
     def identity(self) -> dict[str, Any]:
         return {
-            "spec": f"api:{self.model}@{self.base_url}",
+            "spec": f"api:{self.model}@{self.endpoint}",
             "class": "ApiScorer",
             "model": self.model,
-            "base_url": self.base_url,
+            "base_url": self.endpoint,
             "question": self.question,
             "answer": self.answer,
             "system": self.system,
@@ -240,6 +274,7 @@ class ApiScorer(PairScorer):
         self.requests = requests
         if requests is not None:
             self.responses = requests.stats
+            self._verbose = requests.verbose
 
     def run_usage(self) -> dict[str, Any]:
         """What the run cost and what it could not read (recorded with the run): requests sent,
@@ -325,12 +360,22 @@ class ApiScorer(PairScorer):
             loop.close()
 
     async def _client(self, limit: _Limit) -> Any:
+        """The client, retrying nothing itself (:meth:`_create` does); a user name and password from the
+        URL go as HTTP basic authentication, outside the URL (the HTTP library logs URLs)."""
         import openai
 
-        key = next((os.environ[v] for v in API_KEY_VARS if os.environ.get(v)), "EMPTY")
-        http = openai.DefaultAsyncHttpxClient(event_hooks={"response": [limit.on_response]})
+        key = next((os.environ[v] for v in API_KEY_VARS if os.environ.get(v)), None)
+        parts = urlsplit(self.base_url)
+        if (key or self._auth) and parts.scheme == "http" and not is_loopback(parts.hostname):
+            if not self._warned_plain_http:
+                log.warning(
+                    "%s: the %s goes over plain http to %s, readable on the way there; use an https URL",
+                    self._where(), "password in the URL" if self._auth else "API key", parts.hostname,
+                )  # fmt: skip
+            self._warned_plain_http = True
+        http = openai.DefaultAsyncHttpxClient(event_hooks={"response": [limit.on_response]}, auth=self._auth)
         return openai.AsyncOpenAI(
-            api_key=key, base_url=self.base_url, max_retries=self.retries, timeout=self.timeout, http_client=http
+            api_key=key or "EMPTY", base_url=self.base_url, max_retries=0, timeout=self.timeout, http_client=http
         )
 
     async def _one(self, client: Any, limit: _Limit, stop: asyncio.Event, i: int, body: dict) -> tuple | None:
@@ -349,9 +394,9 @@ class ApiScorer(PairScorer):
             return i, json_row(doc)
 
     async def _create(self, client: Any, body: dict) -> dict[str, Any]:
-        """``chat.completions.create``, its body read as the JSON the server sent; the client's own
-        retries and backoff handle 429s (with ``Retry-After``), 5xx, timeouts and dropped
-        connections; a body that is not JSON is asked again, ``retries`` times."""
+        """``chat.completions.create``, its body read as the JSON the server sent. What may pass (a 408,
+        409, 429 or 5xx, a timeout, a dropped connection, a body that is not JSON) is asked again, up to
+        ``retries`` times, after :meth:`_delay`; each retry is one log line, unless quiet."""
         import openai
 
         for attempt in range(self.retries + 1):
@@ -361,16 +406,28 @@ class ApiScorer(PairScorer):
                 if not isinstance(doc, dict):
                     raise json.JSONDecodeError("not a JSON object", raw.text, 0)
                 return doc
-            except json.JSONDecodeError as exc:
-                if attempt == self.retries:
-                    raise EndpointError(f"{self._where()} sent unreadable responses ({exc}); check the server") from exc
-                await asyncio.sleep(0.1 * 2**attempt)
-            except openai.APIError as exc:
-                raise EndpointError(_explain(exc, self._where(), self.retries)) from exc
+            except (json.JSONDecodeError, openai.APIError) as exc:
+                reason = _transient(exc)
+                if reason is None or attempt == self.retries:
+                    raise EndpointError(_explain(exc, self._where(), self.retries)) from exc
+                delay = self._delay(attempt, exc)
+                if self._verbose:
+                    log.info("%s: %s; retry %d of %d in %.3f s", self._where(), reason, attempt + 1, self.retries,
+                             delay)  # fmt: skip
+                await asyncio.sleep(delay)
         raise AssertionError("unreachable")
 
+    def _delay(self, attempt: int, exc: Exception) -> float:
+        """Seconds to wait before retry ``attempt + 1``: the server's ``Retry-After``, else the backoff
+        (:data:`BACKOFF_S`) less a jitter drawn from the scorer's own seeded generator."""
+        response = getattr(exc, "response", None)
+        after = retry_after(response.headers) if response is not None else None
+        if after is not None:
+            return after
+        return min(BACKOFF_S * 2**attempt, BACKOFF_MAX_S) * (1 - 0.25 * self._jitter.random())
+
     def _where(self) -> str:
-        return f"endpoint {self.base_url} (model {self.model})"
+        return f"endpoint {self.base_url} (model {self.model})"  # base_url holds no password
 
     def _encode(self, images: Sequence[Image.Image]) -> tuple[list[str], dict[str, str]]:
         """Each image's data URL, and the digest of each URL's image bytes (for the cache keys)."""
@@ -586,12 +643,56 @@ def _first_top(doc: dict[str, Any]) -> list[dict[str, Any]]:
     return doc["choices"][0]["logprobs"]["content"][0]["top_logprobs"]
 
 
+def retry_after(headers: Any) -> float | None:
+    """The seconds a response asks to wait before asking again (``retry-after-ms``, else ``Retry-After``
+    in seconds or as a date), when given and at most :data:`RETRY_AFTER_MAX_S`; else None.
+
+    >>> retry_after({"retry-after-ms": "20", "retry-after": "1"}), retry_after({"retry-after": "600"})
+    (0.02, None)
+
+    Args:
+        headers: the response's headers (a case-insensitive mapping).
+    """
+    for name, scale in (("retry-after-ms", 1e-3), ("retry-after", 1.0)):
+        value = headers.get(name)
+        if value is None:
+            continue
+        try:
+            seconds = float(value) * scale
+        except ValueError:
+            try:
+                seconds = (parsedate_to_datetime(value) - datetime.now(UTC)).total_seconds()
+            except (TypeError, ValueError):
+                continue
+        return seconds if 0 < seconds <= RETRY_AFTER_MAX_S else None
+    return None
+
+
+def _transient(exc: Exception) -> str | None:
+    """What went wrong, when asking again may help (as the openai client's own rule: 408, 409, 429, 5xx,
+    timeouts, dropped connections; and a body that is not JSON); None when it will not."""
+    import openai
+
+    if isinstance(exc, json.JSONDecodeError):
+        return "a response that is not JSON"
+    if isinstance(exc, openai.APITimeoutError):
+        return "no answer in time"
+    if isinstance(exc, openai.APIConnectionError):
+        return "the connection failed"
+    status = getattr(exc, "status_code", None)
+    if isinstance(status, int) and (status in (408, 409, 429) or status >= 500):
+        return f"HTTP {status}"
+    return None
+
+
 def _explain(exc: Exception, where: str, retries: int) -> str:
     """One line for a failed request: what happened at ``where`` and what to do."""
     import openai
 
     status = getattr(exc, "status_code", None)
     resume = "a re-run resumes from the cache"
+    if isinstance(exc, json.JSONDecodeError):
+        return f"{where} sent unreadable responses ({exc}) after {retries} retries; check the server; {resume}"
     if isinstance(exc, openai.AuthenticationError | openai.PermissionDeniedError):
         return f"{where} refused the key ({status}): set {' or '.join(API_KEY_VARS)} to a key it accepts"
     if isinstance(exc, openai.NotFoundError):

@@ -18,6 +18,7 @@ from urllib.parse import parse_qsl
 
 from spotdiff.errors import ConfigError
 from spotdiff.scorers.base import SCORERS, Scorer, ScorerOptions
+from spotdiff.urls import redact_text
 
 #: Families whose ``rest`` is a Hugging Face hub name or a local checkpoint folder.
 HF_FAMILIES = ("hf-clip", "hf-siglip", "hf-dual", "hf")
@@ -76,10 +77,10 @@ def parse_spec_options(rest: str, options: ScorerOptions, known: Sequence[str]) 
     opts: dict[str, Any] = {k: v for k, v in options.extra.items() if k in known}
     for key, value in parse_qsl(query, keep_blank_values=True):
         if key not in known:
-            raise ConfigError(f"unknown option {key!r} in model spec {rest!r}; known: {', '.join(known)}")
+            raise ConfigError(f"unknown option {key!r} in model spec {redact_text(rest)!r}; known: {', '.join(known)}")
         opts[key] = value
     if not name:
-        raise ConfigError(f"model spec {rest!r} names no model (expected a hub id or a local path)")
+        raise ConfigError(f"model spec {redact_text(rest)!r} names no model (expected a hub id or a local path)")
     return name, opts
 
 

@@ -55,6 +55,13 @@ class HubServer(LoopbackServer):
     def __init__(self) -> None:
         super().__init__()
         self.repos: dict[tuple[str, str], Repo] = {}
+        #: The tokens the hub knows, token -> (user, role: ``write`` or ``read``); None: any token is
+        #: user ``me``'s write token. ``/api/whoami-v2`` answers with them; uploads need a write token.
+        self.tokens: dict[str, tuple[str, str]] | None = None
+        #: The organisations every user belongs to (whoami's ``orgs``).
+        self.orgs: tuple[str, ...] = ()
+        #: What the next upload requests get instead of an answer, one each: ``(status, message)``.
+        self.upload_errors: list[tuple[int, str]] = []
 
     def add_repo(self, repo_id: str, files: dict[str, bytes], *, revision: str, repo_type: str = "dataset",
                  gated: bool = False, granted_tokens: tuple[str, ...] = ()) -> Repo:
@@ -114,15 +121,50 @@ class HubServer(LoopbackServer):
                         "have access to it and be authenticated to access it. Please log in.")
         return False
 
+    def _user(self, handler: BaseHTTPRequestHandler) -> tuple[str, str] | None:
+        """The (user, role) of the request's bearer token; None (a 401 sent) when the hub knows no such token."""
+        auth = handler.headers.get("Authorization", "")
+        token = auth.removeprefix("Bearer ").strip() if auth.startswith("Bearer ") else ""
+        known = ("me", "write") if token and self.tokens is None else (self.tokens or {}).get(token)
+        if known is None:
+            self._error(handler, 401, "Unauthorized", "Invalid credentials in Authorization header")
+        return known
+
+    def _whoami(self, handler: BaseHTTPRequestHandler) -> None:
+        """``/api/whoami-v2``: the token's user, organisations and role, as the hub answers."""
+        known = self._user(handler)
+        if known is not None:
+            user, role = known
+            token = {"displayName": "test", "role": role}
+            self._json(handler, {"type": "user", "name": user, "orgs": [{"name": o} for o in self.orgs],
+                                 "auth": {"type": "access_token", "accessToken": token}})  # fmt: skip
+
     def _upload(self, handler: BaseHTTPRequestHandler, path: str, body: bytes) -> bool:
         """The upload routes ``huggingface_hub``'s ``create_repo`` and ``create_commit`` use (every file
-        a regular git blob, no LFS); True when ``path`` was one of them."""
+        a regular git blob, no LFS; a write token needed); True when ``path`` was one of them."""
+        head, _, rest = path.removeprefix("/api/").partition("/")
+        found = self._find(head.removesuffix("s"), rest) if path.startswith("/api/") else None
+        is_commit = found is not None and found[1].split("/")[0] in ("preupload", "commit")
+        if path not in ("/api/repos/create", "/api/validate-yaml") and not is_commit:
+            return False
+        known = self._user(handler)
+        if known is None:
+            return True
+        with self._lock:
+            error = self.upload_errors.pop(0) if self.upload_errors else None
+        if error is not None or known[1] != "write":
+            status, message = error or (403, "You don't have the rights to write with a read token")
+            self._error(handler, status, "Forbidden" if status == 403 else "Error", message)
+            return True
         if path == "/api/repos/create":
             req = json.loads(body)
-            repo_id = "/".join(p for p in (req.get("organization"), req["name"]) if p)
-            repo_type = req.get("type") or "model"
+            namespace = req.get("organization") or known[0]
+            repo_id, repo_type = f"{namespace}/{req['name']}", req.get("type") or "model"
             url = f"{self.url}/{repo_type}s/{repo_id}"
-            if (repo_type, repo_id) in self.repos:  # as the hub: a 409 that still names the repository
+            if namespace not in (known[0], *self.orgs):
+                self._error(handler, 403, "Forbidden", f"You don't have the rights to create a {repo_type} under "
+                            f"the namespace {namespace!r}")  # fmt: skip
+            elif (repo_type, repo_id) in self.repos:  # as the hub: a 409 that still names the repository
                 data = json.dumps({"error": "You already created this repo", "url": url}).encode()
                 handler.send_response(409)
                 handler.send_header("Content-Type", "application/json")
@@ -136,10 +178,7 @@ class HubServer(LoopbackServer):
         if path == "/api/validate-yaml":
             self._json(handler, {"errors": [], "warnings": []})
             return True
-        head, _, rest = path.removeprefix("/api/").partition("/")
-        found = self._find(head.removesuffix("s"), rest) if path.startswith("/api/") else None
-        if found is None or found[1].split("/")[0] not in ("preupload", "commit"):
-            return False
+        assert found is not None  # a commit route
         repo, tail = found
         if tail.startswith("preupload/"):
             files = json.loads(body)["files"]
@@ -166,6 +205,8 @@ class HubServer(LoopbackServer):
             if self._upload(handler, path, body):
                 return None
             form = parse_qs(body.decode()) if body else {}
+        if path == "/api/whoami-v2":
+            return self._whoami(handler)
         if path.startswith("/api/"):
             head, _, rest = path[len("/api/"):].partition("/")
             repo_type = head.removesuffix("s")

@@ -107,7 +107,7 @@ def run_debiased_eval(config: EvalConfig, debias: DebiasConfig) -> DebiasedRuns:
                 identity,
                 data_digest,
                 store=store,
-                model=f"{config.model} [{variant_label(name, result.tuned_label)}]",
+                model=f"{config.label} [{variant_label(name, result.tuned_label)}]",
                 scores_name=variant_scores_name(name),
                 write_metrics=False,
                 info=info,
