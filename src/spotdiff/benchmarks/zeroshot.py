@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import hashlib
 import io
-import pickle
 import re
 import tarfile
 from collections.abc import Iterator
@@ -26,6 +25,7 @@ from spotdiff.benchmarks.sources import MEASURED, Checksum, ManualSource, Part, 
 from spotdiff.benchmarks.zeroshot_data import DATASETS, IMAGENET_CLASSNAMES, IMAGENET_TEMPLATES, ZeroShotDataset
 from spotdiff.cases import ArrayImage, Case, FileImage, ImageRef
 from spotdiff.errors import ConfigError, DataError
+from spotdiff.pickles import load_data
 
 FORMATS = ("wds", "cifar", "parquet", "folder")
 PARQUET_PATTERNS = ("data/{split}-*.parquet", "{split}/*.parquet", "{split}-*.parquet")
@@ -113,34 +113,8 @@ def check_templates(templates: list[str], source: Path) -> tuple[str, ...]:
     return tuple(templates)
 
 
-class _ArrayUnpickler(pickle.Unpickler):
-    """Reads pickles of dicts, lists, strings, numbers and NumPy arrays (CIFAR's files) and refuses every
-    other class or function a pickle names, since unpickling one can run any code (Python's docs,
-    "Restricting Globals")."""
-
-    ALLOWED = frozenset({
-        ("numpy", "ndarray"), ("numpy", "dtype"), ("_codecs", "encode"),  # arrays; bytes in old protocols
-        ("numpy.core.multiarray", "_reconstruct"), ("numpy._core.multiarray", "_reconstruct"),
-        ("numpy.core.numeric", "_frombuffer"), ("numpy._core.numeric", "_frombuffer"),
-    })  # fmt: skip
-
-    def find_class(self, module: str, name: str) -> object:
-        if (module, name) not in self.ALLOWED:
-            raise pickle.UnpicklingError(
-                f"it names {module}.{name}, which a CIFAR file never holds (arrays, lists and strings only); "
-                "not loaded, since unpickling it could run code"
-            )
-        return super().find_class(module, name)
-
-
 def _unpickle(path: Path) -> dict:
-    try:
-        with open(path, "rb") as f:
-            data = _ArrayUnpickler(f, encoding="latin1").load()
-    except OSError as exc:
-        raise DataError(f"cannot read: {exc}", file=path) from exc
-    except Exception as exc:  # a damaged pickle raises anything
-        raise DataError(f"not a CIFAR pickle ({type(exc).__name__}: {exc})", file=path) from exc
+    data = load_data(path, "a CIFAR file")  # arrays, lists and strings only: a pickle naming code is refused
     if not isinstance(data, dict):
         raise DataError(f"expected a pickled dict, got {type(data).__name__}", file=path)
     return data

@@ -11,16 +11,14 @@ files hold (builtins and NumPy arrays): a pickle that names any other callable i
 
 from __future__ import annotations
 
-import importlib
-import io
 import itertools
-import pickle
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from spotdiff.errors import ConfigError, DataError
+from spotdiff.pickles import load_data
 
 #: the three relationships of a scene graph, in the order of App. B.1's triple
 RELATIONS = ("attention_relationship", "spatial_relationship", "contacting_relationship")
@@ -43,44 +41,9 @@ READINGS = {
         "pair starts at I_{j+2}"
     ),
 }
-#: the only callables an Action Genome pickle may name (NumPy arrays and scalars, as numpy 1 and 2 spell them)
-_ALLOWED = {
-    ("numpy", "ndarray"),
-    ("numpy", "dtype"),
-    ("numpy.core.multiarray", "_reconstruct"),
-    ("numpy._core.multiarray", "_reconstruct"),
-    ("numpy.core.multiarray", "scalar"),
-    ("numpy._core.multiarray", "scalar"),
-    ("numpy.core.numeric", "_frombuffer"),
-    ("numpy._core.numeric", "_frombuffer"),
-    ("_codecs", "encode"),
-    ("builtins", "bytes"),
-    ("__builtin__", "bytes"),
-}
-
-
-class _Restricted(pickle.Unpickler):
-    """An unpickler that builds only builtins and NumPy arrays: any other global is refused."""
-
-    def find_class(self, module: str, name: str) -> Any:
-        if (module, name) not in _ALLOWED:
-            raise pickle.UnpicklingError(f"it names {module}.{name}, which an Action Genome annotation never holds")
-        if module.startswith("numpy.core"):  # numpy 1's spelling of what numpy 2 calls numpy._core
-            module = "numpy._core" + module[len("numpy.core") :]
-        if module == "__builtin__":
-            module = "builtins"
-        return getattr(importlib.import_module(module), name)
-
-
 def load_pickle(path: Path) -> Any:
-    """A pickle read with :class:`_Restricted`: data only, no code run (a file naming code is refused)."""
-    try:
-        data = Path(path).read_bytes()
-        return _Restricted(io.BytesIO(data), encoding="latin1").load()
-    except OSError as exc:
-        raise DataError(f"cannot read the file: {exc}", file=path) from None
-    except (pickle.UnpicklingError, EOFError, ValueError, TypeError, AttributeError, ImportError) as exc:
-        raise DataError(f"refused as an Action Genome pickle: {exc}", file=path) from None
+    """An Action Genome pickle, read without running code (:func:`spotdiff.pickles.load_data`)."""
+    return load_data(path, "an Action Genome annotation")
 
 
 @dataclass(frozen=True)
