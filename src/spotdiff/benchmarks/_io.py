@@ -10,6 +10,7 @@ from typing import Any
 import numpy as np
 
 from spotdiff.errors import ConfigError, DataError
+from spotdiff.jsonio import check_surrogates
 
 
 def read_text(path: Path) -> str:
@@ -39,10 +40,11 @@ def iter_lines(path: Path) -> Iterator[str]:
 
 
 def read_json(path: Path) -> Any:
-    """Parse a JSON file; truncated or malformed JSON raises a DataError with line and column."""
+    """Parse a JSON file; truncated or malformed JSON raises a DataError with line and column, a lone
+    surrogate escape one naming the record (:func:`~spotdiff.jsonio.check_surrogates`)."""
     text = read_text(path)
     try:
-        return json.loads(text)
+        return check_surrogates(json.loads(text), text, file=path)
     except json.JSONDecodeError as exc:
         raise DataError(
             f"invalid JSON at line {exc.lineno} column {exc.colno}: {exc.msg}", file=path
@@ -101,7 +103,7 @@ def read_json_unique(path: Path) -> Any:
     """
     text = read_text(path)
     try:
-        return json.loads(text, object_pairs_hook=_unique_pairs)
+        return check_surrogates(json.loads(text, object_pairs_hook=_unique_pairs), text, file=path)
     except _DuplicateKey as exc:
         raise DataError(f"duplicate key {exc.key!r} in one JSON object", file=path, record=exc.key) from None
     except json.JSONDecodeError as exc:
