@@ -12,8 +12,11 @@ os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")
 import json
 from pathlib import Path
 
+import numpy as np
 import pytest
+from PIL import Image
 
+from spotdiff.cases import FileImage, PILImage, as_image_ref
 from spotdiff.cli import main
 from spotdiff.errors import DataError
 from spotdiff.jsonio import iter_jsonl
@@ -77,3 +80,28 @@ def test_surrogate_pairs_are_text_and_a_lone_one_in_json_lines_names_the_line(tm
     assert next(lines) == (1, {"caption": "a \N{GRINNING FACE} face"})  # a valid pair is one character
     with pytest.raises(DataError, match=r"records.jsonl, record line 3, field 'tags/0': text holds a lone surrogate"):
         next(lines)
+
+
+# ------------------------------------------------------------------ images: bombs, 16 bits (items 12, 16)
+def test_a_decompression_bomb_is_one_line_naming_the_image(
+    clip: Path, data: Path, tmp_path: Path, capsys: pytest.CaptureFixture
+) -> None:
+    bomb = data / "images" / "bomb.png"
+    Image.new("1", (20000, 20000)).save(bomb, optimize=True)  # 400 megapixels in about 48 KB
+    assert bomb.stat().st_size < 100_000
+    edit_record(data, "add_att", "0", filename="bomb.png")
+    error = one_error(capsys, *eval_args(f"hf-clip:{clip}", data, tmp_path))
+    assert f"image {bomb} is refused as a possible decompression bomb" in error
+    assert "400000000 pixels" in error and "resize it" in error
+
+
+def test_sixteen_bit_greyscale_is_scaled_to_eight_bits_not_clipped(tmp_path: Path) -> None:
+    values = np.arange(0, 65536, 257, dtype=np.uint16).reshape(16, 16)  # 0, 257, ..., 65535: every 8-bit grey
+    path = tmp_path / "grey16.png"
+    Image.fromarray(values).save(path)
+    with Image.open(path) as im:
+        assert im.mode == "I;16"
+    expected = np.arange(256, dtype=np.uint8).reshape(16, 16)  # v * 255 / 65535, exactly
+    for ref in (FileImage(path), PILImage(Image.open(path)), as_image_ref(Image.fromarray(values.astype(np.int32)))):
+        rgb = np.asarray(ref.load())
+        assert rgb.shape == (16, 16, 3) and (rgb == expected[..., None]).all(), type(ref).__name__
