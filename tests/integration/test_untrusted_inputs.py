@@ -10,16 +10,20 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")
 
 import json
+import re
 from pathlib import Path
 
 import numpy as np
 import pytest
 from PIL import Image
 
+from spotdiff.benchmarks import get_benchmark
+from spotdiff.benchmarks.shared import MANIFEST
 from spotdiff.cases import FileImage, PILImage, as_image_ref
 from spotdiff.cli import main
 from spotdiff.errors import DataError
 from spotdiff.jsonio import iter_jsonl
+from spotdiff.report.gallery import CaseSource
 from spotdiff.testing.formats import write_sugarcrepe
 
 
@@ -105,3 +109,74 @@ def test_sixteen_bit_greyscale_is_scaled_to_eight_bits_not_clipped(tmp_path: Pat
     for ref in (FileImage(path), PILImage(Image.open(path)), as_image_ref(Image.fromarray(values.astype(np.int32)))):
         rgb = np.asarray(ref.load())
         assert rgb.shape == (16, 16, 3) and (rgb == expected[..., None]).all(), type(ref).__name__
+
+
+# --------------------------------------------------------------- images outside the data (item 7)
+def _secret(tmp_path: Path) -> Path:
+    """An image outside the data folder, as a user's private photo would be."""
+    secret = tmp_path / "private" / "secret.png"
+    secret.parent.mkdir()
+    Image.new("RGB", (8, 8), (200, 10, 10)).save(secret)
+    return secret
+
+
+@pytest.mark.parametrize("how", ["dotdot", "absolute", "symlink"])
+def test_a_record_naming_an_image_outside_the_data_is_refused(data: Path, tmp_path: Path, how: str) -> None:
+    secret = _secret(tmp_path)
+    if how == "symlink":  # a link inside the data that leads out of it
+        (data / "images" / "link.png").symlink_to(secret)
+        name = "link.png"
+    else:
+        name = "../../private/secret.png" if how == "dotdot" else str(secret)
+    assert (data / "images" / name).resolve() == secret.resolve()
+    edit_record(data, "swap_obj", "1", filename=name)
+    bench = get_benchmark("sugarcrepe")(data)
+    with pytest.raises(DataError, match=rf"record swap_obj/1: image .* is {re.escape(str(secret.resolve()))}, outside"):
+        bench.load()
+    assert len(get_benchmark("sugarcrepe")(data, image_root=str(secret.parent)).load()) == 14  # declared: read
+
+
+def test_an_image_outside_the_data_is_one_line_and_image_root_allows_it(
+    clip: Path, data: Path, tmp_path: Path, capsys: pytest.CaptureFixture
+) -> None:
+    secret = _secret(tmp_path)
+    edit_record(data, "add_obj", "0", filename=str(secret))
+    error = one_error(capsys, *eval_args(f"hf-clip:{clip}", data, tmp_path, "--no-store"))
+    assert f"record add_obj/0: image {secret} is {secret.resolve()}, outside the data ({data.resolve()})" in error
+    assert "--image-root DIR" in error
+    argv = eval_args(f"hf-clip:{clip}", data, tmp_path, "--image-root", secret.parent, "--out", tmp_path / "out")
+    assert main([str(a) for a in argv]) == 0
+    metrics = json.loads((tmp_path / "out" / "metrics.json").read_text())
+    assert metrics["n_cases"] == 14 and metrics["run_config"]["options"] == {"image_root": str([str(secret.parent)])}
+
+
+def test_fetched_data_reads_its_shared_collections_and_images_names_a_folder(tmp_path: Path) -> None:
+    """``spotdiff data fetch`` links a benchmark's images to the data home's shared collections: those
+    links are followed (the folder holds the manifest); ``--images DIR`` declares its folder too."""
+    home = tmp_path / "home"
+    data = write_sugarcrepe(home / "_shared" / "coco" / "staging", n=1)
+    (home / "sugarcrepe").mkdir()
+    for path in data.glob("*.json"):
+        path.rename(home / "sugarcrepe" / path.name)
+    (home / "sugarcrepe" / "images").symlink_to(Path("..") / "_shared" / "coco" / "staging" / "images")
+    with pytest.raises(DataError, match="outside the data"):  # a hand-made folder: links out are refused
+        get_benchmark("sugarcrepe")(home / "sugarcrepe").load()
+    (home / "sugarcrepe" / MANIFEST).write_text("{}", encoding="utf-8")
+    assert len(get_benchmark("sugarcrepe")(home / "sugarcrepe").load()) == 7
+    (home / "sugarcrepe" / MANIFEST).unlink()
+    loader = get_benchmark("sugarcrepe")(home / "sugarcrepe", images=str(data / "images"))
+    assert len(loader.load()) == 7
+
+
+def test_a_report_shows_no_image_outside_the_data(data: Path, tmp_path: Path) -> None:
+    secret = _secret(tmp_path)
+    bench = get_benchmark("sugarcrepe")(data)
+    digest = bench.data_digest()
+    edit_record(data, "add_att", "0", filename=str(secret))
+    assert get_benchmark("sugarcrepe")(data).data_digest() != digest
+    cases, note = CaseSource._load("sugarcrepe", str(data), {}, get_benchmark("sugarcrepe")(data).data_digest())
+    assert cases == {} and "outside the data" in note and "texts and images not shown" in note
+    cases, note = CaseSource._load(
+        "sugarcrepe", str(data), {"image_root": [str(secret.parent)]}, get_benchmark("sugarcrepe")(data).data_digest()
+    )
+    assert note is None and cases["add_att/0"].images[0].path == secret

@@ -12,7 +12,7 @@ import argparse
 from pathlib import Path
 
 from spotdiff.api import evaluate_grid
-from spotdiff.benchmarks import canonical_benchmark, get_benchmark
+from spotdiff.benchmarks import IMAGE_ROOT, canonical_benchmark, get_benchmark
 from spotdiff.benchmarks.suites import suite_benchmarks
 from spotdiff.cases import TIES
 from spotdiff.commands._types import add_store_option, folder, nonnegative_int, positive_int, seed
@@ -132,6 +132,15 @@ def _store_args(p: argparse.ArgumentParser) -> None:
         help="replace the files of another run in --out (by default a folder holding another run's results is refused)",
     )
     p.add_argument("--images", type=Path, help="image folder, when not the benchmark's default location")
+    p.add_argument(
+        "--image-root",
+        action="append",
+        default=[],
+        type=Path,
+        metavar="DIR",
+        help="a folder outside --data that the benchmark's records may name images in (repeatable); any other "
+        "image a record names outside the data is refused (docs/security.md)",
+    )
     p.add_argument(
         "-o",
         "--option",
@@ -332,6 +341,8 @@ def _run_grid(
 
 def _loader_options(args: argparse.Namespace) -> dict[str, object]:
     options: dict[str, object] = {"images": args.images} if args.images else {}
+    if args.image_root:
+        options[IMAGE_ROOT] = [str(p) for p in args.image_root]
     for item in args.option:
         key, sep, value = item.partition("=")
         if not sep or not key:

@@ -168,7 +168,8 @@ def resolve(config: EvalConfig, capabilities: frozenset[str] | None = None) -> t
 
 
 def stream_cases(bench: Benchmark, subset: str | None, limit: int | None) -> Iterator[Case]:
-    """The benchmark's cases (the first ``limit``); a repeated case id is an error where it appears.
+    """The benchmark's cases (the first ``limit``), their images confined to the data
+    (:meth:`~spotdiff.benchmarks.Benchmark.confined_cases`); a repeated case id is an error where it appears.
 
     Args:
         bench: the loaded benchmark.
@@ -176,7 +177,7 @@ def stream_cases(bench: Benchmark, subset: str | None, limit: int | None) -> Ite
         limit: the number of cases to read at most, or None for all.
     """
     seen = IdSet()  # 16 bytes a case: memory stays flat over millions of cases
-    for n, case in enumerate(bench.cases(subset)):
+    for n, case in enumerate(bench.confined_cases(subset)):
         if limit is not None and n >= limit:
             return
         if not seen.add(case.id):
