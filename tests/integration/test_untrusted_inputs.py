@@ -11,6 +11,7 @@ os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")
 
 import json
 import re
+import shutil
 from pathlib import Path
 
 import numpy as np
@@ -21,9 +22,10 @@ from spotdiff.benchmarks import get_benchmark
 from spotdiff.benchmarks.shared import MANIFEST
 from spotdiff.cases import FileImage, PILImage, as_image_ref
 from spotdiff.cli import main
-from spotdiff.errors import DataError
+from spotdiff.errors import ConfigError, DataError
 from spotdiff.jsonio import iter_jsonl
 from spotdiff.report.gallery import CaseSource
+from spotdiff.scorers.weights import naming_damaged_weights
 from spotdiff.testing.formats import write_sugarcrepe
 
 
@@ -180,3 +182,65 @@ def test_a_report_shows_no_image_outside_the_data(data: Path, tmp_path: Path) ->
         "sugarcrepe", str(data), {"image_root": [str(secret.parent)]}, get_benchmark("sugarcrepe")(data).data_digest()
     )
     assert note is None and cases["add_att/0"].images[0].path == secret
+
+
+# ------------------------------------------------------------------- damaged model weights (item 13)
+class _RunsCode:
+    """A pickle that asks to run a shell command when unpickled."""
+
+    def __init__(self, marker: Path) -> None:
+        self.marker = marker
+
+    def __reduce__(self):
+        return (os.system, (f"touch {self.marker}",))
+
+
+def _damage_weights(model: Path, how: str, marker: Path) -> tuple[Path, str]:
+    """Damage the copy ``model`` of a tiny CLIP folder; return the weights file and the error expected."""
+    import torch
+    from safetensors.torch import load_file
+
+    weights = model / "model.safetensors"
+    data = weights.read_bytes()
+    if how == "header":
+        weights.write_bytes(data[:8] + b"{garbage" + data[16:])
+        return weights, "is damaged or incomplete (SafetensorError: Error while deserializing header"
+    if how == "truncated":
+        weights.write_bytes(data[: len(data) // 2])
+        return weights, "is damaged or incomplete (SafetensorError: "
+    state = load_file(weights)
+    weights.unlink()
+    pickled = model / "pytorch_model.bin"
+    if how == "pickle":
+        torch.save({**state, "x": _RunsCode(marker)}, pickled)
+        return pickled, "is a pickle that asks to run posix.system; spotdiff reads weights with torch.load(weights_only"
+    torch.save(state, pickled)
+    pickled.write_bytes(pickled.read_bytes()[:-4096])
+    return pickled, "is damaged or incomplete (RuntimeError: PytorchStreamReader failed reading zip archive"
+
+
+@pytest.mark.parametrize("how", ["header", "truncated", "pickle", "truncated-pickle"])
+def test_damaged_or_code_running_weights_are_one_line_naming_the_file(
+    clip: Path, data: Path, tmp_path: Path, capsys: pytest.CaptureFixture, how: str
+) -> None:
+    model, marker = tmp_path / "model", tmp_path / "code-ran"
+    shutil.copytree(clip, model)
+    weights, expected = _damage_weights(model, how, marker)
+    error = one_error(capsys, *eval_args(f"hf-clip:{model}", data, tmp_path))
+    assert f"hf-clip: weights file {weights} {expected}" in error
+    assert error.endswith(("download or save the model again", "convert them from a copy you trust"))
+    assert not marker.exists()  # the pickle's command never ran
+
+
+def test_the_damaged_file_among_several_is_named_and_other_errors_pass_through(tmp_path: Path) -> None:
+    from safetensors import SafetensorError
+    from safetensors.numpy import save_file
+
+    for k in (1, 2):
+        save_file({"w": np.zeros(4, np.float32)}, tmp_path / f"model-0000{k}-of-00002.safetensors")
+    (tmp_path / "model-00002-of-00002.safetensors").write_bytes(b"\x08" + b"\x00" * 7 + b"{not json")
+    named = r"^m: weights file .*model-00002-of-00002.safetensors is damaged"
+    with pytest.raises(ConfigError, match=named), naming_damaged_weights("m", tmp_path):
+        raise SafetensorError("Error while deserializing header")
+    with pytest.raises(KeyError, match="k"), naming_damaged_weights("m", tmp_path):
+        raise KeyError("k")  # not a weights error: unchanged
