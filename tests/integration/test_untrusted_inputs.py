@@ -22,9 +22,11 @@ from spotdiff.benchmarks import get_benchmark
 from spotdiff.benchmarks.shared import MANIFEST
 from spotdiff.cases import FileImage, PILImage, as_image_ref
 from spotdiff.cli import main
-from spotdiff.errors import ConfigError, DataError
+from spotdiff.diagnose.store import RunStore
+from spotdiff.errors import ConfigError, DataError, ModelOutputError
 from spotdiff.jsonio import iter_jsonl
 from spotdiff.report.gallery import CaseSource
+from spotdiff.scorers import EmbeddingScorer, ScorerOptions
 from spotdiff.scorers.weights import naming_damaged_weights
 from spotdiff.testing.formats import write_sugarcrepe
 
@@ -244,3 +246,69 @@ def test_the_damaged_file_among_several_is_named_and_other_errors_pass_through(t
         raise SafetensorError("Error while deserializing header")
     with pytest.raises(KeyError, match="k"), naming_damaged_weights("m", tmp_path):
         raise KeyError("k")  # not a weights error: unchanged
+
+
+# ------------------------------------------------------------------------- NaN scores (item 14)
+class _DivergesOn(EmbeddingScorer):
+    """Bag-of-letters texts and mean-colour images; NaN embeddings for texts holding ``word``."""
+
+    capabilities = frozenset({"image-text"})
+
+    def __init__(self, word: str) -> None:
+        super().__init__(f"diverges-on:{word}", ScorerOptions(batch_size=8))
+        self.word = word
+
+    def identity(self) -> dict:
+        return {"spec": self.spec}
+
+    def encode_images(self, images) -> np.ndarray:
+        v = np.stack([np.resize(np.asarray(im, np.float32).mean(axis=(0, 1)), 26) + 1.0 for im in images])
+        return v / np.linalg.norm(v, axis=1, keepdims=True)
+
+    def encode_texts(self, texts) -> np.ndarray:
+        v = np.array([[t.count(c) + 1.0 for c in "abcdefghijklmnopqrstuvwxyz"] for t in texts], np.float32)
+        v[[self.word in t for t in texts]] = np.nan
+        return v / np.linalg.norm(v, axis=1, keepdims=True)
+
+
+def test_nan_scores_fail_the_run_or_are_counted_as_failures(data: Path, tmp_path: Path) -> None:
+    import spotdiff
+
+    cases = spotdiff.load_benchmark("sugarcrepe", data)
+    word = "next to a " + cases[0].texts[0].split()[-1]  # the last noun of the first caption
+    nan_ids = [c.id for c in cases if any(word in t for t in c.texts)]
+    assert 0 < len(nan_ids) < len(cases)
+    settings = {"cache": None, "use_store": False, "n_boot": 0, "progress": False, "workers": 0}
+    with pytest.raises(ModelOutputError, match=rf"gave NaN scores in {len(nan_ids)} of {len(cases)} cases \(first: "):
+        spotdiff.evaluate(_DivergesOn(word), "sugarcrepe", data, out=tmp_path / "failed", **settings)
+    assert not (tmp_path / "failed" / "metrics.json").exists()
+    result = spotdiff.evaluate(
+        _DivergesOn(word), "sugarcrepe", data, out=tmp_path / "out", nan_as_failure=True, **settings
+    )
+    assert result.run.diagnostics["n_nan_cases"] == len(nan_ids)
+    assert result.run.diagnostics["nan_rate"] == pytest.approx(100 * len(nan_ids) / len(cases))
+    assert all(c["units"][0]["accuracy"] == 0.0 for c in result.run.cases if c["id"] in nan_ids)  # failures
+    metrics = json.loads((tmp_path / "out" / "metrics.json").read_text())
+    assert metrics["n_nan_cases"] == len(nan_ids) and metrics["nan_cases"] == nan_ids[:5]
+
+
+def test_a_diverged_model_is_one_line_and_nan_as_failure_records_the_run(
+    clip: Path, data: Path, tmp_path: Path, capsys: pytest.CaptureFixture, caplog: pytest.LogCaptureFixture
+) -> None:
+    import torch
+    from transformers import CLIPModel
+
+    diverged = tmp_path / "diverged"
+    shutil.copytree(clip, diverged)
+    model = CLIPModel.from_pretrained(clip)
+    with torch.no_grad():
+        model.text_projection.weight[0, 0] = float("nan")  # every text embedding, so every score, is NaN
+    model.save_pretrained(diverged)
+    error = one_error(capsys, *eval_args(f"hf-clip:{diverged}", data, tmp_path))
+    assert f"model hf-clip:{diverged} gave NaN scores in 14 of 14 cases (first: add_att/0, add_att/1," in error
+    assert "--dtype float32" in error and "--nan-as-failure" in error
+    (run,) = RunStore(tmp_path / "runs.sqlite").runs()
+    assert run.status.startswith("failed: ModelOutputError: model hf-clip:")
+    assert main([str(a) for a in eval_args(f"hf-clip:{diverged}", data, tmp_path, "--nan-as-failure")]) == 0
+    assert "NaN scores: 14 cases (100.00%) scored as failures" in capsys.readouterr().out  # the table's note
+    assert "gave NaN scores in 14 of 14 cases" in caplog.text and "scored as failures" in caplog.text

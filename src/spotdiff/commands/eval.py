@@ -127,6 +127,12 @@ def _store_args(p: argparse.ArgumentParser) -> None:
         "the candidate listed first, as the peers' argmax does (`spotdiff benchmarks` says which peer uses which)",
     )
     p.add_argument(
+        "--nan-as-failure",
+        action="store_true",
+        help="score cases whose model scores are NaN as failures and record how many (metrics.json: n_nan_cases); "
+        "by default such a run fails, so that a diverged model never reads as a real 0%%",
+    )
+    p.add_argument(
         "--overwrite",
         action="store_true",
         help="replace the files of another run in --out (by default a folder holding another run's results is refused)",
@@ -256,6 +262,7 @@ def _run_options(args: argparse.Namespace) -> dict:
         "gpu_decode": args.gpu_decode,
         "ties": args.ties,
         "overwrite": args.overwrite,
+        "nan_as_failure": args.nan_as_failure,
         "options": _loader_options(args),
     }
 

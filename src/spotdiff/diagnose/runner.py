@@ -28,7 +28,7 @@ from spotdiff.diagnose.cache import Cache, merge_shards
 from spotdiff.diagnose.engine import Engine, check_capability
 from spotdiff.diagnose.sqlfile import disk_full, is_disk_full
 from spotdiff.diagnose.store import RunStore
-from spotdiff.errors import ConfigError, DataError
+from spotdiff.errors import ConfigError, DataError, ModelOutputError
 from spotdiff.jsonio import dumps, to_jsonable, write_json
 from spotdiff.protocols import Protocol, UnitTable, get_protocol
 from spotdiff.protocols.columns import IdSet
@@ -75,6 +75,8 @@ class EvalConfig:
     gpu_decode: bool = False
     ties: str = "strict"
     overwrite: bool = False
+    #: Score the cases whose scores hold NaN as failures (recorded as ``n_nan_cases``) instead of failing the run.
+    nan_as_failure: bool = False
     options: dict = field(default_factory=dict)
     #: Recorded in the run store's ``info`` with the run (a sharded run records its shards here).
     extra_info: dict = field(default_factory=dict)
@@ -320,6 +322,7 @@ class RunRecorder:
             self.protocol.tied_units(case, matrix, outcomes),
             self.protocol.answer_counts(case, matrix),
             self.protocol.yes_counts(case, matrix),
+            case.id if self.protocol.nan_scores(case, matrix) else None,
         )
         tags = case.tags
         if bag_of_words_identical(case):
@@ -353,10 +356,12 @@ class RunRecorder:
         self._pending = []
 
     def finish(self, load_report: dict, engine_stats: dict) -> EvalResult:
-        """Aggregate with bootstrap intervals, finish the run in the store, and write the files."""
+        """Aggregate with bootstrap intervals, finish the run in the store, and write the files; a run
+        whose model gave NaN scores fails here (:meth:`_check_nan`)."""
         self._flush()
         if self.n_cases == 0:
             raise DataError("no cases to evaluate", file=self.config.data)
+        self._check_nan()
         metrics, aggregates = evaluate_units(
             self.protocol, self.table, n_boot=self.config.n_boot, seed=self.config.seed, groups=self.groups
         )
@@ -399,6 +404,24 @@ class RunRecorder:
             if self.claim:
                 take_out_dir(self.config.out, self.run_config, self._replaced, (self.scores_name, "metrics.json"))
         return result
+
+    def _check_nan(self) -> None:
+        """Cases whose scores hold NaN: a :class:`ModelOutputError` (the run fails, no files), or with
+        ``nan_as_failure`` a warning, the cases scored as failures and counted in ``metrics.json``."""
+        d = self.diagnostics
+        if not d.nan_cases:
+            return
+        what = (
+            f"model {self.model} gave NaN scores in {d.nan_cases} of {d.cases} cases "
+            f"(first: {', '.join(d.nan_examples)})"
+        )
+        if not self.config.nan_as_failure:
+            raise ModelOutputError(
+                f"{what}: a diverged model (or float16 overflow) whose accuracy would read as a real 0; check its "
+                "weights or run it in float32 (--dtype float32), or pass --nan-as-failure to score those cases as "
+                "failures and record how many (metrics.json: n_nan_cases)"
+            )
+        log.warning("%s: scored as failures (--nan-as-failure; metrics.json: n_nan_cases)", what)
 
     @contextlib.contextmanager
     def _writing_scores(self) -> Iterator[None]:
