@@ -312,3 +312,25 @@ def test_a_diverged_model_is_one_line_and_nan_as_failure_records_the_run(
     assert main([str(a) for a in eval_args(f"hf-clip:{diverged}", data, tmp_path, "--nan-as-failure")]) == 0
     assert "NaN scores: 14 cases (100.00%) scored as failures" in capsys.readouterr().out  # the table's note
     assert "gave NaN scores in 14 of 14 cases" in caplog.text and "scored as failures" in caplog.text
+
+
+# ----------------------------------------------------------------------- bootstrap size (item 17)
+def test_n_boot_is_bounded_with_the_memory_it_would_take(
+    data: Path, tmp_path: Path, capsys: pytest.CaptureFixture
+) -> None:
+    import spotdiff
+    from spotdiff.protocols.stats import MAX_N_BOOT, resample_units
+
+    for command in (["eval", "--model", "minilm", "--benchmark", "sugarcrepe", "--data", data], ["compare", "a", "b"]):
+        with pytest.raises(SystemExit) as refused:  # argparse's usage error, before any work
+            main([*map(str, command), "--n-boot", "100000000"])
+        err = capsys.readouterr().err
+        assert refused.value.code == 2 and "Traceback" not in err
+        assert "argument --n-boot: 100,000,000 is above the most, 100,000: its bootstrap values alone" in err
+        assert "would hold 800 MB for each metric and each scope" in err
+    with pytest.raises(ConfigError, match=r"--n-boot 100,001 is above the most, 100,000: .* would hold 1 MB for each"):
+        spotdiff.evaluate("hf-clip:/nowhere", "sugarcrepe", data, n_boot=MAX_N_BOOT + 1, use_store=False)
+    rng = np.random.default_rng(0)
+    with pytest.raises(ConfigError, match=r"--n-boot 200,000 is above the most"):  # every bootstrap passes here
+        resample_units(lambda idx: {"m": idx.mean(axis=1)}, {}, 10, 2 * MAX_N_BOOT, rng)
+    assert len(resample_units(lambda idx: {"m": idx.mean(axis=1)}, {}, 10, MAX_N_BOOT, rng)["m"]) == MAX_N_BOOT

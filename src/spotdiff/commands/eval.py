@@ -15,7 +15,7 @@ from spotdiff.api import evaluate_grid
 from spotdiff.benchmarks import IMAGE_ROOT, canonical_benchmark, get_benchmark
 from spotdiff.benchmarks.suites import suite_benchmarks
 from spotdiff.cases import TIES
-from spotdiff.commands._types import add_store_option, folder, nonnegative_int, positive_int, seed
+from spotdiff.commands._types import add_store_option, folder, n_boot, positive_int, seed
 from spotdiff.data import resolve_data
 from spotdiff.diagnose import distributed
 from spotdiff.diagnose.cache import default_cache_dir
@@ -118,7 +118,7 @@ def _store_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--seed", type=seed, default=0, help="seed for the model, sampling and the bootstrap")
     add_store_option(p)
     p.add_argument("--no-store", action="store_true", help="do not record the run in the run store")
-    p.add_argument("--n-boot", type=nonnegative_int, default=1000, help="bootstrap resamples for confidence intervals")
+    p.add_argument("--n-boot", type=n_boot, default=1000, help="bootstrap resamples for confidence intervals")
     p.add_argument(
         "--ties",
         choices=TIES,

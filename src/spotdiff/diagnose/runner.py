@@ -33,7 +33,7 @@ from spotdiff.jsonio import dumps, to_jsonable, write_json
 from spotdiff.protocols import Protocol, UnitTable, get_protocol
 from spotdiff.protocols.columns import IdSet
 from spotdiff.protocols.diagnostics import BOW_TAG, RunDiagnostics, bag_of_words_identical
-from spotdiff.protocols.stats import evaluate_units
+from spotdiff.protocols.stats import check_n_boot, evaluate_units
 from spotdiff.provenance import environment
 from spotdiff.scorers import Scorer, ScorerOptions, load_scorer, quiet_progress
 from spotdiff.seeding import seed_everything
@@ -160,8 +160,9 @@ def resolve_protocol(
 
 
 def resolve(config: EvalConfig, capabilities: frozenset[str] | None = None) -> tuple[Benchmark, Protocol]:
-    """Check the benchmark, subset and protocol (before any model is loaded when ``capabilities`` is
-    None; see :func:`resolve_protocol`)."""
+    """Check the benchmark, subset, protocol and bootstrap size (before any model is loaded when
+    ``capabilities`` is None; see :func:`resolve_protocol`)."""
+    check_n_boot(config.n_boot)
     bench_cls = get_benchmark(config.benchmark)
     protocol = resolve_protocol(bench_cls, config.protocol, capabilities, config.ties)
     bench = bench_cls(config.data, ties=config.ties, **config.options)
