@@ -334,3 +334,35 @@ def test_n_boot_is_bounded_with_the_memory_it_would_take(
     with pytest.raises(ConfigError, match=r"--n-boot 200,000 is above the most"):  # every bootstrap passes here
         resample_units(lambda idx: {"m": idx.mean(axis=1)}, {}, 10, 2 * MAX_N_BOOT, rng)
     assert len(resample_units(lambda idx: {"m": idx.mean(axis=1)}, {}, 10, MAX_N_BOOT, rng)["m"]) == MAX_N_BOOT
+
+
+# ------------------------------------------------------------ failed runs: their reason, their --out (item 19)
+def test_runs_lists_why_a_run_failed(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
+    with RunStore(tmp_path / "runs.sqlite") as store:
+        kept = {"benchmark": "sugarcrepe", "subset": None, "protocol": "i2t-top1", "model_identity": {},
+                "data_path": "/d", "data_digest": "0" * 64, "seed": 0, "version": "x", "info": {}}  # fmt: skip
+        failed = store.start_run(model="m-failed", **kept)
+        store.fail_run(failed, "DataError: file /d/add_att.json, record 2:\nexpected str")
+        store.start_run(model="m-running", **kept)
+    assert main(["runs", "--store", str(tmp_path / "runs.sqlite")]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    row = next(k for k, line in enumerate(lines) if line.startswith(failed))
+    assert "  failed    sugarcrepe" in lines[row] and lines[row].endswith("m-failed")
+    assert lines[row + 1].strip() == "why: DataError: file /d/add_att.json, record 2: expected str"  # one line
+    assert any("  running   sugarcrepe" in line for line in lines) and len(lines) == 4  # no reason, no second line
+
+
+def test_a_failed_run_leaves_its_out_folder_to_the_next_run(
+    clip: Path, data: Path, tmp_path: Path, capsys: pytest.CaptureFixture
+) -> None:
+    out = tmp_path / "out"
+    image = next((data / "images").iterdir())
+    good = image.read_bytes()
+    image.write_bytes(b"not an image")
+    assert "cannot decode image" in one_error(capsys, *eval_args(f"hf-clip:{clip}", data, tmp_path, "--out", out))
+    assert list(out.iterdir()) == []  # it wrote nothing, and claimed nothing
+    image.write_bytes(good)
+    argv = eval_args(f"hf-clip:{clip}", data, tmp_path, "--out", out, "--seed", "1")  # another configuration
+    assert main([str(a) for a in argv]) == 0, capsys.readouterr().err
+    assert json.loads((out / "metrics.json").read_text())["seed"] == 1
+    assert "belongs to another run" in one_error(capsys, *eval_args(f"hf-clip:{clip}", data, tmp_path, "--out", out))

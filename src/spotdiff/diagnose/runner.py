@@ -203,8 +203,10 @@ class RunRecorder:
     so it always holds a complete run; an exception inside the block (SIGTERM included, see
     :func:`sigterm_as_interrupt`) marks the run failed in the store and removes the temporary file
     (what the engine cached is kept); a run that finishes removes those of killed runs. The output folder is
-    claimed for this run's configuration before anything is recorded (:func:`claim_out_dir`); the
-    files of a run it replaces (``overwrite``) stay until :meth:`finish` has written the new ones.
+    checked before anything is recorded (:func:`claim_out_dir`: another run's folder is refused) and
+    claimed only by :meth:`finish`, checked again, once the files are written, so a run that fails
+    leaves the folder to whichever run comes next; the files of a run it replaces (``overwrite``) stay
+    until then.
     Every run records its tie rule, the aggregates computed (the benchmark's paper groupings from
     :attr:`~spotdiff.benchmarks.BenchmarkMetadata.groups`) and its ``environment``.
 
@@ -378,6 +380,10 @@ class RunRecorder:
         if self._scores is not None:
             with self._writing_scores():
                 self._scores.close()  # before the run is done: a full disk fails here
+            if self.claim:  # the folder is still free for this run: no other has claimed it since the start
+                self._replaced = claim_out_dir(
+                    self.config.out, self.run_config, overwrite=self.config.overwrite, replace_now=False
+                )
         if self.store is not None:
             self.store.finish_run(self.run_id, metrics, self.n_cases, info=self.info)
         result = EvalResult(
@@ -698,7 +704,8 @@ def claim_out_dir(out: Path, config: dict, *, overwrite: bool = False, replace_n
     again); one claimed by another configuration, or holding run files without a claim, is refused
     with a :class:`ConfigError` naming what differs, unless ``overwrite``, which replaces the previous
     run's files: at once, or with ``replace_now`` False only once the new run has succeeded (they stay
-    until the caller's :func:`take_out_dir`; :class:`RunRecorder` does so).
+    until the caller's :func:`take_out_dir`; :class:`RunRecorder` does so). With ``replace_now`` False
+    nothing is claimed either: a run that fails before its :func:`take_out_dir` leaves the folder free.
 
     Args:
         out: the output folder.
@@ -734,7 +741,7 @@ def claim_out_dir(out: Path, config: dict, *, overwrite: bool = False, replace_n
         raise ConfigError(
             f"output folder {out} {what}; choose another --out, or pass --overwrite to replace that run's files"
         )
-    if previous and not replace_now:
+    if not replace_now:
         return previous
     take_out_dir(out, config, previous)
     return []
