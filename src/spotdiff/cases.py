@@ -11,6 +11,7 @@ both read.
 from __future__ import annotations
 
 import hashlib
+import io
 import threading
 from abc import ABC, abstractmethod
 from collections import OrderedDict
@@ -119,6 +120,21 @@ class FileImage(ImageRef):
         return str(self.path) + (f" (crop {self.bbox})" if self.bbox else "")
 
 
+def fits_pixel_limit(data: bytes) -> bool:
+    """Whether encoded image bytes declare, in their header (nothing is decoded), no more pixels than
+    the decompression-bomb limit :meth:`ImageRef.load` applies; bytes Pillow cannot open do not fit either
+    (a decoder other than Pillow's is then not given them, and loading them names the file).
+
+    Args:
+        data: an encoded image file's bytes.
+    """
+    try:
+        with Image.open(io.BytesIO(data)):
+            return True
+    except (Image.DecompressionBombError, OSError, ValueError, SyntaxError):
+        return False
+
+
 #: Modes of 16-bit greyscale images (PNG, TIFF; ``I``: how older Pillow opens them), whose values
 #: ``convert("RGB")`` clips at 255 instead of scaling: all but the darkest greys would turn white.
 SIXTEEN_BIT_MODES = frozenset({"I;16", "I;16B", "I;16L", "I;16N", "I"})
@@ -177,8 +193,6 @@ class ParquetImage(ImageRef):
         return f"file:{self.sha256}" + _crop_suffix(self.bbox)
 
     def load(self) -> Image.Image:
-        import io
-
         return self._decode(io.BytesIO(parquet_image_bytes(self.path, self.row, self.column)), self.bbox)
 
     def describe(self) -> str:

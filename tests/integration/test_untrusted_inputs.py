@@ -103,6 +103,22 @@ def test_a_decompression_bomb_is_one_line_naming_the_image(
     assert "400000000 pixels" in error and "resize it" in error
 
 
+def test_a_jpeg_bomb_never_reaches_the_gpu_decoder(tmp_path: Path) -> None:
+    """``--gpu-decode`` hands whole JPEG files to nvJPEG, which has no pixel limit: a file whose header
+    declares too many pixels takes the CPU path, which refuses it naming the file."""
+    from spotdiff.diagnose.pipeline import _jpeg_bytes
+
+    small, bomb = tmp_path / "small.jpg", tmp_path / "bomb.jpg"
+    Image.new("RGB", (16, 16)).save(small)
+    data = small.read_bytes()
+    sof = data.index(b"\xff\xc0")  # baseline frame header: length, precision, height, width
+    bomb.write_bytes(data[: sof + 5] + (20000).to_bytes(2, "big") * 2 + data[sof + 9 :])
+    assert _jpeg_bytes([FileImage(small)]) is not None
+    assert _jpeg_bytes([FileImage(small), FileImage(bomb)]) is None
+    with pytest.raises(DataError, match=rf"image {bomb} is refused as a possible decompression bomb"):
+        FileImage(bomb).load()
+
+
 def test_sixteen_bit_greyscale_is_scaled_to_eight_bits_not_clipped(tmp_path: Path) -> None:
     values = np.arange(0, 65536, 257, dtype=np.uint16).reshape(16, 16)  # 0, 257, ..., 65535: every 8-bit grey
     path = tmp_path / "grey16.png"
