@@ -132,7 +132,8 @@ def naming_damaged_weights(what: str, name_or_path: str | Path) -> Iterator[None
 def damaged_weights(name_or_path: str | Path, exc: BaseException) -> str | None:
     """What is wrong with the model's weights when ``exc`` (or an exception it was raised from) is a weight
     library's error: safetensors' header check, or ``torch.load``'s refused or broken pickle. The message
-    names the file: the one that fails to open, or the only file of that kind; None for any other error.
+    names the file: the one that fails to open, or the only file of that kind; None for any other error,
+    or when the model has no weights file of that kind (the error then comes from elsewhere).
 
     Args:
         name_or_path: the model's local file or folder, or its hub name.
@@ -151,7 +152,9 @@ def damaged_weights(name_or_path: str | Path, exc: BaseException) -> str | None:
         return None
     suffixes = (".safetensors",) if isinstance(cause, SafetensorError) else PICKLE_SUFFIXES
     files = _weight_files(name_or_path, suffixes)
-    bad = next((p for p in files if _fails_to_open(p)), None) if len(files) > 1 else (files[0] if files else None)
+    if not files:
+        return None
+    bad = next((p for p in files if _fails_to_open(p)), None) if len(files) > 1 else files[0]
     where = f"weights file {bad}" if bad is not None else f"the weights of {name_or_path}"
     refused = re.search(r"GLOBAL ([\w.]+)", str(cause)) if isinstance(cause, pickle.UnpicklingError) else None
     if refused:
