@@ -203,8 +203,8 @@ class RunRecorder:
     so it always holds a complete run; an exception inside the block (SIGTERM included, see
     :func:`sigterm_as_interrupt`) marks the run failed in the store and removes the temporary file
     (what the engine cached is kept); a run that finishes removes those of killed runs. The output folder is
-    checked before anything is recorded (:func:`claim_out_dir`: another run's folder is refused) and
-    claimed only by :meth:`finish`, checked again, once the files are written, so a run that fails
+    checked before anything is recorded (:func:`claim_out_dir`: another run's folder is refused), checked
+    again by :meth:`finish` before it writes, and claimed once the files are written, so a run that fails
     leaves the folder to whichever run comes next; the files of a run it replaces (``overwrite``) stay
     until then.
     Every run records its tie rule, the aggregates computed (the benchmark's paper groupings from
