@@ -349,7 +349,7 @@ def _run_grid(
 def _loader_options(args: argparse.Namespace) -> dict[str, object]:
     options: dict[str, object] = {"images": args.images} if args.images else {}
     if args.image_root:
-        options[IMAGE_ROOT] = [str(p) for p in args.image_root]
+        options[IMAGE_ROOT] = [str(p.expanduser().resolve()) for p in args.image_root]  # as the run records it
     for item in args.option:
         key, sep, value = item.partition("=")
         if not sep or not key:
