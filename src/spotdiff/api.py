@@ -212,6 +212,7 @@ def evaluate(
     gpu_decode: bool = False,
     ties: str = "strict",
     overwrite: bool = False,
+    nan_as_failure: bool = False,
     options: dict[str, Any] | None = None,
 ) -> Result:
     """Evaluate ``model`` on ``benchmark``: the run ``spotdiff eval`` would make, returned as a :class:`Result`.
@@ -251,6 +252,8 @@ def evaluate(
         ties: ``strict`` (a tie between the true and a false candidate is a failure) or ``argmax``
             (it goes to the candidate listed first).
         overwrite: replace another run's files in ``out``.
+        nan_as_failure: score cases whose scores are NaN as failures (counted in ``n_nan_cases``) instead of
+            raising :class:`~spotdiff.errors.ModelOutputError`.
         options: benchmark loader options (``-o KEY=VALUE``, e.g. ``{"images": "path"}``).
     """
     if cache is True:
@@ -278,6 +281,7 @@ def evaluate(
         gpu_decode=gpu_decode,
         ties=ties,
         overwrite=overwrite,
+        nan_as_failure=nan_as_failure,
         options=dict(options or {}),
         keep_cases=True,
     )

@@ -11,6 +11,7 @@ both read.
 from __future__ import annotations
 
 import hashlib
+import io
 import threading
 from abc import ABC, abstractmethod
 from collections import OrderedDict
@@ -80,12 +81,19 @@ class ImageRef(ABC):
         return DataError(f"cannot decode image {self.describe()}: {exc}")
 
     def _decode(self, source: Any, bbox: tuple | None) -> Image.Image:
-        """An encoded image (a path or a binary file object) decoded to RGB and cropped to ``bbox``;
-        a file that does not decode is a :class:`DataError` naming this reference."""
+        """An encoded image (a path or a binary file object) decoded to RGB (:func:`to_rgb`) and cropped to
+        ``bbox``; a file that does not decode, or whose header declares more than twice PIL's
+        ``Image.MAX_IMAGE_PIXELS`` (a decompression bomb: a few kilobytes that would decode to gigabytes),
+        is a :class:`DataError` naming this reference."""
         try:
             with Image.open(source) as im:
                 im.load()
-                image = im.convert("RGB")
+                image = to_rgb(im)
+        except Image.DecompressionBombError as exc:
+            raise DataError(
+                f"image {self.describe()} is refused as a possible decompression bomb: {exc.args[0]} "
+                f"(Pillow's limit, 2 x Image.MAX_IMAGE_PIXELS); if the image is genuine, resize it"
+            ) from exc
         except (OSError, ValueError, SyntaxError) as exc:
             raise self._decode_error(exc) from exc
         return _crop(image, bbox)
@@ -110,6 +118,44 @@ class FileImage(ImageRef):
 
     def describe(self) -> str:
         return str(self.path) + (f" (crop {self.bbox})" if self.bbox else "")
+
+
+def fits_pixel_limit(data: bytes) -> bool:
+    """Whether encoded image bytes declare, in their header (nothing is decoded), no more pixels than
+    the decompression-bomb limit :meth:`ImageRef.load` applies; bytes Pillow cannot open do not fit either
+    (a decoder other than Pillow's is then not given them, and loading them names the file).
+
+    Args:
+        data: an encoded image file's bytes.
+    """
+    try:
+        with Image.open(io.BytesIO(data)):
+            return True
+    except (Image.DecompressionBombError, OSError, ValueError, SyntaxError):
+        return False
+
+
+#: Modes of 16-bit greyscale images (PNG, TIFF; ``I``: how older Pillow opens them), whose values
+#: ``convert("RGB")`` clips at 255 instead of scaling: all but the darkest greys would turn white.
+SIXTEEN_BIT_MODES = frozenset({"I;16", "I;16B", "I;16L", "I;16N", "I"})
+
+
+def to_rgb(image: Image.Image) -> Image.Image:
+    """A new RGB image of ``image``; 16-bit greyscale (:data:`SIXTEEN_BIT_MODES`) scaled to 8 bits,
+    ``round(v * 255 / 65535)``, rather than clipped at 255.
+
+    Args:
+        image: a decoded image in any mode.
+
+    >>> import numpy as np
+    >>> grey = Image.fromarray(np.array([[0, 257, 32896, 65535]], dtype=np.uint16))
+    >>> grey.mode, np.asarray(to_rgb(grey))[0, :, 0].tolist()
+    ('I;16', [0, 1, 128, 255])
+    """
+    if image.mode not in SIXTEEN_BIT_MODES:
+        return image.convert("RGB")
+    values = np.clip(np.asarray(image).astype(np.int64), 0, 65535)
+    return Image.fromarray(((values * 255 + 32767) // 65535).astype(np.uint8)).convert("RGB")
 
 
 def _crop_suffix(bbox: tuple[float, float, float, float] | None) -> str:
@@ -147,8 +193,6 @@ class ParquetImage(ImageRef):
         return f"file:{self.sha256}" + _crop_suffix(self.bbox)
 
     def load(self) -> Image.Image:
-        import io
-
         return self._decode(io.BytesIO(parquet_image_bytes(self.path, self.row, self.column)), self.bbox)
 
     def describe(self) -> str:
@@ -296,11 +340,11 @@ class PILImage(ImageRef):
 
     @cached_property
     def key(self) -> str:  # type: ignore[override]
-        im = self.image.convert("RGB")
+        im = to_rgb(self.image)
         return "pil:" + _sha256(f"{im.size}".encode() + im.tobytes())
 
     def load(self) -> Image.Image:
-        return self.image.convert("RGB")
+        return to_rgb(self.image)
 
     def describe(self) -> str:
         return self.name

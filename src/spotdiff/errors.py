@@ -44,6 +44,11 @@ class EndpointError(SpotdiffError):
     what to do (what it answered before is cached)."""
 
 
+class ModelOutputError(SpotdiffError):
+    """A model's scores cannot be used: NaN where a score is expected (a diverged model, float16
+    overflow). The message names the model, how many cases and which, and what to do."""
+
+
 class DistributedError(SpotdiffError):
     """Another rank of a sharded run failed (its message is included)."""
 

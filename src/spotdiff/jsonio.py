@@ -15,6 +15,7 @@ import codecs
 import json
 import math
 import os
+import re
 from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 from typing import Any
@@ -122,9 +123,67 @@ def _jsonl_value(path: Path, lineno: int, offset: int, raw: bytes) -> Iterator[t
     if not text.strip():
         return
     try:
-        yield lineno, json.loads(text)
+        value = json.loads(text)
     except json.JSONDecodeError as exc:
         raise DataError(f"invalid JSON at column {exc.pos + 1}: {exc.msg}", file=path, record=f"line {lineno}") from exc
+    yield lineno, check_surrogates(value, text, file=path, record=f"line {lineno}")
+
+
+#: A JSON escape of a UTF-16 surrogate: two of them spell one character, one alone is no text.
+_SURROGATE_ESCAPE = re.compile(r"\\u[dD][89a-fA-F][0-9a-fA-F]{2}")
+#: A surrogate left in a parsed string: JSON parsing joins every valid pair into one character.
+_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def check_surrogates(value: Any, text: str, *, file: str | Path, record: object | None = None) -> Any:
+    """``value``, parsed from the JSON ``text``, refused when a string in it holds a lone surrogate
+    (an escape such as ``\\ud800`` that is half of a pair): valid JSON, but text that no UTF-8 file,
+    tokenizer or run store can hold, so it would fail later without naming where it came from.
+
+    Args:
+        value: the parsed document (or line).
+        text: its JSON text; documents without a surrogate escape are returned without a walk.
+        file: the file, named in the DataError.
+        record: the record ``value`` is (``line N`` of a JSON-lines file); None: the document's
+            top-level key or index is the record.
+
+    >>> check_surrogates(json.loads('{"a": "\\\\ud83d\\\\ude00"}'), '{"a": "\\\\ud83d\\\\ude00"}', file="f.json")
+    {'a': '😀'}
+    >>> check_surrogates(["ok", "x\\ud800"], '["ok", "x\\\\ud800"]', file="f.json")
+    Traceback (most recent call last):
+    ...
+    spotdiff.errors.DataError: file f.json, record 1: text holds a lone surrogate \\ud800 (an escape ...
+    """
+    if _SURROGATE_ESCAPE.search(text) is None:
+        return value
+    found = _lone_surrogate(value)
+    if found is None:
+        return value
+    path, char = found
+    if record is None and path:
+        record, path = path[0], path[1:]
+    raise DataError(
+        f"text holds a lone surrogate \\u{ord(char):04x} (an escape that is half of a UTF-16 pair: no text can "
+        "hold it); fix or remove that escape",
+        file=file,
+        record=record,
+        field="/".join(str(p) for p in path) or None,
+    )
+
+
+def _lone_surrogate(value: Any) -> tuple[tuple, str] | None:
+    """``(path of keys and indices, the surrogate)`` of the first string or key holding one, else None."""
+    if isinstance(value, str):
+        match = _SURROGATE.search(value)
+        return None if match is None else ((), match.group())
+    items = value.items() if isinstance(value, dict) else enumerate(value) if isinstance(value, list) else ()
+    for key, item in items:
+        found = _lone_surrogate(key) if isinstance(key, str) else None
+        if found is None:
+            found = _lone_surrogate(item)
+        if found is not None:
+            return (key, *found[0]), found[1]
+    return None
 
 
 def round_values(value: Any, digits: int = 2) -> Any:

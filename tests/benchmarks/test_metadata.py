@@ -142,11 +142,12 @@ def test_an_unknown_option_is_refused_with_the_known_ones_and_a_suggestion(tmp_p
     assert main(argv) == 2
     err = capsys.readouterr().err
     assert "benchmark 'valse' has no option 'all_record'; did you mean 'all_records'? (its options: " in err
-    assert "all_records, images)" in err and "Traceback" not in err
+    assert "all_records, image_root, images)" in err and "Traceback" not in err
     aro = write_aro_vg_relation(tmp_path / "aro")
-    with pytest.raises(ConfigError, match=r"'aro-vg-relation' has no option 'pos_tagger' \(its options: crop, images"):
+    refused = r"'aro-vg-relation' has no option 'pos_tagger' \(its options: crop, image_root, images"
+    with pytest.raises(ConfigError, match=refused):
         BENCHMARKS.get("aro-vg-relation")(aro, pos_tagger="heuristik")
-    with pytest.raises(ConfigError, match=r"'spec' has no option 'images' \(it takes no options\)"):
+    with pytest.raises(ConfigError, match=r"'spec' has no option 'images' \(its options: image_root\)"):
         BENCHMARKS.get("spec")(tmp_path, images=str(tmp_path))
     assert BENCHMARKS.get("valse")(valse, all_records="true").options == {"all_records": "true"}
 

@@ -73,24 +73,52 @@ def test_a_value_damaged_on_disk_is_recomputed_with_a_warning(tmp_path: Path, ca
         assert np.array_equal(cache.get("text", ["b"])["b"], _row("b")) and cache.damaged == 0
 
 
-def test_a_cache_written_before_digests_opens_gains_them_and_merges(tmp_path: Path) -> None:
-    old = tmp_path / "old"
-    old.mkdir()
-    with sqlite3.connect(old / CACHE_FILE) as db:  # the schema of spotdiff before value digests
+def _legacy_cache(folder: Path, rows: dict[str, np.ndarray]) -> Path:
+    """A cache file in the schema of spotdiff before value digests, holding ``rows`` of kind text."""
+    folder.mkdir(parents=True)
+    with sqlite3.connect(folder / CACHE_FILE) as db:
         db.execute(
             "CREATE TABLE items (model TEXT NOT NULL, kind TEXT NOT NULL, key TEXT NOT NULL, value BLOB NOT NULL,"
             " PRIMARY KEY (model, kind, key)) WITHOUT ROWID"
         )
-        db.execute("INSERT INTO items VALUES ('m', 'text', 'a', ?)", [_row("a").tobytes()])
-    with Cache(tmp_path / "new", "m") as new:
-        assert new.merge_from(old / CACHE_FILE) == 1  # an old shard folds in, its rows unchecked
-        assert np.array_equal(new.get("text", ["a"])["a"], _row("a"))
-    with Cache(old, "m") as cache:
-        assert np.array_equal(cache.get("text", ["a"])["a"], _row("a"))  # old rows are read (no digest to check)
-        cache.put("text", [("b", _row("b"))])
-    _damage(old / CACHE_FILE, "text", "b")
-    with Cache(old, "m") as cache:
-        assert sorted(cache.get("text", ["a", "b"])) == ["a"]  # new rows are checked
+        db.executemany("INSERT INTO items VALUES ('m', 'text', ?, ?)", [(k, v.tobytes()) for k, v in rows.items()])
+    return folder / CACHE_FILE
+
+
+def test_rows_written_before_digests_are_recomputed_once_and_stored_with_one(tmp_path: Path, caplog) -> None:
+    """Issue 32: a row without a digest was trusted even when damaged; now it is never used unchecked: the
+    model recomputes it, the value is stored with its digest, and an old value that differs is counted."""
+    keys = ["a", "b", "c"]
+    path = _legacy_cache(tmp_path / "old", {"a": _row("a"), "b": -_row("b")})  # b damaged before digests
+    with Cache(tmp_path / "old", "m") as cache:
+        assert cache.get("text", keys) == {} and cache.unchecked == 2  # never the unchecked bytes
+        model = Model(keys)
+        rows = CachedRequests(cache, progress=False)("text", keys, model, 8, desc="d", unit="u")
+        assert model.batches == [keys] and all(np.array_equal(rows[k], _row(k)) for k in keys)
+        assert (
+            cache.differed == 1 and "1 cached text value(s)" in caplog.text and "differ from the model" in caplog.text
+        )
+    with Cache(tmp_path / "old", "m") as cache:  # recomputed once: now checked rows, read as they are
+        model = Model(keys)
+        CachedRequests(cache, progress=False)("text", keys, model, 8, desc="d", unit="u")
+        assert model.batches == [] and cache.unchecked == 0
+    _damage(path, "text", "a")
+    with Cache(tmp_path / "old", "m") as cache:
+        assert sorted(cache.get("text", keys)) == ["b", "c"] and cache.damaged == 1  # a checked row's damage shows
+
+
+def test_merges_replace_rows_written_before_digests_by_checked_ones(tmp_path: Path) -> None:
+    legacy = _legacy_cache(tmp_path / "legacy", {"a": -_row("a"), "z": _row("z")})
+    with Cache(tmp_path / "main", "m") as main:
+        assert main.merge_from(legacy) == 2  # an old shard folds in, its rows still unchecked
+        assert main.get("text", ["a", "z"]) == {} and main.unchecked == 2
+    with Cache(tmp_path / "shard", "m") as shard:
+        shard.put("text", [("a", _row("a"))])
+    with Cache(tmp_path / "main", "m") as main:
+        assert main.merge_from(tmp_path / "shard" / CACHE_FILE) == 1  # the checked row replaces the unchecked one
+        assert main.merge_from(tmp_path / "shard" / CACHE_FILE) == 0
+        got = main.get("text", ["a", "z"])
+        assert list(got) == ["a"] and np.array_equal(got["a"], _row("a"))
 
 
 def test_batch_positions_by_item_and_by_group() -> None:

@@ -57,10 +57,10 @@ def test_resolve_protocol_by_name_short_name_and_capabilities(caplog: pytest.Log
 
 def test_stream_cases_limits_and_refuses_repeated_ids(wino) -> None:
     _, cases = wino
-    bench = SimpleNamespace(root=Path("/bench"), cases=lambda subset: iter(cases))
+    bench = SimpleNamespace(root=Path("/bench"), confined_cases=lambda subset: iter(cases))
     assert [c.id for c in stream_cases(bench, None, 2)] == [c.id for c in cases[:2]]
     assert len(list(stream_cases(bench, None, None))) == 4
-    bench.cases = lambda subset: iter([*cases[:2], cases[0]])
+    bench.confined_cases = lambda subset: iter([*cases[:2], cases[0]])
     stream = stream_cases(bench, None, None)
     assert [next(stream).id, next(stream).id] == [cases[0].id, cases[1].id]  # streamed before the repeat
     with pytest.raises(DataError, match=f"^file /bench, record {cases[0].id}: duplicate case id$"):
@@ -179,7 +179,7 @@ def test_recorder_marks_a_failed_run_and_leaves_no_partial_file(wino, tmp_path: 
         ):
             empty.finish({}, {})
         assert store.get(empty.run_id).status == f"failed: DataError: file {data}: no cases to evaluate"
-    assert sorted(p.name for p in out.iterdir()) == [RUN_MARKER]  # no scores.jsonl, no temporary file
+    assert list(out.iterdir()) == []  # no scores.jsonl, no temporary file, no claim: the folder stays free
     assert rec.cases is None  # keep_cases not asked
 
 

@@ -110,7 +110,13 @@ def test_choice_ties_and_unparseable_answers() -> None:
     diag = RunDiagnostics()
     diag.add([True], (8, 1))
     diag.add([False], (8, 3))
-    assert diag.as_json() == {"tie_rate": 50.0, "n_tied_units": 1, "unparseable_rate": 25.0, "n_answers": 16}
+    assert diag.as_json() == {
+        "tie_rate": 50.0,
+        "n_tied_units": 1,
+        "n_nan_cases": 0,
+        "unparseable_rate": 25.0,
+        "n_answers": 16,
+    }
     assert diagnostic_notes(diag.as_json())[1] == "unparseable answers: 25.00% of 16"
 
 
@@ -126,7 +132,13 @@ def test_yes_rate_of_yes_no_questions() -> None:
     for case, scores in ((yes_no, says_yes), (yes_no, says_no), (yes_no, says_yes), (mc, says_yes)):
         diag.add([False], protocol.answer_counts(case, scores), protocol.yes_counts(case, scores))
     # 12 yes/no answers, 8 of them "Yes"; the multiple-choice case's "A" answers are not counted
-    assert diag.as_json() == {"tie_rate": 0.0, "n_tied_units": 0, "yes_rate": 200 / 3, "n_yes_no_answers": 12}
+    assert diag.as_json() == {
+        "tie_rate": 0.0,
+        "n_tied_units": 0,
+        "n_nan_cases": 0,
+        "yes_rate": 200 / 3,
+        "n_yes_no_answers": 12,
+    }
     assert diagnostic_notes(diag.as_json())[-1] == "yes rate: 66.67% of 12 yes/no answers"
     footer = format_metrics_table({"all": {"acc": 50.0}}, title="t", ties="strict", diagnostics=diag.as_json())
     assert "yes rate: 66.67% of 12 yes/no answers" in footer

@@ -1,5 +1,6 @@
 """Benchmark loaders, one module per published format, registered by name."""
 
+from spotdiff.benchmarks._io import IMAGE_ROOT
 from spotdiff.benchmarks.base import (
     ALIASES,
     BENCHMARKS,
@@ -13,6 +14,7 @@ from spotdiff.benchmarks.base import (
 __all__ = [
     "ALIASES",
     "BENCHMARKS",
+    "IMAGE_ROOT",
     "Benchmark",
     "BenchmarkMetadata",
     "LoadReport",

@@ -3,13 +3,16 @@
 from __future__ import annotations
 
 import json
+import os
 from collections.abc import Iterable, Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
+from spotdiff.benchmarks.shared import MANIFEST, SHARED
 from spotdiff.errors import ConfigError, DataError
+from spotdiff.jsonio import check_surrogates
 
 
 def read_text(path: Path) -> str:
@@ -39,10 +42,11 @@ def iter_lines(path: Path) -> Iterator[str]:
 
 
 def read_json(path: Path) -> Any:
-    """Parse a JSON file; truncated or malformed JSON raises a DataError with line and column."""
+    """Parse a JSON file; truncated or malformed JSON raises a DataError with line and column, a lone
+    surrogate escape one naming the record (:func:`~spotdiff.jsonio.check_surrogates`)."""
     text = read_text(path)
     try:
-        return json.loads(text)
+        return check_surrogates(json.loads(text), text, file=path)
     except json.JSONDecodeError as exc:
         raise DataError(
             f"invalid JSON at line {exc.lineno} column {exc.colno}: {exc.msg}", file=path
@@ -101,7 +105,7 @@ def read_json_unique(path: Path) -> Any:
     """
     text = read_text(path)
     try:
-        return json.loads(text, object_pairs_hook=_unique_pairs)
+        return check_surrogates(json.loads(text, object_pairs_hook=_unique_pairs), text, file=path)
     except _DuplicateKey as exc:
         raise DataError(f"duplicate key {exc.key!r} in one JSON object", file=path, record=exc.key) from None
     except json.JSONDecodeError as exc:
@@ -168,6 +172,75 @@ def images_dir(root: Path, options: Mapping[str, object], default: str = "images
     if not isinstance(value, (str, Path)):
         raise ConfigError(f"option 'images' must be a path, got {value!r}")
     return Path(value).expanduser()
+
+
+#: The loader option that declares folders, besides the data, that records may name images in
+#: (``spotdiff eval --image-root DIR``; a path or a list of paths).
+IMAGE_ROOT = "image_root"
+
+
+class ImageRoots:
+    """The folders a benchmark's records may name image files in, and the check that they do.
+
+    A record names an image by a path that the loader joins to its image folder; ``../../secret`` or an
+    absolute path would reach any file this process may read, and the image would then be scored, cached
+    and shown in a shareable report. A file is allowed when its real path (symbolic links followed) lies
+    inside one of: the data location (its folder when it is a file), the folder option ``images`` names,
+    the folders option :data:`IMAGE_ROOT` declares, and, for a folder that ``spotdiff data fetch`` made
+    (it holds the manifest), the data home's shared image collections that its links point to.
+
+    Args:
+        root: the data location.
+        options: the loader's options.
+    """
+
+    def __init__(self, root: Path, options: Mapping[str, object]) -> None:
+        data = root if root.is_dir() else root.parent
+        declared = options.get(IMAGE_ROOT) or ()
+        declared = [declared] if isinstance(declared, (str, Path)) else list(declared)
+        if not all(isinstance(d, (str, Path)) and str(d) for d in declared):
+            raise ConfigError(f"option {IMAGE_ROOT!r} must be a folder or a list of folders, got {declared!r}")
+        folders = [data, *(Path(d).expanduser() for d in declared)]
+        if options.get("images"):
+            folders.append(images_dir(root, options))
+        if (data / MANIFEST).is_file():
+            folders.append(data.parent / SHARED)
+        self.roots = tuple(dict.fromkeys(os.path.realpath(f) for f in folders))
+        self._inside = tuple(r if r.endswith(os.sep) else r + os.sep for r in self.roots)
+        self._real_dirs: dict[str, str] = {}
+        self._allowed: set[str] = set()
+
+    def real_path(self, path: str | Path) -> str:
+        """``path`` with every symbolic link and ``..`` resolved as the OS resolves them (the folders'
+        real paths are kept, so a folder of many images is resolved once)."""
+        folder, name = os.path.split(os.fspath(path))
+        if name in ("", ".", ".."):
+            return os.path.realpath(path)
+        real = self._real_dirs.get(folder)
+        if real is None:
+            real = self._real_dirs[folder] = os.path.realpath(folder or ".")
+        full = os.path.join(real, name)
+        return os.path.realpath(full) if os.path.islink(full) else full
+
+    def check(self, path: str | Path, *, record: str) -> None:
+        """Refuse (DataError naming ``record``) an image file outside every root.
+
+        Args:
+            path: the image file a record names (joined to the loader's image folder).
+            record: the case it belongs to, named in the error.
+        """
+        key = os.fspath(path)
+        if key in self._allowed:
+            return
+        real = self.real_path(key)
+        if not real.startswith(self._inside) and real not in self.roots:
+            raise DataError(
+                f"image {path} is {real}, outside the data ({', '.join(self.roots)}): a record may only "
+                f"name images inside it; if that folder is meant, declare it with --image-root DIR "
+                f"(loader option {IMAGE_ROOT}=DIR)",
+                record=record,
+            )
+        self._allowed.add(key)
 
 
 def frozen_truth(rows: Any) -> np.ndarray:

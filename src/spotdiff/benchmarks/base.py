@@ -17,9 +17,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import ClassVar
 
-from spotdiff.benchmarks._io import frozen_truth, images_dir, read_json_unique
+from spotdiff.benchmarks._io import IMAGE_ROOT, ImageRoots, frozen_truth, images_dir, read_json_unique
 from spotdiff.benchmarks.metadata import BenchmarkMetadata
-from spotdiff.cases import Case, FileImage, ImageRef, check_ties, file_digest
+from spotdiff.cases import Case, FileImage, ImageRef, NpyImage, check_ties, file_digest
 from spotdiff.errors import ConfigError, DataError
 from spotdiff.registry import Registry
 
@@ -69,7 +69,9 @@ class Benchmark(ABC):
     ``@BENCHMARKS.register(name)``.
 
     ``option_names`` lists the options a class reads (``-o key=value``); a loader accepts those of
-    its class and of every base class, and refuses any other with a suggestion.
+    its class and of every base class, and refuses any other with a suggestion. Every loader reads
+    ``image_root`` (:class:`~spotdiff.benchmarks._io.ImageRoots`): :meth:`confined_cases` refuses a
+    record naming an image file outside the data and the folders it declares.
 
     ``ties`` is the run's tie rule (:data:`spotdiff.cases.TIES`); a loader whose published
     peer relies on argmax tie-breaking reads it (ARO-Order keeps perturbations identical to the
@@ -90,7 +92,7 @@ class Benchmark(ABC):
     layout: ClassVar[str] = ""
     description: ClassVar[str] = ""
     metadata: ClassVar[BenchmarkMetadata]
-    option_names: ClassVar[tuple[str, ...]] = ()
+    option_names: ClassVar[tuple[str, ...]] = (IMAGE_ROOT,)
 
     def __init_subclass__(cls, **kwargs: object) -> None:
         super().__init_subclass__(**kwargs)
@@ -127,10 +129,11 @@ class Benchmark(ABC):
         known = cls.known_options()
         for name in options:
             if name not in known:
-                close = difflib.get_close_matches(name, known, n=1)
+                # image_root declares folders besides the data, never the image folder 'images' names
+                close = difflib.get_close_matches(name, [k for k in known if k != IMAGE_ROOT], n=1)
                 hint = f"; did you mean {close[0]!r}?" if close else ""
-                offered = f"its options: {', '.join(known)}" if known else "it takes no options"
-                raise ConfigError(f"benchmark {cls.name!r} has no option {name!r}{hint} ({offered})")
+                offered = ", ".join(known)
+                raise ConfigError(f"benchmark {cls.name!r} has no option {name!r}{hint} (its options: {offered})")
 
     @abstractmethod
     def cases(self, subset: str | None = None) -> Iterator[Case]:
@@ -140,12 +143,27 @@ class Benchmark(ABC):
     def data_files(self) -> list[Path]:
         """The annotation files this benchmark reads (their digest identifies the data)."""
 
+    def confined_cases(self, subset: str | None = None) -> Iterator[Case]:
+        """:meth:`cases`, each image file a case names checked to lie inside the data or a folder the
+        ``image_root`` option declares (:class:`~spotdiff.benchmarks._io.ImageRoots`); a record naming
+        another file is a DataError. Every reader of cases (:meth:`load`, runs, reports) goes through here.
+
+        Args:
+            subset: one subset, or None for all.
+        """
+        roots = ImageRoots(self.root, self.options)
+        for case in self.cases(subset):
+            for ref in case.images:
+                if isinstance(ref, (FileImage, NpyImage)):
+                    roots.check(ref.path, record=case.id)
+            yield case
+
     def load(self, subset: str | None = None, limit: int | None = None) -> list[Case]:
-        """Read the cases into a list, checking that ids are unique."""
+        """Read the cases into a list (:meth:`confined_cases`), checking that ids are unique."""
         self.report = LoadReport()
         out: list[Case] = []
         seen: set[str] = set()
-        for case in self.cases(subset):
+        for case in self.confined_cases(subset):
             if case.id in seen:
                 raise DataError(f"duplicate case id {case.id!r}", file=self.root, record=case.id)
             seen.add(case.id)

@@ -19,6 +19,11 @@ from spotdiff.benchmarks.sources import (
     google_drive,
 )
 
+#: The data home's folder of shared image collections, ``<data home>/_shared/<name>``.
+SHARED = "_shared"
+#: The manifest ``spotdiff data fetch`` writes in every folder it fetches (:mod:`spotdiff.data.home`).
+MANIFEST = "spotdiff-manifest.json"
+
 _COCO_NOTE = "records of the archive by several downloaders (LAVIS, torch for R, CVAT scripts); not checked here"
 
 

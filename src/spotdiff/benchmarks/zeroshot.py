@@ -64,12 +64,7 @@ class TarMemberImage(ImageRef):
         return "tar:" + hashlib.sha256(self._bytes()).hexdigest()
 
     def load(self) -> Image.Image:
-        try:
-            with Image.open(io.BytesIO(self._bytes())) as im:
-                im.load()
-                return im.convert("RGB")
-        except (OSError, ValueError, SyntaxError) as exc:
-            raise self._decode_error(exc) from exc
+        return self._decode(io.BytesIO(self._bytes()), None)
 
     def describe(self) -> str:
         return f"{self.tar}:{self.name}"

@@ -47,7 +47,7 @@ def positive_int(value: str) -> int:
 
 
 def nonnegative_int(value: str) -> int:
-    """An integer >= 0 (a count where 0 means none or off: ``--n-boot``, ``--save-every``).
+    """An integer >= 0 (a count where 0 means none or off: ``--save-every``).
 
     >>> nonnegative_int("0")
     0
@@ -56,6 +56,22 @@ def nonnegative_int(value: str) -> int:
     if n < 0:
         raise argparse.ArgumentTypeError(f"must be >= 0, got {value}")
     return n
+
+
+def n_boot(value: str) -> int:
+    """Bootstrap resamples (``--n-boot``): an integer from 0 (no intervals) to
+    :data:`~spotdiff.protocols.stats.MAX_N_BOOT`, refused above it with the memory it would take.
+
+    >>> n_boot("1000")
+    1000
+    """
+    from spotdiff.errors import ConfigError
+    from spotdiff.protocols.stats import check_n_boot
+
+    try:
+        return check_n_boot(_integer(value))
+    except ConfigError as exc:
+        raise argparse.ArgumentTypeError(str(exc).removeprefix("--n-boot ")) from None
 
 
 def positive_float(value: str) -> float:

@@ -11,7 +11,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from spotdiff.commands._types import folder, nonnegative_int, positive_int, seed
+from spotdiff.commands._types import folder, n_boot, positive_int, seed
 from spotdiff.diagnose.debias.blind import BiasConfig, run_bias, write_bias_outputs
 from spotdiff.report.table import format_metrics_table
 
@@ -38,7 +38,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--dtype", default="auto", help="auto (float16 on GPU), float32, float16, bfloat16")
     p.add_argument("--cache", type=folder, help="persistent cache directory (default: none)")
     p.add_argument("--seed", type=seed, default=0, help="seed for the model, null images and the bootstrap")
-    p.add_argument("--n-boot", type=nonnegative_int, default=1000, help="bootstrap resamples for confidence intervals")
+    p.add_argument("--n-boot", type=n_boot, default=1000, help="bootstrap resamples for confidence intervals")
     p.add_argument("--null-n", type=int, help="vgpt: null images (default 10; Winoground 100, EqBen 30)")
     p.add_argument("--null-mean", type=float, help="vgpt: null-image mean (default 1.0, see --null-space)")
     p.add_argument("--null-std", type=float, help="vgpt: null-image std (default 0.25)")

@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from spotdiff.commands._types import add_store_option, nonnegative_int, seed
+from spotdiff.commands._types import add_store_option, n_boot, seed
 from spotdiff.jsonio import dumps
 from spotdiff.report.compare import compare_runs, format_comparison
 from spotdiff.report.export import comparison_csv, comparison_latex
@@ -28,7 +28,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument(
         "--subset", action="append", help="only this scope: 'all', 'subset_mean', a grouping or a subset (repeatable)"
     )
-    p.add_argument("--n-boot", type=nonnegative_int, help="bootstrap resamples (default: run A's)")
+    p.add_argument("--n-boot", type=n_boot, help="bootstrap resamples (default: run A's)")
     p.add_argument("--n-perm", type=int, default=10_000, help="random swaps of the sign-flip test")
     p.add_argument("--seed", type=seed, help="seed of the bootstrap and the swaps (default: run A's)")
     p.add_argument("--json", action="store_true", help="print the comparisons as JSON (full precision) instead")

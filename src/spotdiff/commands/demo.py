@@ -133,7 +133,10 @@ def run_cls_prompts(args: argparse.Namespace) -> int:
 
     info = write_cls_attribute_prompts(args.data, args.step_out)
     print(f"wrote {info['images']} cls images x {info['classes']} colour/texture prompts to {args.step_out / 'cls'}")
-    print(f"  evaluate with: spotdiff eval --benchmark spec --data {args.step_out} --subset cls --model ...")
+    print(
+        f"  evaluate with: spotdiff eval --benchmark spec --data {args.step_out} --image-root {args.data} "
+        "--subset cls --model ...  (its images stay in the SPEC folder)"
+    )
     return 0
 
 

@@ -12,10 +12,10 @@ import argparse
 from pathlib import Path
 
 from spotdiff.api import evaluate_grid
-from spotdiff.benchmarks import canonical_benchmark, get_benchmark
+from spotdiff.benchmarks import IMAGE_ROOT, canonical_benchmark, get_benchmark
 from spotdiff.benchmarks.suites import suite_benchmarks
 from spotdiff.cases import TIES
-from spotdiff.commands._types import add_store_option, folder, nonnegative_int, positive_int, seed
+from spotdiff.commands._types import add_store_option, folder, n_boot, positive_int, seed
 from spotdiff.data import resolve_data
 from spotdiff.diagnose import distributed
 from spotdiff.diagnose.cache import default_cache_dir
@@ -118,7 +118,7 @@ def _store_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--seed", type=seed, default=0, help="seed for the model, sampling and the bootstrap")
     add_store_option(p)
     p.add_argument("--no-store", action="store_true", help="do not record the run in the run store")
-    p.add_argument("--n-boot", type=nonnegative_int, default=1000, help="bootstrap resamples for confidence intervals")
+    p.add_argument("--n-boot", type=n_boot, default=1000, help="bootstrap resamples for confidence intervals")
     p.add_argument(
         "--ties",
         choices=TIES,
@@ -127,11 +127,26 @@ def _store_args(p: argparse.ArgumentParser) -> None:
         "the candidate listed first, as the peers' argmax does (`spotdiff benchmarks` says which peer uses which)",
     )
     p.add_argument(
+        "--nan-as-failure",
+        action="store_true",
+        help="score cases whose model scores are NaN as failures and record how many (metrics.json: n_nan_cases); "
+        "by default such a run fails, so that a diverged model never reads as a real 0%%",
+    )
+    p.add_argument(
         "--overwrite",
         action="store_true",
         help="replace the files of another run in --out (by default a folder holding another run's results is refused)",
     )
     p.add_argument("--images", type=Path, help="image folder, when not the benchmark's default location")
+    p.add_argument(
+        "--image-root",
+        action="append",
+        default=[],
+        type=Path,
+        metavar="DIR",
+        help="a folder outside --data that the benchmark's records may name images in (repeatable); any other "
+        "image a record names outside the data is refused (docs/security.md)",
+    )
     p.add_argument(
         "-o",
         "--option",
@@ -247,6 +262,7 @@ def _run_options(args: argparse.Namespace) -> dict:
         "gpu_decode": args.gpu_decode,
         "ties": args.ties,
         "overwrite": args.overwrite,
+        "nan_as_failure": args.nan_as_failure,
         "options": _loader_options(args),
     }
 
@@ -339,6 +355,8 @@ def _run_grid(
 
 def _loader_options(args: argparse.Namespace) -> dict[str, object]:
     options: dict[str, object] = {"images": args.images} if args.images else {}
+    if args.image_root:
+        options[IMAGE_ROOT] = [str(p.expanduser().resolve()) for p in args.image_root]  # as the run records it
     for item in args.option:
         key, sep, value = item.partition("=")
         if not sep or not key:

@@ -42,8 +42,11 @@ def run(args: argparse.Namespace) -> int:
         return 0
     print(f"{'id':12}  {'created':25}  {'status':8}  {'benchmark':20}  {'protocol':14}  {'n':>6}  model")
     for r in rows:
+        state, _, reason = r.status.partition(": ")  # "failed: <why>", as the store records it
         print(
-            f"{r.id:12}  {r.created:25}  {r.status[:8]:8}  {r.benchmark:20}  {r.protocol:14}  "
+            f"{r.id:12}  {r.created:25}  {state:8}  {r.benchmark:20}  {r.protocol:14}  "
             f"{r.n_cases if r.n_cases is not None else '-':>6}  {r.model}"
         )
+        if reason:
+            print(f"{'':12}  why: {' '.join(reason.split())}")
     return 0

@@ -12,7 +12,15 @@ import os
 import sys
 from pathlib import Path
 
-from spotdiff.commands._types import add_store_option, folder, nonnegative_int, positive_float, positive_int, seed
+from spotdiff.commands._types import (
+    add_store_option,
+    folder,
+    n_boot,
+    nonnegative_int,
+    positive_float,
+    positive_int,
+    seed,
+)
 from spotdiff.errors import ConfigError
 
 
@@ -130,7 +138,7 @@ def _eval_args(ev: argparse._ArgumentGroup) -> None:
         "?KEY=VALUE sets loader options, protocol= and limit=",
     )
     ev.add_argument("--eval-every", type=int, default=0, help="steps between evaluations (0: start and end only)")
-    ev.add_argument("--eval-n-boot", type=nonnegative_int, default=1000, help="bootstrap resamples of each evaluation")
+    ev.add_argument("--eval-n-boot", type=n_boot, default=1000, help="bootstrap resamples of each evaluation")
     ev.add_argument("--eval-batch-size", type=int, default=64)
     ev.add_argument("--keep", metavar="best:[LABEL/]METRIC", help="save the model with the best value to OUT/best")
     add_store_option(ev, "evaluations")

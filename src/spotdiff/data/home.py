@@ -19,14 +19,12 @@ from pathlib import Path
 from filelock import FileLock
 
 from spotdiff.benchmarks.metadata import BenchmarkMetadata
-from spotdiff.benchmarks.shared import COLLECTIONS
+from spotdiff.benchmarks.shared import COLLECTIONS, MANIFEST, SHARED
 from spotdiff.benchmarks.sources import Collection, ImagesSource, ManualSource, Part, Source
 from spotdiff.errors import ConfigError, DataError
 
 log = logging.getLogger(__name__)
 
-MANIFEST = "spotdiff-manifest.json"
-SHARED = "_shared"
 STAGING = ".spotdiff-staging"
 FORMAT = 1
 READY = ("ready", "verified")

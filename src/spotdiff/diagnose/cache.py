@@ -3,7 +3,9 @@
 One SQLite file per cache directory (WAL mode, so several runs may share it). A row holds one
 embedding (float32 bytes) or one pair score, under ``(model digest, kind, item key)``, with the CRC-32
 of its bytes: a value damaged on disk (which SQLite's own checks cannot see) is recomputed, with a
-warning, instead of changing a result. Rows are
+warning, instead of changing a result. A row written before checksums existed has none to check, so it
+is never used as it is: the model recomputes it once, the new value is stored with its checksum, and a
+warning counts the old values that differed from it (damaged ones, used by the runs that read them). Rows are
 committed batch by batch, so an interrupted run keeps everything it computed and a re-run, or
 another benchmark sharing images or texts, recomputes nothing.
 
@@ -41,6 +43,9 @@ CREATE TABLE IF NOT EXISTS items (
 """
 #: Columns of a row; ``digest`` (the CRC-32 of ``value``) is NULL in rows written before it existed.
 _COLUMNS = "model, kind, key, value, digest"
+#: How far a recomputed value may lie from the unchecked one it replaces and still count as the same
+#: (batching and hardware change the last digits; a damaged value is far off, or NaN).
+_SAME = {"rtol": 1e-3, "atol": 1e-4}
 _CHUNK = 500
 #: The main cache file of a cache directory.
 CACHE_FILE = "cache.sqlite"
@@ -79,9 +84,15 @@ class Cache:
         self._fallbacks = [_connect(Path(p), None) for p in read_also if Path(p).is_file()]
         #: Values read whose bytes did not match their digest (treated as missing, so recomputed).
         self.damaged = 0
+        #: Values read that were written before digests existed (treated as missing, so recomputed).
+        self.unchecked = 0
+        #: Of those, the ones the recomputed value differed from (:meth:`put` compares them).
+        self.differed = 0
+        self._unchecked: dict[tuple[str, str], np.ndarray] = {}
 
     def _select(self, db: sqlite3.Connection, kind: str, keys: Sequence[str], found: dict[str, np.ndarray]) -> int:
-        """Add the values of ``keys`` held in ``db`` to ``found``; return how many failed their digest."""
+        """Add the values of ``keys`` held in ``db`` to ``found``; return how many failed their digest. A
+        value without a digest is kept aside for :meth:`put` to compare with its recomputation."""
         damaged = 0
         digest = "digest" if _has_digest(db) else "NULL"
         for start in range(0, len(keys), _CHUNK):
@@ -92,15 +103,19 @@ class Cache:
                 [self.model, kind, *chunk],
             )
             for key, blob, crc in rows:
-                if crc is not None and zlib.crc32(blob) != crc:
+                if crc is None:
+                    self._unchecked[(kind, key)] = np.frombuffer(blob, dtype=np.float32)
+                elif zlib.crc32(blob) != crc:
                     damaged += 1
-                    continue
-                found[key] = np.frombuffer(blob, dtype=np.float32)
+                else:
+                    found[key] = np.frombuffer(blob, dtype=np.float32)
         return damaged
 
     def get(self, kind: str, keys: Sequence[str]) -> dict[str, np.ndarray]:
-        """The cached values among ``keys`` (missing keys are simply absent)."""
+        """The cached values among ``keys`` whose checksum holds (missing keys, damaged values and values
+        written before checksums existed are absent, so the caller computes them)."""
         found: dict[str, np.ndarray] = {}
+        before = len(self._unchecked)
         damaged = self._select(self._db, kind, keys, found)
         for db in self._fallbacks:
             missing = [k for k in keys if k not in found]
@@ -113,16 +128,44 @@ class Cache:
                 "%d cached %s value(s) in %s do not match their checksum (damaged on disk): they are recomputed",
                 damaged, kind, self.path,
             )  # fmt: skip
+        unchecked = len(self._unchecked) - before
+        if unchecked:
+            self.unchecked += unchecked
+            log.info(
+                "%d cached %s value(s) in %s were written before values had checksums: they are recomputed once "
+                "and stored with one", unchecked, kind, self.path,
+            )  # fmt: skip
         return found
 
     def put(self, kind: str, items: Iterable[tuple[str, np.ndarray]]) -> None:
-        """Store values atomically (one transaction per call)."""
+        """Store values atomically (one transaction per call), each with its checksum; a value replacing
+        one written before checksums existed is compared with it (:attr:`differed`, with a warning)."""
+        items = list(items)
+        self._compare_unchecked(kind, items)
         blobs = [(key, np.ascontiguousarray(value, dtype=np.float32).tobytes()) for key, value in items]
         rows = [(self.model, kind, key, blob, zlib.crc32(blob)) for key, blob in blobs]
         if not rows:
             return
         with transaction(self._db, self.path):
             self._db.executemany(f"INSERT OR REPLACE INTO items ({_COLUMNS}) VALUES (?, ?, ?, ?, ?)", rows)
+
+    def _compare_unchecked(self, kind: str, items: list[tuple[str, np.ndarray]]) -> None:
+        """Count (and warn of) the unchecked values that ``items`` replace and differ from."""
+        differed = 0
+        for key, value in items:
+            old = self._unchecked.pop((kind, key), None)
+            if old is None:
+                continue
+            new = np.asarray(value, dtype=np.float32).reshape(-1)
+            if old.shape != new.shape or not np.allclose(old, new, equal_nan=True, **_SAME):
+                differed += 1
+        if differed:
+            self.differed += differed
+            log.warning(
+                "%d cached %s value(s) in %s, written before values had checksums, differ from the model's "
+                "values (damaged on disk): replaced; runs that read them before may be affected",
+                differed, kind, self.path,
+            )  # fmt: skip
 
     def count(self, kind: str | None = None) -> int:
         if kind is None:
@@ -139,18 +182,24 @@ class Cache:
         return {k for (k,) in rows}
 
     def merge_from(self, path: str | Path) -> int:
-        """Copy every row of another cache file (any model) into this one; return the rows added.
+        """Copy every row of another cache file (any model) into this one; return the rows added (or
+        given a checksum).
 
         Rows already present are kept (a key's value is a pure function of the model and the
-        content). One transaction: a merge interrupted by a crash adds nothing.
+        content), but for one written before checksums existed, which a checked row of the other file
+        replaces. One transaction: a merge interrupted by a crash adds nothing.
         """
         before = self._db.total_changes
         self._db.execute("ATTACH DATABASE ? AS other", [str(path)])
         try:
             with transaction(self._db, self.path):
                 digest = "digest" if _has_digest(self._db, "other") else "NULL"
-                select = f"SELECT model, kind, key, value, {digest} FROM other.items"
-                self._db.execute(f"INSERT OR IGNORE INTO main.items ({_COLUMNS}) {select}")
+                select = f"SELECT model, kind, key, value, {digest} FROM other.items WHERE true"
+                self._db.execute(
+                    f"INSERT INTO main.items ({_COLUMNS}) {select} ON CONFLICT (model, kind, key) DO UPDATE SET "
+                    "value = excluded.value, digest = excluded.digest "
+                    "WHERE items.digest IS NULL AND excluded.digest IS NOT NULL"
+                )
         finally:
             self._db.execute("DETACH DATABASE other")
         return self._db.total_changes - before

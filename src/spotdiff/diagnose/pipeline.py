@@ -34,7 +34,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any
 
-from spotdiff.cases import FileImage, ImageRef
+from spotdiff.cases import FileImage, ImageRef, fits_pixel_limit
 from spotdiff.errors import ConfigError
 from spotdiff.processes import cap_workers, usable_cores
 from spotdiff.scorers.base import ImagePreprocessor, Prepared
@@ -64,7 +64,8 @@ class _Jpegs:
 
 
 def _jpeg_bytes(refs: Sequence[ImageRef]) -> list | None:
-    """The bytes of every image of a piece, or None unless all are whole JPEG files."""
+    """The bytes of every image of a piece, or None unless all are whole JPEG files within the pixel limit
+    (a decompression bomb never reaches the GPU decoder: the CPU path refuses it, naming the file)."""
     import torch
 
     out = []
@@ -75,7 +76,7 @@ def _jpeg_bytes(refs: Sequence[ImageRef]) -> list | None:
             data = ref.path.read_bytes()
         except OSError:
             return None  # the decoding path raises the error that names the image
-        if not data.startswith(_JPEG_MAGIC):
+        if not data.startswith(_JPEG_MAGIC) or not fits_pixel_limit(data):
             return None
         out.append(torch.frombuffer(bytearray(data), dtype=torch.uint8))
     return out

@@ -28,12 +28,12 @@ from spotdiff.diagnose.cache import Cache, merge_shards
 from spotdiff.diagnose.engine import Engine, check_capability
 from spotdiff.diagnose.sqlfile import disk_full, is_disk_full
 from spotdiff.diagnose.store import RunStore
-from spotdiff.errors import ConfigError, DataError
+from spotdiff.errors import ConfigError, DataError, ModelOutputError
 from spotdiff.jsonio import dumps, to_jsonable, write_json
 from spotdiff.protocols import Protocol, UnitTable, get_protocol
 from spotdiff.protocols.columns import IdSet
 from spotdiff.protocols.diagnostics import BOW_TAG, RunDiagnostics, bag_of_words_identical
-from spotdiff.protocols.stats import evaluate_units
+from spotdiff.protocols.stats import check_n_boot, evaluate_units
 from spotdiff.provenance import environment
 from spotdiff.scorers import Scorer, ScorerOptions, load_scorer, quiet_progress
 from spotdiff.seeding import seed_everything
@@ -76,6 +76,8 @@ class EvalConfig:
     gpu_decode: bool = False
     ties: str = "strict"
     overwrite: bool = False
+    #: Score the cases whose scores hold NaN as failures (recorded as ``n_nan_cases``) instead of failing the run.
+    nan_as_failure: bool = False
     options: dict = field(default_factory=dict)
     #: Recorded in the run store's ``info`` with the run (a sharded run records its shards here).
     extra_info: dict = field(default_factory=dict)
@@ -164,8 +166,9 @@ def resolve_protocol(
 
 
 def resolve(config: EvalConfig, capabilities: frozenset[str] | None = None) -> tuple[Benchmark, Protocol]:
-    """Check the benchmark, subset and protocol (before any model is loaded when ``capabilities`` is
-    None; see :func:`resolve_protocol`)."""
+    """Check the benchmark, subset, protocol and bootstrap size (before any model is loaded when
+    ``capabilities`` is None; see :func:`resolve_protocol`)."""
+    check_n_boot(config.n_boot)
     bench_cls = get_benchmark(config.benchmark)
     protocol = resolve_protocol(bench_cls, config.protocol, capabilities, config.ties)
     bench = bench_cls(config.data, ties=config.ties, **config.options)
@@ -174,7 +177,8 @@ def resolve(config: EvalConfig, capabilities: frozenset[str] | None = None) -> t
 
 
 def stream_cases(bench: Benchmark, subset: str | None, limit: int | None) -> Iterator[Case]:
-    """The benchmark's cases (the first ``limit``); a repeated case id is an error where it appears.
+    """The benchmark's cases (the first ``limit``), their images confined to the data
+    (:meth:`~spotdiff.benchmarks.Benchmark.confined_cases`); a repeated case id is an error where it appears.
 
     Args:
         bench: the loaded benchmark.
@@ -182,7 +186,7 @@ def stream_cases(bench: Benchmark, subset: str | None, limit: int | None) -> Ite
         limit: the number of cases to read at most, or None for all.
     """
     seen = IdSet()  # 16 bytes a case: memory stays flat over millions of cases
-    for n, case in enumerate(bench.cases(subset)):
+    for n, case in enumerate(bench.confined_cases(subset)):
         if limit is not None and n >= limit:
             return
         if not seen.add(case.id):
@@ -205,8 +209,10 @@ class RunRecorder:
     so it always holds a complete run; an exception inside the block (SIGTERM included, see
     :func:`sigterm_as_interrupt`) marks the run failed in the store and removes the temporary file
     (what the engine cached is kept); a run that finishes removes those of killed runs. The output folder is
-    claimed for this run's configuration before anything is recorded (:func:`claim_out_dir`); the
-    files of a run it replaces (``overwrite``) stay until :meth:`finish` has written the new ones.
+    checked before anything is recorded (:func:`claim_out_dir`: another run's folder is refused), checked
+    again by :meth:`finish` before it writes, and claimed once the files are written, so a run that fails
+    leaves the folder to whichever run comes next; the files of a run it replaces (``overwrite``) stay
+    until then.
     Every run records its tie rule, the aggregates computed (the benchmark's paper groupings from
     :attr:`~spotdiff.benchmarks.BenchmarkMetadata.groups`) and its ``environment``.
 
@@ -325,6 +331,7 @@ class RunRecorder:
             self.protocol.tied_units(case, matrix, outcomes),
             self.protocol.answer_counts(case, matrix),
             self.protocol.yes_counts(case, matrix),
+            case.id if self.protocol.nan_scores(case, matrix) else None,
         )
         tags = case.tags
         if bag_of_words_identical(case):
@@ -358,10 +365,12 @@ class RunRecorder:
         self._pending = []
 
     def finish(self, load_report: dict, engine_stats: dict) -> EvalResult:
-        """Aggregate with bootstrap intervals, finish the run in the store, and write the files."""
+        """Aggregate with bootstrap intervals, finish the run in the store, and write the files; a run
+        whose model gave NaN scores fails here (:meth:`_check_nan`)."""
         self._flush()
         if self.n_cases == 0:
             raise DataError("no cases to evaluate", file=self.config.data)
+        self._check_nan()
         metrics, aggregates = evaluate_units(
             self.protocol, self.table, n_boot=self.config.n_boot, seed=self.config.seed, groups=self.groups
         )
@@ -377,6 +386,10 @@ class RunRecorder:
         if self._scores is not None:
             with self._writing_scores():
                 self._scores.close()  # before the run is done: a full disk fails here
+            if self.claim:  # the folder is still free for this run: no other has claimed it since the start
+                self._replaced = claim_out_dir(
+                    self.config.out, self.run_config, overwrite=self.config.overwrite, replace_now=False
+                )
         if self.store is not None:
             self.store.finish_run(self.run_id, metrics, self.n_cases, info=self.info)
         result = EvalResult(
@@ -404,6 +417,24 @@ class RunRecorder:
             if self.claim:
                 take_out_dir(self.config.out, self.run_config, self._replaced, (self.scores_name, "metrics.json"))
         return result
+
+    def _check_nan(self) -> None:
+        """Cases whose scores hold NaN: a :class:`ModelOutputError` (the run fails, no files), or with
+        ``nan_as_failure`` a warning, the cases scored as failures and counted in ``metrics.json``."""
+        d = self.diagnostics
+        if not d.nan_cases:
+            return
+        what = (
+            f"model {self.model} gave NaN scores in {d.nan_cases} of {d.cases} cases "
+            f"(first: {', '.join(d.nan_examples)})"
+        )
+        if not self.config.nan_as_failure:
+            raise ModelOutputError(
+                f"{what}: a diverged model (or float16 overflow) whose accuracy would read as a real 0; check its "
+                "weights or run it in float32 (--dtype float32), or pass --nan-as-failure to score those cases as "
+                "failures and record how many (metrics.json: n_nan_cases)"
+            )
+        log.warning("%s: scored as failures (--nan-as-failure; metrics.json: n_nan_cases)", what)
 
     @contextlib.contextmanager
     def _writing_scores(self) -> Iterator[None]:
@@ -679,7 +710,8 @@ def claim_out_dir(out: Path, config: dict, *, overwrite: bool = False, replace_n
     again); one claimed by another configuration, or holding run files without a claim, is refused
     with a :class:`ConfigError` naming what differs, unless ``overwrite``, which replaces the previous
     run's files: at once, or with ``replace_now`` False only once the new run has succeeded (they stay
-    until the caller's :func:`take_out_dir`; :class:`RunRecorder` does so).
+    until the caller's :func:`take_out_dir`; :class:`RunRecorder` does so). With ``replace_now`` False
+    nothing is claimed either: a run that fails before its :func:`take_out_dir` leaves the folder free.
 
     Args:
         out: the output folder.
@@ -715,7 +747,7 @@ def claim_out_dir(out: Path, config: dict, *, overwrite: bool = False, replace_n
         raise ConfigError(
             f"output folder {out} {what}; choose another --out, or pass --overwrite to replace that run's files"
         )
-    if previous and not replace_now:
+    if not replace_now:
         return previous
     take_out_dir(out, config, previous)
     return []

@@ -17,6 +17,7 @@ from torch import nn
 
 from spotdiff.errors import ConfigError
 from spotdiff.scorers.factory import hf_name, parse_open_clip_spec
+from spotdiff.scorers.weights import naming_damaged_weights
 
 log = logging.getLogger(__name__)
 
@@ -328,12 +329,13 @@ def load_dual_encoder(spec: str) -> DualEncoder:
     name = hf_name(spec)
     from transformers import AutoImageProcessor, AutoModel, AutoTokenizer
 
-    try:
-        model = AutoModel.from_pretrained(name)
-        tokenizer = AutoTokenizer.from_pretrained(name)
-        image_processor = AutoImageProcessor.from_pretrained(name)
-    except (OSError, ValueError, KeyError, TypeError) as exc:
-        raise ConfigError(f"cannot load model {name!r} ({type(exc).__name__}: {exc})") from exc
+    with naming_damaged_weights("model", name):
+        try:
+            model = AutoModel.from_pretrained(name)
+            tokenizer = AutoTokenizer.from_pretrained(name)
+            image_processor = AutoImageProcessor.from_pretrained(name)
+        except (OSError, ValueError, KeyError, TypeError) as exc:
+            raise ConfigError(f"cannot load model {name!r} ({type(exc).__name__}: {exc})") from exc
     return HFDualEncoder(model, tokenizer, image_processor)
 
 

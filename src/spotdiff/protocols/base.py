@@ -89,6 +89,19 @@ class Protocol(ABC):
             for own, alt in zip(outcomes, other.outcomes(case, scores), strict=True)
         ]
 
+    def nan_scores(self, case: Case, scores: np.ndarray) -> bool:
+        """Whether the model gave NaN where a score is expected (a diverged model, or float16 overflow):
+        the run counts such cases and fails unless told to score them as failures (``--nan-as-failure``).
+
+        Args:
+            case: the case.
+            scores: its score matrix.
+
+        >>> Protocol.nan_scores(None, None, np.array([[0.3, np.nan]])), Protocol.nan_scores(None, None, [[0.3, 0.1]])
+        (True, False)
+        """
+        return bool(np.isnan(np.asarray(scores, dtype=np.float64)).any())
+
     def answer_counts(self, case: Case, scores: np.ndarray) -> tuple[int, int] | None:
         """``(answers, unparseable answers)`` of an answer-based case; None for score-based protocols.
 

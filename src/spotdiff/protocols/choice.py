@@ -133,6 +133,17 @@ class AnswerChoice(ReadingsProtocol):
         """
         return [bool(np.isnan(np.asarray(scores, dtype=np.float64)[..., 0]).any())]
 
+    def nan_scores(self, case: Case, scores: np.ndarray) -> bool:
+        """Always False: these scores are answers, and NaN is an unanswered question (a tie of the options'
+        log-probabilities, or NaN ones, of which the chat scorer warns: ``NanCounter``), counted in
+        ``no_answer`` and ``unparsed``.
+
+        Args:
+            case: the case.
+            scores: its answers, ``[n_questions, 2, n_readings]``.
+        """
+        return False
+
     def answer_counts(self, case: Case, scores: np.ndarray) -> tuple[int, int] | None:
         """``(answers, unparseable)`` of the generation reading, when asked (``generate > 0``).
 

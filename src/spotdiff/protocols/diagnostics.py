@@ -1,11 +1,13 @@
 """Per-run diagnostics next to the metrics: the tie rate, the unparseable share of answers, the yes
-rate of yes/no questions, and the bag-of-words scope (issue 25).
+rate of yes/no questions, the cases with NaN scores, and the bag-of-words scope (issue 25).
 
 * A unit is *tied* when a tie among the scores that decide it changes its outcome: its outcomes under
   the ``strict`` and ``argmax`` tie rules differ (:meth:`Protocol.tied_units`).
 * The answer-based protocols count their answers and the unparseable ones
   (:meth:`Protocol.answer_counts`); those of yes/no questions count their "yes" answers
   (:meth:`Protocol.yes_counts`), so a yes-bias shows next to the accuracy.
+* A case has *NaN scores* when its model gave NaN where a score is expected (:meth:`Protocol.nan_scores`):
+  a diverged model, whose NaN would otherwise read as a real 0%.
 * A case is *bag-of-words identical* when every negative text has the same multiset of words as a
   positive text of its row, so a bag-of-words model cannot tell them apart (sugar-crepe issue 10: 572
   of SugarCrepe's 7,511 pairs); its units form the scope :data:`BOW_SCOPE` of ``metrics.json`` when
@@ -15,13 +17,15 @@ rate of yes/no questions, and the bag-of-words scope (issue 25).
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 
 from spotdiff.cases import Case
 
+#: How many ids of cases with NaN scores a run keeps (for its error, ``metrics.json`` and the table).
+NAN_EXAMPLES = 5
 #: The scope of the units whose case is bag-of-words identical, and the unit tag that marks them.
 BOW_SCOPE = "bag_of_words_identical"
 BOW_TAG = "bag_of_words"
@@ -64,8 +68,8 @@ def bag_of_words_identical(case: Case) -> bool:
 
 @dataclass
 class RunDiagnostics:
-    """Counts gathered case by case over a run: units, tied units, answers and unparseable answers,
-    yes/no answers and "yes" answers."""
+    """Counts gathered case by case over a run: cases and those with NaN scores (the first few of
+    their ids), units, tied units, answers and unparseable answers, yes/no answers and "yes" answers."""
 
     units: int = 0
     tied: int = 0
@@ -73,15 +77,30 @@ class RunDiagnostics:
     unparseable: int = 0
     yes_no: int = 0
     yes: int = 0
+    cases: int = 0
+    nan_cases: int = 0
+    nan_examples: list[str] = field(default_factory=list)
 
-    def add(self, tied: list[bool], answers: tuple[int, int] | None, yes: tuple[int, int] | None = None) -> None:
+    def add(
+        self,
+        tied: list[bool],
+        answers: tuple[int, int] | None,
+        yes: tuple[int, int] | None = None,
+        nan_case: str | None = None,
+    ) -> None:
         """Count one case.
 
         Args:
             tied: per unit, whether a tie decides it.
             answers: ``(answers, unparseable)`` of an answer-based case, else None.
             yes: ``(yes/no answers, "yes" answers)`` of a case of yes/no questions, else None.
+            nan_case: the case's id when its scores hold NaN (:meth:`Protocol.nan_scores`), else None.
         """
+        self.cases += 1
+        if nan_case is not None:
+            self.nan_cases += 1
+            if len(self.nan_examples) < NAN_EXAMPLES:
+                self.nan_examples.append(nan_case)
         self.units += len(tied)
         self.tied += sum(tied)
         if answers is not None:
@@ -92,17 +111,24 @@ class RunDiagnostics:
             self.yes += yes[1]
 
     def as_json(self) -> dict[str, Any]:
-        """The ``metrics.json`` keys, in percent: ``tie_rate`` (and ``n_tied_units``), and for an
-        answer-based run ``unparseable_rate`` (and ``n_answers``), and for a run with yes/no questions
-        ``yes_rate`` (and ``n_yes_no_answers``).
+        """The ``metrics.json`` keys, in percent: ``tie_rate`` (and ``n_tied_units``), ``n_nan_cases``
+        (and, when some, ``nan_rate`` and ``nan_cases``, the first few ids), and for an answer-based run
+        ``unparseable_rate`` (and ``n_answers``), and for a run with yes/no questions ``yes_rate`` (and
+        ``n_yes_no_answers``).
 
         >>> RunDiagnostics(units=8, tied=2).as_json()
-        {'tie_rate': 25.0, 'n_tied_units': 2}
+        {'tie_rate': 25.0, 'n_tied_units': 2, 'n_nan_cases': 0}
+        >>> RunDiagnostics(units=4, cases=4, nan_cases=1, nan_examples=["c3"]).as_json()["nan_rate"]
+        25.0
         >>> RunDiagnostics(units=2, yes_no=8, yes=6).as_json()["yes_rate"]
         75.0
         """
         out: dict[str, Any] = {"tie_rate": 100.0 * self.tied / self.units if self.units else None}
         out["n_tied_units"] = self.tied
+        out["n_nan_cases"] = self.nan_cases
+        if self.nan_cases:
+            out["nan_rate"] = 100.0 * self.nan_cases / self.cases
+            out["nan_cases"] = list(self.nan_examples)
         if self.answers:
             out["unparseable_rate"] = 100.0 * self.unparseable / self.answers
             out["n_answers"] = self.answers
@@ -124,6 +150,11 @@ def diagnostic_notes(diagnostics: dict[str, Any] | None) -> list[str]:
         f"tie rate: {diagnostics['tie_rate']:.2f}% of units have a tie among the scores that decide them "
         f"({diagnostics['n_tied_units']})"
     ]
+    if diagnostics.get("n_nan_cases"):
+        lines.append(
+            f"NaN scores: {diagnostics['n_nan_cases']} cases ({diagnostics['nan_rate']:.2f}%) scored as failures "
+            f"(--nan-as-failure; first: {', '.join(diagnostics['nan_cases'])})"
+        )
     if "unparseable_rate" in diagnostics:
         lines.append(f"unparseable answers: {diagnostics['unparseable_rate']:.2f}% of {diagnostics['n_answers']}")
     if "yes_rate" in diagnostics:

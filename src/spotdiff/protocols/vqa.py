@@ -95,6 +95,17 @@ class AnswerProtocol(ReadingsProtocol):
         generated = s[..., n] if s.shape[2] == n + 1 else None
         return question_answers(s[..., :n], self.ties), generated, np.where(case.truth, 0.0, 1.0)
 
+    def nan_scores(self, case: Case, scores: np.ndarray) -> bool:
+        """Whether a candidate answer's log-probability is NaN (the generation column's NaN is an answer
+        that names no candidate, counted as unparseable instead).
+
+        Args:
+            case: the case.
+            scores: its ``[n_images, n_questions, n_answers (+ 1)]`` scores.
+        """
+        s, answers = self.checked(case, scores)
+        return bool(np.isnan(s[..., : len(answers)]).any())
+
     def answer_counts(self, case: Case, scores: np.ndarray) -> tuple[int, int] | None:
         """``(answers, unparseable)`` of the generation reading, when asked.
 

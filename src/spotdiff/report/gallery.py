@@ -131,7 +131,7 @@ class CaseSource:
             bench = get_benchmark(benchmark)(data_path, **options)
             if bench.data_digest() != digest:
                 return {}, f"texts and images not shown: the data at {data_path} changed since the run"
-            return {c.id: c for c in bench.cases(subset)}, None
+            return {c.id: c for c in bench.confined_cases(subset)}, None
         except (SpotdiffError, OSError, TypeError, ValueError) as exc:
             return {}, f"texts and images not shown: cannot read {benchmark} data at {data_path} ({exc})"
 

@@ -7,7 +7,9 @@ the gallery's thumbnails are written to ``figures/thumbs/``. The Markdown galler
 
 from __future__ import annotations
 
+import html
 import math
+import re
 from pathlib import Path
 from typing import Any
 
@@ -20,8 +22,26 @@ from spotdiff.report.runkey import diagnostics_notes
 MD_GALLERY = 8
 
 
+#: The characters that make Markdown out of text: emphasis, code, links, strikethrough, table cells.
+_ACTIVE = re.compile(r"([\\`*_\[\]~|])")
+
+
 def _esc(text: Any) -> str:
-    return str(text).replace("|", "\\|").replace("\n", " ")
+    """``text`` shown as it is, on one line: its HTML escaped (``<script>`` reads ``&lt;script&gt;``, as
+    report.html's autoescaping shows it) and Markdown's active characters backslash-escaped, so a caption,
+    case id or label from the data can add neither markup nor links to the report."""
+    return _ACTIVE.sub(r"\\\1", html.escape(" ".join(str(text).splitlines()), quote=False))
+
+
+def _code(text: Any, *, cell: bool = True) -> str:
+    """``text`` as a code span (shown verbatim: HTML inside is not rendered) that no backtick in it can
+    close early, on one line; ``cell``: inside a table, where ``|`` must be escaped even in code."""
+    body = " ".join(str(text).splitlines())
+    if cell:
+        body = body.replace("|", "\\|")
+    fence = "`" * (max((len(run) for run in re.findall(r"`+", body)), default=0) + 1)
+    pad = " " if body.startswith("`") or body.endswith("`") else ""
+    return f"{fence}{pad}{body}{pad}{fence}"
 
 
 def _f(x: Any, digits: int = 2) -> str:
@@ -34,9 +54,10 @@ def render_markdown(report: Report, out: str | Path | None = None) -> str:
     """The Markdown text; with ``out``, gallery thumbnails are written under ``out/figures/thumbs``."""
     thumbs_dir = Path(out) / "figures" / "thumbs" if out is not None else None
     lines = [
-        f"# {report.title}",
+        f"# {_esc(report.title)}",
         "",
-        f"Generated {report.created} by spotdiff {report.version} from `{report.store_path}`: {len(report.runs)} runs.",
+        f"Generated {report.created} by spotdiff {report.version} from {_code(report.store_path, cell=False)}: "
+        f"{len(report.runs)} runs.",
         "",
         *_summary(report),
         *_key(report),
@@ -49,10 +70,11 @@ def render_markdown(report: Report, out: str | Path | None = None) -> str:
         "",
     ]
     for sec in report.sections:
-        lines += [f"## {sec.benchmark}", ""]
+        lines += [f"## {_esc(sec.benchmark)}", ""]
         for ts in sec.tables:
             t = ts.table
-            lines += [f"### {t.benchmark} — {t.protocol}" + ("" if t.ties == "strict" else f" (ties: {t.ties})"), ""]
+            ties = "" if t.ties == "strict" else f" (ties: {_esc(t.ties)})"
+            lines += [f"### {_esc(t.benchmark)} — {_esc(t.protocol)}{ties}", ""]
             header = ["model", *[f"{c.subset} {c.metric}" for c in t.columns]]
             lines.append("| " + " | ".join(_esc(h) for h in header) + " |")
             lines.append("|" + "---|" + "---:|" * len(t.columns))
@@ -72,13 +94,11 @@ def render_markdown(report: Report, out: str | Path | None = None) -> str:
             lines += [" · ".join(_esc(n) for n in t.notes) + ".", ""]
             notes = [f"{c.subset}/{c.metric} ({c.note})" for c in t.columns if c.note]
             if notes:
-                lines += [f"No mark: {'; '.join(notes)}.", ""]
+                lines += [f"No mark: {_esc('; '.join(notes))}.", ""]
             lines += [f"CSV: `tables/{t.slug}.csv` · LaTeX: `tables/{t.slug}.tex`", ""]
-            for plot in ts.plots:
-                lines += [f"![{plot.title}](figures/{plot.key}.png)", "", f"*{plot.caption}*", ""]
+            lines += [line for plot in ts.plots for line in _figure(plot)]
             lines += _gallery(ts, thumbs_dir)
-        for plot in sec.plots:
-            lines += [f"![{plot.title}](figures/{plot.key}.png)", "", f"*{plot.caption}*", ""]
+        lines += [line for plot in sec.plots for line in _figure(plot)]
     lines += ["## Provenance", ""]
     fields = [
         "run",
@@ -99,20 +119,20 @@ def render_markdown(report: Report, out: str | Path | None = None) -> str:
     for rd in report.runs:
         r = rd.run
         vals = [
-            f"`{r.id}`",
-            r.created,
-            r.benchmark,
-            r.protocol,
-            r.subset or "all",
-            f"`{r.model}`",
-            identity_text(r.model_identity),
-            f"`{r.data_path}`",
-            f"`{r.data_digest[:12]}`",
-            r.seed,
-            r.version,
-            "–" if r.n_cases is None else r.n_cases,
+            _code(r.id),
+            _esc(r.created),
+            _esc(r.benchmark),
+            _esc(r.protocol),
+            _esc(r.subset or "all"),
+            _code(r.model),
+            _esc(identity_text(r.model_identity)),
+            _code(r.data_path),
+            _code(r.data_digest[:12]),
+            _esc(r.seed),
+            _esc(r.version),
+            "–" if r.n_cases is None else _esc(r.n_cases),
         ]
-        lines.append("| " + " | ".join(_esc(v) for v in vals) + " |")
+        lines.append("| " + " | ".join(vals) + " |")
     lines += [
         "",
         "CSV: `tables/provenance.csv` · LaTeX: `tables/provenance.tex` · paired tests: `tables/significance-tests.csv`",
@@ -121,11 +141,17 @@ def render_markdown(report: Report, out: str | Path | None = None) -> str:
     return "\n".join(lines)
 
 
+def _figure(plot: Any) -> list[str]:
+    """A figure's lines: its image (``figures/<key>.png``) and its caption in italics."""
+    return [f"![{_esc(plot.title)}](figures/{plot.key}.png)", "", f"*{_esc(plot.caption)}*", ""]
+
+
 def _table(header: list[str], rows: list[list[str]], *, numbers: bool = True) -> list[str]:
-    """A Markdown table; ``numbers``: the columns after the first are right-aligned."""
+    """A Markdown table of ``header`` (escaped here) and ``rows`` of cells already in Markdown (:func:`_esc`,
+    :func:`_code`); ``numbers``: the columns after the first are right-aligned."""
     align = "---:|" if numbers else "---|"
     lines = ["| " + " | ".join(_esc(h) for h in header) + " |", "|---|" + align * (len(header) - 1)]
-    return lines + ["| " + " | ".join(_esc(c) for c in row) + " |" for row in rows] + [""]
+    return lines + ["| " + " | ".join(row) + " |" for row in rows] + [""]
 
 
 def _summary(report: Report) -> list[str]:
@@ -133,18 +159,20 @@ def _summary(report: Report) -> list[str]:
     sm = report.summary
     if sm is None:
         return []
-    lines = [f"## {sm.heading}", ""] + ([f"*{sm.note}*", ""] if sm.note else [])
+    lines = [f"## {_esc(sm.heading)}", ""] + ([f"*{_esc(sm.note)}*", ""] if sm.note else [])
     for f in sm.findings:
-        lines += [f"- **{'REPRODUCED' if f.holds else 'NOT reproduced'}** `{f.name}`: {_esc(f.claim)}"]
+        verdict = "REPRODUCED" if f.holds else "NOT reproduced"
+        lines += [f"- **{verdict}** {_code(f.name, cell=False)}: {_esc(f.claim)}"]
         lines += [f"  - {_esc(n)}" for n in f.numbers]
         lines += [f"  - and {f.more} more in findings.json"] if f.more else []
-        lines += [f"  - test: {'; '.join(f.tests)}"] if f.tests else []
+        lines += [f"  - test: {_esc('; '.join(f.tests))}"] if f.tests else []
     lines += [""] if sm.findings else []
     for st in sm.tables:
-        rows = [[c.text + (" ▲" if c.best else "") for c in row] for row in st.rows]
-        lines += [f"### {st.title}", "", *_table(st.header, rows), " · ".join(_esc(n) for n in st.notes) + ".", ""]
+        rows = [[_esc(c.text) + (" ▲" if c.best else "") for c in row] for row in st.rows]
+        lines += [f"### {_esc(st.title)}", "", *_table(st.header, rows)]
+        lines += [" · ".join(_esc(n) for n in st.notes) + ".", ""]
     if sm.order:
-        lines += ["Sections below, in this order: " + ", ".join(sm.order) + ".", ""]
+        lines += ["Sections below, in this order: " + _esc(", ".join(sm.order)) + ".", ""]
     return lines
 
 
@@ -157,24 +185,25 @@ def _key(report: Report) -> list[str]:
         diag = "; ".join(
             f"#{rid[:6]} " + ", ".join(f"{n} {_f(v)}" for n, v in d.items()) for rid, d in k.diagnostics.items()
         )
-        rows.append([k.label, f"`{k.model}`", " ".join(f"`{r}`" for r in k.run_ids), ", ".join(k.benchmarks), diag])
+        runs = " ".join(_code(r) for r in k.run_ids)
+        rows.append([_esc(k.label), _code(k.model), runs, _esc(", ".join(k.benchmarks)), _esc(diag)])
     notes = diagnostics_notes(report.key)
     lines = [
         "## Run labels",
         "",
         *_table(["label", "model spec", "runs", "benchmarks", "diagnostics"], rows, numbers=False),
     ]
-    return lines + ([f"Diagnostics: {'; '.join(notes)}.", ""] if notes else [])
+    return lines + ([f"Diagnostics: {_esc('; '.join(notes))}.", ""] if notes else [])
 
 
 def _gallery(ts: Any, thumbs_dir: Path | None) -> list[str]:
     g = ts.gallery
     if g is None:
-        return [f"*{ts.gallery_note}*", ""] if ts.gallery_note else []
+        return [f"*{_esc(ts.gallery_note)}*", ""] if ts.gallery_note else []
     lines = [f"#### Failure gallery ({min(len(g.cases), MD_GALLERY)} of {len(g.cases)} cases; all in report.html)", ""]
     counts = ", ".join(f"{_esc(m)}: {g.n_failures.get(m, 0)}" for m in g.models)
     lines += [f"Failed cases per model: {counts}.", ""]
-    lines += [f"*{n}.*" for n in g.notes] + ([""] if g.notes else [])
+    lines += [f"*{_esc(n)}.*" for n in g.notes] + ([""] if g.notes else [])
     for gc in g.cases[:MD_GALLERY]:
         tags = ", ".join(gc.tag_pairs)
         lines.append(
@@ -191,13 +220,13 @@ def _gallery(ts: Any, thumbs_dir: Path | None) -> list[str]:
             lines.append("  " + " ".join(links))
         if gc.texts is not None:
             for k, text in enumerate(gc.texts):
-                role = f" ({gc.roles[k]})" if k < len(gc.roles) else ""
+                role = f" ({_esc(gc.roles[k])})" if k < len(gc.roles) else ""
                 mark = " ✓" if gc.positives[k] else ""
                 lines.append(f"  - T{k + 1}{role}{mark}: {_esc(text)}")
         for m in gc.models:
             if not m.failed:
                 continue
-            entries = [f"{lab}={_f(v, 3)}" for lab, v in zip(gc.score_labels, m.values, strict=False)]
+            entries = [f"{_esc(lab)}={_f(v, 3)}" for lab, v in zip(gc.score_labels, m.values, strict=False)]
             lines.append(f"  - ✗ {_esc(m.label)}: " + (" ".join(entries) if entries else "(no scores stored)"))
     lines.append("")
     return lines

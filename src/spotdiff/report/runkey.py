@@ -2,8 +2,8 @@
 
 Diagnostics are the rates a run records next to its metrics (``tie_rate``: units whose candidates
 tied; ``yes_rate``: yes answers of a yes/no scorer; ``unparseable_rate``: answers that could not be
-read), looked up in the run's ``all`` metrics, then its info (top level or ``info["diagnostics"]``).
-A run without them shows none.
+read; ``nan_rate``: cases with NaN scores, in a run made with ``--nan-as-failure``), looked up in the
+run's ``all`` metrics, then its info (top level or ``info["diagnostics"]``). A run without them shows none.
 
 >>> run_diagnostics({"all": {"acc": 50.0, "tie_rate": 12.5}}, {})
 {'tie_rate': 12.5}
@@ -22,6 +22,7 @@ DIAGNOSTICS = {
     "tie_rate": "units whose candidates tied (%)",
     "yes_rate": "yes answers of a yes/no scorer (%)",
     "unparseable_rate": "answers that could not be read (%)",
+    "nan_rate": "cases whose model scores were NaN, scored as failures (%)",
 }
 
 

@@ -23,7 +23,7 @@ from spotdiff.cases import LETTERS
 from spotdiff.errors import ConfigError
 from spotdiff.scorers.base import ScorerOptions
 from spotdiff.scorers.lm import gguf_source, load_device_dtype
-from spotdiff.scorers.weights import local_path
+from spotdiff.scorers.weights import local_path, naming_damaged_weights
 
 __all__ = [
     "ANSWER_READERS",
@@ -176,11 +176,13 @@ class ChatVLM:
         check_gguf_config(config, name_or_path, gguf_file, what)
         if check is not None:
             check(config)
-        try:
-            processor = AutoProcessor.from_pretrained(source, **kw)
-            model = AutoModelForImageTextToText.from_pretrained(source, dtype=dtype, **kw)
-        except (OSError, ValueError, KeyError, TypeError) as exc:
-            raise ConfigError(f"{what}: cannot load {name_or_path!r} as an image-text-to-text model: {exc}") from exc
+        with naming_damaged_weights(what, source):
+            try:
+                processor = AutoProcessor.from_pretrained(source, **kw)
+                model = AutoModelForImageTextToText.from_pretrained(source, dtype=dtype, **kw)
+            except (OSError, ValueError, KeyError, TypeError) as exc:
+                what_failed = f"{what}: cannot load {name_or_path!r} as an image-text-to-text model"
+                raise ConfigError(f"{what_failed}: {exc}") from exc
         model.to(device).eval()
         return cls(model, processor, config, device=device, dtype=dtype, options=options)
 

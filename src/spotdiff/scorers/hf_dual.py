@@ -17,7 +17,13 @@ from PIL import Image
 from spotdiff.errors import ConfigError
 from spotdiff.scorers.base import SCORERS, EmbeddingScorer, ImagePreprocessor, Prepared, ScorerOptions, staged
 from spotdiff.scorers.runtime import resolve_device, resolve_dtype
-from spotdiff.scorers.weights import hub_snapshot_dir, local_path, model_dir_digests, state_dict_digest
+from spotdiff.scorers.weights import (
+    hub_snapshot_dir,
+    local_path,
+    model_dir_digests,
+    naming_damaged_weights,
+    state_dict_digest,
+)
 
 
 def rgb(image: Image.Image) -> Image.Image:
@@ -48,7 +54,8 @@ def pooled(output: Any) -> Any:
 
 
 def load_hf(family: str, name_or_path: str, loader: Any, **kwargs: Any) -> Any:
-    """``loader.from_pretrained(name_or_path)``, turning load failures into :class:`ConfigError`.
+    """``loader.from_pretrained(name_or_path)``, turning load failures into :class:`ConfigError` (a damaged
+    or refused weights file named: :func:`~spotdiff.scorers.weights.naming_damaged_weights`).
 
     Args:
         family: the scorer family, named in errors.
@@ -56,10 +63,11 @@ def load_hf(family: str, name_or_path: str, loader: Any, **kwargs: Any) -> Any:
         loader: a transformers class with ``from_pretrained``.
         **kwargs: passed to ``from_pretrained``.
     """
-    try:
-        return loader.from_pretrained(name_or_path, **kwargs)
-    except (OSError, ValueError, KeyError, TypeError) as exc:
-        raise ConfigError(f"{family}: cannot load {name_or_path!r} ({type(exc).__name__}: {exc})") from exc
+    with naming_damaged_weights(family, name_or_path):
+        try:
+            return loader.from_pretrained(name_or_path, **kwargs)
+        except (OSError, ValueError, KeyError, TypeError) as exc:
+            raise ConfigError(f"{family}: cannot load {name_or_path!r} ({type(exc).__name__}: {exc})") from exc
 
 
 def hf_digests(name_or_path: str, directory: Path | None, model: Any) -> tuple[str | None, str]:

@@ -21,7 +21,13 @@ from spotdiff.errors import ConfigError
 from spotdiff.scorers.base import SCORERS, Scorer, ScorerOptions
 from spotdiff.scorers.factory import ALIASES, parse_spec_options
 from spotdiff.scorers.runtime import resolve_device, resolve_dtype
-from spotdiff.scorers.weights import digest_files, hub_snapshot_dir, local_path, model_dir_digests
+from spotdiff.scorers.weights import (
+    digest_files,
+    hub_snapshot_dir,
+    local_path,
+    model_dir_digests,
+    naming_damaged_weights,
+)
 
 __all__ = [
     "SMOLLM2_GGUF",
@@ -163,23 +169,24 @@ class LanguageModelScorer(Scorer):
         if gguf_file is None:
             local_path(self.name, "language model")
         kw = {"gguf_file": gguf_file} if gguf_file else {}
-        try:
-            self.tokenizer = AutoTokenizer.from_pretrained(source, **kw)
-            if gguf_file:
-                # each from_pretrained parses the whole GGUF file (seconds), so the config is taken
-                # from the model; a T5 GGUF fails as a causal LM before any tensor is read
-                try:
-                    self.model = AutoModelForCausalLM.from_pretrained(source, dtype=self.dtype, **kw)
-                except ValueError:
-                    self.model = AutoModelForSeq2SeqLM.from_pretrained(source, dtype=self.dtype, **kw)
-                self.config = self.model.config
-            else:
-                self.config = AutoConfig.from_pretrained(source, **kw)
-                cls = AutoModelForSeq2SeqLM if self.config.is_encoder_decoder else AutoModelForCausalLM
-                self.model = cls.from_pretrained(source, dtype=self.dtype, **kw)
-            self.is_seq2seq = bool(getattr(self.config, "is_encoder_decoder", False))
-        except (OSError, ValueError, KeyError) as exc:
-            raise ConfigError(f"cannot load language model {self.name!r} for spec {self.spec!r}: {exc}") from exc
+        with naming_damaged_weights(f"language model {self.name!r}", source):
+            try:
+                self.tokenizer = AutoTokenizer.from_pretrained(source, **kw)
+                if gguf_file:
+                    # each from_pretrained parses the whole GGUF file (seconds), so the config is taken
+                    # from the model; a T5 GGUF fails as a causal LM before any tensor is read
+                    try:
+                        self.model = AutoModelForCausalLM.from_pretrained(source, dtype=self.dtype, **kw)
+                    except ValueError:
+                        self.model = AutoModelForSeq2SeqLM.from_pretrained(source, dtype=self.dtype, **kw)
+                    self.config = self.model.config
+                else:
+                    self.config = AutoConfig.from_pretrained(source, **kw)
+                    cls = AutoModelForSeq2SeqLM if self.config.is_encoder_decoder else AutoModelForCausalLM
+                    self.model = cls.from_pretrained(source, dtype=self.dtype, **kw)
+                self.is_seq2seq = bool(getattr(self.config, "is_encoder_decoder", False))
+            except (OSError, ValueError, KeyError) as exc:
+                raise ConfigError(f"cannot load language model {self.name!r} for spec {self.spec!r}: {exc}") from exc
         self.model.to(self.device).eval()
         torch.manual_seed(options.seed)
         self.max_length = int(

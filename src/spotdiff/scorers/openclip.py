@@ -19,7 +19,7 @@ from spotdiff.errors import ConfigError
 from spotdiff.scorers.base import SCORERS, EmbeddingScorer, ImagePreprocessor, Prepared, ScorerOptions, StagedEncoder
 from spotdiff.scorers.factory import OPEN_CLIP_SCHEMAS, parse_open_clip_spec
 from spotdiff.scorers.hf_dual import TorchScorerMixin, rgb, to_unit_numpy
-from spotdiff.scorers.weights import digest_files, local_path, state_dict_digest
+from spotdiff.scorers.weights import digest_files, local_path, naming_damaged_weights, state_dict_digest
 
 _WEIGHT_NAMES = ("*.safetensors", "*.bin", "*.pth", "*.pt")
 
@@ -83,13 +83,14 @@ class OpenClipScorer(StagedEncoder, TorchScorerMixin, EmbeddingScorer):
                     f"open-clip: {pretrained!r} is neither a checkpoint file nor a pretrained tag of "
                     f"{arch!r} (tags: {', '.join(tags) or 'none'})"
                 )
-        try:
-            model, _, preprocess = open_clip.create_model_and_transforms(
-                arch, pretrained=pretrained, device="cpu", require_pretrained=True
-            )
-            tokenizer = open_clip.get_tokenizer(arch)
-        except (OSError, RuntimeError, ValueError, KeyError) as exc:
-            raise ConfigError(f"open-clip: cannot load {rest!r} ({type(exc).__name__}: {exc})") from exc
+        with naming_damaged_weights("open-clip", self._checkpoint or rest):
+            try:
+                model, _, preprocess = open_clip.create_model_and_transforms(
+                    arch, pretrained=pretrained, device="cpu", require_pretrained=True
+                )
+                tokenizer = open_clip.get_tokenizer(arch)
+            except (OSError, RuntimeError, ValueError, KeyError) as exc:
+                raise ConfigError(f"open-clip: cannot load {rest!r} ({type(exc).__name__}: {exc})") from exc
         self._arch = arch
         self._state_digest = None if self._checkpoint is not None else state_dict_digest(model)
         self.model = model.to(self.device, self.dtype).eval()

