@@ -144,6 +144,28 @@ def contrastive_name(logit_bias: float | torch.Tensor | None) -> str:
 # SPEC, Sec. 5.1
 
 
+def _trivial(trivial_mask: torch.Tensor | None, n: int) -> torch.Tensor | None:
+    """``trivial_mask`` as a bool ``[n, n]`` tensor, checked; None stays None."""
+    if trivial_mask is None:
+        return None
+    if trivial_mask.shape != (n, n):
+        raise ValueError(f"trivial_mask must have shape {(n, n)}, got {tuple(trivial_mask.shape)}")
+    return trivial_mask.to(torch.bool)
+
+
+def _hard_negatives(
+    hn: torch.Tensor | None, mask: torch.Tensor | None, n: int, name: str
+) -> tuple[torch.Tensor, torch.Tensor | None] | None:
+    """Hard-negative similarities ``[n, H]`` and their bool mask, checked; None when there are none."""
+    if hn is None or not hn.numel():
+        return None
+    if hn.ndim != 2 or hn.shape[0] != n:
+        raise ValueError(f"hard-negative {name}similarities must have shape [{n}, H], got {tuple(hn.shape)}")
+    if mask is not None and mask.shape != hn.shape:
+        raise ValueError(f"hard-negative {name}mask and similarities must have the same shape")
+    return hn, None if mask is None else mask.to(torch.bool)
+
+
 def _hn_term(
     similarity: torch.Tensor,
     hn_similarity: torch.Tensor | None,
@@ -161,20 +183,15 @@ def _hn_term(
     n = _check_square(similarity)
     logits = similarity * logit_scale
     eye = torch.eye(n, dtype=torch.bool, device=similarity.device)
-    if trivial_mask is not None:
-        if trivial_mask.shape != (n, n):
-            raise ValueError(f"trivial_mask must have shape {(n, n)}, got {tuple(trivial_mask.shape)}")
-        keep = trivial_mask.to(torch.bool) | eye  # the positive is always in its own denominator
-        logits = logits.masked_fill(~keep, float("-inf"))
-    if hn_similarity is not None and hn_similarity.numel():
-        if hn_similarity.ndim != 2 or hn_similarity.shape[0] != n:
-            shape = tuple(hn_similarity.shape)
-            raise ValueError(f"hard-negative similarities must have shape [{n}, H], got {shape}")
-        hn_logits = hn_similarity * logit_scale
-        if hn_mask is not None:
-            if hn_mask.shape != hn_similarity.shape:
-                raise ValueError("hard-negative mask and similarities must have the same shape")
-            hn_logits = hn_logits.masked_fill(~hn_mask.to(torch.bool), float("-inf"))
+    trivial = _trivial(trivial_mask, n)
+    if trivial is not None:
+        logits = logits.masked_fill(~(trivial | eye), float("-inf"))  # the positive is always in its denominator
+    checked = _hard_negatives(hn_similarity, hn_mask, n, "")
+    if checked is not None:
+        hn, mask = checked
+        hn_logits = hn * logit_scale
+        if mask is not None:
+            hn_logits = hn_logits.masked_fill(~mask, float("-inf"))
         logits = torch.cat([logits, hn_logits], dim=1)
     positive = similarity.diagonal() * logit_scale
     return torch.logsumexp(logits, dim=1) - positive
@@ -261,9 +278,9 @@ def spec_hn_loss(
         logit_scale: the multiplicative temperature.
         reduction: ``"mean"`` over anchors (default), ``"sum"`` or ``"none"``.
     """
-    i2t = _hn_term(similarity, hn_text_similarity, hn_text_mask, trivial_mask, logit_scale)
-    t2i = _hn_term(similarity, hn_image_similarity, hn_image_mask, trivial_mask, logit_scale, columns=True)
-    return _reduce(i2t, reduction) + _reduce(t2i, reduction)
+    common = {"trivial_mask": trivial_mask, "logit_scale": logit_scale, "reduction": reduction}
+    i2t = spec_hn_i2t(similarity, hn_text_similarity, hn_text_mask=hn_text_mask, **common)
+    return i2t + spec_hn_t2i(similarity, hn_image_similarity, hn_image_mask=hn_image_mask, **common)
 
 
 def siglip_hn_loss(
@@ -301,23 +318,18 @@ def siglip_hn_loss(
     n = _check_square(similarity)
     eye = torch.eye(n, dtype=torch.bool, device=similarity.device)
     neg = _log_sigmoid_pairs(similarity, logit_scale, logit_bias, -1.0)
-    if trivial_mask is not None:
-        if trivial_mask.shape != (n, n):
-            raise ValueError(f"trivial_mask must have shape {(n, n)}, got {tuple(trivial_mask.shape)}")
-        neg = neg.masked_fill(~trivial_mask.to(torch.bool), 0.0)
+    trivial = _trivial(trivial_mask, n)
+    if trivial is not None:
+        neg = neg.masked_fill(~trivial, 0.0)
     pos = _log_sigmoid_pairs(similarity, logit_scale, logit_bias, 1.0)
     values = torch.where(eye, pos, neg).sum(dim=1)
-    for hn, mask, name in ((hn_text_similarity, hn_text_mask, "text"), (hn_image_similarity, hn_image_mask, "image")):
-        if hn is None or not hn.numel():
-            continue
-        if hn.ndim != 2 or hn.shape[0] != n:
-            raise ValueError(f"hard-negative {name} similarities must have shape [{n}, H], got {tuple(hn.shape)}")
-        extra = _log_sigmoid_pairs(hn, logit_scale, logit_bias, -1.0)
-        if mask is not None:
-            if mask.shape != hn.shape:
-                raise ValueError(f"hard-negative {name} mask and similarities must have the same shape")
-            extra = extra.masked_fill(~mask.to(torch.bool), 0.0)
-        values = values + extra.sum(dim=1)
+    for hn, mask, name in ((hn_text_similarity, hn_text_mask, "text "), (hn_image_similarity, hn_image_mask, "image ")):
+        checked = _hard_negatives(hn, mask, n, name)
+        if checked is not None:
+            extra = _log_sigmoid_pairs(checked[0], logit_scale, logit_bias, -1.0)
+            if checked[1] is not None:
+                extra = extra.masked_fill(~checked[1], 0.0)
+            values = values + extra.sum(dim=1)
     return _reduce(values, reduction)
 
 
