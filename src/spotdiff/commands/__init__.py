@@ -14,7 +14,7 @@ import pkgutil
 import sys
 from collections.abc import Sequence
 
-from spotdiff.errors import SpotdiffError
+from spotdiff.errors import SpotdiffError, file_system_error
 from spotdiff.version import __version__
 
 
@@ -70,6 +70,20 @@ def main(argv: Sequence[str] | None = None) -> int:
     except SpotdiffError as exc:
         print(f"spotdiff {args.command}: error: {exc}", file=sys.stderr)
         return 2
+    except OSError as exc:  # a full disk, a read-only file system, no permission: one line, not a traceback
+        error = file_system_error(exc, _output(args))
+        if error is None:
+            raise
+        print(f"spotdiff {args.command}: error: {error}", file=sys.stderr)
+        return 2
     except KeyboardInterrupt:
         print(f"spotdiff {args.command}: interrupted; cached work is kept", file=sys.stderr)
         return 130
+
+
+def _output(args: argparse.Namespace) -> object | None:
+    """The folder a command writes (its ``--out``), named by an error whose file the system did not name."""
+    for name in ("out", "step_out"):
+        if getattr(args, name, None) is not None:
+            return getattr(args, name)
+    return None

@@ -32,7 +32,7 @@ from pathlib import Path
 from typing import Any
 
 from spotdiff.diagnose.store import RunStore
-from spotdiff.errors import ConfigError, SpotdiffError
+from spotdiff.errors import ConfigError, DataError, SpotdiffError, no_room
 from spotdiff.jsonio import dumps, write_json
 from spotdiff.processes import usable_cores
 from spotdiff.version import __version__
@@ -447,7 +447,11 @@ class Runner:
             self._kill(running)
             raise
         if failed:
-            raise SpotdiffError(f"stage {failed} failed; see {self.out / 'logs' / (failed + '.log')}")
+            log = self.out / "logs" / f"{failed}.log"
+            if no_room(log):  # the command's own error may not have reached its log
+                raise DataError(f"stage {failed} failed with the disk full (its log: {log}); free space there (or "
+                                "choose another --out) and run again", file=self.out)  # fmt: skip
+            raise SpotdiffError(f"stage {failed} failed; see {log}")
         return self.records
 
 
