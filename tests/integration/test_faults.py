@@ -164,18 +164,38 @@ def test_fault_injection_plan_class(tmp_path: Path) -> None:
 @pytest.mark.slow
 @pytest.mark.skipif(os.geteuid() != 0, reason="mounting a small tmpfs needs root")
 def test_fault_injection_disk_full_class(shared_data: Path, tmp_path: Path) -> None:
-    """The benchmark's disk-full class, once per place (cache, output folder, run store): one line naming the
-    path and "disk full", the run marked failed, no temporary file; the run again, with room, equals the
-    clean one and computes only what the cache lacked."""
+    """The benchmark's disk-full class, once per place (the evaluation's cache, output folder and run store, the
+    ``--out`` of train, synth and report): one line naming the path and "disk full", no traceback, no temporary
+    file, an evaluation's run marked failed; the command run again, with room, ends as the clean run did (an
+    evaluation computing only what the cache lacked)."""
     report = tmp_path / "report.json"
     status = _fault_injection().main(
-        ["--fault", "disk-full", "--n", "3", "--data", str(shared_data / "visla"), "--limit", "40",
+        ["--fault", "disk-full", "--n", "6", "--data", str(shared_data / "visla"), "--limit", "40",
          "--batch-size", "4", "--n-boot", "50", "--workdir", str(tmp_path / "work"), "--json", str(report)]
     )  # fmt: skip
     trials = json.loads(report.read_text())["trials"]
-    assert [t["target"] for t in trials] == ["cache", "out", "store"]
+    assert [t["target"] for t in trials] == ["cache", "out", "store", "train", "synth", "report"]
     for t in trials:
         assert t["exit"] == 2 and "disk full" in t["last_line"] and t["mount"] in t["last_line"], t
+        assert t["ok"], t
+    assert status == 0
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(os.geteuid() != 0, reason="mounting a read-only tmpfs needs root")
+def test_fault_injection_read_only_class(shared_data: Path, tmp_path: Path) -> None:
+    """The benchmark's read-only class: the ``--out`` of eval, train, synth and report on a read-only file
+    system is one line naming it, no traceback, no temporary file; remounted writable, the command run again
+    writes what the clean run wrote."""
+    report = tmp_path / "report.json"
+    status = _fault_injection().main(
+        ["--fault", "read-only", "--n", "4", "--data", str(shared_data / "visla"), "--limit", "40",
+         "--batch-size", "4", "--n-boot", "50", "--workdir", str(tmp_path / "work"), "--json", str(report)]
+    )  # fmt: skip
+    trials = json.loads(report.read_text())["trials"]
+    assert [t["target"] for t in trials] == ["out", "train", "synth", "report"]
+    for t in trials:
+        assert t["exit"] == 2 and "read-only file system" in t["last_line"] and t["mount"] in t["last_line"], t
         assert t["ok"], t
     assert status == 0
 
