@@ -1,6 +1,6 @@
 """Fault injection: stop real ``spotdiff`` runs at random points, run them again, check that nothing is lost.
 
-Three classes of fault (``--fault``), each a clean run and ``--n`` trials compared with it:
+Four classes of fault (``--fault``), each a clean run and ``--n`` trials compared with it:
 
 * ``eval`` (the default): SIGKILL (a crash) or SIGTERM (``--signal term``: ``kill``, Slurm, ``docker
   stop``) to ``spotdiff eval`` at a random point, ``--kills`` times in a row, then the run again to the
@@ -16,16 +16,22 @@ Three classes of fault (``--fault``), each a clean run and ``--n`` trials compar
   checkpoint. The runner must exit 143 (130) with no process of the study left running and the
   checkpoints kept; run again, the training must resume from its last checkpoint (never step 0) and the
   study end with the clean run's weights (tensor for tensor) and metrics.
-* ``disk-full``: the evaluation's cache, output folder or run store (in turn) on a tmpfs of a random
-  10-90% of the size the clean run wrote there (needs root, to mount). The run must end with one line
-  naming the path and "disk full" (no traceback), its run marked failed, no temporary file left; once
-  the file system has room, the same command must finish equal to the clean run with every item cached.
+* ``disk-full``: the evaluation's cache, output folder or run store, or the ``--out`` of ``train``,
+  ``synth`` or ``report`` (in turn) on a tmpfs of a random 10-90% of the size the clean run wrote there
+  (needs root, to mount). The run must end with one line naming the path and "disk full" (no traceback),
+  its run marked failed (an evaluation's), no temporary file left; once the file system has room, the same
+  command must finish equal to the clean run (an evaluation with every item cached; a training resumed
+  with ``--resume``; a synthesis into its emptied folder, which it refuses to delete itself).
+* ``read-only``: the ``--out`` of ``eval``, ``train``, ``synth`` or ``report`` (in turn) on a read-only
+  tmpfs (needs root). The run must end with one line naming the path and "read-only file system", no
+  traceback, nothing written; remounted writable, the same command must finish equal to the clean run.
 
 Example (the numbers in docs/scaling.md)::
 
     python benchmarks/fault_injection.py --n 10 --data ../shared/data/visla --limit 300
     python benchmarks/fault_injection.py --fault plan --n 5
     python benchmarks/fault_injection.py --fault disk-full --n 6
+    python benchmarks/fault_injection.py --fault read-only --n 4
 
 Prints one line per trial, how many qualified, and the summary ``faults survived with nothing lost
 (FAULT): K/Q``; writes the details as JSON with ``--json``. Exit status 0 when K == Q and Q > 0.
@@ -465,9 +471,10 @@ def plan_trials(args: argparse.Namespace, work: Path, rng: random.Random) -> tup
 # --- fault class "disk-full": the cache, the output folder or the run store on a full file system ----
 
 
-def _mount_tmpfs(where: Path, size: int) -> None:
+def _mount_tmpfs(where: Path, size: int, *, read_only: bool = False) -> None:
     where.mkdir(parents=True, exist_ok=True)
-    subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={size}", "tmpfs", str(where)], check=True)
+    options = f"{'ro,' if read_only else ''}size={size}"
+    subprocess.run(["mount", "-t", "tmpfs", "-o", options, "tmpfs", str(where)], check=True)
 
 
 def _resize_tmpfs(where: Path, size: int) -> None:
@@ -479,7 +486,8 @@ def _size(path: Path) -> int:
 
 
 def fault_size(clean: Path, target: str, rng: random.Random) -> int:
-    """A random 10-90% of what the clean run wrote to ``target`` (cache, out or store), in whole pages."""
+    """A random 10-90% of what the clean run wrote to ``target`` (cache, out, store, train, synth or
+    report), in whole pages."""
     clean_size = _size(clean / target) if target != "store" else (clean / "runs.sqlite").stat().st_size
     return max(4096, int(clean_size * rng.uniform(0.1, 0.9)) // 4096 * 4096)
 
@@ -529,7 +537,17 @@ def disk_full_trials(args: argparse.Namespace, work: Path, rng: random.Random) -
     for i in range(args.n):
         trial = work / f"trial-{i}"
         trial.mkdir(parents=True, exist_ok=True)
-        target = ("cache", "out", "store")[i % 3]
+        target = ("cache", "out", "store", "train", "synth", "report")[i % 6]
+        if target in ("train", "synth", "report"):
+            clean_output(args, target, work)
+            size = fault_size(clean, target, rng)
+            result = {"trial": i, **refuse_output(args, trial, target, "disk-full", size, work)}
+            result["qualified"] = result["exit"] != 0  # a run that fit met no fault
+            trials.append(result)
+            verdict = "OK" if result["ok"] else "FAILED " + ", ".join(result["failed_checks"])
+            print(f"trial {i}: {target} --out on a {size // 1024} KiB tmpfs -> {result['last_line'][:160]!r}; "
+                  f"{verdict}", flush=True)  # fmt: skip
+            continue
         size = fault_size(clean, target, rng)
         _mount_tmpfs(trial / target, size)
         try:  # unmounted whatever happens
@@ -556,7 +574,140 @@ def disk_full_trials(args: argparse.Namespace, work: Path, rng: random.Random) -
     return trials, {"seconds": round(clean_s, 1), "unique_items": total}
 
 
-FAULTS = {"eval": eval_trials, "plan": plan_trials, "disk-full": disk_full_trials}
+# --- the --out of train, synth and report (and eval's, read-only) on a full or read-only file system ------
+
+#: The command whose ``--out`` each output target is: ``out`` is the evaluation's (:func:`eval_command`).
+OUTPUT_COMMANDS = {"out": "eval", "train": "train", "synth": "synth", "report": "report"}
+
+
+def _run_logged(cmd: list[str], log: Path) -> subprocess.CompletedProcess:
+    """Run ``cmd``, its output captured (and appended to ``log``)."""
+    proc = subprocess.run(cmd, capture_output=True, text=True, env=_env(), cwd=ROOT)
+    with open(log, "a", encoding="utf-8") as f:
+        f.write(f"$ {' '.join(cmd)}\n{proc.stdout}{proc.stderr}")
+    return proc
+
+
+def output_command(args: argparse.Namespace, target: str, out: Path, work: Path) -> list[str]:
+    """The command of ``target`` (train, synth, report) writing into ``out``: a 4-step training of the tiny
+    CLIP on a small synthetic corpus, 4 SPEC candidate sets per subset, the report of the clean evaluation."""
+    spotdiff = [sys.executable, "-m", "spotdiff"]
+    if target == "train":
+        inputs = work / "inputs"
+        if not (inputs / "tokenizer").is_dir():
+            inputs.mkdir(parents=True, exist_ok=True)
+            corpus = ["synth", "corpus", "--out", str(inputs / "corpus"), "--n", "64", "--image-size", "32",
+                      "--workers", "1", "--seed", str(args.seed)]  # fmt: skip
+            tokenizer = ["demo", "tokenizer", "--captions", str(inputs / "corpus" / "captions.jsonl"),
+                         "--out", str(inputs / "tokenizer")]  # fmt: skip
+            for argv in (corpus, tokenizer):
+                if _run_logged([*spotdiff, *argv], work / "log.txt").returncode != 0:
+                    raise SystemExit(f"preparing the training's inputs failed; see {work / 'log.txt'}")
+        return [*spotdiff, "train", "--from-config", "tiny", "--tokenizer", str(inputs / "tokenizer"), "--captions",
+                str(inputs / "corpus" / "captions.jsonl"), "--steps", "4", "--batch-size", "16", "--save-every", "2",
+                "--seed", str(args.seed), "--device", "cpu", "--out", str(out)]  # fmt: skip
+    if target == "synth":
+        return [*spotdiff, "synth", "spec", "--out", str(out), "--n", "4", "--image-size", "64", "--workers", "1",
+                "--seed", str(args.seed)]  # fmt: skip
+    return [*spotdiff, "report", "--store", str(work / "clean" / "runs.sqlite"), "--out", str(out)]
+
+
+def _files(folder: Path) -> dict[str, bytes]:
+    """Every file in ``folder`` by its relative path; the report's "Generated TIME" and "built in S s" lines
+    dropped (they differ between any two runs)."""
+    files = {}
+    for path in sorted(p for p in folder.rglob("*") if p.is_file()):
+        data = path.read_bytes()
+        if path.suffix in (".md", ".html"):
+            kept = [ln for ln in data.splitlines() if b"Generated " not in ln and b"report built in" not in ln]
+            data = b"\n".join(kept)
+        files[path.relative_to(folder).as_posix()] = data
+    return files
+
+
+def same_output(target: str, out: Path, clean: Path, args: argparse.Namespace) -> bool:
+    """Whether ``out`` holds what the clean run of ``target`` wrote in ``clean``."""
+    if target == "out":
+        return _metrics(out) == _metrics(clean) and _scores_equal(out, clean, args.atol)
+    if target == "train":
+        return _weights_equal(out, clean)
+    return _files(out) == _files(clean)
+
+
+def clean_output(args: argparse.Namespace, target: str, work: Path) -> Path:
+    """The clean run of ``target``'s command (made once; the evaluation's is ``work/clean/out``)."""
+    clean = work / "clean"
+    if not (clean / "out" / "metrics.json").is_file():
+        clean.mkdir(parents=True, exist_ok=True)
+        run_to_end(args, clean)
+    if target == "out":
+        return clean / "out"
+    made = (clean / target).is_dir() or _run_logged(output_command(args, target, clean / target, work),
+                                                    clean / "log.txt").returncode == 0  # fmt: skip
+    if not made:
+        raise SystemExit(f"the clean {target} failed; see {clean / 'log.txt'}")
+    return clean / target
+
+
+def refuse_output(args: argparse.Namespace, trial: Path, target: str, fault: str, size: int, work: Path) -> dict:
+    """Run ``target``'s command with its ``--out`` on a tmpfs mounted at ``trial/target``: read-only, or of
+    ``size`` bytes. It must stop with one line naming the path and the fault, no traceback, no temporary
+    file; then, the file system writable with room, the command run again must write the clean run's output
+    (a training resumed with ``--resume``; a synthesis into its emptied folder, as it refuses to delete
+    files it did not record)."""
+    mount = trial / target
+    _mount_tmpfs(mount, size, read_only=fault == "read-only")
+    try:
+        cmd = eval_command(args, trial) if target == "out" else output_command(args, target, mount, work)
+        proc = _run_logged(cmd, trial / "log.txt")
+        said = (proc.stdout + proc.stderr).strip().splitlines()
+        words = "read-only file system" if fault == "read-only" else "disk full"
+        result = {
+            "target": target,
+            "size": size,
+            "exit": proc.returncode,
+            "last_line": said[-1] if said else "",
+            "clear": proc.returncode == 2 and bool(said) and words in said[-1] and str(mount) in said[-1]
+            and not any(line.startswith("Traceback") for line in said),
+            "no_temporaries": not [p for p in mount.rglob("*") if p.name.endswith(".tmp")],
+            "mount": str(mount),
+        }  # fmt: skip
+        subprocess.run(["mount", "-o", "remount,rw,size=64m", str(mount)], check=True)
+        if target == "synth":
+            result["emptied"] = [p.name for p in mount.iterdir()]
+            for path in mount.iterdir():
+                shutil.rmtree(path) if path.is_dir() else path.unlink()
+        rerun = _run_logged([*cmd, "--resume"] if target == "train" else cmd, trial / "log.txt")
+        result["rerun_exit"] = rerun.returncode
+        result["equal"] = rerun.returncode == 0 and same_output(target, mount, clean_output(args, target, work), args)
+    finally:
+        subprocess.run(["umount", str(mount)], check=False)
+    checks = ("clear", "no_temporaries", "equal")
+    result["ok"] = all(result[k] for k in checks)
+    result["failed_checks"] = [k for k in checks if not result[k]]
+    return result
+
+
+def read_only_trials(args: argparse.Namespace, work: Path, rng: random.Random) -> tuple[list[dict], dict]:
+    """``args.n`` runs of eval, train, synth and report (in turn) whose ``--out`` is on a read-only file
+    system (:func:`refuse_output`)."""
+    targets = [tuple(OUTPUT_COMMANDS)[i % len(OUTPUT_COMMANDS)] for i in range(args.n)]
+    t0 = time.monotonic()
+    for target in dict.fromkeys(targets):
+        clean_output(args, target, work)
+    clean_s = time.monotonic() - t0
+    trials = []
+    for i, target in enumerate(targets):
+        trial = work / f"trial-{i}"
+        trial.mkdir(parents=True, exist_ok=True)
+        result = {"trial": i, "qualified": True, **refuse_output(args, trial, target, "read-only", 1 << 20, work)}
+        trials.append(result)
+        print(f"trial {i}: {OUTPUT_COMMANDS[target]} --out on a read-only tmpfs -> {result['last_line'][:160]!r}; "
+              f"{'OK' if result['ok'] else 'FAILED ' + ', '.join(result['failed_checks'])}", flush=True)  # fmt: skip
+    return trials, {"seconds": round(clean_s, 1)}
+
+
+FAULTS = {"eval": eval_trials, "plan": plan_trials, "disk-full": disk_full_trials, "read-only": read_only_trials}
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -585,12 +736,14 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--workdir", type=Path, help="keep everything here (default: a temporary folder)")
     p.add_argument("--json", type=Path, help="write the per-trial details here")
     args = p.parse_args(argv)
-    signals = {"eval": ("kill", "term"), "plan": ("term", "int"), "disk-full": ("kill",)}[args.fault]
+    signals = {"eval": ("kill", "term"), "plan": ("term", "int"), "disk-full": ("kill",), "read-only": ("kill",)}[
+        args.fault
+    ]
     args.signal = args.signal or signals[0]
     if args.signal not in signals:
         p.error(f"--signal {args.signal} does not apply to --fault {args.fault} (one of {', '.join(signals)})")
-    if args.fault == "disk-full" and os.geteuid() != 0:
-        p.error("--fault disk-full mounts a small tmpfs, which needs root")
+    if args.fault in ("disk-full", "read-only") and os.geteuid() != 0:
+        p.error(f"--fault {args.fault} mounts a tmpfs, which needs root")
     rng = random.Random(args.seed)
     work = args.workdir or Path(tempfile.mkdtemp(prefix="spotdiff-faults-"))
     work.mkdir(parents=True, exist_ok=True)
@@ -598,7 +751,9 @@ def main(argv: list[str] | None = None) -> int:
         trials, clean = FAULTS[args.fault](args, work, rng)
         done = [t for t in trials if t["qualified"]]
         ok = sum(t["ok"] for t in done)
-        how = "a full file system" if args.fault == "disk-full" else f"SIG{args.signal.upper()}"
+        how = {"disk-full": "a full file system", "read-only": "a read-only file system"}.get(
+            args.fault, f"SIG{args.signal.upper()}"
+        )
         print(f"{len(done)} of {args.n} trials had their fault ({args.fault}: {how}) land mid-run")
         print(f"faults survived with nothing lost ({args.fault}): {ok}/{len(done)}")
         if args.json:

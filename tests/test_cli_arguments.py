@@ -96,3 +96,20 @@ def test_good_values_pass(tmp_path):
         [*TRAIN, "--out", str(tmp_path / "new"), "--seed", str(2**32 - 1), "--lr", "1e-4", "--save-every", "0"]
     )
     assert (args.seed, args.lr, args.save_every, args.out) == (2**32 - 1, 1e-4, 0, Path(tmp_path / "new"))
+
+
+@pytest.mark.parametrize(
+    ("argv", "read"),
+    [
+        (["synth", "spec", "--out", "d", "--n", "2"], (["synth", "spec"], [], {"out": ["d"], "n": ["2"]})),
+        (["-v", "run", "--out=o", "p.yaml", "--set", "a=1", "--set", "b=2", "--dry-run"],
+         (["run"], ["p.yaml"], {"out": ["o"], "set": ["a=1", "b=2"], "dry_run": [""]})),
+        (["demo", "--out", "x", "tokenizer", "--captions", "c"], (["demo", "tokenizer"], [], {"captions": ["c"]})),
+        (["demo", "findings", "dir"], (["demo", "findings"], ["dir"], {})),
+        (["eval", "--no-such-option", "x"], (["eval"], [], {})),  # argparse refuses it when the command runs
+    ],
+)  # fmt: skip
+def test_split_command_reads_a_command_line_as_the_parser_does(argv: list[str], read: tuple) -> None:
+    from spotdiff.commands import split_command
+
+    assert split_command(build_parser(), argv) == read

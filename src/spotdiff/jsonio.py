@@ -12,6 +12,8 @@ document as a float32 cache row (:func:`json_row`).
 from __future__ import annotations
 
 import codecs
+import contextlib
+import glob
 import json
 import math
 import os
@@ -50,12 +52,49 @@ def dumps(value: Any, *, indent: int | None = None) -> str:
 
 
 def write_json(path: str | Path, value: Any, *, indent: int | None = 2) -> Path:
-    """Write ``value`` to ``path`` through a temporary file and an atomic rename."""
+    """Write ``value`` to ``path`` through a temporary file (:func:`temporary_path`) and an atomic rename.
+
+    The temporary file is removed when the write fails (a full disk, an interrupt), and once ``path`` is
+    written, so are those that processes no longer running left beside it.
+    """
     path = Path(path)
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    tmp.write_text(dumps(value, indent=indent) + "\n", encoding="utf-8")
-    tmp.replace(path)
+    tmp = temporary_path(path)
+    try:
+        tmp.write_text(dumps(value, indent=indent) + "\n", encoding="utf-8")
+        tmp.replace(path)
+    except BaseException:
+        with contextlib.suppress(OSError):  # a file system that refused the write may refuse this too
+            tmp.unlink(missing_ok=True)
+        raise
+    remove_stale_temporaries(path)
     return path
+
+
+def temporary_path(path: str | Path) -> Path:
+    """The temporary file this process writes ``path`` into before renaming it: ``.NAME.PID.tmp``."""
+    path = Path(path)
+    return path.with_name(f".{path.name}.{os.getpid()}.tmp")
+
+
+def remove_stale_temporaries(path: str | Path) -> None:
+    """Remove the temporary files of ``path`` (:func:`temporary_path`) left by processes that no longer
+    run (killed, or on a disk that was full)."""
+    path = Path(path)
+    for tmp in path.parent.glob(f".{glob.escape(path.name)}.*.tmp"):
+        pid = tmp.name[len(path.name) + 2 : -len(".tmp")]
+        if pid.isdigit() and not _process_alive(int(pid)):
+            tmp.unlink(missing_ok=True)
+
+
+def _process_alive(pid: int) -> bool:
+    """Whether process ``pid`` runs on this machine (another user's counts)."""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # another user's process
+        pass
+    return True
 
 
 def json_default(value: Any) -> Any:

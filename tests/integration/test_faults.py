@@ -17,7 +17,9 @@ import signal
 import sqlite3
 import subprocess
 import sys
+import threading
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import numpy as np
@@ -162,18 +164,38 @@ def test_fault_injection_plan_class(tmp_path: Path) -> None:
 @pytest.mark.slow
 @pytest.mark.skipif(os.geteuid() != 0, reason="mounting a small tmpfs needs root")
 def test_fault_injection_disk_full_class(shared_data: Path, tmp_path: Path) -> None:
-    """The benchmark's disk-full class, once per place (cache, output folder, run store): one line naming the
-    path and "disk full", the run marked failed, no temporary file; the run again, with room, equals the
-    clean one and computes only what the cache lacked."""
+    """The benchmark's disk-full class, once per place (the evaluation's cache, output folder and run store, the
+    ``--out`` of train, synth and report): one line naming the path and "disk full", no traceback, no temporary
+    file, an evaluation's run marked failed; the command run again, with room, ends as the clean run did (an
+    evaluation computing only what the cache lacked)."""
     report = tmp_path / "report.json"
     status = _fault_injection().main(
-        ["--fault", "disk-full", "--n", "3", "--data", str(shared_data / "visla"), "--limit", "40",
+        ["--fault", "disk-full", "--n", "6", "--data", str(shared_data / "visla"), "--limit", "40",
          "--batch-size", "4", "--n-boot", "50", "--workdir", str(tmp_path / "work"), "--json", str(report)]
     )  # fmt: skip
     trials = json.loads(report.read_text())["trials"]
-    assert [t["target"] for t in trials] == ["cache", "out", "store"]
+    assert [t["target"] for t in trials] == ["cache", "out", "store", "train", "synth", "report"]
     for t in trials:
         assert t["exit"] == 2 and "disk full" in t["last_line"] and t["mount"] in t["last_line"], t
+        assert t["ok"], t
+    assert status == 0
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(os.geteuid() != 0, reason="mounting a read-only tmpfs needs root")
+def test_fault_injection_read_only_class(shared_data: Path, tmp_path: Path) -> None:
+    """The benchmark's read-only class: the ``--out`` of eval, train, synth and report on a read-only file
+    system is one line naming it, no traceback, no temporary file; remounted writable, the command run again
+    writes what the clean run wrote."""
+    report = tmp_path / "report.json"
+    status = _fault_injection().main(
+        ["--fault", "read-only", "--n", "4", "--data", str(shared_data / "visla"), "--limit", "40",
+         "--batch-size", "4", "--n-boot", "50", "--workdir", str(tmp_path / "work"), "--json", str(report)]
+    )  # fmt: skip
+    trials = json.loads(report.read_text())["trials"]
+    assert [t["target"] for t in trials] == ["out", "train", "synth", "report"]
+    for t in trials:
+        assert t["exit"] == 2 and "read-only file system" in t["last_line"] and t["mount"] in t["last_line"], t
         assert t["ok"], t
     assert status == 0
 
@@ -536,3 +558,104 @@ def test_sigterm_marks_the_run_failed_and_leaves_no_temporary_file(clip: Path, d
     )  # fmt: skip
     run_eval(config)
     assert (out / "scores.jsonl").is_file() and not stale.exists() and live.exists()
+
+
+# --------------------------------------------------------------- read-only and full output folders
+def _mount_tmpfs(where: Path, options: str) -> bool:
+    """Mount a tmpfs with ``options`` at ``where`` (root only); False where this root may not mount."""
+    return subprocess.run(["mount", "-t", "tmpfs", "-o", options, "tmpfs", str(where)], check=False).returncode == 0
+
+
+@pytest.fixture(params=["read-only", "disk-full"])
+def refusing(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[tuple[str, Path]]:
+    """``(fault, folder)``: a folder on a read-only file system (root, who may write anywhere else) or without
+    write permission (anyone else), or on a tmpfs of 16 KiB that fills at once (root only)."""
+    folder = tmp_path / request.param
+    folder.mkdir()
+    if os.geteuid() != 0:
+        if request.param == "disk-full":
+            pytest.skip("mounting a small tmpfs needs root")
+        folder.chmod(0o555)
+        yield request.param, folder
+        folder.chmod(0o755)
+        return
+    if not _mount_tmpfs(folder, "ro,size=16k" if request.param == "read-only" else "size=16k"):
+        pytest.skip("this root may not mount")
+    try:
+        yield request.param, folder
+    finally:
+        subprocess.run(["umount", str(folder)], check=False)
+
+
+@pytest.fixture(scope="module")
+def captions(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """Four coloured squares with their captions (captions.jsonl) and the tiny test tokenizer."""
+    from PIL import Image
+
+    from spotdiff.testing.tiny_models import make_tiny_tokenizer
+
+    root = tmp_path_factory.mktemp("captions")
+    lines = []
+    for name, rgb in {"red": (220, 30, 30), "green": (30, 200, 30), "blue": (30, 30, 220)}.items():
+        Image.new("RGB", (32, 32), rgb).save(root / f"{name}.png")
+        lines.append(json.dumps({"image": f"{name}.png", "caption": f"a {name} square"}))
+    (root / "captions.jsonl").write_text("\n".join(lines) + "\n", encoding="utf-8")
+    make_tiny_tokenizer(root / "tokenizer", max_length=32)
+    return root
+
+
+def _command(command: str, out: Path, clip: Path, data: Path, captions: Path, tmp_path: Path) -> list[str]:
+    """``spotdiff COMMAND`` writing into ``out``."""
+    if command == "eval":
+        return eval_args(clip, data, tmp_path, "--out", out)
+    if command == "train":
+        return ["train", "--from-config", "tiny", "--tokenizer", captions / "tokenizer", "--captions",
+                captions / "captions.jsonl", "--steps", "2", "--batch-size", "3", "--device", "cpu",
+                "--out", out]  # fmt: skip
+    if command == "synth":
+        return ["synth", "spec", "--out", out, "--n", "1", "--image-size", "32", "--workers", "1"]
+    if command == "report":
+        assert main([str(a) for a in eval_args(clip, data, tmp_path, "--out", tmp_path / "evaluated")]) == 0
+        return ["report", "--store", tmp_path / "runs.sqlite", "--out", out]
+    plan = tmp_path / "plan.yaml"
+    plan.write_text("stages:\n  - name: spec\n    run: synth spec --out spec --n 1 --image-size 32 --workers 1\n"
+                    "    outputs: [spec]\n")  # fmt: skip
+    return ["run", plan, "--out", out, "--workers", "1"]
+
+
+@pytest.mark.parametrize("command", ["eval", "train", "synth", "report", "run"])
+@pytest.mark.parametrize("new", [True, False], ids=["new-out", "out"])
+def test_a_read_only_or_full_output_folder_is_one_error_naming_it(
+    command: str, new: bool, refusing: tuple[str, Path], clip: Path, data: Path, captions: Path, tmp_path: Path,
+    capsys: pytest.CaptureFixture,
+) -> None:  # fmt: skip
+    """Issue 32: ``--out`` on a read-only file system or a full disk (the folder itself, or a new folder in it)
+    ended ``eval``, ``train``, ``synth``, ``report`` and ``run`` with an OSError traceback; each is one line
+    naming the folder (or the file in it) and the remedy, exit 2, with no temporary file left and no thread
+    left running (a TensorBoard writer outliving a failed training deadlocked a plan's later fork)."""
+    fault, folder = refusing
+    argv = _command(command, folder / "out" if new else folder, clip, data, captions, tmp_path)
+    capsys.readouterr()
+    threads = set(threading.enumerate())
+    status, lines = cli(capsys, *argv)
+    assert [t.name for t in set(threading.enumerate()) - threads if t.name != "tqdm_monitor"] == []
+    error = one_error(lines)
+    assert status == 2 and error.startswith(f"spotdiff {command}: error: file {folder}"), lines
+    said = {"read-only": ("read-only file system", "permission denied"), "disk-full": ("disk full",)}[fault]
+    assert any(s in error for s in said) and ("run again" in error or "writable" in error or "access" in error)
+    assert not [p.name for p in folder.rglob("*") if p.name.endswith(".tmp")]
+
+
+def test_a_later_run_removes_the_run_claims_temporary_of_a_process_gone(
+    clip: Path, data: Path, tmp_path: Path, capsys: pytest.CaptureFixture
+) -> None:
+    """Issue 32: ``..spotdiff-run.json.PID.tmp``, left in ``--out`` by a run stopped while claiming it,
+    survived later successful runs."""
+    out = tmp_path / "out"
+    out.mkdir()
+    stale = out / f"..spotdiff-run.json.{_dead_pid()}.tmp"
+    stale.write_text("{")
+    assert cli(capsys, *eval_args(clip, data, tmp_path, "--out", out))[0] == 0
+    assert not stale.exists() and sorted(p.name for p in out.iterdir()) == [
+        ".spotdiff-run.json", "metrics.json", "scores.jsonl"
+    ]  # fmt: skip

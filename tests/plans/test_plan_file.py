@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -197,3 +198,95 @@ def test_sigterm_stops_the_running_stage(tmp_path: Path) -> None:
     assert "spotdiff run: terminated (SIGTERM)" in err and "Traceback" not in err
     assert "long" in out and "stopped; unfinished" in out
     assert (tmp_path / "stages" / "long.started").is_file() and not (tmp_path / "stages" / "long.json").exists()
+
+
+def _bomb(levels: int, word: str = "lol") -> str:
+    """A plan whose variable ``bomb`` expands to ``10 ** levels`` copies of ``word`` through anchors nesting
+    anchors, and whose command uses it."""
+    lines = ["vars:", f"  l0: &l0 {word}"]
+    for k in range(1, levels + 1):
+        lines.append(f"  l{k}: &l{k} [{', '.join([f'*l{k - 1}'] * 10)}]")
+    lines += [f"  bomb: *l{levels}", "stages:", "  - name: a", "    run: models --x {bomb}"]
+    return "\n".join(lines) + "\n"
+
+
+def test_an_alias_bomb_is_refused_at_load_in_bounded_memory(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
+    """Issue 32: anchors nesting anchors (a YAML "alias bomb") took gigabytes in ``--dry-run``; the plan's
+    size with its aliases expanded is bounded before it is built."""
+    import tracemalloc
+
+    # l0 counts 1 + 120, l_k 1 + 10 l_(k-1) (l4: 1,211,111), vars 1 + 20 for its keys + l0..l4 + bomb (= l4),
+    # the whole plan 1 + 5 ("vars") + 2,556,797 + 7 ("stages") + 31 (the stage)
+    with pytest.raises(DataError, match=r"file b.yaml: expands to 2,556,841 characters and nodes with its aliases"):
+        parse_plan(_bomb(4, "lol" * 40), source="b.yaml")  # without the bound: a command line of 1.2 MB
+    plan = tmp_path / "bomb.yaml"
+    plan.write_text(_bomb(9))  # 10**9 strings
+    tracemalloc.start()
+    try:
+        assert main(["run", str(plan), "--dry-run"]) == 2
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and f"file {plan}: expands to" in err[0] and "MAX" not in err[0], err
+    assert peak < 20e6, peak
+    assert parse_plan(_bomb(2), source="ok.yaml").vars["bomb"][9] == ["lol"] * 10  # a few aliases are fine
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        ("vars: {a: &a [*a]}\nstages: [{name: a, run: models}]\n", r"line 1: an alias \(\*name\) inside the node"),
+        ("stages: [{name: a, run: models, params: &p {x: *p}}]\n", r"line 1: an alias \(\*name\) inside the node"),
+        ("vars: {a: " + "[" * 5000 + "]" * 5000 + "}\n", r"nested too deeply to read"),
+    ],
+)
+def test_recursive_and_deeply_nested_plans_are_one_error(text: str, message: str) -> None:
+    with pytest.raises(DataError, match=rf"^file r.yaml: {message}"):
+        parse_plan(text, source="r.yaml")
+
+
+@pytest.mark.parametrize(
+    ("command", "message"),
+    [
+        ("evl --model m", r"spotdiff has no sub-command 'evl'; it has benchmarks, .*, eval, "),
+        ("synth spc --out x", r"spotdiff synth has no sub-command 'spc'; it has .*spec"),
+        ("-v demo --out d tokenise --captions c", r"spotdiff demo has no sub-command 'tokenise'"),
+        ("--workers 2", r"names no spotdiff sub-command"),
+    ],
+)
+def test_an_unknown_sub_command_is_refused_at_load(
+    command: str, message: str, tmp_path: Path, capsys: pytest.CaptureFixture
+) -> None:
+    """Issue 32: a stage naming an unknown sub-command was found only when the stage started (``--dry-run``
+    accepted it)."""
+    plan = tmp_path / "p.yaml"
+    plan.write_text(
+        f"stages:\n  - name: ok\n    run: models\n  - name: bad\n    run:\n      - models\n      - {command}\n"
+    )
+    assert main(["run", str(plan), "--dry-run"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1, err
+    assert re.match(rf"spotdiff run: error: file {re.escape(str(plan))}, record bad, field 'run': line 7: {message}",
+                    err[0]), err  # fmt: skip
+
+
+def test_plans_that_run_themselves_are_refused_at_load(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
+    """Issue 32: a plan whose stage runs the plan itself recursed until a RecursionError traceback; that and
+    longer cycles (a runs b, b runs a, in b's own folder) are refused before anything runs."""
+    own = tmp_path / "self.yaml"
+    own.write_text("stages:\n  - name: again\n    run: run self.yaml --workers 1\n")
+    assert main(["run", str(own), "--dry-run"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err == [f"spotdiff run: error: file {own}, record again, field 'run': runs the plan {own}, which is "
+                   f"running already ({own} -> {own}); a plan cannot run itself"]  # fmt: skip
+    a, b = tmp_path / "a.yaml", tmp_path / "sub" / "b.yaml"
+    b.parent.mkdir()
+    a.write_text("stages:\n  - name: to-b\n    run: run --out elsewhere sub/b.yaml --set n=2\n")
+    b.write_text("vars: {n: 1}\nstages:\n  - name: to-a\n    run: run ../a.yaml --out {n}\n")
+    assert main(["run", str(a), "--dry-run"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and f"file {b}, record to-a, field 'run': runs the plan {a}" in err[0], err
+    assert f"({a} -> {b} -> {a})" in err[0] and not (tmp_path / "logs").exists()
+    b.write_text("vars: {n: 1}\nstages:\n  - name: listing\n    run: models\n")  # no cycle: accepted
+    assert main(["run", str(a), "--dry-run"]) == 0

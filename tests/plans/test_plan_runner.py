@@ -147,3 +147,64 @@ def test_an_interrupted_train_without_a_checkpoint_starts_afresh(tmp_path: Path)
     runner.resuming.add("t")
     assert runner._command(stage, 0) == ["train", "--steps", "4", "--out", "m", "--resume"]
     assert runner._command(stage, 1) == ["eval", "--out", "e"]
+
+
+def _write(argv: list[str]) -> int:
+    """A stage "command" ``["write", FILE, ...]`` (run in the forked worker, in the plan's folder): writes
+    each FILE, holding its name."""
+    for name in argv[1:]:
+        Path(name).parent.mkdir(parents=True, exist_ok=True)
+        Path(name).write_text(name)
+    return 0
+
+
+def test_outputs_holding_files_no_stage_wrote_are_refused_and_kept(tmp_path: Path) -> None:
+    """Issue 32: a plan's first run deleted the files a user had in a folder it names as an output
+    (``outputs: [mydata]`` removed ``mydata/keep.txt``); it is refused, naming them, and nothing runs."""
+    keep = tmp_path / "mydata" / "keep.txt"
+    keep.parent.mkdir()
+    keep.write_text("mine")
+    first = Stage("first", "runs before", [["write", "first.txt"]], ["first.txt"])
+    stage = Stage("data", "writes mydata", [["write", "mydata/a.txt", "mydata/sub/b.txt"]], ["mydata"], deps=("first",))
+    with pytest.raises(ConfigError, match=r"stage data: its outputs in .* hold files no stage of this plan wrote "
+                       r"\(mydata/keep\.txt\), which running it would delete"):  # fmt: skip
+        Runner(tmp_path, [first, stage], run_command=_write, workers=1, echo=print).run()
+    assert keep.read_text() == "mine" and not (tmp_path / "first.txt").exists()  # refused before anything ran
+
+    keep.unlink()
+    Runner(tmp_path, [first, stage], run_command=_write, workers=1, echo=print).run()
+    record = json.loads((tmp_path / "stages" / "data.json").read_text())
+    assert record["files"] == ["mydata/a.txt", "mydata/sub/b.txt"]
+
+    changed = Stage("data", "writes mydata", [["write", "mydata/c.txt"]], ["mydata"], deps=("first",))
+    Runner(tmp_path, [first, changed], run_command=_write, workers=1, echo=print).run()
+    assert sorted(p.name for p in (tmp_path / "mydata").rglob("*.txt")) == ["c.txt"]  # its own files went
+
+    notes = tmp_path / "mydata" / "notes.txt"
+    notes.write_text("added by hand")  # after the stage ran: no stage wrote it
+    with pytest.raises(ConfigError, match=r"\(mydata/notes\.txt\)"):
+        Runner(tmp_path, [first, stage], run_command=_write, workers=1, echo=print).run()
+    assert notes.read_text() == "added by hand" and (tmp_path / "mydata" / "c.txt").is_file()
+
+
+def test_a_record_without_its_file_list_vouches_for_its_outputs(tmp_path: Path) -> None:
+    """A stage record written before records listed their files (an earlier spotdiff) still lets the stage
+    rerun into its outputs."""
+    stage = Stage("data", "writes mydata", [["write", "mydata/b.txt"]], ["mydata"])
+    (tmp_path / "mydata").mkdir()
+    (tmp_path / "mydata" / "a.txt").write_text("old")
+    (tmp_path / "stages").mkdir()
+    (tmp_path / "stages" / "data.json").write_text(json.dumps({"name": "data", "fingerprint": "older"}))
+    Runner(tmp_path, [stage], run_command=_write, workers=1, echo=print).run()
+    assert sorted(p.name for p in (tmp_path / "mydata").iterdir()) == ["b.txt"]
+
+
+def test_the_cli_refuses_a_users_output_folder_in_one_line(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
+    (tmp_path / "mydata").mkdir()
+    (tmp_path / "mydata" / "keep.txt").write_text("mine")
+    plan = tmp_path / "plan.yaml"
+    plan.write_text("stages:\n  - name: data\n    run: synth corpus --out mydata --n 2\n    outputs: [mydata]\n")
+    assert main(["run", str(plan)]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "mydata/keep.txt" in err[0] and err[0].startswith("spotdiff run: error: stage data"), err
+    assert (tmp_path / "mydata" / "keep.txt").read_text() == "mine"

@@ -14,7 +14,7 @@ import pkgutil
 import sys
 from collections.abc import Sequence
 
-from spotdiff.errors import SpotdiffError
+from spotdiff.errors import ConfigError, SpotdiffError, file_system_error
 from spotdiff.urls import redact_text
 from spotdiff.version import __version__
 
@@ -54,6 +54,48 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def split_command(parser: argparse.ArgumentParser, argv: Sequence[str]) -> tuple[list[str], list[str], dict]:
+    """A command line (without ``spotdiff``) read as ``parser`` would, without running anything: the
+    sub-commands it names (``["synth", "spec"]``), then the positional arguments and the values of each
+    option (by ``dest``) of the last one, as given. Reading stops at an option the parser does not know
+    (argparse refuses it when the command runs).
+
+    Args:
+        parser: the parser of ``spotdiff`` (:func:`build_parser`).
+        argv: the command line.
+
+    Raises:
+        ConfigError: ``argv`` names a sub-command ``spotdiff`` does not have.
+    """
+    words: list[str] = []
+    positional: list[str] = []
+    options: dict[str, list[str]] = {}
+    tokens = list(argv)
+    while tokens:
+        token = tokens.pop(0)
+        if token.startswith("-") and token != "-":
+            name, equals, value = token.partition("=")
+            action = parser._option_string_actions.get(name)
+            if action is None or action.nargs not in (None, 0):
+                break
+            if not equals and action.nargs is None:  # the option's value is the next word
+                value = tokens.pop(0) if tokens else ""
+            options.setdefault(action.dest, []).append(value)
+            continue
+        sub = next((a for a in parser._actions if isinstance(a, argparse._SubParsersAction)), None)
+        if sub is None:
+            positional.append(token)
+        elif token in sub.choices:
+            words.append(token)
+            parser, options = sub.choices[token], {}
+        else:
+            where = " ".join(["spotdiff", *words])
+            raise ConfigError(f"{where} has no sub-command {token!r}; it has {', '.join(sorted(sub.choices))}")
+    if not words:
+        raise ConfigError("names no spotdiff sub-command")
+    return words, positional, options
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
@@ -71,6 +113,20 @@ def main(argv: Sequence[str] | None = None) -> int:
     except SpotdiffError as exc:  # one line, without a password any URL in it held
         print(f"spotdiff {args.command}: error: {redact_text(str(exc))}", file=sys.stderr)
         return 2
+    except OSError as exc:  # a full disk, a read-only file system, no permission: one line, not a traceback
+        error = file_system_error(exc, _output(args))
+        if error is None:
+            raise
+        print(f"spotdiff {args.command}: error: {redact_text(str(error))}", file=sys.stderr)
+        return 2
     except KeyboardInterrupt:
         print(f"spotdiff {args.command}: interrupted; cached work is kept", file=sys.stderr)
         return 130
+
+
+def _output(args: argparse.Namespace) -> object | None:
+    """The folder a command writes (its ``--out``), named by an error whose file the system did not name."""
+    for name in ("out", "step_out"):
+        if getattr(args, name, None) is not None:
+            return getattr(args, name)
+    return None

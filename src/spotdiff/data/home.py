@@ -9,7 +9,6 @@ from __future__ import annotations
 import json
 import logging
 import os
-import tempfile
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -22,6 +21,7 @@ from spotdiff.benchmarks.metadata import BenchmarkMetadata
 from spotdiff.benchmarks.shared import COLLECTIONS, MANIFEST, SHARED
 from spotdiff.benchmarks.sources import Collection, ImagesSource, ManualSource, Part, Source
 from spotdiff.errors import ConfigError, DataError
+from spotdiff.jsonio import write_json
 
 log = logging.getLogger(__name__)
 
@@ -83,11 +83,7 @@ class Manifest:
         """Write atomically (a temporary file renamed over the old one)."""
         self.path.parent.mkdir(parents=True, exist_ok=True)
         payload = {"format": FORMAT, "name": self.name, "parts": self.parts}
-        fd, tmp = tempfile.mkstemp(dir=self.path.parent, prefix=".manifest.", suffix=".tmp")
-        with os.fdopen(fd, "w", encoding="utf-8") as f:
-            json.dump(payload, f, indent=1, sort_keys=True)
-            f.write("\n")
-        os.replace(tmp, self.path)
+        write_json(self.path, payload, indent=1)
 
 
 # --------------------------------------------------------------------------------------------------

@@ -26,10 +26,10 @@ from spotdiff.data import data_provenance
 from spotdiff.diagnose.autobatch import DEFAULT_BATCH_SIZE, resolve_batch_size
 from spotdiff.diagnose.cache import Cache, merge_shards
 from spotdiff.diagnose.engine import Engine, check_capability
-from spotdiff.diagnose.sqlfile import disk_full, is_disk_full
+from spotdiff.diagnose.sqlfile import is_disk_full
 from spotdiff.diagnose.store import RunStore
-from spotdiff.errors import ConfigError, DataError, ModelOutputError
-from spotdiff.jsonio import dumps, to_jsonable, write_json
+from spotdiff.errors import ConfigError, DataError, ModelOutputError, disk_full
+from spotdiff.jsonio import dumps, remove_stale_temporaries, temporary_path, to_jsonable, write_json
 from spotdiff.protocols import Protocol, UnitTable, get_protocol
 from spotdiff.protocols.columns import IdSet
 from spotdiff.protocols.diagnostics import BOW_TAG, RunDiagnostics, bag_of_words_identical
@@ -313,7 +313,7 @@ class RunRecorder:
                 step=config.step,
             )
         if config.out is not None:
-            self._scores_tmp = config.out / f".{self.scores_name}.{os.getpid()}.tmp"
+            self._scores_tmp = temporary_path(config.out / self.scores_name)
             self._scores = open(self._scores_tmp, "w", encoding="utf-8")  # noqa: SIM115 (closed by finish or __exit__)
 
     def add_case(self, case: Case, matrix: np.ndarray, bounded: list[list[int]] | None = None) -> None:
@@ -411,7 +411,7 @@ class RunRecorder:
         if self._scores is not None:
             self._scores_tmp.replace(self.config.out / self.scores_name)
             self._scores = None
-            remove_stale_temporaries(self.config.out, self.scores_name)
+            remove_stale_temporaries(self.config.out / self.scores_name)
             if self.write_metrics:
                 write_metrics_json(self.config, self.protocol.name, result, self.data_digest)
             if self.claim:
@@ -485,24 +485,6 @@ def sigterm_as_interrupt() -> Callable[[], None]:
 
     signal.signal(signal.SIGTERM, interrupt)
     return lambda: signal.signal(signal.SIGTERM, signal.SIG_DFL)
-
-
-def remove_stale_temporaries(out: Path, scores_name: str) -> None:
-    """Remove the temporary ``scores`` files in ``out`` left by runs whose process is gone (killed)."""
-    for path in out.glob(f".{scores_name}.*.tmp"):
-        pid = path.name[len(scores_name) + 2 : -len(".tmp")]
-        if pid.isdigit() and not _process_alive(int(pid)):
-            path.unlink(missing_ok=True)
-
-
-def _process_alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:  # another user's process
-        pass
-    return True
 
 
 def set_batch_size(scorer: Scorer, batch_size: int | str, cache_dir: str | Path | None) -> None:

@@ -10,13 +10,12 @@ from __future__ import annotations
 
 import contextlib
 import errno
-import os
 import sqlite3
 import time
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 
-from spotdiff.errors import DataError
+from spotdiff.errors import DataError, disk_full, no_room
 
 #: SQLite's result codes for "database or disk is full" and for an I/O error (the primary code of
 #: ``SQLITE_IOERR_*``).
@@ -24,9 +23,6 @@ _SQLITE_FULL = 13
 _SQLITE_IOERR = 10
 #: SQLite's result code for "database is locked" (another connection holds the lock).
 _SQLITE_BUSY = 5
-#: Free bytes below which a file system counts as full: SQLite grows its files by pages and the
-#: write-ahead log's shared-memory file by 32 KiB.
-_ROOM = 64 * 1024
 #: Seconds a connection waits for another process's lock (the busy timeout, and the budget of
 #: :func:`set_journal_mode`).
 BUSY_SECONDS = 60.0
@@ -130,19 +126,5 @@ def is_disk_full(exc: BaseException, path: Path | None = None) -> bool:
         code = getattr(exc, "sqlite_errorcode", None)
         if code == _SQLITE_FULL or "disk is full" in str(exc):
             return True
-        return code is not None and code & 0xFF == _SQLITE_IOERR and path is not None and _no_room(path)
+        return code is not None and code & 0xFF == _SQLITE_IOERR and path is not None and no_room(path.parent)
     return isinstance(exc, OSError) and exc.errno in (errno.ENOSPC, errno.EDQUOT)
-
-
-def _no_room(path: Path) -> bool:
-    """Whether the file system holding ``path`` has less than :data:`_ROOM` bytes free."""
-    try:
-        stat = os.statvfs(path.parent)
-    except OSError:
-        return False
-    return stat.f_bavail * stat.f_frsize < _ROOM
-
-
-def disk_full(path: Path, exc: BaseException) -> DataError:
-    """The one error of a write to ``path`` that found the disk full."""
-    return DataError(f"disk full ({exc}); free space there (or choose another location) and run again", file=path)

@@ -92,6 +92,10 @@ class Callback:
 
     def on_close(self, trainer: Trainer) -> None: ...
 
+    def on_abort(self, trainer: Trainer) -> None:
+        """The run stops with an error (a full disk, a bug): release what the callback holds, writing
+        nothing more; it must not raise."""
+
 
 class StepLog(Callback):
     """``OUT/train_log.jsonl``, one line a step, holding exactly the steps of the model being trained; a
@@ -134,6 +138,14 @@ class TrackerLog(Callback):
 
     def on_close(self, trainer: Trainer) -> None:
         self.trackers.close()
+
+    def on_abort(self, trainer: Trainer) -> None:
+        """Stop the trackers' writers (TensorBoard's thread would outlive the run, and a process forked
+        later could inherit its locks)."""
+        try:
+            self.trackers.close()
+        except Exception as exc:  # the error that stops the run (often the same full disk) is the one to report
+            log.warning("the trackers of %s could not be closed: %s", trainer.out, exc)
 
 
 class Evaluation(Callback):

@@ -7,6 +7,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+from spotdiff.errors import writing
+
 MAX_LEN = 40
 
 
@@ -122,8 +124,9 @@ def train_captioner(
     model.eval()
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
-    model.save_pretrained(out)
-    BlipProcessor(image_processor=processor, tokenizer=tok).save_pretrained(out)
+    with writing(out):
+        model.save_pretrained(out)
+        BlipProcessor(image_processor=processor, tokenizer=tok).save_pretrained(out)
     summary = {
         "steps": steps,
         "batch_size": batch_size,

@@ -24,7 +24,7 @@ import torch
 from filelock import FileLock, Timeout
 from safetensors import SafetensorError
 
-from spotdiff.errors import ConfigError
+from spotdiff.errors import ConfigError, writing
 from spotdiff.jsonio import write_json
 
 log = logging.getLogger(__name__)
@@ -168,24 +168,25 @@ def save_checkpoint(
         rank: this process's rank (its ``rng_state_R.pt``).
         barrier: synchronises the ranks.
     """
-    if is_main:
-        if directory.exists():
-            shutil.rmtree(directory)
-        directory.mkdir(parents=True)
-        model.save(directory)
-        torch.save(
-            {"optimizer": optimizer.state_dict(), "scheduler": scheduler.state_dict(), "step": step},
-            directory / "trainer_state.pt",
-        )
-        (directory / "trainer_state.json").write_text(
-            json.dumps({"step": step, "options": options}, indent=2, default=str), encoding="utf-8"
-        )
-    barrier()
-    torch.save(rng_state(), directory / f"rng_state_{rank}.pt")
-    barrier()
-    if is_main:
-        (directory / MARKER).write_text(f"{step}\n", encoding="utf-8")
-    barrier()
+    with writing(directory):  # a full disk fails torch's and safetensors' writes with their own errors
+        if is_main:
+            if directory.exists():
+                shutil.rmtree(directory)
+            directory.mkdir(parents=True)
+            model.save(directory)
+            torch.save(
+                {"optimizer": optimizer.state_dict(), "scheduler": scheduler.state_dict(), "step": step},
+                directory / "trainer_state.pt",
+            )
+            (directory / "trainer_state.json").write_text(
+                json.dumps({"step": step, "options": options}, indent=2, default=str), encoding="utf-8"
+            )
+        barrier()
+        torch.save(rng_state(), directory / f"rng_state_{rank}.pt")
+        barrier()
+        if is_main:
+            (directory / MARKER).write_text(f"{step}\n", encoding="utf-8")
+        barrier()
 
 
 def load_trainer_state(directory: Path) -> dict[str, Any]:

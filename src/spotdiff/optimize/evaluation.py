@@ -21,7 +21,7 @@ import torch
 from PIL import Image
 
 from spotdiff.diagnose.runner import EvalConfig, resolve, run_eval
-from spotdiff.errors import ConfigError
+from spotdiff.errors import ConfigError, writing
 from spotdiff.jsonio import dumps, iter_jsonl, write_json, write_jsonl
 from spotdiff.scorers.base import EmbeddingScorer, ScorerOptions
 from spotdiff.scorers.weights import state_dict_digest
@@ -295,7 +295,8 @@ class TrainingEvaluator:
             return
         self.keep.value, self.keep.step = float(value), step
         best = self.out / "best"
-        core.save(best)
+        with writing(best):
+            core.save(best)
         write_json(best / "best.json", {"label": self.keep.label, "metric": self.keep.metric, "value": value,
                                         "step": step, "run_id": record["run_id"]})  # fmt: skip
         log.info("step %d: best %s/%s = %.4f, saved to %s", step, self.keep.label, self.keep.metric, value, best)

@@ -22,7 +22,7 @@ from typing import Any
 import torch
 
 from spotdiff.cases import Case
-from spotdiff.errors import ConfigError
+from spotdiff.errors import ConfigError, writing
 from spotdiff.jsonio import write_json
 from spotdiff.optimize.callbacks import Callback, Checkpoints, Evaluation, StepLog, StepOutput, TrackerLog
 from spotdiff.optimize.checkpoint import (
@@ -364,6 +364,9 @@ class Trainer:
         try:
             with self.stop_on_signals():
                 result = self.train_to_end()
+        except BaseException:
+            self.emit("on_abort", self)
+            raise
         finally:
             if self.lock is not None:
                 self.lock.release()
@@ -388,7 +391,8 @@ class Trainer:
         eval_spec = None
         if self.finished:
             if self.is_main:
-                self.core.save(self.out)
+                with writing(self.out):
+                    self.core.save(self.out)
             eval_spec = self.core.eval_spec(self.out)
         self.emit("on_close", self)
         if self.is_main:

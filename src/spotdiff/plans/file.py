@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import re
 import shlex
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -21,6 +21,12 @@ from spotdiff.plans.runner import Stage
 _KEYS = {"name", "title", "run", "outputs", "after", "params"}
 _TOP = {"name", "vars", "store", "stages"}
 _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
+#: The most a plan may hold with its aliases (``*name``) expanded, in characters of its values plus
+#: nodes: a plan is a few kilobytes, and anchors nesting anchors (an "alias bomb") expand to gigabytes.
+MAX_EXPANDED = 1_000_000
+
+#: Checks one stage command (argv after ``spotdiff``): None when it can run, else why not.
+CommandCheck = Callable[[Sequence[str]], str | None]
 
 
 @dataclass
@@ -33,18 +39,22 @@ class Plan:
     vars: dict[str, Any] = field(default_factory=dict)
 
 
-def parse_plan(text: str, *, source: str = "<plan>", overrides: Mapping[str, str] | None = None) -> Plan:
+def parse_plan(
+    text: str,
+    *,
+    source: str = "<plan>",
+    overrides: Mapping[str, str] | None = None,
+    check: CommandCheck | None = None,
+) -> Plan:
     """Parse and check a plan (the format: docs/plans.md); ``overrides`` replace ``vars`` values.
 
     Args:
         text: the plan's YAML text.
         source: the file name errors name.
         overrides: ``vars`` values given on the command line (``--set name=value``).
+        check: checks each stage command (its sub-command is one ``spotdiff`` has), before any runs.
     """
-    try:
-        doc = yaml.safe_load(text)
-    except yaml.YAMLError as exc:
-        raise DataError(f"not valid YAML: {exc}", file=source) from exc
+    doc = _load_yaml(text, source)
     if not isinstance(doc, dict):
         raise DataError("a plan is a mapping with a 'stages' list", file=source)
     unknown = set(doc) - _TOP
@@ -63,7 +73,7 @@ def parse_plan(text: str, *, source: str = "<plan>", overrides: Mapping[str, str
     stages: list[Stage] = []
     seen: set[str] = set()
     for k, item in enumerate(raw):
-        stage = _stage(item, k, source, variables, text)
+        stage = _stage(item, k, source, variables, text, check)
         if stage.name in seen:
             raise DataError("two stages have this name", file=source, record=stage.name, field="name")
         missing = [d for d in stage.deps if d not in seen]
@@ -77,8 +87,14 @@ def parse_plan(text: str, *, source: str = "<plan>", overrides: Mapping[str, str
     return Plan(str(doc.get("name") or Path(source).stem), stages, str(doc.get("store") or "runs.sqlite"), variables)
 
 
-def load_plan(path: str | Path, overrides: Mapping[str, str] | None = None) -> Plan:
-    """Read and parse a plan file."""
+def load_plan(path: str | Path, overrides: Mapping[str, str] | None = None, check: CommandCheck | None = None) -> Plan:
+    """Read and parse a plan file.
+
+    Args:
+        path: the plan file.
+        overrides: ``vars`` values given on the command line (``--set name=value``).
+        check: checks each stage command (:func:`parse_plan`).
+    """
     path = Path(path)
     try:
         text = path.read_text(encoding="utf-8")
@@ -88,10 +104,56 @@ def load_plan(path: str | Path, overrides: Mapping[str, str] | None = None) -> P
         line = exc.object[: exc.start].count(b"\n") + 1
         raise DataError(f"line {line}: not UTF-8 text (byte {exc.object[exc.start]:#04x}); save the plan as UTF-8",
                         file=path) from None  # fmt: skip
-    return parse_plan(text, source=str(path), overrides=overrides)
+    return parse_plan(text, source=str(path), overrides=overrides, check=check)
 
 
-def _stage(item: Any, index: int, source: str, variables: Mapping[str, Any], text: str) -> Stage:
+def _load_yaml(text: str, source: str) -> Any:
+    """The YAML document of a plan, refused before it is built where its aliases would expand it beyond
+    :data:`MAX_EXPANDED` or it nests deeper than Python's recursion limit."""
+    loader = yaml.SafeLoader(text)
+    try:
+        node = loader.get_single_node()
+        if node is None:
+            return None
+        size = _expanded_size(node, {}, source)
+        if size > MAX_EXPANDED:
+            raise DataError(
+                f"expands to {size:,} characters and nodes with its aliases (*name) in place, more than the "
+                f"{MAX_EXPANDED:,} a plan may hold; write the plan out without nesting anchors in anchors",
+                file=source,
+            )
+        return loader.construct_document(node)
+    except yaml.YAMLError as exc:
+        raise DataError(f"not valid YAML: {exc}", file=source) from exc
+    except RecursionError:
+        raise DataError("nested too deeply to read; a plan is a mapping of a few levels", file=source) from None
+    finally:
+        loader.dispose()
+
+
+def _expanded_size(node: yaml.Node, sizes: dict[int, int | None], source: str) -> int:
+    """Characters of the values plus nodes of ``node`` with every alias expanded; ``sizes`` holds those of
+    the nodes counted already (an alias is the node it names: counted once, added wherever it appears)."""
+    if id(node) in sizes:
+        size = sizes[id(node)]
+        if size is None:
+            raise DataError(f"line {node.start_mark.line + 1}: an alias (*name) inside the node it names; "
+                            "a plan cannot refer to itself", file=source)  # fmt: skip
+        return size
+    sizes[id(node)] = None  # being counted
+    if isinstance(node, yaml.ScalarNode):
+        size = 1 + len(node.value)
+    elif isinstance(node, yaml.SequenceNode):
+        size = 1 + sum(_expanded_size(item, sizes, source) for item in node.value)
+    else:
+        size = 1 + sum(_expanded_size(k, sizes, source) + _expanded_size(v, sizes, source) for k, v in node.value)
+    sizes[id(node)] = size
+    return size
+
+
+def _stage(
+    item: Any, index: int, source: str, variables: Mapping[str, Any], text: str, check: CommandCheck | None
+) -> Stage:
     record = f"stage {index + 1}"
     if not isinstance(item, dict):
         raise DataError("a stage is a mapping (name, run, outputs, after, title, params)", file=source, record=record)
@@ -115,6 +177,9 @@ def _stage(item: Any, index: int, source: str, variables: Mapping[str, Any], tex
                 raise
             raise DataError(f"line {_run_line(text, index, k)}: {exc} in {line!r}", file=source, record=name,
                             field="run") from None  # fmt: skip
+        why = check(commands[-1]) if check is not None else None
+        if why is not None:
+            raise DataError(f"line {_run_line(text, index, k)}: {why}", file=source, record=name, field="run")
     outputs = item.get("outputs") or []
     after = item.get("after") or []
     for key, value in (("outputs", outputs), ("after", after)):

@@ -32,7 +32,7 @@ from pathlib import Path
 from typing import Any
 
 from spotdiff.diagnose.store import RunStore
-from spotdiff.errors import ConfigError, SpotdiffError
+from spotdiff.errors import ConfigError, DataError, SpotdiffError, no_room
 from spotdiff.jsonio import dumps, write_json
 from spotdiff.processes import usable_cores
 from spotdiff.urls import redact_text
@@ -44,7 +44,8 @@ class Stage:
     """One step of a plan: ``spotdiff`` commands (argv after ``spotdiff``) run in order.
 
     ``outputs`` (paths relative to the plan's folder) are removed before the stage runs (kept when an
-    interrupted stage resumes, see :meth:`Runner.resumes`) and must all exist for it to be skipped;
+    interrupted stage resumes, see :meth:`Runner.resumes`; refused when they hold files no stage wrote,
+    see :meth:`Runner.check_outputs`) and must all exist for it to be skipped;
     ``deps`` name the stages that must finish first; ``params`` are anything else the outputs depend
     on; ``collect(out)`` reads what the commands wrote into the stage's record (``stages/NAME.json``).
     """
@@ -229,6 +230,7 @@ class Runner:
         self.stage_start: dict[str, float] = {}
         self.skipped: list[str] = []
         self.resuming: set[str] = set()
+        self.written: set[str] | None = None  # the files the stages' records list (check_outputs)
         self.use_fork = hasattr(os, "fork") and sys.platform.startswith("linux")
 
     # -- bookkeeping -----------------------------------------------------------------------------
@@ -305,13 +307,50 @@ class Runner:
             )
         return _Job(stage, index, popen.pid, time.perf_counter(), popen)
 
+    def check_outputs(self, stage: Stage) -> None:
+        """Refuse to run ``stage`` where its outputs hold files no stage of the plan wrote: a user's files
+        in a folder the plan names as an output would be deleted with it (as ``eval --out`` refuses a
+        folder holding another run's files).
+
+        A stage marked started emptied its outputs then, so what they hold it wrote; any other file must
+        be listed in a stage record (``stages/NAME.json``, ``files``).
+        """
+        if self.started_path(stage.name).is_file():
+            return
+        if self.written is None:
+            self.written = self._recorded_files()
+        foreign = [f for f in _files(self.out, stage.outputs) if f not in self.written]
+        if foreign:
+            shown = ", ".join(foreign[:3]) + (f" and {len(foreign) - 3} more" if len(foreign) > 3 else "")
+            raise ConfigError(
+                f"stage {stage.name}: its outputs in {self.out} hold files no stage of this plan wrote ({shown}), "
+                "which running it would delete; move them elsewhere, or name another output folder in the plan"
+            )
+
+    def _recorded_files(self) -> set[str]:
+        """The files the stage records in ``stages/`` list; a record without the list (written before
+        records listed them) vouches for all that its stage's outputs hold now."""
+        files: set[str] = set()
+        for path in sorted((self.out / "stages").glob("*.json")):
+            try:
+                record = json.loads(path.read_text(encoding="utf-8"))
+            except (OSError, ValueError):
+                continue
+            listed = record.get("files") if isinstance(record, dict) else None
+            if isinstance(listed, list):
+                files.update(f for f in listed if isinstance(f, str))
+            elif isinstance(record, dict) and record.get("name") in self.stages:
+                files.update(_files(self.out, self.stages[record["name"]].outputs))
+        return files
+
     def _prepare(self, stage: Stage) -> None:
-        """Remove a stage's outputs and record before it runs (keep the outputs when it resumes), and
-        mark it started."""
+        """Remove a stage's outputs and record before it runs (keep the outputs when it resumes; refuse
+        outputs holding files no stage wrote, :meth:`check_outputs`), and mark it started."""
         if self.resumes(stage):
             self.resuming.add(stage.name)
             self.say(stage.name, "interrupted earlier: resuming, its outputs are kept")
         else:
+            self.check_outputs(stage)
             for o in stage.outputs:
                 _remove(self.out, self.out / o)
         self.record_path(stage.name).unlink(missing_ok=True)
@@ -333,8 +372,10 @@ class Runner:
         result = stage.collect(self.out) if stage.collect else {}
         wall = time.perf_counter() - self.stage_start[stage.name]
         self.stage_wall[stage.name] = wall
+        files = _files(self.out, stage.outputs)
         record = {
             "runs": _output_runs(self.out, stage.outputs),
+            "files": files,
             "name": stage.name,
             "title": stage.title,
             "fingerprint": self.prints[stage.name],
@@ -347,6 +388,8 @@ class Runner:
         path = self.record_path(stage.name)
         path.parent.mkdir(parents=True, exist_ok=True)
         write_json(path, record, indent=1)
+        if self.written is not None:
+            self.written.update(files)
         self.started_path(stage.name).unlink(missing_ok=True)
         self.records[stage.name] = record
         cpu = self.stage_cpu.get(stage.name, float("nan"))
@@ -391,6 +434,9 @@ class Runner:
         for name in self.order:
             st = self.stages[name]
             self.prints[name] = st.fingerprint(self.prints)
+        for name in self.order:  # before anything runs: a stage never run here has no files of its own yet
+            if not self.record_path(name).is_file():
+                self.check_outputs(self.stages[name])
         done: set[str] = set()
         pending = list(self.order)
         running: list[_Job] = []
@@ -448,7 +494,11 @@ class Runner:
             self._kill(running)
             raise
         if failed:
-            raise SpotdiffError(f"stage {failed} failed; see {self.out / 'logs' / (failed + '.log')}")
+            log = self.out / "logs" / f"{failed}.log"
+            if no_room(log):  # the command's own error may not have reached its log
+                raise DataError(f"stage {failed} failed with the disk full (its log: {log}); free space there (or "
+                                "choose another --out) and run again", file=self.out)  # fmt: skip
+            raise SpotdiffError(f"stage {failed} failed; see {log}")
         return self.records
 
 
@@ -469,6 +519,21 @@ def _remove(root: Path, path: Path) -> None:
         shutil.rmtree(target)
     elif target.exists() or target.is_symlink():
         target.unlink()
+
+
+def _files(root: Path, outputs: Sequence[str]) -> list[str]:
+    """The files (and links) in ``outputs``, as sorted paths relative to ``root``; folders are not
+    followed through links."""
+    found: list[str] = []
+    for name in outputs:
+        path = root / name
+        if path.is_dir() and not path.is_symlink():
+            for folder, dirs, names in os.walk(path):  # a link to a folder is listed, not followed
+                links = [d for d in dirs if os.path.islink(os.path.join(folder, d))]
+                found += [os.path.relpath(os.path.join(folder, n), root) for n in (*names, *links)]
+        elif path.exists() or path.is_symlink():
+            found.append(os.path.relpath(path, root))
+    return sorted(set(found))
 
 
 def _run_ids(result: Any) -> list[str]:
