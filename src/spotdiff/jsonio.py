@@ -57,17 +57,32 @@ def write_json(path: str | Path, value: Any, *, indent: int | None = 2) -> Path:
     The temporary file is removed when the write fails (a full disk, an interrupt), and once ``path`` is
     written, so are those that processes no longer running left beside it.
     """
+    with atomic_path(path) as tmp:
+        tmp.write_text(dumps(value, indent=indent) + "\n", encoding="utf-8")
+    return Path(path)
+
+
+@contextlib.contextmanager
+def atomic_path(path: str | Path, *, sweep: bool = True) -> Iterator[Path]:
+    """The temporary file (:func:`temporary_path`) to write ``path`` into: renamed onto ``path`` when the
+    block succeeds, removed when it fails, so ``path`` is either whole or absent (never half written).
+
+    Args:
+        path: the file to write.
+        sweep: once ``path`` is written, also remove the temporaries dead processes left beside it (a
+            writer of many files in one folder sweeps once at its end instead).
+    """
     path = Path(path)
     tmp = temporary_path(path)
     try:
-        tmp.write_text(dumps(value, indent=indent) + "\n", encoding="utf-8")
+        yield tmp
         tmp.replace(path)
     except BaseException:
         with contextlib.suppress(OSError):  # a file system that refused the write may refuse this too
             tmp.unlink(missing_ok=True)
         raise
-    remove_stale_temporaries(path)
-    return path
+    if sweep:
+        remove_stale_temporaries(path)
 
 
 def temporary_path(path: str | Path) -> Path:

@@ -9,7 +9,6 @@ from __future__ import annotations
 import contextlib
 import contextvars
 import json
-import os
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any, TypeVar
@@ -17,7 +16,7 @@ from typing import Any, TypeVar
 import numpy as np
 from PIL import Image
 
-from spotdiff.jsonio import json_default
+from spotdiff.jsonio import atomic_path, json_default
 from spotdiff.processes import can_fork, fork_map, usable_cores
 
 T = TypeVar("T")
@@ -43,28 +42,21 @@ def progress_enabled() -> bool:
     return _PROGRESS.get()
 
 
-@contextlib.contextmanager
-def atomic_path(path: Path) -> Iterator[Path]:
-    """A temporary path beside ``path`` to write to; renamed onto ``path`` when the block succeeds,
-    removed when it fails, so that ``path`` is either absent or whole (a killed run leaves no half file)."""
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    partial = path.with_name(f".{path.name}.{os.getpid()}.part")
-    try:
-        yield partial
-        os.replace(partial, path)
-    finally:
-        partial.unlink(missing_ok=True)
+def written(path: Path):
+    """:func:`spotdiff.jsonio.atomic_path` for the engines' many files: the folder made, no sweep per file
+    (a run sweeps the temporaries a killed attempt left once, at its end)."""
+    Path(path).parent.mkdir(parents=True, exist_ok=True)
+    return atomic_path(path, sweep=False)
 
 
 def save_png(image: Image.Image, path: Path) -> None:
-    with atomic_path(path) as partial:
+    with written(path) as partial:
         image.save(partial, format="PNG", compress_level=PNG_COMPRESS_LEVEL, optimize=False)
 
 
 def save_npy(array: np.ndarray, path: Path) -> None:
     """An array as ``.npy`` (format 1.0, no pickled objects), written atomically."""
-    with atomic_path(path) as partial, open(partial, "wb") as fh:
+    with written(path) as partial, open(partial, "wb") as fh:
         np.save(fh, np.ascontiguousarray(array), allow_pickle=False)
 
 
@@ -73,7 +65,7 @@ def dumps(data: Any) -> str:
 
 
 def atomic_write_text(path: Path, text: str) -> None:
-    with atomic_path(path) as partial:
+    with written(path) as partial:
         partial.write_text(text, encoding="utf-8", newline="\n")
 
 

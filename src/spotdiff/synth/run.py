@@ -150,9 +150,10 @@ def resumable(write: Callable[..., R]) -> Callable[..., R]:
 
 
 def drop_journal(out: Path) -> None:
-    """Remove the journal of finished items and what a killed earlier attempt was writing (``.*.part``)."""
+    """Remove the journal of finished items and what a killed earlier attempt was writing (the temporary
+    files of :func:`spotdiff.jsonio.temporary_path`: no writer of this run is left)."""
     shutil.rmtree(Path(out) / PARTIAL, ignore_errors=True)
-    for stale in Path(out).rglob(".*.part"):
+    for stale in Path(out).rglob(".*.*.tmp"):
         stale.unlink()
 
 
