@@ -396,14 +396,17 @@ def _weights_equal(a: Path, b: Path) -> bool:
 
 
 def interrupt_plan(args: argparse.Namespace, trial: Path, rng: random.Random) -> dict:
-    """Start the plan, wait for the training's first complete checkpoint, then a random 0-2 s more, and send
-    ``args.signal`` (term: SIGTERM, what Slurm and ``docker stop`` send; int: Ctrl-C) to the runner."""
+    """Start the plan, wait for the training's first complete checkpoint, then a random 0-2 s more (but no
+    later than the checkpoint two saves before the last, so that the signal lands mid-training however fast
+    the machine trains), and send ``args.signal`` (term: SIGTERM, what Slurm and ``docker stop`` send; int:
+    Ctrl-C) to the runner."""
     proc = run_plan(args, trial)
     model = trial / "models" / "m"
     while proc.poll() is None and not _checkpoint_steps(model):
         time.sleep(0.05)
     end = time.monotonic() + rng.uniform(0.0, 2.0)
-    while proc.poll() is None and time.monotonic() < end:
+    latest = args.steps - 2 * args.save_every
+    while proc.poll() is None and time.monotonic() < end and max(_checkpoint_steps(model), default=0) < latest:
         time.sleep(0.05)
     mid_run = proc.poll() is None and not (trial / "stages" / "train.json").is_file()
     sig = signal.SIGTERM if args.signal == "term" else signal.SIGINT
