@@ -48,7 +48,7 @@ DIR/data/test/data-*.arrow (the hub dataset mair-lab/vismin-bench: datasets' sav
   bytes), category (object/attribute/relation/counting); the MLLM question columns (text_question_k,
   image_question_k) are not read
 case: 2 images [image_0, image_1] x 2 captions [text_0, text_1], text_k describes image_k (diagonal
-  truth); id <id>; subset = category
+  truth); id <category>/<id> (the hub's ids restart at 0 in each category); subset = category
 tags: subset""",
         description="VisMin: 2,084 image pairs with one minimal change (object, attribute, count, spatial "
         "relation) and their captions; text / image / group score per category (Awal et al., VisMin, "
@@ -92,4 +92,5 @@ tags: subset""",
                                 record=where, field="category")  # fmt: skip
             if subset is not None and category != subset:
                 continue
-            yield pair_case(str(ex_id), texts, (record["image_0"], record["image_1"]), {"subset": category})
+            case_id = f"{category}/{ex_id}"  # the hub's ids restart at 0 in each category
+            yield pair_case(case_id, texts, (record["image_0"], record["image_1"]), {"subset": category})
