@@ -25,6 +25,7 @@ from typing import Any
 import numpy as np
 from PIL import Image
 
+from spotdiff.cases import LETTER_READERS
 from spotdiff.errors import ConfigError, EndpointError
 from spotdiff.jsonio import json_row, row_json
 from spotdiff.scorers.base import SCORERS, PairScorer, ScorerOptions
@@ -455,7 +456,7 @@ class ApiScorer(PairScorer):
     ) -> list[np.ndarray]:
         """Per image, ``[n_questions, n_answers (+ 1)]``, as ``vqa:``'s: each candidate answer's
         log-probability as the first answer token, read from its ``top_logprobs`` (spellings combined
-        as :func:`yes_probability` combines them, except for the ``letter`` reader, whose option letters
+        as :func:`yes_probability` combines them, except for the letter readers, whose option letters
         count only as themselves, as the choice path reads them: a lower-case "a" is an article; a
         candidate not listed gets the bound, counted in ``bounded``), and with ``generate=N`` a last
         column: the candidate the answer of up to N tokens gives, read by ``reader``
@@ -479,7 +480,7 @@ class ApiScorer(PairScorer):
                 f"{several!r} are not single words or letters (use vqa: in process, which scores every token)"
             )
         read = ANSWER_READERS[reader]
-        spellings = "exact" if reader == "letter" else self.spellings
+        spellings = "exact" if reader in LETTER_READERS else self.spellings
         urls, digests = self._encode(images)
         bodies = [self._body([u], q, max(1, self.generate)) for u, qs in zip(urls, questions, strict=True) for q in qs]
         docs = iter(self._ask(bodies, digests))
