@@ -437,6 +437,10 @@ class Case:
         return (len(self.images), len(self.texts))
 
 
+#: The tags of a case in a set of images judged together (What'sUp's controlled images: the pair and set
+#: accuracy of protocol ``whatsup``): the set (the two objects) and the case's slot in it (its preposition).
+SET_TAG, SLOT_TAG = "set", "set_preposition"
+
 #: The tag of a question case that lists its candidate answers, separated by :data:`ANSWER_SEP`.
 ANSWERS_TAG = "answers"
 ANSWER_SEP = "/"

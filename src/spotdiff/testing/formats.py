@@ -601,19 +601,30 @@ def write_zeroshot_cifar(root: Path, n: int = 12, seed: int = 0, *, kind: str = 
 
 
 # ------------------------------------------------------------------------------ What'sUp
+def _whatsup_controlled(
+    folder: str, a: str, b: str, words: dict[str, str], pictured: tuple[str, ...] | None = None
+) -> list[dict]:
+    """One controlled set as What'sUp's JSON lists it: an image per preposition (of ``pictured``, default all
+    four), its four captions with the true one first and the others in another order per image, the
+    captions' article kept as published ("a armchair")."""
+    captions = {p: f"A {a.replace('-', ' ')} {w} a {b}" for p, w in words.items()}
+    out = []
+    for k, prep in enumerate(pictured or tuple(words)):
+        others = [captions[p] for p in words if p != prep]
+        others = others[k % 3 :] + others[: k % 3]
+        out.append({"image_path": f"data/{folder}/{a}_{prep}_{b}.jpeg", "caption_options": [captions[prep], *others]})
+    return out
+
+
+_WHATSUP_A = {"on": "on", "under": "under", "left_of": "to the left of", "right_of": "to the right of"}
+_WHATSUP_B = {"in-front_of": "in front of", "behind": "behind", "left_of": "left of", "right_of": "right of"}
+#: Controlled-A: a whole set of four (beer-bottle / armchair) and a set missing its "under" image; file order
+#: as published keeps a set's images together.
 WHATSUP_CONTROLLED = [
-    {"image_path": "data/controlled_images/beer-bottle_on_armchair.jpeg",
-     "caption_options": ["A beer bottle on a armchair", "A beer bottle under a armchair",
-                         "A beer bottle to the left of a armchair", "A beer bottle to the right of a armchair"]},
-    {"image_path": "data/controlled_images/beer-bottle_left_of_armchair.jpeg",
-     "caption_options": ["A beer bottle to the left of a armchair", "A beer bottle on a armchair",
-                         "A beer bottle under a armchair", "A beer bottle to the right of a armchair"]},
-]  # fmt: skip
-WHATSUP_CLEVR = [
-    {"image_path": "data/controlled_clevr/cube_in-front_of_sphere.jpeg",
-     "caption_options": ["A cube in front of a sphere", "A cube behind a sphere", "A cube left of a sphere",
-                         "A cube right of a sphere"]},
-]  # fmt: skip
+    *_whatsup_controlled("controlled_images", "beer-bottle", "armchair", _WHATSUP_A),
+    *_whatsup_controlled("controlled_images", "mug", "table", _WHATSUP_A, ("on", "left_of", "right_of")),
+]
+WHATSUP_CLEVR = _whatsup_controlled("controlled_clevr", "cube", "sphere", _WHATSUP_B)
 WHATSUP_COCO_ONE = [[397133, "A photo of a dog on the left", "A photo of a dog on the right"]]
 WHATSUP_COCO_TWO = [
     [37777, "A cup above a plate", "A cup below a plate"],
