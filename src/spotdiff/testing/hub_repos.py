@@ -7,6 +7,7 @@ docs/testing.md.
 from __future__ import annotations
 
 import io
+import json
 import tempfile
 import zipfile
 from pathlib import Path
@@ -198,3 +199,32 @@ def naturalbench_repo(n: int = 6, seed: int = 0, type_column: str = "Question Ty
         rows[type_column].append("multiple_choice" if mc else "yes_no")
         rows["Source"].append(("Flickr30K", "DOCCI")[i % 2])
     return {"data/train-00000-of-00001.parquet": _parquet(rows)}
+
+
+def naturalbench_retrieval_repo(n: int = 4, seed: int = 0) -> dict[str, bytes]:
+    """``NaturalBench-Retrieval.zip`` as the hub dataset ``BaiqiL/NaturalBench`` publishes it (read by
+    naturalbench_retrieval.py and t2v_metrics' ``NaturalBench_Retrieval``): one top folder
+    ``NaturalBench-Retrieval/`` holding ``metadata.json`` (a list of ``{"index": k, "image_0", "image_1",
+    "caption_0", "caption_1"}``, ``index`` the position, as t2v_metrics asserts) and ``images/``; JPEG
+    images; sample ``i``'s captions swap two nouns.
+
+    Args:
+        n: samples.
+        seed: the random images' seed.
+    """
+    rng = np.random.default_rng(seed)
+    buf = io.BytesIO()
+    metadata = []
+    with zipfile.ZipFile(buf, "w", zipfile.ZIP_DEFLATED) as zf:
+        for i in range(n):
+            a, b = rng.choice(_NOUNS, size=2, replace=False)
+            names = [f"{i}_{k}.jpg" for k in (0, 1)]
+            for name in names:
+                image = Image.fromarray(rng.integers(0, 256, size=(32, 40, 3), dtype=np.uint8), mode="RGB")
+                data = io.BytesIO()
+                image.save(data, format="JPEG")
+                zf.writestr(f"NaturalBench-Retrieval/images/{name}", data.getvalue())
+            captions = {"caption_0": f"a {a} to the left of a {b}", "caption_1": f"a {b} to the left of a {a}"}
+            metadata.append({"index": i, "image_0": names[0], "image_1": names[1], **captions})
+        zf.writestr("NaturalBench-Retrieval/metadata.json", json.dumps(metadata, indent=4))
+    return {"NaturalBench-Retrieval.zip": buf.getvalue()}
