@@ -441,6 +441,26 @@ class Case:
 #: accuracy of protocol ``whatsup``): the set (the two objects) and the case's slot in it (its preposition).
 SET_TAG, SLOT_TAG = "set", "set_preposition"
 
+#: The tag of a K x K case that names how a chat VLM is asked about it on the choice path (protocols
+#: ``choice``, ``mllm``): in spotdiff's wording, both candidate orders (``spotdiff``, the default), or in its
+#: benchmark's authors' (``vismin``, ``colorswap``). The styles: :data:`spotdiff.scorers.chat.CHOICE_STYLES`.
+PROMPTS_TAG = "prompts"
+PROMPT_STYLES = ("spotdiff", "vismin", "colorswap")
+
+
+def case_prompts(case: Case) -> str:
+    """The question style of a K x K case: ``tags["prompts"]`` (``spotdiff`` when absent), one of
+    :data:`PROMPT_STYLES`.
+
+    Args:
+        case: the case.
+    """
+    style = case.tags.get(PROMPTS_TAG, PROMPT_STYLES[0])
+    if style not in PROMPT_STYLES:
+        raise DataError(f"case {case.id}: tags[{PROMPTS_TAG!r}] is {style!r}; known: {', '.join(PROMPT_STYLES)}")
+    return style
+
+
 #: The tag of a question case that lists its candidate answers, separated by :data:`ANSWER_SEP`.
 ANSWERS_TAG = "answers"
 ANSWER_SEP = "/"

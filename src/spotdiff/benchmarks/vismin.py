@@ -15,7 +15,7 @@ from spotdiff.benchmarks._io import field
 from spotdiff.benchmarks._parquet import find_parquet, iter_rows
 from spotdiff.benchmarks.base import BENCHMARKS, Benchmark, BenchmarkMetadata, LoadReport, pair_case
 from spotdiff.benchmarks.sources import HubSource, Part
-from spotdiff.cases import Case
+from spotdiff.cases import PROMPTS_TAG, Case
 from spotdiff.errors import DataError
 
 #: The ``category`` values of the test split (vismin-bench/solutions/vqa_solution.csv: 579 object,
@@ -39,7 +39,7 @@ CITATION = """\
 class VisMin(Benchmark):
     metadata = BenchmarkMetadata(
         title="VisMin (Awal et al., NeurIPS 2024)",
-        protocols=("group",),
+        protocols=("group", "mllm", "mllm-text"),
         subsets=SUBSETS,
         layout="""\
 DIR/data/test/data-*.arrow (the hub dataset mair-lab/vismin-bench: datasets' save_to_disk shards of split
@@ -49,7 +49,13 @@ DIR/data/test/data-*.arrow (the hub dataset mair-lab/vismin-bench: datasets' sav
   image_question_k) are not read
 case: 2 images [image_0, image_1] x 2 captions [text_0, text_1], text_k describes image_k (diagonal
   truth); id <category>/<id> (the hub's ids restart at 0 in each category); subset = category
-tags: subset""",
+tags: subset, prompts (vismin)
+protocol mllm (chat VLMs, need choice): the authors' MLLM questions (evals/dataset_zoo/task_prompts.py,
+  commit 29ce2c0), once in the case's order: per image "Does this image best match: (A) <text_0>, or (B)
+  <text_1>? Choices: A, B." (gold A for image_0, B for image_1), per caption both images and "Which image
+  better aligns with the description: "<text_k>"? Choices: First, Second." (gold First for text_0);
+  generated answers read by evals/metrics/itm.py's is_match_with_label (an answer matching both options
+  or none is no answer); text, image, group = compute_mllm_score_itg's; mllm-text: the caption questions""",
         description="VisMin: 2,084 image pairs with one minimal change (object, attribute, count, spatial "
         "relation) and their captions; text / image / group score per category (Awal et al., VisMin, "
         "NeurIPS 2024)",
@@ -57,7 +63,8 @@ tags: subset""",
         reference="https://github.com/rabiulcste/vismin",
         citation=CITATION,
         main_score=("group", "group"),
-        reproduces="VisMin Table 2 (foundational VLMs: image, text and group score per category)",
+        reproduces="VisMin Table 2 (foundational VLMs: image, text and group score per category; protocol mllm: "
+        "the MLLM rows, compute_mllm_score_itg)",
         license="CC BY 4.0 (the hub dataset card of mair-lab/vismin-bench)",
         parts=(
             Part(
@@ -93,4 +100,5 @@ tags: subset""",
             if subset is not None and category != subset:
                 continue
             case_id = f"{category}/{ex_id}"  # the hub's ids restart at 0 in each category
-            yield pair_case(case_id, texts, (record["image_0"], record["image_1"]), {"subset": category})
+            tags = {"subset": category, PROMPTS_TAG: "vismin"}
+            yield pair_case(case_id, texts, (record["image_0"], record["image_1"]), tags)

@@ -19,7 +19,7 @@ from typing import Any, TypeVar
 
 import numpy as np
 
-from spotdiff.cases import ANSWER_SEP, Case, ImageRef, case_answers, case_reader
+from spotdiff.cases import ANSWER_SEP, PROMPT_STYLES, Case, ImageRef, case_answers, case_prompts, case_reader
 from spotdiff.diagnose.cache import Cache, CachedRequests
 from spotdiff.diagnose.pipeline import InputPipeline
 from spotdiff.errors import ConfigError, DataError
@@ -34,6 +34,7 @@ from spotdiff.scorers.base import (
     TextEmbedding,
     TextPrior,
 )
+from spotdiff.scorers.chat import CHOICE_STYLES
 
 T = TypeVar("T")
 
@@ -492,26 +493,37 @@ class Engine:
                 yield rows
 
     def answer_choices(self, cases: Sequence[Case], need: str) -> list[np.ndarray]:
-        """A chat scorer's answers per case, cached by case content: ``[n_questions, 2, n_readings]``
+        """A chat scorer's answers per case, asked in the case's question style (:func:`case_prompts`) and
+        cached by case content under the need and the style: ``[n_questions, n_orders, n_readings]``
         (protocols.choice)."""
-        keys = [case_key(c) for c in cases]
-        found = self.requests(
-            need, keys, lambda batches: self._answers(cases, batches, need), 1, desc="asking", unit="case"
-        )
-        out = []
-        for case, key in zip(cases, keys, strict=True):
-            rows = len(case.texts) * (2 if need == "choice" else 1)
-            out.append(np.asarray(found[key], dtype=np.float64).reshape(rows, 2, -1))
-        return out
+        out: dict[int, np.ndarray] = {}
+        by_style: dict[str, list[int]] = {}
+        for k, case in enumerate(cases):
+            by_style.setdefault(case_prompts(case), []).append(k)
+        for style, members in by_style.items():
+            group = [cases[k] for k in members]
+            keys = [case_key(c) for c in group]
+            kind = need if style == PROMPT_STYLES[0] else f"{need}|{style}"  # spotdiff's rows keep their kind
+            found = self.requests(
+                kind, keys, lambda batches, g=group, s=style: self._answers(g, batches, need, s), 1,
+                desc="asking", unit="case",
+            )  # fmt: skip
+            for k, case, key in zip(members, group, keys, strict=True):
+                rows = len(case.texts) * (2 if need == "choice" else 1)
+                orders = len(CHOICE_STYLES[style].orders(len(case.texts)))
+                out[k] = np.asarray(found[key], dtype=np.float64).reshape(rows, orders, -1)
+        return [out[k] for k in range(len(cases))]
 
-    def _answers(self, cases: Sequence[Case], batches: list[list[int]], need: str) -> Iterator[list[np.ndarray]]:
+    def _answers(
+        self, cases: Sequence[Case], batches: list[list[int]], need: str, style: str
+    ) -> Iterator[list[np.ndarray]]:
         """Each batch's (one case's) answers, its images decoded ahead."""
         scorer = _serves(self.scorer, AnswerChoice, "does not answer multiple-choice questions")
         refs = [ref for (k,) in batches for ref in cases[k].images]
         per_case = _runs(len(cases[k].images) for (k,) in batches)
         with contextlib.closing(self.pipeline.images(refs, per_case, None)) as feed:
             for (k,), images in zip(batches, feed, strict=True):
-                answers = scorer.answer_choices(images, cases[k].texts, need)
+                answers = scorer.answer_choices(images, cases[k].texts, need, style=style)
                 yield [np.asarray(answers, dtype=np.float32).reshape(-1)]
 
     def image_text(self, images: Sequence[ImageRef], texts: Sequence[str]) -> np.ndarray:

@@ -127,15 +127,18 @@ class VQAScorer(PairScorer):
             k += len(ts)
         return out
 
-    def answer_choices(self, images: Sequence[Image.Image], texts: Sequence[str], need: str) -> np.ndarray:
+    def answer_choices(
+        self, images: Sequence[Image.Image], texts: Sequence[str], need: str, style: str = "spotdiff"
+    ) -> np.ndarray:
         """Answer-based choices of one K x K case (:class:`~spotdiff.scorers.chat.AnswerChooser`).
 
         Args:
             images: the case's K images.
             texts: its K texts.
             need: ``"choice"`` (caption and image questions) or ``"choice-text"`` (caption questions only).
+            style: the question style (:data:`~spotdiff.scorers.chat.CHOICE_STYLES`), the case's tag ``prompts``.
         """
-        return self.chooser.answer_choices(images, texts, image_questions=need == "choice")
+        return self.chooser.answer_choices(images, texts, image_questions=need == "choice", style=style)
 
     def answer_scores(
         self,
