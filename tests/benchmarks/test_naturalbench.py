@@ -187,7 +187,7 @@ def test_yes_rate_hand_worked(tmp_path: Path) -> None:
     assert argmax.outcomes(yes_no, lps)[0]["yes_rate"] == 0.75 and argmax.yes_counts(yes_no, lps) == (4, 3)
     assert protocol.yes_counts(mc, lps) is None and np.isnan(protocol.outcomes(mc, lps)[0]["yes_rate"])
     assert protocol.tied_units(yes_no, lps, [out]) == [True]  # the tie at (i1, q1) decides the outcome
-    with pytest.raises(DataError, match=r"\(2, 2, 2 or 3\)"):
+    with pytest.raises(DataError, match=r"\(2, 2, 2 to 4\)"):
         protocol.outcomes(yes_no, np.zeros((2, 2)))
 
 
@@ -241,4 +241,39 @@ def test_retrieval_scores_equal_get_retrieval_acc_with_ties(tmp_path: Path) -> N
     official = _official_retrieval_acc(scores)
     assert {m: metrics[m] for m in ("text", "image", "group")} == pytest.approx(
         {m: 100 * v for m, v in official.items()}
+    )
+
+
+def test_judged_answers_equal_get_scores_and_are_counted(tmp_path: Path) -> None:
+    """A judge's verdicts (a last column: 1 yes, 0 no, NaN unparsed, -1 failed) score as get_scores scores
+    the answers it grades right; unparsed and failed verdicts are counted, never right."""
+    cases = get_benchmark("naturalbench")(_hub(tmp_path)).load()
+    protocol = get_protocol("naturalbench")
+    rng = np.random.default_rng(8)
+    table, ours, counts = [], [], np.zeros(5, dtype=int)
+    for k in range(200):
+        case = cases[k % len(cases)]
+        said = rng.choice([0.0, 1.0, np.nan], size=(2, 2))
+        judged = rng.choice([1.0, 0.0, np.nan, -1.0], size=(2, 2), p=[0.5, 0.3, 0.1, 0.1])
+        scores = np.concatenate([np.zeros((2, 2, 2)), said[..., None], judged[..., None]], axis=2)
+        gold = np.where(case.truth, 0.0, 1.0)
+        # the judge's right answers as get_scores' 1 / 0 codes: a right answer is its gold code, else the other
+        right = judged == 1.0
+        table.append([int(right[i, q] == (gold[i, q] == 0)) for q, i in ((0, 0), (0, 1), (1, 0), (1, 1))])
+        ours.append(protocol.outcomes(case, scores)[0])
+        counts += protocol.judge_counts(case, scores)
+        compared = np.isin(judged, (0.0, 1.0))
+        agreed = compared & ((judged == 1.0) == (said == gold))
+        assert protocol.judge_counts(case, scores) == (4, int(np.isnan(judged).sum()), int((judged == -1).sum()),
+                                                       int(compared.sum()), int(agreed.sum()))  # fmt: skip
+    official = _official_get_scores(table)
+    for ours_name, name in (("judge_acc", "Acc"), ("judge_q_acc", "Q_Acc"), ("judge_i_acc", "I_Acc"),
+                            ("judge_g_acc", "G_Acc")):  # fmt: skip
+        assert np.mean([o[ours_name] for o in ours]) == pytest.approx(official[name])
+    assert np.mean([o["judge_unparsed"] for o in ours]) == pytest.approx(counts[1] / 800)
+    assert np.mean([o["judge_failed"] for o in ours]) == pytest.approx(counts[2] / 800)
+    unjudged = protocol.outcomes(cases[0], np.zeros((2, 2, 3)))[0]
+    assert (
+        not any(m.startswith("judge_") for m in unjudged)
+        and protocol.judge_counts(cases[0], np.zeros((2, 2, 3))) is None
     )

@@ -41,11 +41,13 @@ def _reading(choices: np.ndarray, truth: np.ndarray, k: int, image_questions: bo
 
 
 def asked_readings(values: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
-    """The unit values without the generation reading's metrics when no case had one."""
+    """The unit values without the generation reading's metrics (and a judge's) when no case had one."""
     return {
         m: v
         for m, v in values.items()
-        if not ((m.startswith("gen_") or m == "unparsed") and np.isnan(np.asarray(v, dtype=float)).all())
+        if not (
+            (m.startswith(("gen_", "judge_")) or m == "unparsed") and np.isnan(np.asarray(v, dtype=float)).all()
+        )
     }
 
 

@@ -5,7 +5,9 @@ rate of yes/no questions, and the bag-of-words scope (issue 25).
   the ``strict`` and ``argmax`` tie rules differ (:meth:`Protocol.tied_units`).
 * The answer-based protocols count their answers and the unparseable ones
   (:meth:`Protocol.answer_counts`); those of yes/no questions count their "yes" answers
-  (:meth:`Protocol.yes_counts`), so a yes-bias shows next to the accuracy.
+  (:meth:`Protocol.yes_counts`), so a yes-bias shows next to the accuracy; a judge's verdicts on the
+  generated answers are counted (unparsed, failed) with the judge's agreement with the case's reader
+  (:meth:`Protocol.judge_counts`).
 * A case is *bag-of-words identical* when every negative text has the same multiset of words as a
   positive text of its row, so a bag-of-words model cannot tell them apart (sugar-crepe issue 10: 572
   of SugarCrepe's 7,511 pairs); its units form the scope :data:`BOW_SCOPE` of ``metrics.json`` when
@@ -73,14 +75,23 @@ class RunDiagnostics:
     unparseable: int = 0
     yes_no: int = 0
     yes: int = 0
+    #: the judge's verdicts: ``judged``, ``unparsed``, ``failed``, ``compared`` (yes or no), ``agreed``
+    judge: tuple[int, int, int, int, int] = (0, 0, 0, 0, 0)
 
-    def add(self, tied: list[bool], answers: tuple[int, int] | None, yes: tuple[int, int] | None = None) -> None:
+    def add(
+        self,
+        tied: list[bool],
+        answers: tuple[int, int] | None,
+        yes: tuple[int, int] | None = None,
+        judge: tuple[int, int, int, int, int] | None = None,
+    ) -> None:
         """Count one case.
 
         Args:
             tied: per unit, whether a tie decides it.
             answers: ``(answers, unparseable)`` of an answer-based case, else None.
             yes: ``(yes/no answers, "yes" answers)`` of a case of yes/no questions, else None.
+            judge: a judge's ``(judged, unparsed, failed, compared, agreed)`` (:meth:`Protocol.judge_counts`).
         """
         self.units += len(tied)
         self.tied += sum(tied)
@@ -90,11 +101,14 @@ class RunDiagnostics:
         if yes is not None:
             self.yes_no += yes[0]
             self.yes += yes[1]
+        if judge is not None:
+            self.judge = tuple(a + b for a, b in zip(self.judge, judge, strict=True))  # type: ignore[assignment]
 
     def as_json(self) -> dict[str, Any]:
         """The ``metrics.json`` keys, in percent: ``tie_rate`` (and ``n_tied_units``), and for an
         answer-based run ``unparseable_rate`` (and ``n_answers``), and for a run with yes/no questions
-        ``yes_rate`` (and ``n_yes_no_answers``).
+        ``yes_rate`` (and ``n_yes_no_answers``), and for a judged run ``judge_agreement`` (the judge's
+        verdicts that say what the case's reader says, of its yes or no verdicts) and ``judge_verdicts``.
 
         >>> RunDiagnostics(units=8, tied=2).as_json()
         {'tie_rate': 25.0, 'n_tied_units': 2}
@@ -109,6 +123,11 @@ class RunDiagnostics:
         if self.yes_no:
             out["yes_rate"] = 100.0 * self.yes / self.yes_no
             out["n_yes_no_answers"] = self.yes_no
+        judged, unparsed, failed, compared, agreed = self.judge
+        if judged:
+            out["judge_verdicts"] = {"judged": judged, "unparsed": unparsed, "failed": failed, "compared": compared,
+                                     "agreed": agreed}  # fmt: skip
+            out["judge_agreement"] = 100.0 * agreed / compared if compared else None
         return out
 
 
@@ -128,4 +147,9 @@ def diagnostic_notes(diagnostics: dict[str, Any] | None) -> list[str]:
         lines.append(f"unparseable answers: {diagnostics['unparseable_rate']:.2f}% of {diagnostics['n_answers']}")
     if "yes_rate" in diagnostics:
         lines.append(f"yes rate: {diagnostics['yes_rate']:.2f}% of {diagnostics['n_yes_no_answers']} yes/no answers")
+    if "judge_verdicts" in diagnostics:
+        v, agreement = diagnostics["judge_verdicts"], diagnostics["judge_agreement"]
+        agrees = "no yes/no verdict" if agreement is None else f"agrees with the reader on {agreement:.2f}%"
+        lines.append(f"judge: {v['judged']} answers judged, {v['unparsed']} verdicts unparsed, {v['failed']} failed; "
+                     f"{agrees} of {v['compared']}")  # fmt: skip
     return lines

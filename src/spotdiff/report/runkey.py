@@ -22,6 +22,7 @@ DIAGNOSTICS = {
     "tie_rate": "units whose candidates tied (%)",
     "yes_rate": "yes answers of a yes/no scorer (%)",
     "unparseable_rate": "answers that could not be read (%)",
+    "judge_agreement": "generated answers a judge grades as the answer's reader does, of its yes/no verdicts (%)",
 }
 
 

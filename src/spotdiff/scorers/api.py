@@ -503,6 +503,34 @@ class ApiScorer(PairScorer):
             out.append(np.array(rows, dtype=np.float64).reshape(len(qs), len(answers) + bool(self.generate)))
         return out
 
+    def answer_texts(self, images: Sequence[Image.Image], questions: Sequence[Sequence[str]]) -> list[list[str]]:
+        """Per image, the generated answer to each of its questions, from the same requests (and cached
+        responses) as :meth:`answer_scores`'s (what ``--judge`` grades).
+
+        Args:
+            images: the images.
+            questions: each image's questions, each asked as it is, with the image alone.
+        """
+        if not self.generate:
+            raise ConfigError(f"{self.spec} generates no answers (generate=0): give generate=N (N new tokens)")
+        urls, digests = self._encode(images)
+        bodies = [self._body([u], q, self.generate) for u, qs in zip(urls, questions, strict=True) for q in qs]
+        docs = iter(self._ask(bodies, digests))
+        return [[next(docs)["choices"][0]["message"].get("content") or "" for _ in qs] for qs in questions]
+
+    def chat_replies(self, conversations: Sequence[list[dict[str, Any]]], max_tokens: int) -> list[str | None]:
+        """The model's greedy replies (``temperature=0``, no log-probabilities) to text-only conversations, None
+        where a response holds no reply (``spotdiff eval --judge``).
+
+        Args:
+            conversations: each a list of ``{"role", "content"}`` messages.
+            max_tokens: the most tokens a reply may have.
+        """
+        bodies = [{"model": self.model, "messages": m, "max_tokens": max_tokens, "temperature": 0.0}
+                  for m in conversations]  # fmt: skip
+        docs = self._ask(bodies, {})
+        return [((doc.get("choices") or [{}])[0].get("message") or {}).get("content") for doc in docs]
+
     def _label_choice(self, top: Sequence[dict], question: ChoiceQuestion) -> float:
         """The candidate whose label is most likely among the listed tokens (NaN: none listed, or a tie):
         an option letter only as itself, a word ("First") in the spellings of option ``spellings``
@@ -547,10 +575,12 @@ def _request_key(body: dict[str, Any], digests: dict[str, str]) -> str:
 
 def _check_response(doc: dict[str, Any], where: str, body: dict[str, Any]) -> None:
     """Refuse a response without what its request asked for (before it is cached): the first
-    token's ``top_logprobs``, or the prompt's ``prompt_logprobs``."""
+    token's ``top_logprobs``, or the prompt's ``prompt_logprobs`` (a text request asks for neither)."""
     choices = doc.get("choices") or []
     if choices and choices[0].get("finish_reason") == "content_filter":
         raise EndpointError(f"{where} refused the request (content policy); this case cannot be scored there")
+    if not body.get("logprobs") and "extra_body" not in body:
+        return  # a text request (chat_replies): its reply is read by the caller, a missing one counted there
     if "prompt_logprobs" in body.get("extra_body", {}):
         if not doc.get("prompt_logprobs"):
             raise EndpointError(

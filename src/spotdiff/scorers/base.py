@@ -359,6 +359,15 @@ class AnswerLikelihood(Protocol):
         ...
 
 
+@runtime_checkable
+class AnswerTexts(Protocol):
+    """Gives the generated answers that ``answer_scores`` reads (what a judge grades, ``--judge``)."""
+
+    def answer_texts(self, images: Sequence[Image.Image], questions: Sequence[Sequence[str]]) -> list[list[str]]:
+        """Per image, the generated answer to each of its questions."""
+        ...
+
+
 #: The protocols a scorer declaring each capability implements (one of them, where several).
 SERVES: dict[str, tuple[type, ...]] = {
     "image-text": (ImageTextEmbedding, PairScoring),

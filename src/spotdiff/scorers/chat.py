@@ -235,12 +235,14 @@ class ChatVLM:
         return list(self.tokenizer(prompt, add_special_tokens=self._add_special(prompt))["input_ids"])
 
     def process(self, prompts: Sequence[str], images: Sequence[Sequence[Image.Image]]) -> dict[str, Any]:
-        """The processor's tensors for prompts and their images (right-padded), on the device."""
+        """The processor's tensors for prompts and their images (right-padded), on the device; prompts
+        without images (a text-only turn) are passed as text alone."""
         import torch
 
+        pictures = [[im.convert("RGB") for im in ims] for ims in images]
         enc = self.processor(
             text=list(prompts),
-            images=[[im.convert("RGB") for im in ims] for ims in images],
+            images=pictures if any(pictures) else None,
             return_tensors="pt",
             padding=True,
             add_special_tokens=self._add_special(prompts[0]),
