@@ -72,6 +72,36 @@ protocol mllm (chat VLMs, need choice): the questions of the authors' vlm_result
                 "no commit could be read when this was declared: the fetch records the commit it downloads",
             ),
         ),
+        metric_sources=(
+            (
+                "group",
+                ("text", "image", "group"),
+                "Table 2's ITM models: Winoground's text, image and group score "
+                "(the authors' Colab notebook; the paper follows Winoground's definitions)",
+            ),
+            (
+                "mllm",
+                ("gen_text", "gen_image", "gen_group"),
+                "the paper's VLM results (GPT-4V, LLaVA, LLaVAR): "
+                "vlm_eval.py's text, image and group score of generated answers (commit 4f2c9e4)",
+            ),
+            (
+                "mllm",
+                ("text", "image", "group"),
+                "spotdiff's likelihood reading of the authors' questions (the "
+                "option label most likely as the answer), scored as vlm_eval.py scores",
+            ),
+            ("mllm", ("no_answer",), "spotdiff's diagnostic: questions the likelihood reading answers none of"),
+            (
+                "mllm",
+                ("unparsed",),
+                "spotdiff's diagnostic: generated answers vlm_eval.py reads as naming neither option or both",
+            ),
+            ("mllm-text", ("gen_text",), "vlm_eval.py's text score of generated answers (caption questions only)"),
+            ("mllm-text", ("text",), "spotdiff's likelihood reading of the caption questions"),
+            ("mllm-text", ("no_answer",), "spotdiff's diagnostic, as protocol mllm's"),
+            ("mllm-text", ("unparsed",), "spotdiff's diagnostic, as protocol mllm's"),
+        ),
         ties="strict: the ITM evaluation is a Colab notebook outside the repository; the paper takes "
         "Winoground's scores, whose code compares with strict >",
     )

@@ -140,6 +140,35 @@ tags: subset, answers (A/B), reader (letter-lmms or letter), labels (the setting
                 "when this was declared: the fetch records the commit it downloads",
             ),
         ),
+        metric_sources=(
+            (
+                "answer",
+                ("judge_pair",),
+                "the paper's MMVP accuracy (Sec. 3) as the authors graded it: pairs both of "
+                "whose free answers GPT-4 grades right (scripts/gpt_grader.py, commit 7635005), the grader of --judge",
+            ),
+            ("answer", ("judge_question",), "each question graded right by the judge"),
+            (
+                "answer",
+                ("gen_pair",),
+                "the pair accuracy of the letter read in the order of lmms-eval's "
+                "_extract_answer_letter: lmms-eval's mmvp_pair_accuracy (gpt_grader.py's accumulation)",
+            ),
+            ("answer", ("gen_question",), "lmms-eval's mmvp_accuracy (each question)"),
+            (
+                "answer",
+                ("pair",),
+                "spotdiff's likelihood reading (the option letters' log-probabilities) as the pair accuracy",
+            ),
+            ("answer", ("question",), "spotdiff's likelihood reading as mmvp_accuracy"),
+            ("answer", ("no_answer",), "spotdiff's diagnostic: questions the likelihood reading answers none of"),
+            ("answer", ("unparsed",), "spotdiff's diagnostic: generated answers that name no letter"),
+            (
+                "answer",
+                ("judge_unparsed", "judge_failed"),
+                "spotdiff's diagnostics: the judge's replies that are no verdict; its responses without a reply",
+            ),
+        ),
         ties="the likelihood reading: a tie of the option letters' log-probabilities is no answer (strict) or "
         "the first option (argmax, np.argmax); the authors' code grades generated answers (gpt_grader.py: "
         "a pair is right when both its answers are graded yes), where no tie arises",

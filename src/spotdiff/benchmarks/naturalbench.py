@@ -91,6 +91,37 @@ tags: subset, answers, reader, source""",
                 "read when this was declared: the fetch records the commit it downloads",
             ),
         ),
+        metric_sources=(
+            (
+                "naturalbench",
+                ("gen_acc", "gen_q_acc", "gen_i_acc", "gen_g_acc"),
+                "the leaderboard's Acc, Q-Acc, "
+                "I-Acc, G-Acc: get_scores on extract_answer's readings of generated answers (naturalbench_vqa.py, "
+                "commit 9967605; lmms-eval's naturalbench task)",
+            ),
+            (
+                "naturalbench",
+                ("acc", "q_acc", "i_acc", "g_acc"),
+                "spotdiff's likelihood reading (the candidates' log-probabilities) scored by get_scores",
+            ),
+            (
+                "naturalbench",
+                ("judge_acc", "judge_q_acc", "judge_i_acc", "judge_g_acc"),
+                "get_scores on --judge's verdicts (MMVP gpt_grader.py's prompt): spotdiff's judged reading",
+            ),
+            (
+                "naturalbench",
+                ("yes_rate", "gen_yes_rate"),
+                "spotdiff's diagnostic: the share of Yes answers to "
+                "yes/no questions (the answer bias the paper discusses)",
+            ),
+            ("naturalbench", ("unparsed",), "spotdiff's diagnostic: generated answers extract_answer reads as -1"),
+            (
+                "naturalbench",
+                ("judge_unparsed", "judge_failed"),
+                "spotdiff's diagnostics: the judge's replies that are no verdict; its responses without a reply",
+            ),
+        ),
         ties="naturalbench_vqa.py reads generated answers (extract_answer: the earlier of the two candidate "
         "words wins; neither is -1, a wrong answer); for the likelihood reading a tie of the candidates' "
         "log-probabilities gives no answer under --ties strict and the first candidate (Yes / A) under argmax",
@@ -190,6 +221,14 @@ case: 2 images x 2 captions, caption k describes image k (diagonal truth); id <i
                 license="Apache-2.0",
                 note="NaturalBench-Retrieval.zip (about 332 MB, as naturalbench_retrieval.py downloads it), unpacked; "
                 "no commit could be read when this was declared: the fetch records the commit it downloads",
+            ),
+        ),
+        metric_sources=(
+            (
+                "group",
+                ("text", "image", "group"),
+                "get_retrieval_acc of naturalbench_retrieval.py (commit 9967605), "
+                "t2v_metrics' get_winoground_acc (dataset.py, commit 6ecb74f): text, image and group score",
             ),
         ),
         ties="strict, as t2v_metrics' get_winoground_acc and naturalbench_retrieval.py's get_retrieval_acc "

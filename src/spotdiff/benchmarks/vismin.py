@@ -77,6 +77,32 @@ protocol mllm (chat VLMs, need choice): the authors' MLLM questions (evals/datas
                 "declared: the fetch records the commit it downloads",
             ),
         ),
+        metric_sources=(
+            (
+                "group",
+                ("text", "image", "group"),
+                "Table 2's foundational VLMs: metric.py's "
+                "compute_contrastive_accuracy per category (vismin-bench, commit 29ce2c0)",
+            ),
+            (
+                "mllm",
+                ("gen_text", "gen_image", "gen_group"),
+                "Table 2's MLLMs: compute_mllm_score_itg on "
+                "is_match_with_label's readings of generated answers (evals/metrics/itm.py)",
+            ),
+            (
+                "mllm",
+                ("text", "image", "group"),
+                "spotdiff's likelihood reading of the authors' questions (the "
+                "option label most likely as the answer), scored as compute_mllm_score_itg scores",
+            ),
+            ("mllm", ("no_answer",), "spotdiff's diagnostic: questions the likelihood reading answers none of"),
+            ("mllm", ("unparsed",), "spotdiff's diagnostic: generated answers matching no label or both"),
+            ("mllm-text", ("gen_text",), "compute_mllm_score_itg's text score (caption questions only)"),
+            ("mllm-text", ("text",), "spotdiff's likelihood reading of the caption questions"),
+            ("mllm-text", ("no_answer",), "spotdiff's diagnostic, as protocol mllm's"),
+            ("mllm-text", ("unparsed",), "spotdiff's diagnostic, as protocol mllm's"),
+        ),
         ties="strict, as VisMin's compute_contrastive_accuracy (vismin-bench/metric.py, commit 29ce2c0: "
         "T0_I0 > T1_I0 and T1_I1 > T0_I1 and so on)",
     )

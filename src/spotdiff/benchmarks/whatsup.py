@@ -141,6 +141,21 @@ protocol whatsup: accuracy (individual), pair_accuracy (both images of a pair of
         ),
         groups_source="What'sUp README (commit 7c1f255): Table 1 reports the macro averages of Controlled-A and "
         "Controlled-B, of COCO-QA one- and two-object and of GQA (the VG-QA files) one- and two-object",
+        metric_sources=(
+            (
+                "whatsup",
+                ("accuracy",),
+                "Table 3's individual accuracy (Table 1 as the groupings' macro averages): "
+                "evaluate_scores' np.mean(np.argmax(scores) == 0), dataset_zoo/aro_datasets.py at commit 7c1f255",
+            ),
+            (
+                "whatsup",
+                ("pair_accuracy", "set_accuracy"),
+                "Table 3's pair and set accuracy of the controlled "
+                "sets: evaluate_scores' pair_correct / (N / 2) and set_correct / (N / 4)",
+            ),
+            ("i2t-top1", ("accuracy",), "the individual accuracy alone, as protocol whatsup's"),
+        ),
         ties="argmax, as What'sUp's evaluate_scores (np.argmax(scores) == 0 with the true caption first: a tie "
         "goes to it): --ties argmax; strict by default",
     )
