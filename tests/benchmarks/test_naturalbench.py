@@ -51,6 +51,17 @@ def test_reads_the_hub_layout(tmp_path: Path, type_column: str) -> None:
     assert {"naturalbench", "naturalbench-retrieval"} <= set(suite_benchmarks("compositionality-2024"))
 
 
+def test_reads_the_three_shards_of_the_main_revision_in_order(tmp_path: Path) -> None:
+    cases = get_benchmark("naturalbench")(_hub(tmp_path, n=7, shards=3)).load()
+    assert sorted(p.name for p in (tmp_path / "data").iterdir()) == [
+        f"train-0000{k}-of-00003.parquet" for k in range(3)
+    ]
+    assert [c.id for c in cases] == [str(i) for i in range(7)]
+    assert [c.images[0].path.name for c in cases] == ["train-00000-of-00003.parquet"] * 2 + [
+        "train-00001-of-00003.parquet"
+    ] * 2 + ["train-00002-of-00003.parquet"] * 3
+
+
 def test_bad_records_name_file_row_and_field(tmp_path: Path) -> None:
     import pyarrow as pa
 

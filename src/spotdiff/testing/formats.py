@@ -790,8 +790,11 @@ def write_vismin(
 
 # ------------------------------------------------------------------------------ SugarCrepe++
 def write_sugarcrepe_pp(root: Path, subsets: tuple[str, ...] = ("replace_att", "swap_obj")) -> Path:
-    """SugarCrepe++'s ``<subset>.json`` files in the schema of github.com/Sri-Harsha/scpp ``data/`` (a
-    list of ``{id, filename, caption, caption2, negative_caption}``), two records each; no images.
+    """SugarCrepe++'s ``<subset>.json`` files in the schema of github.com/Sri-Harsha/scpp ``data/`` (commit
+    c083bbf: a list of ``{id, filename, caption, caption2, negative_caption}``, ids counting from 0, written
+    with a one-space indent), four records each with the real files' quirks: a caption ending in a space,
+    a second caption opening with one, a negative caption equal to the caption (two such records in the
+    real swap_obj.json) and two records of one image (most images serve several records); no images.
     Returns ``root``.
 
     Args:
@@ -804,6 +807,14 @@ def write_sugarcrepe_pp(root: Path, subsets: tuple[str, ...] = ("replace_att", "
              "caption2": f"The bathroom is blue and has {k + 2} white towels.",
              "negative_caption": f"White bathroom with {k + 2} blue towels."}
             for k in range(2)
+        ]  # fmt: skip
+        records += [
+            {"id": 2, "filename": "000000287347.jpg", "caption": "A person prepares a pizza while a person watches. ",
+             "caption2": " A person watches as another person is preparing a pizza.",
+             "negative_caption": "A person prepares a pizza while a person watches."},
+            {"id": 3, "filename": "000000287347.jpg", "caption": "A person on a motorcycle is waving at two people.",
+             "caption2": "A person is waving at two other people while being on a motorcycle.\n",
+             "negative_caption": "Two people on a motorcycle are waving at a person."},
         ]  # fmt: skip
         (root / f"{name}.json").write_text(json.dumps(records, indent=1), encoding="utf-8")
     return root
