@@ -568,18 +568,23 @@ class Engine:
         for k, case in enumerate(cases):
             by_style.setdefault(case_prompts(case), []).append(k)
         for style, members in by_style.items():
-            group = [cases[k] for k in members]
-            keys = [case_key(c) for c in group]
-            kind = need if style == PROMPT_STYLES[0] else f"{need}|{style}"  # spotdiff's rows keep their kind
-            found = self.requests(
-                kind, keys, lambda batches, g=group, s=style: self._answers(g, batches, need, s), 1,
-                desc="asking", unit="case",
-            )  # fmt: skip
-            for k, case, key in zip(members, group, keys, strict=True):
-                rows = len(case.texts) * (2 if need == "choice" else 1)
-                orders = len(CHOICE_STYLES[style].orders(len(case.texts)))
-                out[k] = np.asarray(found[key], dtype=np.float64).reshape(rows, orders, -1)
+            answers = self._styled_answers([cases[k] for k in members], need, style)
+            out.update(zip(members, answers, strict=True))
         return [out[k] for k in range(len(cases))]
+
+    def _styled_answers(self, cases: Sequence[Case], need: str, style: str) -> list[np.ndarray]:
+        """:meth:`answer_choices` of cases of one question style."""
+        keys = [case_key(c) for c in cases]
+        kind = need if style == PROMPT_STYLES[0] else f"{need}|{style}"  # spotdiff's rows keep their kind
+        found = self.requests(
+            kind, keys, lambda batches: self._answers(cases, batches, need, style), 1, desc="asking", unit="case"
+        )
+        out = []
+        for case, key in zip(cases, keys, strict=True):
+            rows = len(case.texts) * (2 if need == "choice" else 1)
+            orders = len(CHOICE_STYLES[style].orders(len(case.texts)))
+            out.append(np.asarray(found[key], dtype=np.float64).reshape(rows, orders, -1))
+        return out
 
     def _answers(
         self, cases: Sequence[Case], batches: list[list[int]], need: str, style: str
