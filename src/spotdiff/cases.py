@@ -481,6 +481,30 @@ class Case:
         return (len(self.images), len(self.texts))
 
 
+#: The tags of a case in a set of images judged together (What'sUp's controlled images: the pair and set
+#: accuracy of protocol ``whatsup``): the set (the two objects) and the case's slot in it (its preposition).
+SET_TAG, SLOT_TAG = "set", "set_preposition"
+
+#: The tag of a K x K case that names how a chat VLM is asked about it on the choice path (protocols
+#: ``choice``, ``mllm``): in spotdiff's wording, both candidate orders (``spotdiff``, the default), or in its
+#: benchmark's authors' (``vismin``, ``colorswap``). The styles: :data:`spotdiff.scorers.chat.CHOICE_STYLES`.
+PROMPTS_TAG = "prompts"
+PROMPT_STYLES = ("spotdiff", "vismin", "colorswap")
+
+
+def case_prompts(case: Case) -> str:
+    """The question style of a K x K case: ``tags["prompts"]`` (``spotdiff`` when absent), one of
+    :data:`PROMPT_STYLES`.
+
+    Args:
+        case: the case.
+    """
+    style = case.tags.get(PROMPTS_TAG, PROMPT_STYLES[0])
+    if style not in PROMPT_STYLES:
+        raise DataError(f"case {case.id}: tags[{PROMPTS_TAG!r}] is {style!r}; known: {', '.join(PROMPT_STYLES)}")
+    return style
+
+
 #: The tag of a question case that lists its candidate answers, separated by :data:`ANSWER_SEP`.
 ANSWERS_TAG = "answers"
 ANSWER_SEP = "/"
@@ -509,17 +533,22 @@ def case_answers(case: Case) -> tuple[str, ...]:
 #: The tag of a question case that names how a generated answer is read (:data:`READERS`).
 READER_TAG = "reader"
 #: How a generated answer is read, by name: ``words`` as NaturalBench's ``extract_answer`` (the
-#: candidate word that occurs first, whole-word and case-insensitive), ``letter`` as lmms-eval's
-#: strict option-letter parse (the letter alone, optionally ``(B)``, ``B.`` or ``B:``; MMVP). The
-#: readers themselves: :data:`spotdiff.scorers.chat.ANSWER_READERS`.
-READERS = ("words", "letter")
+#: candidate word that occurs first, whole-word and case-insensitive); ``letter``, the strict
+#: option-letter parse (the letter alone, optionally ``(B)``, ``B.`` or ``B:``); ``letter-lmms``, the
+#: option letter read in the order of lmms-eval's mmvp ``_extract_answer_letter`` ("The answer is B",
+#: "Option A", "(A) Left"), without its readings of the article "a" and of words' first letters (MMVP).
+#: The readers themselves: :data:`spotdiff.scorers.chat.ANSWER_READERS`.
+READERS = ("words", "letter", "letter-lmms")
+#: The readers of option letters: a case read by one must have the letters A, B, ... as its candidates.
+LETTER_READERS = ("letter", "letter-lmms")
 #: The option letters a ``letter`` case's candidates must be, in order.
 LETTERS = "ABCDEFGHIJKLMNOPQRSTUVWXYZ"
 
 
 def case_reader(case: Case) -> str:
     """How a question case's generated answers are read: ``tags["reader"]`` (``words`` when absent),
-    one of :data:`READERS`; a ``letter`` case's candidates must be the option letters A, B, ...
+    one of :data:`READERS`; the candidates of a case read by option letters (:data:`LETTER_READERS`)
+    must be the letters A, B, ...
 
     Args:
         case: a question case (:func:`case_answers`).
@@ -533,8 +562,8 @@ def case_reader(case: Case) -> str:
     if reader not in READERS:
         raise DataError(f"case {case.id}: tags[{READER_TAG!r}] is {reader!r}; known: {', '.join(READERS)}")
     answers = case_answers(case)
-    if reader == "letter" and answers != tuple(LETTERS[: len(answers)]):
+    if reader in LETTER_READERS and answers != tuple(LETTERS[: len(answers)]):
         raise DataError(
-            f"case {case.id}: reader 'letter' reads option letters, but the candidates are {'/'.join(answers)!r}"
+            f"case {case.id}: reader {reader!r} reads option letters, but the candidates are {'/'.join(answers)!r}"
         )
     return reader

@@ -27,9 +27,19 @@ def test_bivlc_reads_the_hub_layout(tmp_path: Path) -> None:
     assert [c.subset for c in cases[:3]] == ["replace", "swap", "add"] and cases[1].tags["subtype"] == "att"
     case = cases[0]
     assert case.id == "test-00000-of-00001/0" and case.truth.tolist() == [[True, False], [False, True]]
-    assert isinstance(case.images[1], ParquetImage) and case.images[1].load().size == (40, 32)
+    assert isinstance(case.images[1], ParquetImage) and case.images[1].load().size == (48, 48)
     assert [c.id for c in get_benchmark("bivlc")(tmp_path).load("add")] == [
         "test-00000-of-00001/2", "test-00000-of-00001/5"]  # fmt: skip
+
+
+def test_the_real_splits_quirks(tmp_path: Path) -> None:
+    """Rows without an id (the case id is the file and row), one COCO image and caption serving several
+    rows (equal image keys: encoded once), a caption's trailing space stripped, JPEG images."""
+    cases = get_benchmark("bivlc")(_hub(tmp_path)).load()
+    assert len({c.id for c in cases}) == 6
+    assert cases[0].images[0].key == cases[1].images[0].key != cases[2].images[0].key
+    assert cases[0].texts[0] == cases[1].texts[0] == "a dog next to a cat"  # row 1's caption ends in a space
+    assert cases[0].images[0].load().size == (40, 32) and cases[2].images[0].load().size == (48, 32)
 
 
 def _official(s_C0_I0, s_C0_I1, s_C1_I0, s_C1_I1) -> tuple[bool, bool, bool]:

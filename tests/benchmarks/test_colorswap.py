@@ -38,6 +38,7 @@ def test_colorswap_hub_and_readme_layouts(tmp_path: Path) -> None:
     bench = get_benchmark("colorswap")(_hub(tmp_path / "hub"))
     cases = bench.load()
     assert len(cases) == 4 == bench.report.records and cases[1].tags["image_source"] == "midjourney"
+    assert [c.id for c in cases] == ["9", "11", "18", "23"]  # the test split's ids, as the vlm_results list them
     assert isinstance(cases[0].images[0], ParquetImage) and cases[0].images[0].load().size == (40, 32)
     assert cases[0].truth.tolist() == [[True, False], [False, True]] and cases[0].subset == "test"
     (case,) = get_benchmark("colorswap")(_json(tmp_path / "gh")).load()

@@ -164,3 +164,25 @@ def test_every_declared_option_is_read_by_the_loader(name):
     code = "\n".join(line for m in modules for line in inspect.getsource(m).splitlines() if "option_names" not in line)
     for option in cls.known_options():
         assert f'"{option}"' in code, (name, option)
+
+
+def test_the_2024_benchmarks_say_what_every_metric_reproduces(capsys) -> None:
+    """`spotdiff benchmarks NAME` lists every metric of every protocol of the 2023-2024 benchmarks with the
+    paper table or the authors' function it reproduces (or that it is spotdiff's own reading); a source
+    naming a metric its protocol does not report, or a protocol the benchmark does not have, is refused."""
+    from spotdiff.benchmarks.suites import suite_benchmarks
+    from spotdiff.commands.benchmarks import metric_rows
+    from spotdiff.protocols import get_protocol
+
+    for name in suite_benchmarks("compositionality-2024"):
+        bench = BENCHMARKS.get(name)
+        missing = [(p, m) for p, m, source in metric_rows(bench) if source is None]
+        assert not missing, f"{name}: no source for {missing}"
+        for protocol, metrics, _ in bench.metadata.metric_sources:
+            assert set(metrics) <= set(get_protocol(protocol).metrics), (name, protocol, metrics)
+    assert main(["benchmarks", "whatsup"]) == 0
+    out = capsys.readouterr().out
+    assert "metrics (what each reproduces):" in out
+    assert "whatsup: pair_accuracy: Table 3's pair and set accuracy of the controlled sets" in out
+    with pytest.raises(ConfigError, match="metric source 'answer'"):
+        replace(_valid(), metric_sources=(("answer", ("pair",), "MMVP"),))

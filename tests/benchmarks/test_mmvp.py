@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import re
 from pathlib import Path
 
 import numpy as np
@@ -22,6 +23,7 @@ from spotdiff.diagnose.engine import Engine
 from spotdiff.errors import ConfigError, DataError
 from spotdiff.protocols import get_protocol
 from spotdiff.scorers import ScorerOptions, load_scorer
+from spotdiff.scorers.chat import read_letter, read_letter_lmms
 from spotdiff.testing.formats import MMVP_HEADER, mmvp_rows, write_mmvp
 from spotdiff.testing.tiny_vlms import make_tiny_vlm, next_token_logprobs
 
@@ -48,10 +50,14 @@ def test_mmvp_reads_questions_and_images(tmp_path: Path) -> None:
     assert case.truth.tolist() == [[True], [False]]
     assert [ref.path for ref in case.images] == [tmp_path / "MMVP Images/3.jpg", tmp_path / "MMVP Images/4.jpg"]
     assert all(isinstance(ref, FileImage) for ref in case.images)
-    assert case.tags == {"subset": "mmvp", "answers": "A/B", "reader": "letter", "labels": "original",
+    assert case.tags == {"subset": "mmvp", "answers": "A/B", "reader": "letter-lmms", "labels": "original",
                          "corrected": "no"}  # fmt: skip
+    strict = get_benchmark("mmvp")(tmp_path, reader="strict").load()[1]
+    assert strict.tags["reader"] == "letter" and strict.texts == case.texts
     with pytest.raises(ConfigError):
         get_benchmark("mmvp")(tmp_path).load("texts")
+    with pytest.raises(ConfigError, match="reader"):
+        get_benchmark("mmvp")(tmp_path, reader="gpt").load()
 
 
 @pytest.mark.parametrize(
@@ -204,20 +210,23 @@ def test_option_scores_are_the_models_letter_logprobs(qwen: Path, tmp_path: Path
 
 def test_generated_answers_are_read_by_the_cases_reader(qwen: Path, tmp_path: Path, monkeypatch) -> None:
     scorer = load_scorer(f"vqa:{qwen}?generate=3", ScorerOptions(device="cpu"))
-    monkeypatch.setattr(scorer.chat, "generate", lambda images, prompt, n: "A, yes")
-    case = get_benchmark("mmvp")(_write(tmp_path, mmvp_rows(2), images=2)).load()[0]
+    monkeypatch.setattr(scorer.chat, "generate", lambda images, prompt, n: "The answer is B, yes")
+    root = _write(tmp_path, mmvp_rows(2), images=2)
+    case = get_benchmark("mmvp")(root).load()[0]  # lmms-eval's reading
+    strict = get_benchmark("mmvp")(root, reader="strict").load()[0]
     words = dataclasses.replace(case, tags={**case.tags, "reader": "words"})  # NaturalBench's extract_answer
     bad = dataclasses.replace(case, tags={**case.tags, "reader": "regex"})
     with Engine(scorer, tmp_path / "cache", progress=False, workers=0) as engine:
-        letter_read, words_read = list(engine.case_matrices([case, words], "answer-prob"))
-        again = list(engine.case_matrices([words, case], "answer-prob"))  # from the cache, each its own rows
+        lmms_read, strict_read, words_read = list(engine.case_matrices([case, strict, words], "answer-prob"))
+        again = list(engine.case_matrices([words, strict, case], "answer-prob"))  # from the cache, each its own
         with pytest.raises(DataError, match="reader"):
             list(engine.case_matrices([bad], "answer-prob"))
-    np.testing.assert_array_equal(letter_read[:, 0, 2], [np.nan, np.nan])  # not the letter alone: unparsed
-    np.testing.assert_array_equal(words_read[:, 0, 2], [0.0, 0.0])  # the word "A" comes first
-    np.testing.assert_array_equal(letter_read[..., :2], words_read[..., :2])
-    np.testing.assert_array_equal(again[0], words_read)
-    np.testing.assert_array_equal(again[1], letter_read)
+    np.testing.assert_array_equal(lmms_read[:, 0, 2], [1.0, 1.0])  # "answer is B"
+    np.testing.assert_array_equal(strict_read[:, 0, 2], [np.nan, np.nan])  # not the letter alone: unparsed
+    np.testing.assert_array_equal(words_read[:, 0, 2], [1.0, 1.0])  # the word "B" is the only candidate
+    np.testing.assert_array_equal(lmms_read[..., :2], strict_read[..., :2])
+    for got, want in zip(again, (words_read, strict_read, lmms_read), strict=True):
+        np.testing.assert_array_equal(got, want)
 
 
 def test_eval_mmvp_with_a_tiny_chat_vlm(qwen: Path, tmp_path: Path) -> None:
@@ -236,3 +245,84 @@ def test_eval_mmvp_with_a_tiny_chat_vlm(qwen: Path, tmp_path: Path) -> None:
     lines = [json.loads(x) for x in (out / "scores.jsonl").read_text().splitlines()]
     assert [np.shape(x["scores"]) for x in lines] == [(2, 1, 3)] * 2  # [image, question, (A, B, generated)]
     assert {x["tags"]["labels"] for x in lines} == {"lmms-eval"}
+
+
+def _lmms_extract_answer_letter(text: str) -> str:
+    """lmms_eval/tasks/mmvp/utils.py ``_extract_answer_letter`` (EvolvingLMMs-Lab/lmms-eval, commit
+    75571cfe), transcribed."""
+    text = text.strip()
+    patterns = [
+        r"^\s*\(?([AB])\)?\.?\s*$",
+        r"^\s*\(?([AB])\)?[\.\s]",
+        r"answer\s+is\s+\(?([AB])\)?",
+        r"option\s+\(?([AB])\)?",
+        r"\(?([AB])\)?(?:\s|$)",
+    ]
+    for pattern in patterns:
+        match = re.search(pattern, text, flags=re.IGNORECASE)
+        if match:
+            return match.group(1).upper()
+    if text and text[0].upper() in ["A", "B"]:
+        return text[0].upper()
+    return ""
+
+
+#: Answers both readers read alike (lmms-eval's docstring examples among them), and the issue's examples.
+SAME = [
+    "A", "B", "A.", "B.", "(A)", "(B)", "a", "b", "(a)", "(b)", "A answer", "The answer is A", "The answer is B.",
+    "the answer is (b)", "Option A", "option B", "Option (A)", "(A) Left", "(B) Away from the camera", "B. Sitting",
+    "A) Yes", "Answer: B", "I think B", "B is correct", "Both pictures show A", "", "C", "Yes", "Neither",
+    "The first one", " B\n",
+]  # fmt: skip
+#: Where this reader departs from lmms-eval's, on purpose: (answer, this reader, lmms-eval).
+DIFFERENT = [
+    ("It is a cat", None, "A"),  # the article "a"
+    ("the answer is a dog", None, "A"),
+    ("A dog sits on the left, so B", 1, "A"),  # an opening article "A"
+    ("Both", None, "B"),  # the first-character fallback
+    ("Apple", None, "A"),
+    ("Bob sits", None, "B"),  # a letter at the end of a word
+]
+
+
+@pytest.mark.parametrize("text", SAME)
+def test_lmms_reader_equals_lmms_evals_extract_answer_letter(text: str) -> None:
+    got = read_letter_lmms(text, ("A", "B"))
+    assert ("" if got is None else "AB"[got]) == _lmms_extract_answer_letter(text)
+
+
+@pytest.mark.parametrize(("text", "ours", "lmms"), DIFFERENT)
+def test_lmms_reader_departs_from_lmms_eval_where_documented(text: str, ours: int | None, lmms: str) -> None:
+    assert read_letter_lmms(text, ("A", "B")) == ours and _lmms_extract_answer_letter(text) == lmms
+    assert read_letter(text, ("A", "B")) is None  # the strict reader reads none of them
+
+
+def test_generated_pair_accuracy_equals_lmms_eval_on_random_answers(tmp_path: Path) -> None:
+    """Free answers as chat models phrase them, read by the case's reader: gen_pair and gen_question equal
+    lmms-eval's aggregation of its own reading; the strict reader undercounts them."""
+    cases = get_benchmark("mmvp")(_write(tmp_path)).load()
+    strict = get_benchmark("mmvp")(tmp_path, reader="strict").load()
+    protocol = get_protocol("answer")
+    rng = np.random.default_rng(5)
+    forms = ("{}", "({})", "{}.", "The answer is {}", "Option {}", "({}) {}", "{}. {}", "I think {}", "Answer: {}")
+    lower = ("{}", "({})", "({}) {}")  # where a lower-case letter is no article: read alike by both
+    ours, undercount, results = [], [], []
+    for case, plain in zip(cases, strict, strict=True):
+        texts = []
+        for _ in range(2):
+            form, letter = rng.choice(forms), rng.choice(["A", "B", "a", "b"])
+            texts.append(form.format(letter if form in lower else letter.upper(), "Left"))
+        texts = [t if rng.random() > 0.1 else "I cannot tell" for t in texts]
+        lmms = [_lmms_extract_answer_letter(t) for t in texts]
+        scores = np.zeros((2, 1, 3))
+        scores[:, 0, 2] = [np.nan if x is None else x for x in (read_letter_lmms(t, ("A", "B")) for t in texts)]
+        ours.append(protocol.outcomes(case, scores)[0])
+        scores[:, 0, 2] = [np.nan if x is None else x for x in (read_letter(t, ("A", "B")) for t in texts)]
+        undercount.append(protocol.outcomes(plain, scores)[0]["gen_question"])
+        for i in range(2):
+            gold = "A" if case.truth[i, 0] else "B"
+            results.append({"is_correct": lmms[i] == gold, "pair_index": (int(case.id) - 1 + i) // 2})
+    question, pair = _lmms_eval(results)
+    assert np.mean([o["gen_question"] for o in ours]) == pytest.approx(question)
+    assert np.mean([o["gen_pair"] for o in ours]) == pytest.approx(pair)
+    assert np.mean(undercount) < question

@@ -4,7 +4,11 @@ get_scores on answer tables with ties, in strict and argmax modes."""
 
 from __future__ import annotations
 
+import dataclasses
+import io
+import json
 import re
+import zipfile
 from pathlib import Path
 
 import numpy as np
@@ -16,8 +20,9 @@ from spotdiff.benchmarks.suites import suite_benchmarks
 from spotdiff.cases import ParquetImage
 from spotdiff.errors import ConfigError, DataError
 from spotdiff.protocols import get_protocol
+from spotdiff.protocols.stats import evaluate
 from spotdiff.scorers.chat import extract_answer
-from spotdiff.testing.hub_repos import naturalbench_repo
+from spotdiff.testing.hub_repos import naturalbench_repo, naturalbench_retrieval_repo
 
 
 def _hub(root: Path, **kw) -> Path:
@@ -43,7 +48,18 @@ def test_reads_the_hub_layout(tmp_path: Path, type_column: str) -> None:
     assert [c.id for c in get_benchmark("naturalbench")(tmp_path).load("multiple_choice")] == ["1", "3", "5"]
     spaced = get_benchmark("naturalbench")(tmp_path, suffix="lmms-eval").load()[0]
     assert spaced.texts[0] == question + " Please answer Yes or No."
-    assert "naturalbench" in suite_benchmarks("compositionality-2024")
+    assert {"naturalbench", "naturalbench-retrieval"} <= set(suite_benchmarks("compositionality-2024"))
+
+
+def test_reads_the_three_shards_of_the_main_revision_in_order(tmp_path: Path) -> None:
+    cases = get_benchmark("naturalbench")(_hub(tmp_path, n=7, shards=3)).load()
+    assert sorted(p.name for p in (tmp_path / "data").iterdir()) == [
+        f"train-0000{k}-of-00003.parquet" for k in range(3)
+    ]
+    assert [c.id for c in cases] == [str(i) for i in range(7)]
+    assert [c.images[0].path.name for c in cases] == ["train-00000-of-00003.parquet"] * 2 + [
+        "train-00001-of-00003.parquet"
+    ] * 2 + ["train-00002-of-00003.parquet"] * 3
 
 
 def test_bad_records_name_file_row_and_field(tmp_path: Path) -> None:
@@ -182,5 +198,93 @@ def test_yes_rate_hand_worked(tmp_path: Path) -> None:
     assert argmax.outcomes(yes_no, lps)[0]["yes_rate"] == 0.75 and argmax.yes_counts(yes_no, lps) == (4, 3)
     assert protocol.yes_counts(mc, lps) is None and np.isnan(protocol.outcomes(mc, lps)[0]["yes_rate"])
     assert protocol.tied_units(yes_no, lps, [out]) == [True]  # the tie at (i1, q1) decides the outcome
-    with pytest.raises(DataError, match=r"\(2, 2, 2 or 3\)"):
+    with pytest.raises(DataError, match=r"\(2, 2, 2 to 4\)"):
         protocol.outcomes(yes_no, np.zeros((2, 2)))
+
+
+# ------------------------------------------------------------------ NaturalBench-Retrieval
+def _retrieval(root: Path, n: int = 4) -> Path:
+    with zipfile.ZipFile(io.BytesIO(naturalbench_retrieval_repo(n=n)["NaturalBench-Retrieval.zip"])) as zf:
+        zf.extractall(root)
+    return root / "NaturalBench-Retrieval"
+
+
+def _official_retrieval_acc(scores_i2t: np.ndarray) -> dict[str, float]:
+    """naturalbench_retrieval.py get_retrieval_scores + get_retrieval_acc (github.com/Baiqi-Li/NaturalBench,
+    commit 9967605; t2v_metrics' get_winoground_scores / get_winoground_acc are the same), transcribed:
+    ``scores_i2t`` is N x images x captions."""
+    results = [{"c0_i0": s[0][0], "c0_i1": s[1][0], "c1_i0": s[0][1], "c1_i1": s[1][1]} for s in scores_i2t]
+
+    def text_correct(r):
+        return r["c0_i0"] > r["c1_i0"] and r["c1_i1"] > r["c0_i1"]
+
+    def image_correct(r):
+        return r["c0_i0"] > r["c0_i1"] and r["c1_i1"] > r["c1_i0"]
+
+    text = sum(1 if text_correct(r) else 0 for r in results)
+    image = sum(1 if image_correct(r) else 0 for r in results)
+    group = sum(1 if image_correct(r) and text_correct(r) else 0 for r in results)
+    return {"text": text / len(results), "image": image / len(results), "group": group / len(results)}
+
+
+def test_retrieval_reads_the_archive_layout(tmp_path: Path) -> None:
+    folder = _retrieval(tmp_path)
+    cases = get_benchmark("naturalbench-retrieval")(tmp_path).load()  # the folder above, as t2v_metrics
+    assert [c.id for c in cases] == ["0", "1", "2", "3"] and {c.subset for c in cases} == {"retrieval"}
+    assert cases[1].images[1].path == folder / "images" / "1_1.jpg" and cases[1].images[1].load().size == (40, 32)
+    assert cases[0].truth.tolist() == [[True, False], [False, True]]
+    assert [c.texts for c in get_benchmark("naturalbench-retrieval")(folder).load()] == [c.texts for c in cases]
+    metadata = json.loads((folder / "metadata.json").read_text())
+    metadata[2]["index"] = 7
+    (folder / "metadata.json").write_text(json.dumps(metadata))
+    with pytest.raises(DataError, match="index 7 at position 2") as err:
+        get_benchmark("naturalbench-retrieval")(folder).load()
+    assert "metadata.json" in str(err.value) and "index" in str(err.value)
+
+
+def test_retrieval_scores_equal_get_retrieval_acc_with_ties(tmp_path: Path) -> None:
+    cases = get_benchmark("naturalbench-retrieval")(_retrieval(tmp_path)).load()
+    rng = np.random.default_rng(9)
+    scores = rng.integers(0, 3, size=(200, 2, 2)).astype(float)  # [sample, image, caption]; many ties
+    chosen = [cases[k % len(cases)] for k in range(len(scores))]
+    chosen = [dataclasses.replace(c, id=f"{c.id}-{k}") for k, c in enumerate(chosen)]
+    metrics = evaluate(get_protocol("group"), chosen, list(scores), n_boot=0).metrics["all"]
+    official = _official_retrieval_acc(scores)
+    assert {m: metrics[m] for m in ("text", "image", "group")} == pytest.approx(
+        {m: 100 * v for m, v in official.items()}
+    )
+
+
+def test_judged_answers_equal_get_scores_and_are_counted(tmp_path: Path) -> None:
+    """A judge's verdicts (a last column: 1 yes, 0 no, NaN unparsed, -1 failed) score as get_scores scores
+    the answers it grades right; unparsed and failed verdicts are counted, never right."""
+    cases = get_benchmark("naturalbench")(_hub(tmp_path)).load()
+    protocol = get_protocol("naturalbench")
+    rng = np.random.default_rng(8)
+    table, ours, counts = [], [], np.zeros(5, dtype=int)
+    for k in range(200):
+        case = cases[k % len(cases)]
+        said = rng.choice([0.0, 1.0, np.nan], size=(2, 2))
+        judged = rng.choice([1.0, 0.0, np.nan, -1.0], size=(2, 2), p=[0.5, 0.3, 0.1, 0.1])
+        scores = np.concatenate([np.zeros((2, 2, 2)), said[..., None], judged[..., None]], axis=2)
+        gold = np.where(case.truth, 0.0, 1.0)
+        # the judge's right answers as get_scores' 1 / 0 codes: a right answer is its gold code, else the other
+        right = judged == 1.0
+        table.append([int(right[i, q] == (gold[i, q] == 0)) for q, i in ((0, 0), (0, 1), (1, 0), (1, 1))])
+        ours.append(protocol.outcomes(case, scores)[0])
+        counts += protocol.judge_counts(case, scores)
+        compared = np.isin(judged, (0.0, 1.0))
+        agreed = compared & ((judged == 1.0) == (said == gold))
+        assert protocol.judge_counts(case, scores) == (4, int(np.isnan(judged).sum()), int((judged == -1).sum()),
+                                                       int(compared.sum()), int(agreed.sum()))  # fmt: skip
+    official = _official_get_scores(table)
+    for ours_name, name in (("judge_acc", "Acc"), ("judge_q_acc", "Q_Acc"), ("judge_i_acc", "I_Acc"),
+                            ("judge_g_acc", "G_Acc")):  # fmt: skip
+        assert np.mean([o[ours_name] for o in ours]) == pytest.approx(official[name])
+    assert np.mean([o["judge_unparsed"] for o in ours]) == pytest.approx(counts[1] / 800)
+    assert np.mean([o["judge_failed"] for o in ours]) == pytest.approx(counts[2] / 800)
+    unjudged = protocol.outcomes(cases[0], np.zeros((2, 2, 3)))[0]
+    assert (
+        not any(m.startswith("judge_") for m in unjudged)
+        and protocol.judge_counts(cases[0], np.zeros((2, 2, 3))) is None
+    )

@@ -31,15 +31,28 @@ def test_vismin_reads_the_hub_parquet_layout(tmp_path: Path) -> None:
     bench = get_benchmark("vismin")(_write(tmp_path))
     cases = bench.load()
     assert len(cases) == 8 == bench.report.records
-    assert [c.subset for c in cases[:4]] == list(CATEGORIES) and cases[5].id == "5"
+    assert [c.subset for c in cases] == [c for c in CATEGORIES for _ in range(2)]  # category blocks
     case = cases[1]
-    assert case.texts == ("a blue cup left of a plate 1", "a red cup left of a plate 1")
+    assert case.id == "object/1" and case.texts == ("a blue cup left of a plate 1", "a red cup left of a plate 1")
     assert case.truth.tolist() == [[True, False], [False, True]]
     assert isinstance(case.images[1], ParquetImage) and case.images[1].column == "image_1"
     assert case.images[1].load().size == (40, 32)
-    assert [c.id for c in get_benchmark("vismin")(tmp_path).load("counting")] == ["3", "7"]
+    assert [c.id for c in get_benchmark("vismin")(tmp_path).load("counting")] == ["counting/0", "counting/1"]
     with pytest.raises(ConfigError, match="spatial"):
         get_benchmark("vismin")(tmp_path).load("spatial")
+
+
+def test_ids_restarting_in_each_category_are_distinct_cases(tmp_path: Path) -> None:
+    """The hub's ids restart at 0 in each category (object 0-578, attribute 0-293, ... in the real 2,084
+    rows, as vismin-bench/solutions/vqa_solution.csv lists them): the case id is <category>/<id>."""
+    import pyarrow.parquet as pq
+
+    root = _write(tmp_path, n=12)
+    ids = pq.read_table(root / "default/test/0000.parquet", columns=["id"]).column("id").to_pylist()
+    assert ids == [0, 1, 2] * 4  # the fixture copies the quirk
+    cases = get_benchmark("vismin")(root).load()
+    assert [c.id for c in cases[:4]] == ["object/0", "object/1", "object/2", "attribute/0"]
+    assert len({c.id for c in cases}) == 12
 
 
 def test_vismin_reads_the_hubs_arrow_shards_as_the_parquet(tmp_path: Path) -> None:
@@ -47,9 +60,9 @@ def test_vismin_reads_the_hubs_arrow_shards_as_the_parquet(tmp_path: Path) -> No
     parquet = get_benchmark("vismin")(_write(tmp_path / "parquet")).load()
     assert [(c.id, c.texts, c.subset) for c in arrow] == [(c.id, c.texts, c.subset) for c in parquet]
     assert [r.key for c in arrow for r in c.images] == [r.key for c in parquet for r in c.images]
-    ref = arrow[5].images[0]
-    assert ref.path.name == "data-00001-of-00002.arrow" and ref.row == 1
-    assert np.array_equal(np.asarray(ref.load()), np.asarray(parquet[5].images[0].load()))
+    ref = arrow[4].images[0]
+    assert ref.path.name == "data-00001-of-00003.arrow" and ref.row == 2  # shards of rows 0-1, 2-4, 5-7
+    assert np.array_equal(np.asarray(ref.load()), np.asarray(parquet[4].images[0].load()))
 
 
 def test_vismin_bad_data_names_the_file(tmp_path: Path) -> None:
@@ -57,9 +70,9 @@ def test_vismin_bad_data_names_the_file(tmp_path: Path) -> None:
     with pytest.raises(DataError, match="colour") as err:
         get_benchmark("vismin")(tmp_path / "bad").load()
     assert "0000.parquet" in str(err.value) and "category" in str(err.value)
-    shard = write_vismin(tmp_path / "damaged", n=4, layout="arrow") / "data/test/data-00000-of-00002.arrow"
+    shard = write_vismin(tmp_path / "damaged", n=4, layout="arrow") / "data/test/data-00000-of-00003.arrow"
     shard.write_bytes(shard.read_bytes()[:200])
-    with pytest.raises(DataError, match=r"data-00000-of-00002\.arrow"):
+    with pytest.raises(DataError, match=r"data-00000-of-00003\.arrow"):
         get_benchmark("vismin")(tmp_path / "damaged").load()
 
 

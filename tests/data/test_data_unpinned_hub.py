@@ -4,7 +4,9 @@ with its data source."""
 
 from __future__ import annotations
 
+import io
 import json
+import zipfile
 
 import numpy as np
 import pytest
@@ -14,13 +16,21 @@ from spotdiff.cli import main
 from spotdiff.data import benchmark_sources
 from spotdiff.diagnose.store import RunStore
 from spotdiff.testing.formats import mmvp_rows, write_mmvp, write_mmvp_vlm, write_vismin
-from spotdiff.testing.hub_repos import bivlc_repo, colorswap_repo, naturalbench_repo, png_bytes
+from spotdiff.testing.hub_repos import (
+    bivlc_repo,
+    colorswap_repo,
+    naturalbench_repo,
+    naturalbench_retrieval_repo,
+    png_bytes,
+)
 from spotdiff.testing.tiny_models import make_tiny_clip
 
 COMMIT = "0123456789abcdef0123456789abcdef01234567"
 
 
-@pytest.mark.parametrize("name", ["bivlc", "colorswap", "mmvp-vlm", "mmvp", "naturalbench", "vismin"])
+@pytest.mark.parametrize(
+    "name", ["bivlc", "colorswap", "mmvp-vlm", "mmvp", "naturalbench", "naturalbench-retrieval", "vismin"]
+)
 def test_the_declarations_name_no_commit(name):
     source = benchmark_sources(name).part("data").source
     assert source.revision is None and "unpinned: the commit fetched is recorded" in source.describe()
@@ -123,3 +133,28 @@ def test_mmvp_csv_and_images_fetched(hub, home, tmp_path):
     assert len(files) == 7 and len(fetched) == 3
     assert [c.texts for c in fetched] == [c.texts for c in get_benchmark("mmvp")(folder).load()]
     assert all(im.path.read_bytes() == files[f"MMVP Images/{im.path.name}"] for c in fetched for im in c.images)
+
+
+def test_naturalbench_retrieval_zip_fetched_unpacked_and_scored(hub, home, tmp_path):
+    """NaturalBench-Retrieval.zip lands unpacked (its one top folder descended into), and a tiny CLIP scores
+    it with the group protocol; the archive unzipped as t2v_metrics does (the top folder kept) reads alike."""
+    files = naturalbench_retrieval_repo(n=4)
+    hub.add_repo("BaiqiL/NaturalBench", {**naturalbench_repo(n=2), **files}, revision=COMMIT)
+    assert main(["data", "fetch", "naturalbench-retrieval", "-q"]) == 0
+    folder = home / "naturalbench-retrieval"
+    assert (folder / "metadata.json").is_file() and not (folder / "NaturalBench-Retrieval.zip").exists()
+    fetched = get_benchmark("naturalbench-retrieval")(folder).load()
+    unzipped = tmp_path / "t2v"
+    with zipfile.ZipFile(io.BytesIO(files["NaturalBench-Retrieval.zip"])) as zf:
+        zf.extractall(unzipped)
+    direct = get_benchmark("naturalbench-retrieval")(unzipped).load()
+    assert [(c.id, c.texts) for c in fetched] == [(c.id, c.texts) for c in direct] and len(fetched) == 4
+    assert [r.key for c in fetched for r in c.images] == [r.key for c in direct for r in c.images]
+    clip = "hf-clip:" + str(make_tiny_clip(tmp_path / "clip"))
+    out = tmp_path / "out"
+    argv = ["eval", "--model", clip, "--benchmark", "naturalbench-retrieval", "--out", str(out), "--no-cache",
+            "--no-store", "-q", "--n-boot", "20"]  # fmt: skip
+    assert main(argv) == 0
+    metrics = json.loads((out / "metrics.json").read_text())
+    assert metrics["protocol"] == "group" and metrics["n_cases"] == 4
+    assert set(metrics["metrics"]["all"]) >= {"text", "image", "group"}

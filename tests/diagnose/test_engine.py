@@ -91,7 +91,7 @@ class Pairs(PairScorer):
     def text_logprob(self, texts):
         return np.array([[-float(len(t))] for t in texts], dtype=np.float32)
 
-    def answer_choices(self, images, texts, need):
+    def answer_choices(self, images, texts, need, style="spotdiff"):
         rows = len(texts) * (2 if need == "choice" else 1)
         return np.zeros((rows, 2, 1), dtype=np.float32)
 

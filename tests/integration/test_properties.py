@@ -456,6 +456,15 @@ def _valid_dataset(bench: str, root: Path) -> list[Path]:
             (root / rel).parent.mkdir(parents=True, exist_ok=True)
             (root / rel).write_bytes(blob)
         return sorted(root.rglob("*.parquet"))
+    if bench == "naturalbench-retrieval":  # the archive's content
+        import io
+        import zipfile
+
+        from spotdiff.testing.hub_repos import naturalbench_retrieval_repo
+
+        with zipfile.ZipFile(io.BytesIO(naturalbench_retrieval_repo(n=2)["NaturalBench-Retrieval.zip"])) as zf:
+            zf.extractall(root)
+        return [root / "NaturalBench-Retrieval" / "metadata.json"]
     if bench == "colorswap":  # the README's JSON layout
         rec = {"id": 0, "caption_1": "a red cup on a blue mat", "caption_2": "a blue cup on a red mat",
                "image_1": "images/img_0_1.png", "image_2": "images/img_0_2.png", "image_source": "midjourney",
@@ -742,7 +751,7 @@ def test_every_loader_and_protocol_is_covered() -> None:
         "visla-generic", "visla-spatial", "sugarcrepe", "valse", "vl-checklist", "winoground", "eqben", "spec",
         "aro-vg-relation", "aro-vg-attribution", "aro-coco-order", "aro-flickr-order", "crepe", "coco-retrieval",
         "flickr-retrieval", "zeroshot-classification", "whatsup", "mmvp-vlm", "sugarcrepe-pp", "colorswap", "bivlc",
-        "naturalbench",
+        "naturalbench", "naturalbench-retrieval",
         "vismin", "mmvp",
     }  # fmt: skip
     assert set(BENCHMARKS.names()) <= covered, set(BENCHMARKS.names()) - covered

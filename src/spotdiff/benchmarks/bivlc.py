@@ -61,6 +61,16 @@ tags: subset, subtype""",
                 "the fetch records the commit it downloads",
             ),
         ),
+        metric_sources=(
+            (
+                "group",
+                ("text",),
+                "Table 3's I2T: evaluate_BiVLC's image picks its caption both ways "
+                "(src/CLIP_fine_tuning/CLIP_utils.py, commit 776023d)",
+            ),
+            ("group", ("image",), "Table 3's T2I: each caption picks its image"),
+            ("group", ("group",), "Table 3's group score: both"),
+        ),
         ties="strict, as BiVLC's evaluate_BiVLC (src/CLIP_fine_tuning/CLIP_utils.py, commit 776023d: "
         "s_C0_I0 > s_C1_I0 and so on)",
     )

@@ -40,6 +40,9 @@ class BenchmarkMetadata:
             ``"subset_mean"``).
         groups_source: where those groupings come from (paper, table, section).
         ties: which tie rule each peer's published code uses on this benchmark (``--ties``).
+        metric_sources: ``(protocol, metrics, source)``: the paper table or the authors' function each
+            reported metric reproduces (or that it is spotdiff's own reading or diagnostic), shown by
+            ``spotdiff benchmarks NAME``.
         data_notes: what ``spotdiff data list`` adds about fetching it.
         name: the registry name, set by ``@BENCHMARKS.register(name)``.
     """
@@ -59,6 +62,7 @@ class BenchmarkMetadata:
     groups: tuple[tuple[str, tuple[str, ...]], ...] = ()
     groups_source: str = ""
     ties: str = ""
+    metric_sources: tuple[tuple[str, tuple[str, ...], str], ...] = ()
     data_notes: str = ""
     name: str = ""
 
@@ -76,6 +80,10 @@ class BenchmarkMetadata:
             unknown = [m for m in members if m not in self.subsets]
             if unknown or not members:
                 self._fail(f"group {group!r} names unknown subsets {unknown!r}; known: {', '.join(self.subsets)}")
+        for protocol, metrics, source in self.metric_sources:
+            if protocol not in self.protocols or not metrics or not source.strip():
+                self._fail(f"metric source {protocol!r} {metrics!r}: a protocol of {', '.join(self.protocols)}, its "
+                           "metrics and what they reproduce")  # fmt: skip
         names = [p.name for p in self.parts]
         if len(set(names)) != len(names):
             self._fail(f"repeated data part in {names!r}")
@@ -103,6 +111,15 @@ class BenchmarkMetadata:
     def named(self, name: str) -> BenchmarkMetadata:
         """This declaration under its registry name."""
         return replace(self, name=name)
+
+    def metric_source(self, protocol: str, metric: str) -> str | None:
+        """What ``metric`` of ``protocol`` reproduces (:attr:`metric_sources`), or None when not declared.
+
+        Args:
+            protocol: one of the benchmark's protocols.
+            metric: one of its metrics.
+        """
+        return next((s for p, ms, s in self.metric_sources if p == protocol and metric in ms), None)
 
     @property
     def subset_groups(self) -> dict[str, tuple[str, ...]]:

@@ -39,6 +39,9 @@ CORRECTIONS: dict[str, dict[int, int]] = {
 #: lmms-eval's mmvp prompt (lmms_eval/tasks/mmvp/utils.py ``mmvp_doc_to_text`` with the task's
 #: post_prompt), the options lettered ``A. ...`` one per line.
 PROMPT = "{question}\n{options}\nAnswer with the option's letter from the given choices directly."
+#: How a generated answer is read, per setting of option ``reader`` (a name of :data:`spotdiff.cases.READERS`):
+#: ``lmms-eval`` in the order of lmms-eval's ``_extract_answer_letter``, ``strict`` the letter alone.
+READERS = {"lmms-eval": "letter-lmms", "strict": "letter"}
 _OPTION = re.compile(r"\(([a-z])\)\s*")
 _ANSWER = re.compile(r"^\(?([a-z])\)?(?:\s|$)")
 
@@ -94,7 +97,7 @@ def parse_answer(text: str, n_options: int) -> int:
 
 @BENCHMARKS.register("mmvp")
 class MMVP(Benchmark):
-    option_names = ("labels", "images")  # the -o options it reads
+    option_names = ("labels", "images", "reader")  # the -o options it reads
     metadata = BenchmarkMetadata(
         title="MMVP (Tong et al., CVPR 2024)",
         protocols=("answer",),
@@ -107,13 +110,15 @@ DIR/Questions.csv: a header (Index, Question, Options, Correct Answer), then 300
 case: the pair's 2 images x 1 question (2 x 2 when its rows differ, image i read on question i): texts = (the
   Question asked as lmms-eval's mmvp task words it: the question, "A. <option a>", "B. <option b>" on
   their own lines, "Answer with the option's letter from the given choices directly."); candidates
-  A/B (tag answers), generated answers read strictly as the letter alone (tag reader=letter);
+  A/B (tag answers), generated answers read as lmms-eval's _extract_answer_letter orders its patterns
+  ("B", "(a)", "(A) Left", "The answer is B", "Option A"; not the article "a": tag reader=letter-lmms), or
+  with option reader=strict the letter alone (reader=letter);
   truth[i, 0] = image i's Correct Answer is (a); id <Index of the first row>; subset mmvp; protocol
   answer: pair = pair accuracy (the paper's), question = accuracy per question (lmms-eval's mmvp_accuracy)
 option labels=original (default) | lmms-eval | lmms-eval-pr1028: the answers as published, or with
   lmms-eval's corrections (lmms-eval: Index 99 -> (b), 100 -> (a), 279 -> (b), 280 -> (a), commit
   d8fcb9c3; lmms-eval-pr1028: Index 100 -> (a), 280 -> (a), PR 1028, commit 34465550)
-tags: subset, answers (A/B), reader (letter), labels (the setting used), corrected (yes when the setting
+tags: subset, answers (A/B), reader (letter-lmms or letter), labels (the setting used), corrected (yes when the setting
   changed an answer of the pair)""",
         description="MMVP: 150 CLIP-blind image pairs, a two-option question per image; a chat VLM's pair "
         "accuracy, both questions right (Tong et al., Eyes Wide Shut?, CVPR 2024)",
@@ -135,6 +140,35 @@ tags: subset, answers (A/B), reader (letter), labels (the setting used), correct
                 "when this was declared: the fetch records the commit it downloads",
             ),
         ),
+        metric_sources=(
+            (
+                "answer",
+                ("judge_pair",),
+                "the paper's MMVP accuracy (Sec. 3) as the authors graded it: pairs both of "
+                "whose free answers GPT-4 grades right (scripts/gpt_grader.py, commit 7635005), the grader of --judge",
+            ),
+            ("answer", ("judge_question",), "each question graded right by the judge"),
+            (
+                "answer",
+                ("gen_pair",),
+                "the pair accuracy of the letter read in the order of lmms-eval's "
+                "_extract_answer_letter: lmms-eval's mmvp_pair_accuracy (gpt_grader.py's accumulation)",
+            ),
+            ("answer", ("gen_question",), "lmms-eval's mmvp_accuracy (each question)"),
+            (
+                "answer",
+                ("pair",),
+                "spotdiff's likelihood reading (the option letters' log-probabilities) as the pair accuracy",
+            ),
+            ("answer", ("question",), "spotdiff's likelihood reading as mmvp_accuracy"),
+            ("answer", ("no_answer",), "spotdiff's diagnostic: questions the likelihood reading answers none of"),
+            ("answer", ("unparsed",), "spotdiff's diagnostic: generated answers that name no letter"),
+            (
+                "answer",
+                ("judge_unparsed", "judge_failed"),
+                "spotdiff's diagnostics: the judge's replies that are no verdict; its responses without a reply",
+            ),
+        ),
         ties="the likelihood reading: a tie of the option letters' log-probabilities is no answer (strict) or "
         "the first option (argmax, np.argmax); the authors' code grades generated answers (gpt_grader.py: "
         "a pair is right when both its answers are graded yes), where no tie arises",
@@ -147,6 +181,7 @@ tags: subset, answers (A/B), reader (letter), labels (the setting used), correct
         self.check_subset(subset)
         self.report = LoadReport()
         labels = option_choice(self.options, "labels", tuple(CORRECTIONS), "original")
+        reader = READERS[option_choice(self.options, "reader", tuple(READERS), "lmms-eval")]
         (path,) = self.data_files()
         images = images_dir(self.root, self.options, IMAGE_FOLDER)
         rows = read_csv_rows(path, COLUMNS)
@@ -164,7 +199,7 @@ tags: subset, answers (A/B), reader (letter), labels (the setting used), correct
             texts = (prompt(q1, options),) if (q1, options) == (q2, other) else (prompt(q1, options), prompt(q2, other))
             truth = np.repeat(np.array(answers)[:, None] == 0, len(texts), axis=1)  # image i's gold, any question
             refs = (FileImage(images / f"{k + 1}.jpg"), FileImage(images / f"{k + 2}.jpg"))
-            tags = {"subset": "mmvp", ANSWERS_TAG: ANSWER_SEP.join(LETTERS[: len(options)]), READER_TAG: "letter",
+            tags = {"subset": "mmvp", ANSWERS_TAG: ANSWER_SEP.join(LETTERS[: len(options)]), READER_TAG: reader,
                     "labels": labels, "corrected": "yes" if answers != [a1, a2] else "no"}  # fmt: skip
             yield Case(str(k + 1), texts, truth, refs, tags)
 

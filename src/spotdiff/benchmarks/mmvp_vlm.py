@@ -77,6 +77,19 @@ tags: subset, type (the CSV's Type)""",
                 "when this was declared: the fetch records the commit it downloads",
             ),
         ),
+        metric_sources=(
+            (
+                "group",
+                ("image",),
+                "Table 4's accuracy per pattern: evaluate_vlm.py's pairs whose two statements "
+                "each pick their image (scripts/evaluate_vlm.py, commit 7635005)",
+            ),
+            (
+                "group",
+                ("text", "group"),
+                "spotdiff's Winoground scores of a pair (each image picks its statement; both ways): not in the paper",
+            ),
+        ),
         groups=(("average", SUBSETS),),
         groups_source="MMVP Table 4 reports each pattern and their unweighted average",
         ties="evaluate_vlm.py: a statement picks img1 (the odd id) only if its softmax probability is > 0.5, "

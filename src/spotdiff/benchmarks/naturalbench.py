@@ -1,9 +1,11 @@
 """NaturalBench (Li et al., NeurIPS 2024 D&B): 1,900 natural adversarial samples, each 2 images x 2
-questions whose answers differ between the images; Acc, Q-Acc, I-Acc and G-Acc.
+questions whose answers differ between the images; Acc, Q-Acc, I-Acc and G-Acc. And its retrieval task,
+NaturalBench-Retrieval: image pairs with two captions, text / image / group score.
 
 Reads the hub parquet layout of ``BaiqiL/NaturalBench`` (split train) and builds the prompts as the
-authors' ``naturalbench_vqa.py`` (github.com/Baiqi-Li/NaturalBench, commit 9967605) does. Format and
-rules: docs/loaders.md; the scores: protocol ``naturalbench`` (docs/protocols.md).
+authors' ``naturalbench_vqa.py`` (github.com/Baiqi-Li/NaturalBench, commit 9967605) does; the retrieval
+task's ``metadata.json`` as ``naturalbench_retrieval.py`` and t2v_metrics read it. Format and rules:
+docs/loaders.md; the scores: protocols ``naturalbench`` and ``group`` (docs/protocols.md).
 """
 
 from __future__ import annotations
@@ -13,11 +15,11 @@ from pathlib import Path
 
 import numpy as np
 
-from spotdiff.benchmarks._io import field, option_choice
+from spotdiff.benchmarks._io import field, find_file, images_dir, option_choice, read_json
 from spotdiff.benchmarks._parquet import find_parquet, iter_rows
-from spotdiff.benchmarks.base import BENCHMARKS, Benchmark, BenchmarkMetadata, LoadReport
-from spotdiff.benchmarks.sources import HubSource, Part
-from spotdiff.cases import ANSWER_SEP, ANSWERS_TAG, READER_TAG, Case
+from spotdiff.benchmarks.base import BENCHMARKS, Benchmark, BenchmarkMetadata, LoadReport, pair_case
+from spotdiff.benchmarks.sources import HubSource, Part, Unpack
+from spotdiff.cases import ANSWER_SEP, ANSWERS_TAG, READER_TAG, Case, FileImage
 from spotdiff.errors import DataError
 
 #: Question type -> its candidate answers (the first is extract_answer's 1, the second its 0).
@@ -89,6 +91,37 @@ tags: subset, answers, reader, source""",
                 "read when this was declared: the fetch records the commit it downloads",
             ),
         ),
+        metric_sources=(
+            (
+                "naturalbench",
+                ("gen_acc", "gen_q_acc", "gen_i_acc", "gen_g_acc"),
+                "the leaderboard's Acc, Q-Acc, "
+                "I-Acc, G-Acc: get_scores on extract_answer's readings of generated answers (naturalbench_vqa.py, "
+                "commit 9967605; lmms-eval's naturalbench task)",
+            ),
+            (
+                "naturalbench",
+                ("acc", "q_acc", "i_acc", "g_acc"),
+                "spotdiff's likelihood reading (the candidates' log-probabilities) scored by get_scores",
+            ),
+            (
+                "naturalbench",
+                ("judge_acc", "judge_q_acc", "judge_i_acc", "judge_g_acc"),
+                "get_scores on --judge's verdicts (MMVP gpt_grader.py's prompt): spotdiff's judged reading",
+            ),
+            (
+                "naturalbench",
+                ("yes_rate", "gen_yes_rate"),
+                "spotdiff's diagnostic: the share of Yes answers to "
+                "yes/no questions (the answer bias the paper discusses)",
+            ),
+            ("naturalbench", ("unparsed",), "spotdiff's diagnostic: generated answers extract_answer reads as -1"),
+            (
+                "naturalbench",
+                ("judge_unparsed", "judge_failed"),
+                "spotdiff's diagnostics: the judge's replies that are no verdict; its responses without a reply",
+            ),
+        ),
         ties="naturalbench_vqa.py reads generated answers (extract_answer: the earlier of the two candidate "
         "words wins; neither is -1, a wrong answer); for the likelihood reading a tie of the candidates' "
         "log-probabilities gives no answer under --ties strict and the first candidate (Yes / A) under argmax",
@@ -144,3 +177,81 @@ def _gold(record: dict, column: str, answers: tuple[str, str], path: Path, where
     if gold.lower() not in by_name:
         raise DataError(f"gold answer {gold!r} is none of {', '.join(answers)}", file=path, record=where, field=column)
     return by_name[gold.lower()] == 0
+
+
+#: Where NaturalBench-Retrieval's metadata lies: the archive's content (as ``spotdiff data fetch`` unpacks it),
+#: or the archive's top folder (as t2v_metrics unzips it into its ``datasets`` folder).
+RETRIEVAL_FILES = ("metadata.json", "NaturalBench-Retrieval/metadata.json")
+
+
+@BENCHMARKS.register("naturalbench-retrieval")
+class NaturalBenchRetrieval(Benchmark):
+    option_names = ("images",)  # the -o options it reads
+    metadata = BenchmarkMetadata(
+        title="NaturalBench-Retrieval (Li et al., NeurIPS 2024)",
+        protocols=("group",),
+        subsets=("retrieval",),
+        layout="""\
+DIR/metadata.json and DIR/images/ (the content of NaturalBench-Retrieval.zip in the hub dataset
+  BaiqiL/NaturalBench; or DIR/NaturalBench-Retrieval/..., the archive unzipped as t2v_metrics does):
+  [{"index": k (its position), "image_0", "image_1" (file names under images/), "caption_0",
+  "caption_1"}, ...]; option images=PATH replaces the images folder
+case: 2 images x 2 captions, caption k describes image k (diagonal truth); id <index>; subset retrieval;
+  protocol group: text, image, group = t2v_metrics' NaturalBench_Retrieval (get_winoground_acc)""",
+        description="NaturalBench-Retrieval: NaturalBench's natural adversarial image pairs with their two "
+        "captions; text / image / group score as t2v_metrics evaluates it (Li et al., NaturalBench, NeurIPS 2024)",
+        paper="Li, Lin, Peng, Nyandwi, Jiang, Ma, Khanuja, Krishna, Neubig, Ramanan. NaturalBench: Evaluating "
+        "Vision-Language Models on Natural Adversarial Samples. NeurIPS 2024 Datasets and Benchmarks",
+        reference="https://github.com/Baiqi-Li/NaturalBench",
+        citation=CITATION,
+        main_score=("group", "group"),
+        reproduces="the retrieval task of the NaturalBench README (naturalbench_retrieval.py, commit 9967605; "
+        "t2v_metrics dataset.py NaturalBench_Retrieval, commit 6ecb74f): text, image and group score",
+        license="Apache-2.0 (the hub dataset card of BaiqiL/NaturalBench)",
+        parts=(
+            Part(
+                "data",
+                "both",
+                HubSource(
+                    "BaiqiL/NaturalBench",
+                    None,
+                    ("NaturalBench-Retrieval.zip",),
+                    unpack=(("NaturalBench-Retrieval.zip", Unpack("", ("metadata.json", "images"))),),
+                ),
+                license="Apache-2.0",
+                note="NaturalBench-Retrieval.zip (about 332 MB, as naturalbench_retrieval.py downloads it), unpacked; "
+                "no commit could be read when this was declared: the fetch records the commit it downloads",
+            ),
+        ),
+        metric_sources=(
+            (
+                "group",
+                ("text", "image", "group"),
+                "get_retrieval_acc of naturalbench_retrieval.py (commit 9967605), "
+                "t2v_metrics' get_winoground_acc (dataset.py, commit 6ecb74f): text, image and group score",
+            ),
+        ),
+        ties="strict, as t2v_metrics' get_winoground_acc and naturalbench_retrieval.py's get_retrieval_acc "
+        "(c0_i0 > c1_i0 and c1_i1 > c0_i1, and so on)",
+    )
+
+    def data_files(self) -> list[Path]:
+        return [find_file(self.root, RETRIEVAL_FILES, what="NaturalBench-Retrieval metadata.json")]
+
+    def cases(self, subset: str | None = None) -> Iterator[Case]:
+        self.check_subset(subset)
+        self.report = LoadReport()
+        (path,) = self.data_files()
+        images = images_dir(path.parent, self.options)
+        data = read_json(path)
+        if not isinstance(data, list):
+            raise DataError(f"expected a JSON list of samples, got {type(data).__name__}", file=path)
+        for k, record in enumerate(data):
+            self.report.records += 1
+            index = field(record, "index", int, file=path, record_id=k)
+            if index != k:  # t2v_metrics asserts metadata[idx]["index"] == idx
+                raise DataError(f"index {index} at position {k}", file=path, record=k, field="index")
+            names = [field(record, f"image_{i}", str, file=path, record_id=k).strip() for i in (0, 1)]
+            captions = tuple(field(record, f"caption_{i}", str, file=path, record_id=k).strip() for i in (0, 1))
+            refs = (FileImage(images / names[0]), FileImage(images / names[1]))
+            yield pair_case(str(index), captions, refs, {"subset": "retrieval"})

@@ -69,6 +69,20 @@ tags: subset, operation (replace/swap), target (att/obj/rel)""",
             images_part(("coco-val2017", "")),
         ),
         data_notes="Also on the hub as Aman-J/SugarCrepe_pp; the GitHub files are the ones pinned here.",
+        metric_sources=(
+            (
+                "visla-i2t",
+                ("accuracy",),
+                "Table 2's ITT: VLMs/test_*.py's cos_p1 > cos_neg and cos_p2 > cos_neg (commit c083bbf)",
+            ),
+            ("visla-i2t", ("p1_n", "p2_n"), "the paper's Image-P1-Neg and Image-P2-Neg: each comparison alone"),
+            ("visla-t2t", ("accuracy",), "Table 2's TOT: cos_p1p2 > cos_p1_neg and cos_p1p2 > cos_p2_neg"),
+            (
+                "visla-t2t",
+                ("p1_n", "p2_n"),
+                "TOT's two comparisons alone (P2 above N for the query P1; P1 above N for the query P2)",
+            ),
+        ),
         ties="strict, as the authors' VLMs/test_*.py (cos_p1 > cos_neg and cos_p2 > cos_neg; "
         "cos_p1p2 > cos_p1_neg and cos_p1p2 > cos_p2_neg)",
     )

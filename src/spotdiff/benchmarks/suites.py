@@ -46,8 +46,18 @@ SUITES: dict[str, tuple[str, tuple[str, ...]]] = {
     "retrieval": ("COCO 5K and Flickr30K 1K image-text retrieval", ("coco-retrieval", "flickr-retrieval")),
     "compositionality-2024": (
         "minimal-pair benchmarks of 2023-2024 (issue 25): What'sUp, MMVP-VLM, SugarCrepe++, ColorSwap, BiVLC, "
-        "NaturalBench, VisMin, MMVP",
-        ("whatsup", "mmvp-vlm", "sugarcrepe-pp", "colorswap", "bivlc", "naturalbench", "vismin", "mmvp"),
+        "NaturalBench (its VQA and retrieval tasks), VisMin, MMVP",
+        (
+            "whatsup",
+            "mmvp-vlm",
+            "sugarcrepe-pp",
+            "colorswap",
+            "bivlc",
+            "naturalbench",
+            "naturalbench-retrieval",
+            "vismin",
+            "mmvp",
+        ),
     ),
 }
 

@@ -15,7 +15,7 @@ from spotdiff.benchmarks._io import field
 from spotdiff.benchmarks._parquet import find_parquet, iter_rows
 from spotdiff.benchmarks.base import BENCHMARKS, Benchmark, BenchmarkMetadata, LoadReport, pair_case
 from spotdiff.benchmarks.sources import HubSource, Part
-from spotdiff.cases import Case
+from spotdiff.cases import PROMPTS_TAG, Case
 from spotdiff.errors import DataError
 
 #: The ``category`` values of the test split (vismin-bench/solutions/vqa_solution.csv: 579 object,
@@ -39,7 +39,7 @@ CITATION = """\
 class VisMin(Benchmark):
     metadata = BenchmarkMetadata(
         title="VisMin (Awal et al., NeurIPS 2024)",
-        protocols=("group",),
+        protocols=("group", "mllm", "mllm-text"),
         subsets=SUBSETS,
         layout="""\
 DIR/data/test/data-*.arrow (the hub dataset mair-lab/vismin-bench: datasets' save_to_disk shards of split
@@ -48,8 +48,14 @@ DIR/data/test/data-*.arrow (the hub dataset mair-lab/vismin-bench: datasets' sav
   bytes), category (object/attribute/relation/counting); the MLLM question columns (text_question_k,
   image_question_k) are not read
 case: 2 images [image_0, image_1] x 2 captions [text_0, text_1], text_k describes image_k (diagonal
-  truth); id <id>; subset = category
-tags: subset""",
+  truth); id <category>/<id> (the hub's ids restart at 0 in each category); subset = category
+tags: subset, prompts (vismin)
+protocol mllm (chat VLMs, need choice): the authors' MLLM questions (evals/dataset_zoo/task_prompts.py,
+  commit 29ce2c0), once in the case's order: per image "Does this image best match: (A) <text_0>, or (B)
+  <text_1>? Choices: A, B." (gold A for image_0, B for image_1), per caption both images and "Which image
+  better aligns with the description: "<text_k>"? Choices: First, Second." (gold First for text_0);
+  generated answers read by evals/metrics/itm.py's is_match_with_label (an answer matching both options
+  or none is no answer); text, image, group = compute_mllm_score_itg's; mllm-text: the caption questions""",
         description="VisMin: 2,084 image pairs with one minimal change (object, attribute, count, spatial "
         "relation) and their captions; text / image / group score per category (Awal et al., VisMin, "
         "NeurIPS 2024)",
@@ -57,7 +63,8 @@ tags: subset""",
         reference="https://github.com/rabiulcste/vismin",
         citation=CITATION,
         main_score=("group", "group"),
-        reproduces="VisMin Table 2 (foundational VLMs: image, text and group score per category)",
+        reproduces="VisMin Table 2 (foundational VLMs: image, text and group score per category; protocol mllm: "
+        "the MLLM rows, compute_mllm_score_itg)",
         license="CC BY 4.0 (the hub dataset card of mair-lab/vismin-bench)",
         parts=(
             Part(
@@ -69,6 +76,32 @@ tags: subset""",
                 "refs/convert/parquet is read too, downloaded by hand); no commit could be read when this was "
                 "declared: the fetch records the commit it downloads",
             ),
+        ),
+        metric_sources=(
+            (
+                "group",
+                ("text", "image", "group"),
+                "Table 2's foundational VLMs: metric.py's "
+                "compute_contrastive_accuracy per category (vismin-bench, commit 29ce2c0)",
+            ),
+            (
+                "mllm",
+                ("gen_text", "gen_image", "gen_group"),
+                "Table 2's MLLMs: compute_mllm_score_itg on "
+                "is_match_with_label's readings of generated answers (evals/metrics/itm.py)",
+            ),
+            (
+                "mllm",
+                ("text", "image", "group"),
+                "spotdiff's likelihood reading of the authors' questions (the "
+                "option label most likely as the answer), scored as compute_mllm_score_itg scores",
+            ),
+            ("mllm", ("no_answer",), "spotdiff's diagnostic: questions the likelihood reading answers none of"),
+            ("mllm", ("unparsed",), "spotdiff's diagnostic: generated answers matching no label or both"),
+            ("mllm-text", ("gen_text",), "compute_mllm_score_itg's text score (caption questions only)"),
+            ("mllm-text", ("text",), "spotdiff's likelihood reading of the caption questions"),
+            ("mllm-text", ("no_answer",), "spotdiff's diagnostic, as protocol mllm's"),
+            ("mllm-text", ("unparsed",), "spotdiff's diagnostic, as protocol mllm's"),
         ),
         ties="strict, as VisMin's compute_contrastive_accuracy (vismin-bench/metric.py, commit 29ce2c0: "
         "T0_I0 > T1_I0 and T1_I1 > T0_I1 and so on)",
@@ -92,4 +125,6 @@ tags: subset""",
                                 record=where, field="category")  # fmt: skip
             if subset is not None and category != subset:
                 continue
-            yield pair_case(str(ex_id), texts, (record["image_0"], record["image_1"]), {"subset": category})
+            case_id = f"{category}/{ex_id}"  # the hub's ids restart at 0 in each category
+            tags = {"subset": category, PROMPTS_TAG: "vismin"}
+            yield pair_case(case_id, texts, (record["image_0"], record["image_1"]), tags)

@@ -15,7 +15,7 @@ import numpy as np
 from spotdiff.benchmarks._io import field, frozen_truth, images_dir, nonempty_strings, read_json
 from spotdiff.benchmarks.base import BENCHMARKS, Benchmark, BenchmarkMetadata, LoadReport
 from spotdiff.benchmarks.sources import ManualSource, Part
-from spotdiff.cases import Case, FileImage
+from spotdiff.cases import SET_TAG, SLOT_TAG, Case, FileImage
 from spotdiff.errors import DataError
 
 #: subset -> (annotation file, image folder, what a record is): the official classes' files.
@@ -29,6 +29,11 @@ FILES = {
 }
 SUBSETS = tuple(FILES)
 _REPOSITORY = ("amitakamath/whatsup_vlms", "7c1f2550eace32e7b8c77de5a792347c402960d1")
+#: A controlled subset's four prepositions as its image file names spell them (``<obj>_<prep>_<obj>.jpeg``).
+SET_PREPOSITIONS = {
+    "controlled-a": ("on", "under", "left_of", "right_of"),
+    "controlled-b": ("in-front_of", "behind", "left_of", "right_of"),
+}
 
 CITATION = """\
 @inproceedings{kamath2023whatsup,
@@ -38,6 +43,23 @@ CITATION = """\
   year      = {2023}
 }
 """
+
+
+def set_tags(subset: str, file_name: str, path: Path, idx: int) -> dict[str, str]:
+    """A controlled image's set and slot, as ``evaluate_scores`` keys its ``eval_dict``: the set is the
+    file name's first and last ``_`` parts (the two objects), the slot its second part.
+
+    >>> set_tags("controlled-a", "beer-bottle_left_of_armchair.jpeg", Path("x.json"), 0)
+    {'set': 'beer-bottle|armchair', 'set_preposition': 'left'}
+    """
+    stem = PurePosixPath(file_name).stem
+    known = SET_PREPOSITIONS[subset]
+    prep = next((p for p in known if f"_{p}_" in stem), None)
+    first, _, last = stem.partition(f"_{prep}_") if prep else ("", "", "")
+    if prep is None or not first or not last:
+        raise DataError(f"image file name {file_name!r} is not <object>_<{'|'.join(known)}>_<object>.<ext>",
+                        file=path, record=idx, field="image_path")  # fmt: skip
+    return {SET_TAG: f"{first}|{last}", SLOT_TAG: prep.split("_")[0]}
 
 
 def preposition(subset: str, image_path: str, true_caption: str) -> str:
@@ -70,7 +92,7 @@ class WhatsUp(Benchmark):
     option_names = ("images",)  # the -o options it reads
     metadata = BenchmarkMetadata(
         title="What'sUp (Kamath et al., EMNLP 2023)",
-        protocols=("i2t-top1",),
+        protocols=("whatsup", "i2t-top1"),
         subsets=SUBSETS,
         layout="""\
 DIR/controlled_images_dataset.json, DIR/controlled_clevr_dataset.json (subsets controlled-a, controlled-b):
@@ -80,15 +102,21 @@ DIR/coco_qa_{one,two}_obj.json, DIR/vg_qa_{one,two}_obj.json (coco-qa-*, vg-qa-*
   [[image_id, true caption, false caption], ...]; images DIR/val2017/<id, 12 digits>.jpg, DIR/vg_images/<id>.jpg
   (option images=PATH replaces DIR as the image root)
 case: 1 image x the captions, the first true; id <subset>/<index>
-tags: subset, preposition (as the official evaluate_scores groups accuracy)""",
+tags: subset, preposition (as the official evaluate_scores groups accuracy); controlled images also set
+  (<first object>|<last object> of the file name) and set_preposition (left, right, on, under, in-front,
+  behind: the file name's second part), the keys of evaluate_scores' pair and set accuracy
+protocol whatsup: accuracy (individual), pair_accuracy (both images of a pair of opposite prepositions
+  right; pairs right / (N / 2)) and set_accuracy (all four images of a set right; sets right / (N / 4)),
+  as evaluate_scores counts them (the last image of a set's preposition counts, a missing one is wrong)""",
         description="What'sUp: spatial prepositions (left/right/on/under/front/behind) on controlled photos and "
         "COCO / GQA images, I2T top-1 per subset (Kamath et al., What'sUp, EMNLP 2023)",
         paper='Kamath, Hessel, Chang. What\'s "up" with vision-language models? Investigating their struggle '
         "with spatial reasoning. EMNLP 2023",
         reference="https://github.com/amitakamath/whatsup_vlms",
         citation=CITATION,
-        main_score=("i2t-top1", "accuracy"),
-        reproduces="What'sUp Table 2 (individual accuracy per subset)",
+        main_score=("whatsup", "accuracy"),
+        reproduces="What'sUp Table 3 (individual, pair and set accuracy per subset) and Table 1 (macro averages "
+        "of Controlled-A and -B, COCO-QA one- and two-object, GQA one- and two-object)",
         license="MIT (code and annotations, amitakamath/whatsup_vlms LICENSE); COCO and Visual Genome images "
         "under their own terms",
         parts=(
@@ -105,6 +133,28 @@ tags: subset, preposition (as the official evaluate_scores groups accuracy)""",
                 ),
                 license="MIT",
             ),
+        ),
+        groups=(
+            ("controlled", ("controlled-a", "controlled-b")),
+            ("coco-qa", ("coco-qa-one", "coco-qa-two")),
+            ("gqa", ("vg-qa-one", "vg-qa-two")),
+        ),
+        groups_source="What'sUp README (commit 7c1f255): Table 1 reports the macro averages of Controlled-A and "
+        "Controlled-B, of COCO-QA one- and two-object and of GQA (the VG-QA files) one- and two-object",
+        metric_sources=(
+            (
+                "whatsup",
+                ("accuracy",),
+                "Table 3's individual accuracy (Table 1 as the groupings' macro averages): "
+                "evaluate_scores' np.mean(np.argmax(scores) == 0), dataset_zoo/aro_datasets.py at commit 7c1f255",
+            ),
+            (
+                "whatsup",
+                ("pair_accuracy", "set_accuracy"),
+                "Table 3's pair and set accuracy of the controlled "
+                "sets: evaluate_scores' pair_correct / (N / 2) and set_correct / (N / 4)",
+            ),
+            ("i2t-top1", ("accuracy",), "the individual accuracy alone, as protocol whatsup's"),
         ),
         ties="argmax, as What'sUp's evaluate_scores (np.argmax(scores) == 0 with the true caption first: a tie "
         "goes to it): --ties argmax; strict by default",
@@ -142,6 +192,8 @@ tags: subset, preposition (as the official evaluate_scores groups accuracy)""",
                 if k not in truths:
                     truths[k] = frozen_truth([[j == 0 for j in range(k)]])
                 tags = {"subset": name, "preposition": preposition(name, image, texts[0])}
+                if kind == "controlled":
+                    tags.update(set_tags(name, image, path, idx))
                 yield Case(f"{name}/{idx}", texts, truths[k], (FileImage(image_file),), tags)
 
 

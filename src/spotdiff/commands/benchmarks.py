@@ -7,6 +7,7 @@ import textwrap
 
 from spotdiff.benchmarks import ALIASES, BENCHMARKS, canonical_benchmark
 from spotdiff.benchmarks.suites import SUITES
+from spotdiff.protocols import get_protocol
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -54,6 +55,11 @@ def run(args: argparse.Namespace) -> int:
             print(textwrap.indent(textwrap.fill(f"aggregates: {meta.groups_source}", 96), "    "))
         if meta.ties:
             print(textwrap.indent(textwrap.fill(f"ties (--ties): {meta.ties}", 96), "    "))
+        if args.name:
+            print("    metrics (what each reproduces):")
+            for protocol, metric, source in metric_rows(bench):
+                line = f"{protocol}: {metric}: {source or '-'}"
+                print(textwrap.indent(textwrap.fill(line, 96, subsequent_indent="    "), "      "))
         if bench.layout:
             print("    data layout:")
             print(textwrap.indent(textwrap.dedent(bench.layout).strip(), "      "))
@@ -61,6 +67,16 @@ def run(args: argparse.Namespace) -> int:
             print(textwrap.indent(meta.citation.strip(), "    "))
         print()
     return 0
+
+
+def metric_rows(bench: type) -> list[tuple[str, str, str | None]]:
+    """``(protocol, metric, what it reproduces or None)`` for every metric of every protocol of ``bench``.
+
+    Args:
+        bench: a registered benchmark class.
+    """
+    meta = bench.metadata
+    return [(p, m, meta.metric_source(p, m)) for p in bench.protocols for m in get_protocol(p).metrics]
 
 
 def markdown() -> str:
@@ -100,6 +116,10 @@ def markdown() -> str:
             ("licence", meta.license or "-"),
         ]
         lines += ["| | |", "| --- | --- |", *(f"| {k} | {v} |" for k, v in rows), ""]
+        if meta.metric_sources:
+            lines += ["Metrics:", "", "| protocol | metric | reproduces |", "| --- | --- | --- |"]
+            lines += [f"| `{p}` | `{m}` | {s or '-'} |" for p, m, s in metric_rows(bench)]
+            lines.append("")
         lines += ["Data layout:", "", "```text", textwrap.dedent(bench.layout).strip(), "```", ""]
         lines += ["Citation:", "", "```bibtex", meta.citation.strip(), "```"]
     return "\n".join(lines) + "\n"

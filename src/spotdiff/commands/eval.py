@@ -73,6 +73,13 @@ def _what_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--report", type=Path, help="also render a report (HTML + Markdown) of the runs into this folder")
     p.add_argument("--subset", help="evaluate one subset only")
     p.add_argument("--protocol", help="protocol (default: the benchmark's first)")
+    p.add_argument(
+        "--judge",
+        metavar="SPEC",
+        help="grade each generated answer (protocols answer, naturalbench; the model's spec option generate=N) "
+        "with this judge model and MMVP's GPT-4 grading prompt: api:MODEL@URL or an in-process chat model "
+        "(lm:PATH, smollm2); its replies are cached, its identity recorded",
+    )
     p.add_argument("--out", type=folder, help="write metrics.json and scores.jsonl here")
     p.add_argument(
         "--push-to-hub",
@@ -284,8 +291,11 @@ def run(args: argparse.Namespace) -> int:
         subset=args.subset or alias_subset,
         protocol=args.protocol,
         out=args.out,
+        judge=args.judge,
         **_run_options(args),
     )
+    if args.debias and args.judge:
+        raise ConfigError("--judge grades generated answers; --debias rescores a vgpt: model: give one of them")
     if args.debias:
         return _run_debiased(args, config)
     env = distributed.detect()
@@ -327,6 +337,8 @@ def _run_grid(
     names = [b for b, _ in benchmarks]
     if args.debias:
         raise ConfigError("--debias evaluates one vgpt: model on one benchmark; give one --model and one --benchmark")
+    if args.judge:
+        raise ConfigError("--judge grades one model's answers on one benchmark; give one --model and one --benchmark")
     if distributed.detect() is not None:
         raise ConfigError("a grid runs in one process; launch one model and one benchmark per torchrun")
     grid = evaluate_grid(

@@ -102,6 +102,8 @@ def run_eval_distributed(config: EvalConfig, env: DistEnv | None = None) -> Eval
     if env is None:
         return run_eval(config)
     resolve(config)  # unknown benchmark / subset / protocol: fail on every rank before any work
+    if config.judge is not None:
+        raise ConfigError("--judge runs in one process: a sharded run (torchrun, accelerate launch) takes none")
     seed_everything(config.seed)
     group = Group(env)
     cache_dir: Path | None = None

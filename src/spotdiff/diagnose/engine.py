@@ -15,18 +15,20 @@ import tempfile
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import numpy as np
 
-from spotdiff.cases import ANSWER_SEP, Case, ImageRef, case_answers, case_reader
+from spotdiff.cases import ANSWER_SEP, PROMPT_STYLES, Case, ImageRef, case_answers, case_prompts, case_reader
 from spotdiff.diagnose.cache import Cache, CachedRequests
 from spotdiff.diagnose.pipeline import InputPipeline
 from spotdiff.errors import ConfigError, DataError
+from spotdiff.jsonio import json_row, row_json
 from spotdiff.scorers.base import (
     SERVES,
     AnswerChoice,
     AnswerLikelihood,
+    AnswerTexts,
     ImageTextEmbedding,
     ITMLogits,
     PairScoring,
@@ -34,6 +36,10 @@ from spotdiff.scorers.base import (
     TextEmbedding,
     TextPrior,
 )
+from spotdiff.scorers.chat import CHOICE_STYLES
+
+if TYPE_CHECKING:
+    from spotdiff.diagnose.judge import Judge
 
 T = TypeVar("T")
 
@@ -122,6 +128,21 @@ def _split(values: Sequence[Any] | np.ndarray, sizes: Iterable[int]) -> list[Any
         out.append(values[start : start + n])
         start += n
     return out
+
+
+def _float_rows(out: Any, n: int) -> list[np.ndarray]:
+    """An image's scores for its ``n`` texts as ``n`` float32 rows (a row per text)."""
+    out = np.asarray(out, dtype=np.float32)
+    if out.ndim == 0 or out.shape[0] != n:
+        raise ConfigError(f"scorer returned {out.size} scores for {n} texts")
+    return list(out.reshape(n, -1))
+
+
+def _text_rows(out: Sequence[str], n: int) -> list[np.ndarray]:
+    """An image's generated answers to its ``n`` questions as ``n`` JSON rows."""
+    if len(out) != n:
+        raise ConfigError(f"scorer returned {len(out)} answers for {n} questions")
+    return [json_row({"text": text}) for text in out]
 
 
 def _runs(sizes: Iterable[int]) -> list[list[int]]:
@@ -259,13 +280,17 @@ class AnswerNeed(Need):
             asked: engine.answer_scores(((r, t) for c in group for r in c.images for t in c.texts), *asked)
             for asked, group in self._by_asked(cases).items()
         }
-        return [
+        out = [
             np.array(
                 [[rows[case_answers(c), case_reader(c)][pair_key(r, t)] for t in c.texts] for r in c.images],
                 dtype=np.float64,
             )
             for c in cases
         ]
+        if engine.judge is None:
+            return out
+        verdicts = engine.judged_answers(cases)
+        return [np.concatenate([m, v[..., None]], axis=2) for m, v in zip(out, verdicts, strict=True)]
 
 
 def need_for(scorer: Scorer, need: str) -> Need:
@@ -301,6 +326,9 @@ class Engine:
         cache: an already open :class:`Cache` to use instead of ``cache_dir`` (a shard of a
             sharded run, see :mod:`spotdiff.diagnose.distributed`, opened under
             :func:`cache_digest`); the engine closes it.
+        judge: a judge of generated answers (``--judge``, :class:`~spotdiff.diagnose.judge.Judge`): the
+            ``answer-prob`` matrices get its verdicts as a last column; its replies are cached beside the
+            model's, under the judge's identity.
     """
 
     def __init__(
@@ -312,8 +340,11 @@ class Engine:
         workers: int | None = None,
         decode_device: str | None = None,
         cache: Cache | None = None,
+        judge: Judge | None = None,
     ) -> None:
         self.scorer = scorer
+        if judge is not None and cache is not None:
+            raise ConfigError("a judge keeps its replies beside the engine's own cache folder, not in an open shard")
         self._scratch: tempfile.TemporaryDirectory | None = None
         if cache is None and cache_dir is None:  # rows spill to disk, so a long run's memory stays flat
             self._scratch = tempfile.TemporaryDirectory(prefix="spotdiff-engine-")
@@ -336,6 +367,10 @@ class Engine:
         scorer.bind_requests(CachedRequests(cache, progress=False, verbose=progress))  # a served model's responses
         #: Pair keys whose score is a bound, not a value (a second row entry of 1; counted in ``stats``).
         self.bounded: set[str] = set()
+        self.judge = judge
+        self._judge_cache = None if judge is None else Cache(cache.directory, judge.digest())
+        if judge is not None:
+            judge.bind(self._judge_cache)
         self._labels: dict[tuple[tuple[str, ...], tuple[str, ...]], np.ndarray] = {}
 
     def _batch_size(self) -> int:
@@ -454,22 +489,58 @@ class Engine:
         scorer = _serves(self.scorer, ITMLogits, "does not provide image-text matching logits")
         return self._pair_rows(pairs, "itm", scorer.itm_logits)
 
+    def generated_texts(self, pairs: Iterable[tuple[ImageRef, str]]) -> dict[str, str]:
+        """The model's generated answer to each (image, question) pair, keyed by :func:`pair_key` and
+        cached (kind ``generated``): what a judge grades."""
+        scorer = _serves(self.scorer, AnswerTexts, "does not give its generated answers, which --judge grades")
+        rows = self._pair_rows(pairs, "generated", scorer.answer_texts, _text_rows)
+        return {k: row_json(v)["text"] for k, v in rows.items()}
+
+    def judged_answers(self, cases: Sequence[Case]) -> list[np.ndarray]:
+        """The judge's verdict on each generated answer of question cases, ``[n_images, n_questions]`` per
+        case (:func:`~spotdiff.diagnose.judge.verdict`): the question as asked, its gold candidate and the
+        answer, graded together."""
+        texts = self.generated_texts((r, t) for c in cases for r in c.images for t in c.texts)
+        items = []
+        for c in cases:
+            answers = case_answers(c)
+            items += [
+                (t, answers[0] if c.truth[i, q] else answers[1], texts[pair_key(r, t)])
+                for i, r in enumerate(c.images)
+                for q, t in enumerate(c.texts)
+            ]
+        verdicts = self.judge.grade(items)
+        return [
+            v.reshape(c.truth.shape)
+            for c, v in zip(cases, _split(verdicts, (c.truth.size for c in cases)), strict=True)
+        ]
+
     def _pair_rows(
-        self, pairs: Iterable[tuple[ImageRef, str]], kind: str, score: Callable[..., list]
+        self,
+        pairs: Iterable[tuple[ImageRef, str]],
+        kind: str,
+        score: Callable[..., list],
+        as_rows: Callable[[Any, int], list[np.ndarray]] | None = None,
     ) -> dict[str, np.ndarray]:
-        """``score``'s output row for each pair (a 1-vector per score, a 2-vector of logits), cached
-        under ``kind``; the vision side runs once per unique image, its texts batched against it."""
+        """``score``'s output row for each pair (a 1-vector per score, a 2-vector of logits; ``as_rows``
+        turns an image's output for its ``n`` texts into their rows), cached under ``kind``; the vision
+        side runs once per unique image, its texts batched against it."""
         by_image: dict[str, tuple[ImageRef, dict[str, None]]] = {}
         for ref, text in pairs:
             by_image.setdefault(ref.key, (ref, {}))[1][text] = None
         unique = [(ref, t) for ref, texts in by_image.values() for t in texts]
+        rows_of = as_rows or _float_rows
         return self.requests(
-            kind, [pair_key(ref, t) for ref, t in unique], lambda batches: self._score(unique, batches, score),
+            kind, [pair_key(ref, t) for ref, t in unique], lambda batches: self._score(unique, batches, score, rows_of),
             self._batch_size(), groups=[ref.key for ref, _ in unique], desc="scoring pairs", unit="pair",
         )  # fmt: skip
 
     def _score(
-        self, pairs: list[tuple[ImageRef, str]], batches: list[list[int]], score: Callable[..., list]
+        self,
+        pairs: list[tuple[ImageRef, str]],
+        batches: list[list[int]],
+        score: Callable[..., list],
+        as_rows: Callable[[Any, int], list[np.ndarray]],
     ) -> Iterator[list[np.ndarray]]:
         """Each batch's pair rows: its images (decoded ahead) each scored against their texts."""
         groups: list[list[list[int]]] = []
@@ -485,33 +556,46 @@ class Engine:
                 outputs = score(images, [[pairs[i][1] for i in g] for g in batch])
                 rows: list[np.ndarray] = []
                 for g, out in zip(batch, outputs, strict=True):
-                    out = np.asarray(out, dtype=np.float32)
-                    if out.ndim == 0 or out.shape[0] != len(g):
-                        raise ConfigError(f"scorer returned {out.size} scores for {len(g)} texts")
-                    rows += list(out.reshape(len(g), -1))
+                    rows += as_rows(out, len(g))
                 yield rows
 
     def answer_choices(self, cases: Sequence[Case], need: str) -> list[np.ndarray]:
-        """A chat scorer's answers per case, cached by case content: ``[n_questions, 2, n_readings]``
+        """A chat scorer's answers per case, asked in the case's question style (:func:`case_prompts`) and
+        cached by case content under the need and the style: ``[n_questions, n_orders, n_readings]``
         (protocols.choice)."""
+        out: dict[int, np.ndarray] = {}
+        by_style: dict[str, list[int]] = {}
+        for k, case in enumerate(cases):
+            by_style.setdefault(case_prompts(case), []).append(k)
+        for style, members in by_style.items():
+            answers = self._styled_answers([cases[k] for k in members], need, style)
+            out.update(zip(members, answers, strict=True))
+        return [out[k] for k in range(len(cases))]
+
+    def _styled_answers(self, cases: Sequence[Case], need: str, style: str) -> list[np.ndarray]:
+        """:meth:`answer_choices` of cases of one question style."""
         keys = [case_key(c) for c in cases]
+        kind = need if style == PROMPT_STYLES[0] else f"{need}|{style}"  # spotdiff's rows keep their kind
         found = self.requests(
-            need, keys, lambda batches: self._answers(cases, batches, need), 1, desc="asking", unit="case"
+            kind, keys, lambda batches: self._answers(cases, batches, need, style), 1, desc="asking", unit="case"
         )
         out = []
         for case, key in zip(cases, keys, strict=True):
             rows = len(case.texts) * (2 if need == "choice" else 1)
-            out.append(np.asarray(found[key], dtype=np.float64).reshape(rows, 2, -1))
+            orders = len(CHOICE_STYLES[style].orders(len(case.texts)))
+            out.append(np.asarray(found[key], dtype=np.float64).reshape(rows, orders, -1))
         return out
 
-    def _answers(self, cases: Sequence[Case], batches: list[list[int]], need: str) -> Iterator[list[np.ndarray]]:
+    def _answers(
+        self, cases: Sequence[Case], batches: list[list[int]], need: str, style: str
+    ) -> Iterator[list[np.ndarray]]:
         """Each batch's (one case's) answers, its images decoded ahead."""
         scorer = _serves(self.scorer, AnswerChoice, "does not answer multiple-choice questions")
         refs = [ref for (k,) in batches for ref in cases[k].images]
         per_case = _runs(len(cases[k].images) for (k,) in batches)
         with contextlib.closing(self.pipeline.images(refs, per_case, None)) as feed:
             for (k,), images in zip(batches, feed, strict=True):
-                answers = scorer.answer_choices(images, cases[k].texts, need)
+                answers = scorer.answer_choices(images, cases[k].texts, need, style=style)
                 yield [np.asarray(answers, dtype=np.float32).reshape(-1)]
 
     def image_text(self, images: Sequence[ImageRef], texts: Sequence[str]) -> np.ndarray:
@@ -572,6 +656,9 @@ class Engine:
 
     def close(self) -> None:
         self.scorer.bind_requests(None)
+        if self.judge is not None:
+            self.judge.bind(None)
+            self._judge_cache.close()
         self.cache.close()
         if self._scratch is not None:
             self._scratch.cleanup()

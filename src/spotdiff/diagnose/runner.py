@@ -26,6 +26,7 @@ from spotdiff.data import data_provenance
 from spotdiff.diagnose.autobatch import DEFAULT_BATCH_SIZE, resolve_batch_size
 from spotdiff.diagnose.cache import Cache, merge_shards
 from spotdiff.diagnose.engine import Engine, check_capability
+from spotdiff.diagnose.judge import Judge
 from spotdiff.diagnose.sqlfile import is_disk_full
 from spotdiff.diagnose.store import RunStore
 from spotdiff.errors import ConfigError, DataError, ModelOutputError, disk_full
@@ -86,6 +87,8 @@ class EvalConfig:
     #: The training run and optimizer step of an evaluation made during training (``spotdiff train --eval``).
     training: str | None = None
     step: int | None = None
+    #: A judge model's spec (``--judge``): grades the generated answers of an ``answer-prob`` protocol.
+    judge: str | None = None
 
     @property
     def label(self) -> str:
@@ -114,6 +117,9 @@ class EvalResult:
     #: The run's tie rate and, for answer-based runs, its unparseable share
     #: (:meth:`spotdiff.protocols.diagnostics.RunDiagnostics.as_json`).
     diagnostics: dict = field(default_factory=dict)
+    #: The judge of generated answers (``--judge``): its identity, verdict counts and usage
+    #: (:meth:`spotdiff.diagnose.judge.Judge.record`), or None.
+    judge: dict | None = None
 
 
 def served_protocols(bench_cls: type[Benchmark], capabilities: frozenset[str]) -> list[str]:
@@ -332,6 +338,7 @@ class RunRecorder:
             self.protocol.answer_counts(case, matrix),
             self.protocol.yes_counts(case, matrix),
             case.id if self.protocol.nan_scores(case, matrix) else None,
+            self.protocol.judge_counts(case, matrix),
         )
         tags = case.tags
         if bag_of_words_identical(case):
@@ -407,6 +414,7 @@ class RunRecorder:
             run_config=self.run_config,
             usage=self.info.get("usage"),
             diagnostics=self.diagnostics.as_json(),
+            judge=self.info.get("judge"),
         )
         if self._scores is not None:
             self._scores_tmp.replace(self.config.out / self.scores_name)
@@ -519,7 +527,12 @@ def load_eval_scorer(config: EvalConfig, device: str | None = None) -> Scorer:
 
 
 def make_engine(
-    config: EvalConfig, scorer: Scorer, *, cache: Cache | None = None, progress: bool | None = None
+    config: EvalConfig,
+    scorer: Scorer,
+    *,
+    cache: Cache | None = None,
+    progress: bool | None = None,
+    judge: Judge | None = None,
 ) -> Engine:
     """The engine of a run: ``config``'s cache (or an open shard ``cache``), workers and decoding.
 
@@ -528,6 +541,7 @@ def make_engine(
         scorer: the model.
         cache: an open cache to use instead of ``config.cache`` (a shard's), or None.
         progress: show progress bars; None: as ``config.progress``.
+        judge: the judge of generated answers (``config.judge`` loaded), or None.
     """
     decode_device = None
     if config.gpu_decode:
@@ -541,6 +555,7 @@ def make_engine(
         workers=config.workers,
         decode_device=decode_device,
         cache=cache,
+        judge=judge,
     )
 
 
@@ -554,13 +569,16 @@ def run_eval(config: EvalConfig, scorer: Scorer | None = None) -> EvalResult:
         scorer = load_eval_scorer(config)
     protocol = resolve_protocol(type(bench), config.protocol, scorer.capabilities, config.ties)
     check_capability(scorer, protocol.needs)
+    judge = load_judge(config, protocol)
     identity = scorer.identity()
     if config.cache is not None:
         merge_shards(config.cache)  # work left in shards by a killed sharded run is not lost
     data_digest = bench.data_digest()
     info = {"batch_size": scorer.options.batch_size, "batch_size_auto": config.batch_size == "auto"}
+    if judge is not None:
+        info["judge"] = {"identity": judge.identity()}
     with (
-        make_engine(config, scorer) as engine,
+        make_engine(config, scorer, judge=judge) as engine,
         RunStore(config.store) if config.use_store else contextlib.nullcontext() as store,
         RunRecorder(config, protocol, identity, data_digest, store=store, info=info) as recorder,
     ):
@@ -573,7 +591,27 @@ def run_eval(config: EvalConfig, scorer: Scorer | None = None) -> EvalResult:
         usage = scorer.run_usage()
         if usage is not None:
             recorder.info["usage"] = usage
+        if judge is not None:
+            recorder.info["judge"] = judge.record()
         return recorder.finish(bench.report.as_dict(), engine.stats)
+
+
+def load_judge(config: EvalConfig, protocol: Protocol) -> Judge | None:
+    """The judge of ``config.judge`` (None without one), for a protocol that reads generated answers.
+
+    Args:
+        config: the run's configuration.
+        protocol: the run's protocol.
+    """
+    if config.judge is None:
+        return None
+    if protocol.needs != "answer-prob":
+        raise ConfigError(
+            f"--judge grades the generated answers of a benchmark's own questions (protocols answer, naturalbench); "
+            f"protocol {protocol.name!r} has none"
+        )
+    options = ScorerOptions(device=config.device, dtype=config.dtype, batch_size=DEFAULT_BATCH_SIZE, seed=config.seed)
+    return Judge(config.judge, options)
 
 
 def _zip_cases(cases: Iterator[Case], engine: Engine, need: str) -> Iterator[tuple[Case, np.ndarray]]:
@@ -644,6 +682,7 @@ def write_metrics_json(
         **result.diagnostics,
         "version": __version__,
         **({"usage": result.usage} if result.usage is not None else {}),
+        **({"judge": result.judge} if result.judge is not None else {}),
         **(extra or {}),
     }
     return write_json(config.out / "metrics.json", payload)
@@ -651,8 +690,9 @@ def write_metrics_json(
 
 def run_config(config: EvalConfig, protocol: Protocol, data_digest: str, debias: dict | None = None) -> dict:
     """What makes two runs the same run (and may share an output folder): model, benchmark, data
-    digest, subset, protocol, tie rule, limit, seed, bootstrap size, dtype, loader options and the
-    debiasing configuration; batch size, device, cache and progress bars do not change results.
+    digest, subset, protocol, tie rule, limit, seed, bootstrap size, dtype, loader options, the
+    debiasing configuration and the judge; batch size, device, cache and progress bars do not change
+    results.
 
     Args:
         config: the run's configuration.
@@ -674,6 +714,7 @@ def run_config(config: EvalConfig, protocol: Protocol, data_digest: str, debias:
             "dtype": config.dtype,
             "options": {k: str(v) for k, v in sorted(config.options.items())},
             "debias": debias,
+            **({"judge": config.judge} if config.judge else {}),  # absent without one: older folders stay theirs
         }
     )
 

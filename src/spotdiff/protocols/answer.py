@@ -11,12 +11,11 @@ import numpy as np
 from spotdiff.cases import Case
 from spotdiff.errors import DataError
 from spotdiff.protocols.base import PROTOCOLS
-from spotdiff.protocols.vqa import AnswerProtocol
+from spotdiff.protocols.vqa import VERDICT_YES, AnswerProtocol, Readings, judge_outcomes
 
 
-def _accuracy(said: np.ndarray, gold: np.ndarray) -> tuple[float, float]:
-    """``(pair, question)`` accuracy of answers ``[image, question]`` (NaN, no answer, is wrong)."""
-    correct = said == gold
+def _accuracy(correct: np.ndarray) -> tuple[float, float]:
+    """``(pair, question)`` accuracy from which answers ``[image, question]`` are right."""
     return float(correct.all()), float(correct.mean())
 
 
@@ -38,37 +37,42 @@ class QuestionAccuracy(AnswerProtocol):
     (0.0, 0.5, 0.0)
     """
 
-    metrics = ("pair", "question", "no_answer", "gen_pair", "gen_question", "unparsed")
+    metrics = (
+        "pair", "question", "no_answer", "gen_pair", "gen_question", "unparsed",
+        "judge_pair", "judge_question", "judge_unparsed", "judge_failed",
+    )  # fmt: skip
     description = (
         "MMVP Sec. 3 answer-based pair accuracy (every question of a pair right) and question accuracy of a "
         "chat VLM; no answer fails"
     )
 
-    def readings(self, case: Case, scores: np.ndarray) -> tuple[np.ndarray, np.ndarray | None, np.ndarray]:
+    def readings(self, case: Case, scores: np.ndarray) -> Readings:
         """:meth:`AnswerProtocol.readings` of the questions asked: every image is asked a case's one
         question; a case with one question per image (an MMVP pair whose rows differ) asks image ``i``
         question ``i`` only, so each reading is its diagonal, ``[image, 1]``.
 
         Args:
             case: a question case.
-            scores: its ``[n_images, n_questions, n_answers (+ 1)]`` scores.
+            scores: its ``[n_images, n_questions, n_answers (+ 1 (+ 1))]`` scores.
         """
-        said, generated, gold = super().readings(case, scores)
-        n_images, n_questions = gold.shape
+        readings = super().readings(case, scores)
+        n_images, n_questions = readings.gold.shape
         if n_questions == 1:
-            return said, generated, gold
+            return readings
         if n_questions != n_images:
             raise DataError(f"case {case.id}: protocol {self.name!r} asks one question of every image or one "
                             f"per image; got {n_images} images x {n_questions} questions")  # fmt: skip
         mine = np.arange(n_images)
-        own = [None if r is None else r[mine, mine][:, None] for r in (said, generated, gold)]
-        return own[0], own[1], own[2]
+        return Readings(*(None if r is None else r[mine, mine][:, None] for r in readings))
 
     def outcomes(self, case: Case, scores: np.ndarray) -> list[dict[str, float]]:
-        said, generated, gold = self.readings(case, scores)
-        pair, question = _accuracy(said, gold)
-        out = {"pair": pair, "question": question, "no_answer": float(np.isnan(said).mean())}
-        if generated is not None:
-            gen_pair, gen_question = _accuracy(generated, gold)
-            out.update(gen_pair=gen_pair, gen_question=gen_question, unparsed=float(np.isnan(generated).mean()))
+        r = self.readings(case, scores)
+        pair, question = _accuracy(r.said == r.gold)  # NaN (no answer) is wrong
+        out = {"pair": pair, "question": question, "no_answer": float(np.isnan(r.said).mean())}
+        if r.generated is not None:
+            gen_pair, gen_question = _accuracy(r.generated == r.gold)
+            out.update(gen_pair=gen_pair, gen_question=gen_question, unparsed=float(np.isnan(r.generated).mean()))
+        if r.judged is not None:  # the judge's "yes" is a right answer; anything else is not
+            judge_pair, judge_question = _accuracy(r.judged == VERDICT_YES)
+            out.update(judge_pair=judge_pair, judge_question=judge_question, **judge_outcomes(r))
         return [out]

@@ -111,6 +111,16 @@ class Protocol(ABC):
         """
         return None
 
+    def judge_counts(self, case: Case, scores: np.ndarray) -> tuple[int, int, int, int, int] | None:
+        """``(judged, unparsed, failed, compared, agreed)``: a judge's verdicts on a case's generated answers
+        (``--judge``); None where no judge was asked or the protocol reads no generated answers.
+
+        Args:
+            case: the case.
+            scores: the answers the protocol reads.
+        """
+        return None
+
     def yes_counts(self, case: Case, scores: np.ndarray) -> tuple[int, int] | None:
         """``(yes/no answers, "yes" answers)`` of a case of yes/no questions; None otherwise.
 

@@ -41,11 +41,13 @@ def _reading(choices: np.ndarray, truth: np.ndarray, k: int, image_questions: bo
 
 
 def asked_readings(values: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
-    """The unit values without the generation reading's metrics when no case had one."""
+    """The unit values without the generation reading's metrics (and a judge's) when no case had one."""
     return {
         m: v
         for m, v in values.items()
-        if not ((m.startswith("gen_") or m == "unparsed") and np.isnan(np.asarray(v, dtype=float)).all())
+        if not (
+            (m.startswith(("gen_", "judge_")) or m == "unparsed") and np.isnan(np.asarray(v, dtype=float)).all()
+        )
     }
 
 
@@ -167,3 +169,63 @@ class AnswerChoiceText(AnswerChoice):
         "gen_text", "gen_text_orig", "gen_text_swap", "gen_consistency", "unparsed",
     )  # fmt: skip
     description = "EqBen Sec. 5.5 answer-based text score of a chat VLM, both caption orders, order consistency"
+
+
+def _one_order(choices: np.ndarray, truth: np.ndarray, k: int, image_questions: bool) -> dict[str, float]:
+    """Metrics of one reading of questions asked once: ``choices`` [n_questions] (NaN = no answer)."""
+    correct = choices == truth  # NaN compares False
+    out = {"text": float(correct[:k].all()), "no_answer": float(np.isnan(choices).mean())}
+    if image_questions:
+        out.update(image=float(correct[k:].all()), group=float(correct.all()))
+    return out
+
+
+@PROTOCOLS.register("mllm")
+class AuthorsChoice(AnswerChoice):
+    """Text / image / group scores of a chat VLM asked a benchmark's authors' questions, once, in the
+    case's order (VisMin's ``compute_mllm_score_itg``, ColorSwap's ``vlm_eval.py``): the text score needs
+    every caption question right, the image score every image question, the group score both. The case's
+    tag ``prompts`` names the wording and how answers are read (:data:`spotdiff.cases.PROMPT_STYLES`).
+
+    >>> import numpy as np
+    >>> from spotdiff.cases import ArrayImage, Case
+    >>> images = (ArrayImage(np.zeros((2, 2, 3), np.uint8)), ArrayImage(np.ones((2, 2, 3), np.uint8)))
+    >>> case = Case("c", ("a red cup", "a blue cup"), np.eye(2), images, {"subset": "s", "prompts": "vismin"})
+    >>> said = np.array([[0, 0], [1, np.nan], [0, 0], [1, 1]], float)[:, None, :]  # [question, order, reading]
+    >>> out = AuthorsChoice().outcomes(case, said)[0]
+    >>> out["group"], out["gen_text"], out["gen_image"], out["unparsed"]
+    (1.0, 0.0, 1.0, 0.25)
+    """
+
+    metrics = ("text", "image", "group", "no_answer", "gen_text", "gen_image", "gen_group", "unparsed")
+    description = (
+        "the authors' MLLM questions of VisMin and ColorSwap (their wording, asked once): text, image and group "
+        "score of a chat VLM's answers; no answer fails"
+    )
+
+    def outcomes(self, case: Case, scores: np.ndarray) -> list[dict[str, float]]:
+        t_of = _permutation(case)  # true text of each image
+        k = len(t_of)
+        truth = np.concatenate([t_of, np.argsort(t_of)]) if self.image_questions else t_of
+        c = np.asarray(scores, dtype=np.float64)
+        if c.ndim != 3 or c.shape[:2] != (len(truth), 1) or c.shape[2] not in (1, 2):
+            raise DataError(
+                f"case {case.id}: protocol {self.name!r} expects answers to questions asked once, of shape "
+                f"({len(truth)}, 1, 1 or 2), got {c.shape} (its tag prompts names a style asked in both orders?)"
+            )
+        out: dict[str, Any] = _one_order(c[:, 0, 0], truth, k, self.image_questions)
+        if c.shape[2] == 2:
+            gen = _one_order(c[:, 0, 1], truth, k, self.image_questions)
+            gen["unparsed"] = gen.pop("no_answer")
+            out.update({m if m == "unparsed" else f"gen_{m}": v for m, v in gen.items()})
+        return [out]
+
+
+@PROTOCOLS.register("mllm-text")
+class AuthorsChoiceText(AuthorsChoice):
+    """The caption questions of :class:`AuthorsChoice` only (models that take one image per prompt)."""
+
+    needs = "choice-text"
+    image_questions = False
+    metrics = ("text", "no_answer", "gen_text", "unparsed")
+    description = "the authors' MLLM caption questions of VisMin and ColorSwap (asked once): text score"

@@ -5,7 +5,9 @@ rate of yes/no questions, the cases with NaN scores, and the bag-of-words scope 
   the ``strict`` and ``argmax`` tie rules differ (:meth:`Protocol.tied_units`).
 * The answer-based protocols count their answers and the unparseable ones
   (:meth:`Protocol.answer_counts`); those of yes/no questions count their "yes" answers
-  (:meth:`Protocol.yes_counts`), so a yes-bias shows next to the accuracy.
+  (:meth:`Protocol.yes_counts`), so a yes-bias shows next to the accuracy; a judge's verdicts on the
+  generated answers are counted (unparsed, failed) with the judge's agreement with the case's reader
+  (:meth:`Protocol.judge_counts`).
 * A case has *NaN scores* when its model gave NaN where a score is expected (:meth:`Protocol.nan_scores`):
   a diverged model, whose NaN would otherwise read as a real 0%.
 * A case is *bag-of-words identical* when every negative text has the same multiset of words as a
@@ -80,6 +82,8 @@ class RunDiagnostics:
     cases: int = 0
     nan_cases: int = 0
     nan_examples: list[str] = field(default_factory=list)
+    #: the judge's verdicts: ``judged``, ``unparsed``, ``failed``, ``compared`` (yes or no), ``agreed``
+    judge: tuple[int, int, int, int, int] = (0, 0, 0, 0, 0)
 
     def add(
         self,
@@ -87,6 +91,7 @@ class RunDiagnostics:
         answers: tuple[int, int] | None,
         yes: tuple[int, int] | None = None,
         nan_case: str | None = None,
+        judge: tuple[int, int, int, int, int] | None = None,
     ) -> None:
         """Count one case.
 
@@ -95,6 +100,7 @@ class RunDiagnostics:
             answers: ``(answers, unparseable)`` of an answer-based case, else None.
             yes: ``(yes/no answers, "yes" answers)`` of a case of yes/no questions, else None.
             nan_case: the case's id when its scores hold NaN (:meth:`Protocol.nan_scores`), else None.
+            judge: a judge's ``(judged, unparsed, failed, compared, agreed)`` (:meth:`Protocol.judge_counts`).
         """
         self.cases += 1
         if nan_case is not None:
@@ -109,12 +115,15 @@ class RunDiagnostics:
         if yes is not None:
             self.yes_no += yes[0]
             self.yes += yes[1]
+        if judge is not None:
+            self.judge = tuple(a + b for a, b in zip(self.judge, judge, strict=True))  # type: ignore[assignment]
 
     def as_json(self) -> dict[str, Any]:
         """The ``metrics.json`` keys, in percent: ``tie_rate`` (and ``n_tied_units``), ``n_nan_cases``
         (and, when some, ``nan_rate`` and ``nan_cases``, the first few ids), and for an answer-based run
         ``unparseable_rate`` (and ``n_answers``), and for a run with yes/no questions ``yes_rate`` (and
-        ``n_yes_no_answers``).
+        ``n_yes_no_answers``), and for a judged run ``judge_agreement`` (the judge's verdicts that say what
+        the case's reader says, of its yes or no verdicts) and ``judge_verdicts``.
 
         >>> RunDiagnostics(units=8, tied=2).as_json()
         {'tie_rate': 25.0, 'n_tied_units': 2, 'n_nan_cases': 0}
@@ -135,6 +144,11 @@ class RunDiagnostics:
         if self.yes_no:
             out["yes_rate"] = 100.0 * self.yes / self.yes_no
             out["n_yes_no_answers"] = self.yes_no
+        judged, unparsed, failed, compared, agreed = self.judge
+        if judged:
+            out["judge_verdicts"] = {"judged": judged, "unparsed": unparsed, "failed": failed, "compared": compared,
+                                     "agreed": agreed}  # fmt: skip
+            out["judge_agreement"] = 100.0 * agreed / compared if compared else None
         return out
 
 
@@ -159,4 +173,9 @@ def diagnostic_notes(diagnostics: dict[str, Any] | None) -> list[str]:
         lines.append(f"unparseable answers: {diagnostics['unparseable_rate']:.2f}% of {diagnostics['n_answers']}")
     if "yes_rate" in diagnostics:
         lines.append(f"yes rate: {diagnostics['yes_rate']:.2f}% of {diagnostics['n_yes_no_answers']} yes/no answers")
+    if "judge_verdicts" in diagnostics:
+        v, agreement = diagnostics["judge_verdicts"], diagnostics["judge_agreement"]
+        agrees = "no yes/no verdict" if agreement is None else f"agrees with the reader on {agreement:.2f}%"
+        lines.append(f"judge: {v['judged']} answers judged, {v['unparsed']} verdicts unparsed, {v['failed']} failed; "
+                     f"{agrees} of {v['compared']}")  # fmt: skip
     return lines

@@ -11,7 +11,7 @@ from typing import Any
 
 import numpy as np
 
-from spotdiff.cases import Case
+from spotdiff.cases import SET_TAG, SLOT_TAG, Case
 from spotdiff.protocols.base import PROTOCOLS, Protocol, as_scores, beats, one_row_positive, resampled_mean
 
 #: Relations ARO leaves out of the VG-Relation macro accuracy (ARO notebook, verbatim list).
@@ -183,3 +183,83 @@ class AroMacro(ImageToTextTop1):
                     np.where(n_keep > 0, acc.sum(axis=1) / np.maximum(n_keep, 1), np.nan) * 100
                 )
         return {m: np.asarray(out[m], dtype=float) for m in self.metrics}
+
+
+#: What'sUp's pairs of opposite prepositions within a set (``evaluate_scores`` of ``Controlled_Images``).
+OPPOSITES = {"left": "right", "right": "left", "on": "under", "under": "on", "in-front": "behind", "behind": "in-front"}
+
+
+def set_outcomes(correct: np.ndarray, groups: dict[str, np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
+    """Per unit, whether its pair and its set of four are right, as What'sUp's ``evaluate_scores``
+    counts them (``dataset_zoo/aro_datasets.py``, ``Controlled_Images``, commit 7c1f255); NaN for a unit
+    in no set.
+
+    The authors keep the last image of each (set, preposition) (a dict entry written in file order) and
+    count a pair when both its prepositions are right and a set when all four are, a missing one wrong;
+    pair accuracy is the pairs right over N / 2 and set accuracy the sets right over N / 4. Here the
+    last unit of each slot carries its pair's and its set's outcome and the others 0, so the mean over
+    the N units is exactly those two ratios. Units stacked twice (a paired test) are two copies, each
+    counted on its own.
+
+    Args:
+        correct: per-unit top-1 outcomes (0/1; NaN counts wrong).
+        groups: tag -> per-unit values: ``subset``, ``case``, :data:`SET_TAG`, :data:`SLOT_TAG`.
+    """
+    n = len(correct)
+    sets = np.asarray(groups.get(SET_TAG, np.full(n, "")), dtype=str)
+    slots = np.asarray(groups.get(SLOT_TAG, np.full(n, "")), dtype=str)
+    subsets = np.asarray(groups.get("subset", np.full(n, "")), dtype=str)
+    cases = np.asarray(groups.get("case", np.arange(n)), dtype=str)
+    copies: dict[str, int] = {}
+    last: dict[tuple[int, str, str, str], int] = {}  # (copy, subset, set, slot) -> the unit written last
+    for u in range(n):
+        copy = copies[cases[u]] = copies.get(cases[u], -1) + 1
+        if sets[u]:
+            last[copy, subsets[u], sets[u], slots[u]] = u
+    right = np.nan_to_num(np.asarray(correct, dtype=float)) == 1.0
+    pair_ok = np.where(sets != "", 0.0, np.nan)
+    set_ok = pair_ok.copy()
+    members: dict[tuple[int, str, str], list[int]] = {}
+    for (copy, subset, name, slot), u in last.items():
+        members.setdefault((copy, subset, name), []).append(u)
+        partner = last.get((copy, subset, name, OPPOSITES.get(slot, "")))
+        pair_ok[u] = float(partner is not None and right[u] and right[partner])
+    for units in members.values():
+        if len(units) == 4 and right[units].all():
+            set_ok[units] = 1.0
+    return pair_ok, set_ok
+
+
+@PROTOCOLS.register("whatsup")
+class WhatsUpTop1(ImageToTextTop1):
+    """What'sUp's individual accuracy (the top-1 of :class:`ImageToTextTop1`) and, on its controlled
+    images, pair and set accuracy (Table 3): both images of a pair of opposite prepositions right, all
+    four images of a set right (:func:`set_outcomes`)."""
+
+    metrics = ("accuracy", "pair_accuracy", "set_accuracy")
+    derived = ("pair_accuracy", "set_accuracy")
+    description = (
+        "What'sUp individual accuracy (image-to-text top-1) and, on the controlled sets, pair and set "
+        "accuracy (Kamath et al. 2023, Table 3)"
+    )
+
+    def aggregate(self, values: dict[str, np.ndarray], groups: dict[str, np.ndarray]) -> dict[str, float]:
+        idx = np.arange(len(values["accuracy"]))[None, :]
+        return {m: float(v[0]) for m, v in self.aggregate_resamples(values, groups, idx).items()}
+
+    def aggregate_resamples(
+        self, values: dict[str, np.ndarray], groups: dict[str, np.ndarray], idx: np.ndarray
+    ) -> dict[str, np.ndarray]:
+        """The accuracy, pair and set accuracy of each resample; a unit's pair and set outcomes are
+        decided on the full sample (:func:`set_outcomes`) and resampled with it.
+
+        Args:
+            values: metric -> per-unit values.
+            groups: tag -> per-unit tag values.
+            idx: ``[B, n]`` unit indices, one resample per row.
+        """
+        v = np.asarray(values["accuracy"], dtype=float)
+        pair_ok, set_ok = set_outcomes(v, groups)
+        counts: dict[bytes, np.ndarray] = {}
+        per_unit = zip(self.metrics, (v, pair_ok, set_ok), strict=True)
+        return {m: np.asarray(resampled_mean(x, idx, counts) * 100.0, dtype=float) for m, x in per_unit}

@@ -13,6 +13,8 @@ score layout: docs/protocols.md.
 
 from __future__ import annotations
 
+from typing import NamedTuple
+
 import numpy as np
 
 from spotdiff.cases import Case, case_answers
@@ -54,11 +56,44 @@ def question_answers(lps: np.ndarray, ties: str) -> np.ndarray:
     return out.reshape(lps.shape[:-1])
 
 
+#: A judge's verdict on a generated answer, in the judged column of ``answer-prob`` scores: right, wrong,
+#: no reply (a failure). A reply that is not a verdict is NaN (unparsed).
+VERDICT_YES, VERDICT_NO, VERDICT_FAILED = 1.0, 0.0, -1.0
+
+
+class Readings(NamedTuple):
+    """The readings of a question case's answers, each ``[image, question]``: the likelihood answers and
+    the generated ones (candidate indices, NaN: no answer), the gold answers, and the judge's verdicts on
+    the generated answers (:data:`VERDICT_YES` ...; NaN: unparsed), None when not asked."""
+
+    said: np.ndarray
+    generated: np.ndarray | None
+    gold: np.ndarray
+    judged: np.ndarray | None
+
+
+def judge_outcomes(readings: Readings) -> dict[str, float]:
+    """The judge's shares of a case: ``judge_unparsed`` (replies that are not a verdict) and
+    ``judge_failed`` (no reply), of its judged answers; empty when no judge was asked.
+
+    Args:
+        readings: the case's readings.
+    """
+    if readings.judged is None:
+        return {}
+    verdicts = readings.judged
+    return {
+        "judge_unparsed": float(np.isnan(verdicts).mean()),
+        "judge_failed": float((verdicts == VERDICT_FAILED).mean()),
+    }
+
+
 class AnswerProtocol(ReadingsProtocol):
-    """A protocol on ``answer-prob`` scores, ``[n_images, n_questions, n_answers (+ 1)]`` per question
+    """A protocol on ``answer-prob`` scores, ``[n_images, n_questions, n_answers (+ 1 (+ 1))]`` per question
     case: ``truth[i, q]`` True when the first candidate answers question ``q`` about image ``i``. The
     likelihood reading is :func:`question_answers` under the protocol's tie rule, the generation reading
-    (when asked) the last column, the read candidate's index or NaN; :meth:`readings` gives both."""
+    (when asked) the next column, the read candidate's index or NaN, and a judge's verdicts on the
+    generated answers (``--judge``) the last; :meth:`readings` gives them."""
 
     needs = "answer-prob"
     #: the (n_images, n_questions) the protocol's cases must have, None for any
@@ -75,25 +110,26 @@ class AnswerProtocol(ReadingsProtocol):
         s = np.asarray(scores, dtype=np.float64)
         n = len(answers)
         shape = case.truth.shape if self.case_shape is None else self.case_shape
-        if case.truth.shape != shape or s.ndim != 3 or s.shape[:2] != shape or s.shape[2] not in (n, n + 1):
+        if case.truth.shape != shape or s.ndim != 3 or s.shape[:2] != shape or s.shape[2] not in (n, n + 1, n + 2):
             raise DataError(
                 f"case {case.id}: protocol {self.name!r} expects {shape[0]} images x {shape[1]} questions and "
-                f"scores of shape ({shape[0]}, {shape[1]}, {n} or {n + 1}), got {case.truth.shape} and {s.shape}"
+                f"scores of shape ({shape[0]}, {shape[1]}, {n} to {n + 2}), got {case.truth.shape} and {s.shape}"
             )
         return s, answers
 
-    def readings(self, case: Case, scores: np.ndarray) -> tuple[np.ndarray, np.ndarray | None, np.ndarray]:
-        """``(likelihood answers, generated answers or None, gold answers)``, each ``[image, question]``
-        of candidate indices (NaN: no answer).
+    def readings(self, case: Case, scores: np.ndarray) -> Readings:
+        """The likelihood answers, the generated ones and the judge's verdicts (when asked) and the gold
+        answers, each ``[image, question]`` (:class:`Readings`).
 
         Args:
             case: a question case.
-            scores: its ``[n_images, n_questions, n_answers (+ 1)]`` scores.
+            scores: its ``[n_images, n_questions, n_answers (+ 1 (+ 1))]`` scores.
         """
         s, answers = self.checked(case, scores)
         n = len(answers)
-        generated = s[..., n] if s.shape[2] == n + 1 else None
-        return question_answers(s[..., :n], self.ties), generated, np.where(case.truth, 0.0, 1.0)
+        generated = s[..., n] if s.shape[2] > n else None
+        judged = s[..., n + 1] if s.shape[2] > n + 1 else None
+        return Readings(question_answers(s[..., :n], self.ties), generated, np.where(case.truth, 0.0, 1.0), judged)
 
     def nan_scores(self, case: Case, scores: np.ndarray) -> bool:
         """Whether a candidate answer's log-probability is NaN (the generation column's NaN is an answer
@@ -113,25 +149,44 @@ class AnswerProtocol(ReadingsProtocol):
             case: the case.
             scores: its ``[n_images, n_questions, n_answers (+ 1)]`` scores.
         """
-        _, generated, _ = self.readings(case, scores)
+        generated = self.readings(case, scores).generated
         if generated is None:
             return None
         return generated.size, int(np.isnan(generated).sum())
 
+    def judge_counts(self, case: Case, scores: np.ndarray) -> tuple[int, int, int, int, int] | None:
+        """``(judged, unparsed, failed, compared, agreed)`` of the judge's verdicts on the generated answers,
+        when asked: ``compared`` the verdicts that are yes or no, ``agreed`` those that say what the case's
+        reader says (the answer right or wrong).
 
-def _scores(answers: np.ndarray, gold: np.ndarray, yes: int | None) -> dict[str, float]:
-    """Acc, Q-Acc, I-Acc, G-Acc of one case (``answers`` and ``gold`` ``[image, question]``) and its
-    yes rate (NaN unless its questions are yes/no), as get_scores counts them."""
-    correct = answers == gold  # NaN (no answer) is wrong, as extract_answer's -1 is
-    q_acc = correct.all(axis=0).mean()  # each question right on both images
-    i_acc = correct.all(axis=1).mean()  # each image's both questions right
+        Args:
+            case: the case.
+            scores: its ``[n_images, n_questions, n_answers + 2]`` scores.
+        """
+        r = self.readings(case, scores)
+        if r.judged is None:
+            return None
+        verdict = r.judged
+        compared = (verdict == VERDICT_YES) | (verdict == VERDICT_NO)
+        agreed = compared & ((verdict == VERDICT_YES) == (r.generated == r.gold))
+        failed = int((verdict == VERDICT_FAILED).sum())
+        return verdict.size, int(np.isnan(verdict).sum()), failed, int(compared.sum()), int(agreed.sum())
+
+
+def _scores(correct: np.ndarray) -> dict[str, float]:
+    """Acc, Q-Acc, I-Acc, G-Acc of one case from which answers are right (``[image, question]``), as
+    get_scores counts them."""
     return {
         "acc": float(correct.mean()),
-        "q_acc": float(q_acc),
-        "i_acc": float(i_acc),
+        "q_acc": float(correct.all(axis=0).mean()),  # each question right on both images
+        "i_acc": float(correct.all(axis=1).mean()),  # each image's both questions right
         "g_acc": float(correct.all()),
-        "yes_rate": float(np.mean(answers == yes)) if yes is not None else float("nan"),
     }
+
+
+def _yes_rate(answers: np.ndarray, yes: int | None) -> float:
+    """The share of ``answers`` that are "Yes" (NaN unless the questions are yes/no)."""
+    return float(np.mean(answers == yes)) if yes is not None else float("nan")
 
 
 @PROTOCOLS.register("naturalbench")
@@ -155,6 +210,7 @@ class NaturalBenchScores(AnswerProtocol):
     metrics = (
         "acc", "q_acc", "i_acc", "g_acc", "yes_rate",
         "gen_acc", "gen_q_acc", "gen_i_acc", "gen_g_acc", "gen_yes_rate", "unparsed",
+        "judge_acc", "judge_q_acc", "judge_i_acc", "judge_g_acc", "judge_unparsed", "judge_failed",
     )  # fmt: skip
     description = (
         "NaturalBench Acc, Q-Acc, I-Acc, G-Acc (the authors' get_scores) on 2 images x 2 questions, answered "
@@ -162,13 +218,16 @@ class NaturalBenchScores(AnswerProtocol):
     )
 
     def outcomes(self, case: Case, scores: np.ndarray) -> list[dict[str, float]]:
-        said, generated, gold = self.readings(case, scores)
+        r = self.readings(case, scores)
         yes = _yes_index(case_answers(case))
-        out = _scores(said, gold, yes)
-        if generated is not None:
-            gen = _scores(generated, gold, yes)
-            out.update({f"gen_{m}": v for m, v in gen.items()})
-            out["unparsed"] = float(np.isnan(generated).mean())
+        out = {**_scores(r.said == r.gold), "yes_rate": _yes_rate(r.said, yes)}  # NaN (no answer) is wrong
+        if r.generated is not None:
+            out.update({f"gen_{m}": v for m, v in _scores(r.generated == r.gold).items()})
+            out["gen_yes_rate"] = _yes_rate(r.generated, yes)
+            out["unparsed"] = float(np.isnan(r.generated).mean())
+        if r.judged is not None:  # the judge's "yes" is a right answer; anything else is not
+            out.update({f"judge_{m}": v for m, v in _scores(r.judged == VERDICT_YES).items()})
+            out.update(judge_outcomes(r))
         return [out]
 
     def yes_counts(self, case: Case, scores: np.ndarray) -> tuple[int, int] | None:
@@ -178,7 +237,7 @@ class NaturalBenchScores(AnswerProtocol):
             case: the case.
             scores: its ``[2, 2, n_answers (+ 1)]`` scores.
         """
-        said, _, _ = self.readings(case, scores)
+        said = self.readings(case, scores).said
         yes = _yes_index(case_answers(case))
         if yes is None:
             return None

@@ -23,6 +23,7 @@ DIAGNOSTICS = {
     "yes_rate": "yes answers of a yes/no scorer (%)",
     "unparseable_rate": "answers that could not be read (%)",
     "nan_rate": "cases whose model scores were NaN, scored as failures (%)",
+    "judge_agreement": "generated answers a judge grades as the answer's reader does, of its yes/no verdicts (%)",
 }
 
 

@@ -31,10 +31,19 @@ from urllib.parse import urlsplit
 import numpy as np
 from PIL import Image
 
+from spotdiff.cases import LETTER_READERS
 from spotdiff.errors import ConfigError, EndpointError
 from spotdiff.jsonio import json_row, row_json
 from spotdiff.scorers.base import SCORERS, PairScorer, ScorerOptions
-from spotdiff.scorers.chat import ANSWER_READERS, CHOICE_IMAGE_QUESTION, CHOICE_TEXT_QUESTION, LETTERS, parse_choice
+from spotdiff.scorers.chat import (
+    ANSWER_READERS,
+    CHOICE_IMAGE_QUESTION,
+    CHOICE_STYLES,
+    CHOICE_TEXT_QUESTION,
+    ChoiceQuestion,
+    choice_questions,
+    read_choice,
+)
 from spotdiff.scorers.lm import parse_spec_options
 from spotdiff.scorers.vgpt import DESCRIBE_PROMPT
 from spotdiff.scorers.vqa import DEFAULT_ANSWER, DEFAULT_QUESTION, option_flag
@@ -465,42 +474,38 @@ class ApiScorer(PairScorer):
         rows = self.score_pairs(images, [list(texts)] * len(images))
         return np.array([r[:, 0] for r in rows], dtype=np.float32).reshape(len(images), len(texts))
 
-    def answer_choices(self, images: Sequence[Image.Image], texts: Sequence[str], need: str) -> np.ndarray:
-        """Answer-based choices of one K x K case, as ``vqa:``'s (``[n_questions, 2, 2]``; readings:
-        the option letter with the highest first-token log-probability among the ``top_logprobs``,
-        and the generated answer parsed by :func:`~spotdiff.scorers.chat.parse_choice`).
+    def answer_choices(
+        self, images: Sequence[Image.Image], texts: Sequence[str], need: str, style: str = "spotdiff"
+    ) -> np.ndarray:
+        """Answer-based choices of one K x K case, as ``vqa:``'s (``[n_questions, n_orders, 1 or 2]``;
+        readings: the option whose label is most likely as the first answer token among the
+        ``top_logprobs``, and the generated answer read as the style's authors read it).
 
         Args:
             images: the case's K images.
             texts: its K texts.
             need: ``"choice"`` (caption and image questions) or ``"choice-text"`` (caption questions only).
+            style: the question style (:data:`~spotdiff.scorers.chat.CHOICE_STYLES`), the case's tag ``prompts``.
         """
         k = len(texts)
-        if len(images) != k or not 2 <= k <= len(LETTERS):
-            raise ConfigError(f"answer-based questions need K x K candidates (2 <= K <= 26), got {len(images)} x {k}")
+        if len(images) != k:
+            raise ConfigError(f"answer-based questions need K x K candidates, got {len(images)} x {k}")
         if need == "choice" and not self.multi_image:
             raise ConfigError(self.cannot("choice") or "")
+        how = CHOICE_STYLES[style]
+        questions = choice_questions(texts, need == "choice", how)
         urls, digests = self._encode(images)
-        orders = (tuple(range(k)), tuple(reversed(range(k))))
-        questions: list[tuple[list[str], str, tuple[int, ...]]] = []
-        for i in range(k):
-            for order in orders:
-                options = "\n".join(f"{LETTERS[p]}. {texts[c]}" for p, c in enumerate(order))
-                questions.append(([urls[i]], CHOICE_TEXT_QUESTION.format(options=options), order))
-        if need == "choice":
-            options = "\n".join(f"{LETTERS[p]}. Image {p + 1}" for p in range(k))
-            for j in range(k):
-                q = CHOICE_IMAGE_QUESTION.format(text=texts[j], options=options)
-                questions += [([urls[c] for c in order], q, order) for order in orders]
-        docs = self._ask([self._body(u, q, max(1, self.generate)) for u, q, _ in questions], digests)
-        out = np.full((len(questions) // 2, 2, 2 if self.generate else 1), np.nan)
-        for n, ((_, _, order), doc) in enumerate(zip(questions, docs, strict=True)):
-            row, o = divmod(n, 2)
-            out[row, o, 0] = self._letter_choice(_first_top(doc), order)
+        bodies = [self._body([urls[i] for i in q.images], q.question, max(1, self.generate)) for q in questions]
+        docs = self._ask(bodies, digests)
+        n_orders = len(how.orders(k))
+        out = np.full((len(questions) // n_orders, n_orders, 2 if self.generate else 1), np.nan)
+        for n, (q, doc) in enumerate(zip(questions, docs, strict=True)):
+            row, o = divmod(n, n_orders)
+            out[row, o, 0] = self._label_choice(_first_top(doc), q)
             if self.generate:
-                said = parse_choice(doc["choices"][0]["message"].get("content") or "", k)
+                said = read_choice(how, q, texts, doc["choices"][0]["message"].get("content") or "")
                 self.usage["unparseable"] += said is None
-                out[row, o, 1] = np.nan if said is None else order[said]
+                out[row, o, 1] = np.nan if said is None else said
         return out
 
     def answer_scores(
@@ -512,7 +517,7 @@ class ApiScorer(PairScorer):
     ) -> list[np.ndarray]:
         """Per image, ``[n_questions, n_answers (+ 1)]``, as ``vqa:``'s: each candidate answer's
         log-probability as the first answer token, read from its ``top_logprobs`` (spellings combined
-        as :func:`yes_probability` combines them, except for the ``letter`` reader, whose option letters
+        as :func:`yes_probability` combines them, except for the letter readers, whose option letters
         count only as themselves, as the choice path reads them: a lower-case "a" is an article; a
         candidate not listed gets the bound, counted in ``bounded``), and with ``generate=N`` a last
         column: the candidate the answer of up to N tokens gives, read by ``reader``
@@ -536,7 +541,7 @@ class ApiScorer(PairScorer):
                 f"{several!r} are not single words or letters (use vqa: in process, which scores every token)"
             )
         read = ANSWER_READERS[reader]
-        spellings = "exact" if reader == "letter" else self.spellings
+        spellings = "exact" if reader in LETTER_READERS else self.spellings
         urls, digests = self._encode(images)
         bodies = [self._body([u], q, max(1, self.generate)) for u, qs in zip(urls, questions, strict=True) for q in qs]
         docs = iter(self._ask(bodies, digests))
@@ -555,20 +560,49 @@ class ApiScorer(PairScorer):
             out.append(np.array(rows, dtype=np.float64).reshape(len(qs), len(answers) + bool(self.generate)))
         return out
 
-    def _letter_choice(self, top: Sequence[dict], order: tuple[int, ...]) -> float:
-        """The candidate whose letter is most likely among the listed tokens (NaN: none listed, or a tie)."""
-        letters = tuple(LETTERS[: len(order)])
+    def answer_texts(self, images: Sequence[Image.Image], questions: Sequence[Sequence[str]]) -> list[list[str]]:
+        """Per image, the generated answer to each of its questions, from the same requests (and cached
+        responses) as :meth:`answer_scores`'s (what ``--judge`` grades).
+
+        Args:
+            images: the images.
+            questions: each image's questions, each asked as it is, with the image alone.
+        """
+        if not self.generate:
+            raise ConfigError(f"{self.spec} generates no answers (generate=0): give generate=N (N new tokens)")
+        urls, digests = self._encode(images)
+        bodies = [self._body([u], q, self.generate) for u, qs in zip(urls, questions, strict=True) for q in qs]
+        docs = iter(self._ask(bodies, digests))
+        return [[next(docs)["choices"][0]["message"].get("content") or "" for _ in qs] for qs in questions]
+
+    def chat_replies(self, conversations: Sequence[list[dict[str, Any]]], max_tokens: int) -> list[str | None]:
+        """The model's greedy replies (``temperature=0``, no log-probabilities) to text-only conversations, None
+        where a response holds no reply (``spotdiff eval --judge``).
+
+        Args:
+            conversations: each a list of ``{"role", "content"}`` messages.
+            max_tokens: the most tokens a reply may have.
+        """
+        bodies = [{"model": self.model, "messages": m, "max_tokens": max_tokens, "temperature": 0.0}
+                  for m in conversations]  # fmt: skip
+        docs = self._ask(bodies, {})
+        return [((doc.get("choices") or [{}])[0].get("message") or {}).get("content") for doc in docs]
+
+    def _label_choice(self, top: Sequence[dict], question: ChoiceQuestion) -> float:
+        """The candidate whose label is most likely among the listed tokens (NaN: none listed, or a tie):
+        an option letter only as itself, a word ("First") in the spellings of option ``spellings``
+        (:func:`yes_probability`)."""
         best: dict[int, float] = {}
-        for e in top:
-            if e["token"] in letters:
-                p = letters.index(e["token"])
-                best[p] = max(best.get(p, -np.inf), e["logprob"])
+        for p, label in enumerate(question.labels):
+            prob, bounded = yes_probability(top, label, "exact" if len(label) == 1 else self.spellings)
+            if not bounded:
+                best[p] = math.log(prob)
         if not best:
             self.usage["no_letter"] += 1
             return np.nan
         top_lp = max(best.values())
         winners = [p for p, lp in best.items() if lp == top_lp]
-        return float(order[winners[0]]) if len(winners) == 1 else np.nan
+        return float(question.order[winners[0]]) if len(winners) == 1 else np.nan
 
 
 def _positive(opts: dict, name: str, default: int, minimum: int = 1) -> int:
@@ -598,10 +632,12 @@ def _request_key(body: dict[str, Any], digests: dict[str, str]) -> str:
 
 def _check_response(doc: dict[str, Any], where: str, body: dict[str, Any]) -> None:
     """Refuse a response without what its request asked for (before it is cached): the first
-    token's ``top_logprobs``, or the prompt's ``prompt_logprobs``."""
+    token's ``top_logprobs``, or the prompt's ``prompt_logprobs`` (a text request asks for neither)."""
     choices = doc.get("choices") or []
     if choices and choices[0].get("finish_reason") == "content_filter":
         raise EndpointError(f"{where} refused the request (content policy); this case cannot be scored there")
+    if not body.get("logprobs") and "extra_body" not in body:
+        return  # a text request (chat_replies): its reply is read by the caller, a missing one counted there
     if "prompt_logprobs" in body.get("extra_body", {}):
         if not doc.get("prompt_logprobs"):
             raise EndpointError(

@@ -332,10 +332,14 @@ class TextPrior(Protocol):
 
 @runtime_checkable
 class AnswerChoice(Protocol):
-    """Answers multiple-choice questions about one K x K case (``choice``, ``choice-text``)."""
+    """Answers multiple-choice questions about one K x K case (``choice``, ``choice-text``), in spotdiff's
+    wording or a benchmark's authors' (the case's tag ``prompts``)."""
 
-    def answer_choices(self, images: Sequence[Image.Image], texts: Sequence[str], need: str) -> np.ndarray:
-        """``[n_questions, 2, n_readings]``: the chosen candidate per question, order and reading."""
+    def answer_choices(
+        self, images: Sequence[Image.Image], texts: Sequence[str], need: str, style: str = "spotdiff"
+    ) -> np.ndarray:
+        """``[n_questions, n_orders, n_readings]``: the chosen candidate per question, order and reading,
+        the questions asked in ``style`` (a name of :data:`spotdiff.cases.PROMPT_STYLES`)."""
         ...
 
 
@@ -352,6 +356,15 @@ class AnswerLikelihood(Protocol):
     ) -> list[np.ndarray]:
         """Per image, ``[n_questions, n_answers (+ 1)]``: each answer's log-probability (and a generated
         answer read by ``reader``, a name of :data:`spotdiff.cases.READERS`)."""
+        ...
+
+
+@runtime_checkable
+class AnswerTexts(Protocol):
+    """Gives the generated answers that ``answer_scores`` reads (what a judge grades, ``--judge``)."""
+
+    def answer_texts(self, images: Sequence[Image.Image], questions: Sequence[Sequence[str]]) -> list[list[str]]:
+        """Per image, the generated answer to each of its questions."""
         ...
 
 

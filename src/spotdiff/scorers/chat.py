@@ -28,16 +28,25 @@ from spotdiff.scorers.weights import local_path, naming_damaged_weights
 __all__ = [
     "ANSWER_READERS",
     "CHOICE_IMAGE_QUESTION",
+    "CHOICE_STYLES",
     "CHOICE_TEXT_QUESTION",
     "SINGLE_IMAGE_MODEL_TYPES",
     "AnswerChooser",
     "ChatVLM",
+    "ChoiceQuestion",
+    "ChoiceStyle",
     "NanCounter",
     "Request",
     "check_gguf_config",
+    "choice_questions",
+    "colorswap_is_option_image",
+    "colorswap_is_option_text",
     "extract_answer",
     "parse_choice",
+    "read_choice",
     "read_letter",
+    "read_letter_lmms",
+    "vismin_matches",
 ]
 
 #: Model types trained with one image per prompt: "which image" questions need ``multi_image=yes``.
@@ -228,12 +237,14 @@ class ChatVLM:
         return list(self.tokenizer(prompt, add_special_tokens=self._add_special(prompt))["input_ids"])
 
     def process(self, prompts: Sequence[str], images: Sequence[Sequence[Image.Image]]) -> dict[str, Any]:
-        """The processor's tensors for prompts and their images (right-padded), on the device."""
+        """The processor's tensors for prompts and their images (right-padded), on the device; prompts
+        without images (a text-only turn) are passed as text alone."""
         import torch
 
+        pictures = [[im.convert("RGB") for im in ims] for ims in images]
         enc = self.processor(
             text=list(prompts),
-            images=[[im.convert("RGB") for im in ims] for ims in images],
+            images=pictures if any(pictures) else None,
             return_tensors="pt",
             padding=True,
             add_special_tokens=self._add_special(prompts[0]),
@@ -501,8 +512,9 @@ def extract_answer(output: str, answers: Sequence[str]) -> int | None:
 
 
 def read_letter(output: str, answers: Sequence[str]) -> int | None:
-    """The candidate a generated answer names by its option letter, read strictly (:func:`parse_choice`;
-    lmms-eval's MMVP reading); the candidates are the letters A, B, ... (:func:`spotdiff.cases.case_reader`).
+    """The candidate a generated answer names by its option letter, read strictly (:func:`parse_choice`:
+    the letter alone, optionally ``(B)``, ``B.`` or ``B:``); the candidates are the letters A, B, ...
+    (:func:`spotdiff.cases.case_reader`). MMVP's reader with ``-o reader=strict``.
 
     Args:
         output: the generated text.
@@ -514,35 +526,348 @@ def read_letter(output: str, answers: Sequence[str]) -> int | None:
     return parse_choice(output, len(answers))
 
 
+def read_letter_lmms(output: str, answers: Sequence[str]) -> int | None:
+    """The option letter a generated answer gives, read in the order of lmms-eval's mmvp task
+    (``_extract_answer_letter``, lmms_eval/tasks/mmvp/utils.py at commit 75571cfe), the first that
+    matches: the letter alone (``"b"``, ``"(A)"``, ``"B."``); the letter opening the answer, in
+    parentheses or followed by ``.``, ``)`` or ``:`` (``"(A) Left"``, ``"B. Right"``); ``"answer is B"``;
+    ``"option A"``; any other standalone letter. None when no letter is given.
+
+    lmms-eval matches every pattern case-insensitively, finds a letter at the end of any word and
+    finally takes the answer's first character, so the article "a" and words' initials read as options
+    ("It is a cat" and "Apple" are A there, "Bob" and "Both" B). Here a lower-case letter counts only
+    alone or in parentheses, a letter only as a whole word, an "A" opening a sentence before a word in
+    lower case that starts with a consonant is the article ("A dog sits on it."; "A answer", lmms-eval's
+    own example, is option A), and there is no first-character fallback.
+
+    Args:
+        output: the generated text.
+        answers: the candidate answers, ``("A", "B", ...)``.
+
+    >>> [read_letter_lmms(t, ("A", "B")) for t in ("The answer is B", "Option A", "(a)", "b", "(A) Left")]
+    [1, 0, 0, 1, 0]
+    >>> [read_letter_lmms(t, ("A", "B")) for t in ("It is a cat", "Both", "A dog, so B", "Bob")]
+    [None, None, 1, None]
+    """
+    text = output.strip()
+    upper = "".join(LETTERS[: len(answers)])
+    both = upper + upper.lower()
+    either = rf"(?:\(([{both}])\)|([{upper}]))"  # a parenthesised letter of either case, or a capital
+    patterns = (
+        rf"^\(?([{both}])\)?[.:]?$",  # the letter alone
+        rf"^(?:\(([{both}])\)|([{both}])[.):])(?:\s|$)",  # opening the answer, "(A) ...", "B. ..."
+        rf"(?i:answer\s+is)\s*:?\s*{either}(?![\w'])",  # "answer is B"
+        rf"(?i:option)\s+{either}(?![\w'])",  # "option A"
+    )
+    for pattern in patterns:
+        m = re.search(pattern, text)
+        if m:
+            return upper.index(next(g for g in m.groups() if g).upper())
+    for m in re.finditer(rf"\(([{both}])\)|(?<![\w'])([{upper}])(?![\w'])", text):
+        if m.group(2) == "A" and re.match(_CONSONANT_WORD, text[m.end() :]) and _opens_sentence(text, m.start()):
+            continue  # the article
+        return upper.index((m.group(1) or m.group(2)).upper())
+    return None
+
+
+#: A word in lower case starting with a consonant, after white space (what the article "A" precedes).
+_CONSONANT_WORD = r"\s+[b-df-hj-np-tv-z]"
+
+
+def _opens_sentence(text: str, start: int) -> bool:
+    """Whether position ``start`` of ``text`` opens a sentence (the text's start, or after ``.``, ``!``, ``?``)."""
+    before = text[:start].rstrip()
+    return not before or before[-1] in ".!?"
+
+
 #: The readers of generated answers by the names of :data:`spotdiff.cases.READERS`: the candidate's
 #: index, None when the text gives none.
 ANSWER_READERS: dict[str, Callable[[str, Sequence[str]], int | None]] = {
     "words": extract_answer,
     "letter": read_letter,
+    "letter-lmms": read_letter_lmms,
 }
 
 
+def _vismin_normalize(text: str) -> str:
+    """VisMin's ``normalize_model_prediction`` (evals/metrics/itm.py, github.com/rabiulcste/vismin, commit
+    29ce2c0): the text in the first parentheses, else a letter before ``)``, the first line, no punctuation,
+    single spaces, lower case."""
+    m = re.search(r"\((.*?)\)", text)
+    if m:
+        text = m.group(1)
+    m = re.search(r"([A-Za-z])\)", text)
+    if m:
+        text = m.group(1)
+    text = re.sub(r"[^\w\s]", "", text.split("\n")[0])
+    return re.sub(r"\s+", " ", text).strip().lower()
+
+
+def vismin_matches(output: str, label: str) -> bool:
+    """VisMin's ``is_match_with_label``: the normalised label is a word of the normalised answer, the
+    answer is the label, or it holds "answer <label>".
+
+    >>> vismin_matches("(B) a red cup", "B"), vismin_matches("The first image", "First")
+    (True, True)
+    """
+    out = _vismin_normalize(output)
+    gold = _vismin_normalize(label)
+    phrase = _vismin_normalize(f"ANSWER: {label}")
+    return gold in out.split() or re.search(re.escape(phrase), out, re.IGNORECASE) is not None or gold == out
+
+
+def _read_vismin(output: str, options: Sequence[str], labels: Sequence[str]) -> int | None:
+    """The one label VisMin's ``is_match_with_label`` finds in the answer; None for none or several."""
+    found = [k for k, label in enumerate(labels) if vismin_matches(output, label)]
+    return found[0] if len(found) == 1 else None
+
+
+def _colorswap_strip_articles(text: str) -> str:
+    """vlm_eval.py's ``remove_p``: articles, "with" and "and" dropped between words and at the start."""
+    for word in ("a", "an", "the", "with", "and"):
+        text = text.replace(f" {word} ", " ")
+    for word in ("a", "an", "the"):
+        text = text.removeprefix(f"{word} ")
+    return text
+
+
+def colorswap_is_option_text(response: str, option_text: str, alternative_text: str, option: str,
+                             alternative: str) -> bool:  # fmt: skip
+    """ColorSwap's ``is_option_text`` (vlm_eval.py, github.com/Top34051/colorswap, commit 4f2c9e4): whether
+    the answer to a caption question chooses ``option`` (its letter, or its caption and not the other).
+
+    >>> colorswap_is_option_text("B) a white raft", "a blue raft", "a white raft", "B", "A")
+    True
+    """
+    low, opt, alt = response.lower(), option.lower(), alternative.lower()
+    contains = (f"image presents ({opt})", f"image presents option ({opt})", f"image presents option {opt}",
+                f"it would imply ({opt})", f"it could metaphorically represent ({opt})", f"it is ({opt})",
+                f"this image presents {option_text.lower()}")  # fmt: skip
+    starts = (f"{option})", f"({option})", f"Option {option}", f"Option {option})", f"Option ({option})")
+    named = any(x in low for x in (f"option {opt}", f"option ({opt})", f"option {opt})"))
+    return (
+        (option_text.lower() in low and alternative_text.lower() not in low)
+        or any(x in low for x in contains)
+        or response.startswith(starts)
+        or (named and not (f"({alt})" in low or f"{alt})" in low))
+        or response == option
+        or (
+            _colorswap_strip_articles(option_text).lower() in _colorswap_strip_articles(response).lower()
+            and _colorswap_strip_articles(alternative_text).lower() not in _colorswap_strip_articles(response).lower()
+        )
+    )
+
+
+def colorswap_is_option_image(response: str, option: str, alternative: str) -> bool:
+    """ColorSwap's ``is_option_image``: the answer to an image question names ``option`` ("first") and
+    not the other, or says the option image "better aligns" / "aligns better" / "is more relevant".
+
+    >>> colorswap_is_option_image("The first image better aligns", "first", "second")
+    True
+    """
+    low = response.lower()
+    return (
+        (option in low and alternative not in low)
+        or f"{option} image better aligns" in low
+        or f"{option} image aligns better" in low
+        or f"the {option} image is more relevant" in low
+    )
+
+
+def _read_colorswap_text(output: str, options: Sequence[str], labels: Sequence[str]) -> int | None:
+    """vlm_eval.py's reading of a caption question: option A alone or option B alone, else none."""
+    said = [colorswap_is_option_text(output, options[k], options[1 - k], labels[k], labels[1 - k]) for k in (0, 1)]
+    return said.index(True) if sum(said) == 1 else None
+
+
+def _read_colorswap_image(output: str, options: Sequence[str], labels: Sequence[str]) -> int | None:
+    """vlm_eval.py's reading of an image question: "first" alone or "second" alone, else none."""
+    said = [colorswap_is_option_image(output, w, ("first", "second")[1 - k]) for k, w in enumerate(("first", "second"))]
+    return said.index(True) if sum(said) == 1 else None
+
+
+def _read_letter_choice(output: str, options: Sequence[str], labels: Sequence[str]) -> int | None:
+    return parse_choice(output, len(options))
+
+
+@dataclass(frozen=True)
+class ChoiceStyle:
+    """How one benchmark's authors ask a K x K case's caption and image questions and read the answers.
+
+    Attributes:
+        name: the style's name (a case's tag ``prompts``, :data:`spotdiff.cases.PROMPT_STYLES`).
+        text_question: the caption question, from the options in the order asked.
+        image_question: the image question, from the caption (the images shown in the order asked).
+        text_labels: the caption options' names, as the likelihood reading scores them (A, B, ...).
+        image_labels: the image options' names (``A``, ``B`` or ``First``, ``Second``).
+        both_orders: ask every question in the case's order and reversed (EqBen Sec. 5.5), or once.
+        read_text: the option position a caption question's answer names (from the answer, the options
+            in the order asked and their labels), None for none.
+        read_image: the same for an image question.
+    """
+
+    name: str
+    text_question: Callable[[Sequence[str]], str]
+    image_question: Callable[[str, int], str]
+    text_labels: Callable[[int], tuple[str, ...]]
+    image_labels: Callable[[int], tuple[str, ...]]
+    both_orders: bool
+    read_text: Callable[[str, Sequence[str], Sequence[str]], int | None]
+    read_image: Callable[[str, Sequence[str], Sequence[str]], int | None]
+
+    def orders(self, k: int) -> tuple[tuple[int, ...], ...]:
+        """The candidate orders each question is asked in: the case's, and reversed when ``both_orders``."""
+        case = tuple(range(k))
+        return (case, tuple(reversed(case))) if self.both_orders else (case,)
+
+
+def _letters(k: int) -> tuple[str, ...]:
+    return tuple(LETTERS[:k])
+
+
+def _first_second(k: int) -> tuple[str, ...]:
+    if k != 2:
+        raise ConfigError(f"the authors' image questions compare two images (First, Second), got {k}")
+    return ("First", "Second")
+
+
+def _vismin_text(options: Sequence[str]) -> str:
+    """VisMin's ``TaskPrompts.get_text_task_prompt`` (evals/dataset_zoo/task_prompts.py, commit 29ce2c0)."""
+    listed = ", ".join(f"({LETTERS[i]}) {c}" if i < len(options) - 1 else f"or ({LETTERS[i]}) {c}"
+                       for i, c in enumerate(options))  # fmt: skip
+    return f"Does this image best match: {listed}? Choices: {', '.join(LETTERS[: len(options)])}."
+
+
+#: The question styles of the choice path by name (:data:`spotdiff.cases.PROMPT_STYLES`): spotdiff's own
+#: (EqBen Sec. 5.5's both orders, :data:`CHOICE_TEXT_QUESTION`, :data:`CHOICE_IMAGE_QUESTION`, the letter
+#: alone), VisMin's (evals/dataset_zoo/task_prompts.py and evals/metrics/itm.py ``is_match_with_label``,
+#: commit 29ce2c0) and ColorSwap's (the prompts of its vlm_results and vlm_eval.py's readers, commit 4f2c9e4),
+#: each asked once in the case's order; an answer that names both options or none is no answer.
+CHOICE_STYLES: dict[str, ChoiceStyle] = {
+    style.name: style
+    for style in (
+        ChoiceStyle(
+            "spotdiff",
+            lambda options: CHOICE_TEXT_QUESTION.format(
+                options="\n".join(f"{LETTERS[p]}. {c}" for p, c in enumerate(options))
+            ),
+            lambda text, k: CHOICE_IMAGE_QUESTION.format(
+                text=text, options="\n".join(f"{LETTERS[p]}. Image {p + 1}" for p in range(k))
+            ),
+            _letters,
+            _letters,
+            True,
+            _read_letter_choice,
+            _read_letter_choice,
+        ),
+        ChoiceStyle(
+            "vismin",
+            _vismin_text,
+            lambda text, k: f'Which image better aligns with the description: "{text}"? Choices: First, Second.',
+            _letters,
+            _first_second,
+            False,
+            _read_vismin,
+            _read_vismin,
+        ),
+        ChoiceStyle(
+            "colorswap",
+            lambda options: (
+                f"Does this image present (A) {options[0]}, or (B) {options[1]}? Note, you must choose "
+                "one of the two options"
+            ),
+            lambda text, k: (
+                f"Which image better aligns with the description {text}? The first image or the second "
+                "image? Note you must choose one of two options."
+            ),
+            _letters,
+            _first_second,
+            False,
+            _read_colorswap_text,
+            _read_colorswap_image,
+        ),
+    )
+}
+
+
+@dataclass(frozen=True)
+class ChoiceQuestion:
+    """One question of the choice path: the images shown (indices into the case's), the question, the
+    candidates in the order asked (indices into the case's texts, or images), their labels, and whether it
+    asks about a caption (``text``) or an image."""
+
+    images: tuple[int, ...]
+    question: str
+    order: tuple[int, ...]
+    labels: tuple[str, ...]
+    kind: str
+
+
+def choice_questions(texts: Sequence[str], image_questions: bool, style: ChoiceStyle) -> list[ChoiceQuestion]:
+    """The questions of a K x K case in ``style``: per image its caption question, in each order; then
+    (``image_questions``) per caption its image question, in each order (docs/protocols.md).
+
+    Args:
+        texts: the case's K captions.
+        image_questions: also ask which image matches each caption (several images in one prompt).
+        style: how the questions are worded and read.
+    """
+    k = len(texts)
+    if not 2 <= k <= len(LETTERS):
+        raise ConfigError(f"answer-based questions need K x K candidates (2 <= K <= {len(LETTERS)}), got K = {k}")
+    orders = style.orders(k)
+    out = [
+        ChoiceQuestion((i,), style.text_question([texts[c] for c in order]), order, style.text_labels(k), "text")
+        for i in range(k)
+        for order in orders
+    ]
+    if image_questions:
+        out += [
+            ChoiceQuestion(order, style.image_question(texts[j], k), order, style.image_labels(k), "image")
+            for j in range(k)
+            for order in orders
+        ]
+    return out
+
+
+def read_choice(style: ChoiceStyle, question: ChoiceQuestion, texts: Sequence[str], output: str) -> int | None:
+    """The candidate (an index in the case's order) a generated answer to ``question`` names, or None.
+
+    Args:
+        style: the question's style.
+        question: the question answered.
+        texts: the case's captions.
+        output: the generated answer.
+    """
+    read = style.read_text if question.kind == "text" else style.read_image
+    options = [texts[c] for c in question.order] if question.kind == "text" else list(question.labels)
+    said = read(output, options, question.labels)
+    return None if said is None else question.order[said]
+
+
 class AnswerChooser:
-    """Asks a chat VLM which candidate matches, as a lettered question, in both candidate orders
-    (EqBen Sec. 5.5: MLLMs are evaluated by their answers, and the order of the captions matters).
+    """Asks a chat VLM which candidate matches a K x K case, in the wording of the case's question style
+    (:data:`CHOICE_STYLES`): spotdiff's own lettered questions in both candidate orders (EqBen Sec. 5.5:
+    MLLMs are evaluated by their answers, and the order of the captions matters), or a benchmark's
+    authors' questions, once (VisMin, ColorSwap).
 
-    For a case of K images x K texts (K <= 26):
+    For a case of K images x K texts (K <= 26), :func:`choice_questions`:
 
-    * text questions, one per image ``i``: the image and :data:`CHOICE_TEXT_QUESTION` listing the K
-      captions as options A, B, ...;
+    * text questions, one per image ``i``: the image and the caption question listing the K captions
+      (spotdiff: :data:`CHOICE_TEXT_QUESTION`, options A, B, ...);
     * image questions, one per text ``j`` (only when the model takes several images): the K images
-      in one prompt and :data:`CHOICE_IMAGE_QUESTION` ("A. Image 1", ...);
+      in one prompt and the image question (spotdiff: :data:`CHOICE_IMAGE_QUESTION`, "A. Image 1", ...).
 
-    each asked with the candidates in the case's order and reversed. The answer is read by option
-    likelihood: the candidate whose letter has the highest next-token log-probability after the
-    prompt (no sampling); a tie or NaN gives no answer. With ``generate > 0`` it is also read by
-    greedy generation of up to ``generate`` tokens, parsed by :func:`parse_choice` (an unparseable
-    answer gives no answer).
+    The answer is read by option likelihood: the option whose label (its letter, or "First" / "Second")
+    has the highest log-probability as the answer after the prompt (no sampling); a tie or NaN gives no
+    answer. With ``generate > 0`` it is also read by greedy generation of up to ``generate`` tokens, read
+    as the style's authors read it (spotdiff: :func:`parse_choice`); an unreadable answer gives none.
 
-    :meth:`answer_choices` returns ``[n_questions, 2, n_readings]``: rows are the text questions
+    :meth:`answer_choices` returns ``[n_questions, n_orders, n_readings]``: rows are the text questions
     (images in case order), then the image questions (texts in case order); axis 1 is the order
-    (0: as in the case, 1: reversed); axis 2 the reading (0: likelihood, 1: generation when asked).
-    Values are the chosen candidate's index in the case's own order, NaN for no answer.
+    (0: as in the case, 1: reversed, when the style asks both); axis 2 the reading (0: likelihood, 1:
+    generation when asked). Values are the chosen candidate's index in the case's own order, NaN for no
+    answer.
 
     Args:
         chat: the loaded chat VLM.
@@ -558,7 +883,6 @@ class AnswerChooser:
         if self.generate < 0:
             raise ConfigError(f"generate must be >= 0 new tokens, got {generate}")
         self.multi_image = (chat.model_type not in SINGLE_IMAGE_MODEL_TYPES) if multi_image is None else multi_image
-        self._letter_ids: dict[int, tuple[int, ...]] = {}
 
     def identity(self) -> dict[str, Any]:
         return {
@@ -578,22 +902,8 @@ class AnswerChooser:
             )
         return None
 
-    def letter_ids(self, k: int) -> tuple[int, ...]:
-        """The single token of each option letter A.. (as the assistant's first token)."""
-        if k not in self._letter_ids:
-            if not 2 <= k <= len(LETTERS):
-                raise ConfigError(f"answer-based questions need 2 to {len(LETTERS)} candidates, got {k}")
-            ids = []
-            for letter in LETTERS[:k]:
-                tok = self.chat.answer_ids(letter)
-                if len(tok) != 1:
-                    raise ConfigError(f"option letter {letter!r} is {len(tok)} tokens for this tokenizer, not one")
-                ids.append(tok[0])
-            self._letter_ids[k] = tuple(ids)
-        return self._letter_ids[k]
-
     def answer_choices(
-        self, images: Sequence[Image.Image], texts: Sequence[str], *, image_questions: bool
+        self, images: Sequence[Image.Image], texts: Sequence[str], *, image_questions: bool, style: str = "spotdiff"
     ) -> np.ndarray:
         """The choices of one K x K case (see the class docstring).
 
@@ -601,36 +911,31 @@ class AnswerChooser:
             images: the case's K images.
             texts: its K texts.
             image_questions: also ask the image questions (the model must take several images).
+            style: the question style, a name of :data:`CHOICE_STYLES`.
         """
         k = len(texts)
         if len(images) != k:
             raise ConfigError(f"answer-based questions need K images x K texts, got {len(images)} x {k}")
         if image_questions and not self.multi_image:
             raise ConfigError(self.cannot("choice") or "")
-        letters = self.letter_ids(k)
-        orders = (tuple(range(k)), tuple(reversed(range(k))))
-        questions: list[tuple[tuple[int, ...], str, tuple[int, ...]]] = []  # (images, prompt, order)
-        for i in range(k):
-            for order in orders:
-                options = "\n".join(f"{LETTERS[p]}. {texts[c]}" for p, c in enumerate(order))
-                prompt = self.chat.render(CHOICE_TEXT_QUESTION.format(options=options), 1, self.system)
-                questions.append(((i,), prompt, order))
-        if image_questions:
-            options = "\n".join(f"{LETTERS[p]}. Image {p + 1}" for p in range(k))
-            for j in range(k):
-                prompt = self.chat.render(CHOICE_IMAGE_QUESTION.format(text=texts[j], options=options), k, self.system)
-                questions += [(order, prompt, order) for order in orders]
-        requests = [Request(imgs, prompt, (t,)) for imgs, prompt, _ in questions for t in letters]
-        lps = self.chat.target_logprobs(images, requests)
-        readings = 2 if self.generate else 1
-        out = np.full((len(questions) // 2, 2, readings), np.nan)
-        for q, (imgs, prompt, order) in enumerate(questions):
-            row, o = divmod(q, 2)
-            scores = np.array([lps[q * k + p][0] for p in range(k)])
+        how = CHOICE_STYLES[style]
+        questions = choice_questions(texts, image_questions, how)
+        prompts = [self.chat.render(q.question, len(q.images), self.system) for q in questions]
+        requests = [
+            Request(q.images, prompt, self.chat.answer_ids(label))
+            for q, prompt in zip(questions, prompts, strict=True)
+            for label in q.labels
+        ]
+        lps = iter(self.chat.target_logprobs(images, requests))
+        n_orders = len(how.orders(k))
+        out = np.full((len(questions) // n_orders, n_orders, 2 if self.generate else 1), np.nan)
+        for n, (q, prompt) in enumerate(zip(questions, prompts, strict=True)):
+            row, o = divmod(n, n_orders)
+            scores = np.array([next(lps).sum() for _ in q.labels])
             if not np.isnan(scores).any() and (scores == scores.max()).sum() == 1:
-                out[row, o, 0] = order[int(scores.argmax())]
+                out[row, o, 0] = q.order[int(scores.argmax())]
             if self.generate:
-                said = parse_choice(self.chat.generate([images[i] for i in imgs], prompt, self.generate), k)
-                if said is not None:
-                    out[row, o, 1] = order[said]
+                answer = self.chat.generate([images[i] for i in q.images], prompt, self.generate)
+                said = read_choice(how, q, texts, answer)
+                out[row, o, 1] = np.nan if said is None else said
         return out

@@ -212,6 +212,36 @@ class LanguageModelScorer(Scorer):
     def _digests(self) -> dict[str, str | None]:
         return model_identity_digests(self.name, self.config)
 
+    # -- chat --------------------------------------------------------------------------------------
+    def check_chat(self, what: str) -> None:
+        """Refuse a model that cannot chat: a seq2seq model, or a tokenizer without a chat template.
+
+        Args:
+            what: what the model is for, named in the error (``"--judge lm:..."``).
+        """
+        if self.is_seq2seq:
+            raise ConfigError(f"{what}: a causal lm: model is needed (got {self.spec})")
+        if not getattr(self.tokenizer, "chat_template", None):
+            raise ConfigError(f"{what}: the tokenizer has no chat template (an instruction-tuned model is needed)")
+
+    def chat(self, messages: list[dict[str, str]], max_new_tokens: int) -> str:
+        """The model's greedy reply to a conversation, rendered by its chat template (special tokens dropped).
+
+        Args:
+            messages: ``[{"role": "system" | "user" | "assistant", "content": text}, ...]``.
+            max_new_tokens: the most tokens the reply may have.
+        """
+        import torch
+
+        tok = self.tokenizer
+        enc = tok.apply_chat_template(messages, add_generation_prompt=True, return_tensors="pt", return_dict=True)
+        enc = {k: v.to(self.device) for k, v in enc.items()}
+        with torch.inference_mode():
+            out = self.model.generate(
+                **enc, max_new_tokens=max_new_tokens, do_sample=False, num_beams=1, pad_token_id=self.pad_id
+            )
+        return tok.decode(out[0, enc["input_ids"].shape[1] :], skip_special_tokens=True)
+
     # -- tokenisation --------------------------------------------------------------------------
     def _causal_ids(self, text: str) -> tuple[list[int], int]:
         """Token ids and the index of the first scored token (causal models)."""

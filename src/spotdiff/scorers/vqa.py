@@ -127,15 +127,18 @@ class VQAScorer(PairScorer):
             k += len(ts)
         return out
 
-    def answer_choices(self, images: Sequence[Image.Image], texts: Sequence[str], need: str) -> np.ndarray:
+    def answer_choices(
+        self, images: Sequence[Image.Image], texts: Sequence[str], need: str, style: str = "spotdiff"
+    ) -> np.ndarray:
         """Answer-based choices of one K x K case (:class:`~spotdiff.scorers.chat.AnswerChooser`).
 
         Args:
             images: the case's K images.
             texts: its K texts.
             need: ``"choice"`` (caption and image questions) or ``"choice-text"`` (caption questions only).
+            style: the question style (:data:`~spotdiff.scorers.chat.CHOICE_STYLES`), the case's tag ``prompts``.
         """
-        return self.chooser.answer_choices(images, texts, image_questions=need == "choice")
+        return self.chooser.answer_choices(images, texts, image_questions=need == "choice", style=style)
 
     def answer_scores(
         self,
@@ -153,8 +156,7 @@ class VQAScorer(PairScorer):
             images: the images.
             questions: each image's questions.
             answers: the candidate answers (``("Yes", "No")``, ``("A", "B")``).
-            reader: how a generated answer is read: ``words`` (NaturalBench's extract_answer) or
-                ``letter`` (the option letter alone, lmms-eval's MMVP parse).
+            reader: how a generated answer is read, a name of :data:`~spotdiff.scorers.chat.ANSWER_READERS`.
         """
         if len(images) != len(questions):
             raise ValueError(f"{len(images)} images but {len(questions)} question lists")
@@ -164,12 +166,32 @@ class VQAScorer(PairScorer):
         requests = [Request((i,), p, t) for i, ps in enumerate(prompts) for p in ps for t in targets]
         lps = np.array([lp.sum() for lp in chat.target_logprobs(images, requests, reuse=self.reuse)])
         self.nans.check(lps, chat.dtype)
+        texts = self._generated(images, prompts) if self.chooser.generate else None
         out, k = [], 0
         for i, ps in enumerate(prompts):
             block = lps[k : k + len(ps) * n].reshape(len(ps), n)
             k += len(ps) * n
-            if self.chooser.generate:
-                said = [read(chat.generate([images[i]], p, self.chooser.generate), answers) for p in ps]
+            if texts is not None:
+                said = [read(text, answers) for text in texts[i]]
                 block = np.column_stack([block, [np.nan if a is None else a for a in said]])
             out.append(block)
         return out
+
+    def answer_texts(self, images: Sequence[Image.Image], questions: Sequence[Sequence[str]]) -> list[list[str]]:
+        """Per image, the greedy answer (spec option ``generate=N``: up to N tokens) to each of its questions,
+        as :meth:`answer_scores` reads them (what ``--judge`` grades).
+
+        Args:
+            images: the images.
+            questions: each image's questions, each asked as it is, with the image alone.
+        """
+        if not self.chooser.generate:
+            raise ConfigError(f"{self.spec} generates no answers: give the spec option generate=N (N new tokens)")
+        return self._generated(images, [[self.chat.render(q, 1, self.system) for q in qs] for qs in questions])
+
+    def _generated(self, images: Sequence[Image.Image], prompts: Sequence[Sequence[str]]) -> list[list[str]]:
+        """The greedy answers of up to ``generate`` tokens to each image's rendered prompts."""
+        return [
+            [self.chat.generate([image], p, self.chooser.generate) for p in ps]
+            for image, ps in zip(images, prompts, strict=True)
+        ]

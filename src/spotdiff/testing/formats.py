@@ -293,14 +293,10 @@ def write_spec(
             captions = [f"a photo of the {subset.replace('_', ' ')} variant {k}{tail}" for k in range(k_size)]
             for k in range(k_size):
                 order = [int(j) for j in rng.permutation(k_size)]
-                i2t.append(
-                    {"query": images[k], "keys": [captions[j] for j in order], "label": order.index(k)}
-                )
+                i2t.append({"query": images[k], "keys": [captions[j] for j in order], "label": order.index(k)})
             for k in range(k_size):
                 order = [int(j) for j in rng.permutation(k_size)]
-                t2i.append(
-                    {"query": captions[k], "keys": [images[j] for j in order], "label": order.index(k)}
-                )
+                t2i.append({"query": captions[k], "keys": [images[j] for j in order], "label": order.index(k)})
         if "image2text" in files:
             _write_json(folder / "image2text.json", i2t)
         if "text2image" in files:
@@ -605,19 +601,30 @@ def write_zeroshot_cifar(root: Path, n: int = 12, seed: int = 0, *, kind: str = 
 
 
 # ------------------------------------------------------------------------------ What'sUp
+def _whatsup_controlled(
+    folder: str, a: str, b: str, words: dict[str, str], pictured: tuple[str, ...] | None = None
+) -> list[dict]:
+    """One controlled set as What'sUp's JSON lists it: an image per preposition (of ``pictured``, default all
+    four), its four captions with the true one first and the others in another order per image, the
+    captions' article kept as published ("a armchair")."""
+    captions = {p: f"A {a.replace('-', ' ')} {w} a {b}" for p, w in words.items()}
+    out = []
+    for k, prep in enumerate(pictured or tuple(words)):
+        others = [captions[p] for p in words if p != prep]
+        others = others[k % 3 :] + others[: k % 3]
+        out.append({"image_path": f"data/{folder}/{a}_{prep}_{b}.jpeg", "caption_options": [captions[prep], *others]})
+    return out
+
+
+_WHATSUP_A = {"on": "on", "under": "under", "left_of": "to the left of", "right_of": "to the right of"}
+_WHATSUP_B = {"in-front_of": "in front of", "behind": "behind", "left_of": "left of", "right_of": "right of"}
+#: Controlled-A: a whole set of four (beer-bottle / armchair) and a set missing its "under" image; file order
+#: as published keeps a set's images together.
 WHATSUP_CONTROLLED = [
-    {"image_path": "data/controlled_images/beer-bottle_on_armchair.jpeg",
-     "caption_options": ["A beer bottle on a armchair", "A beer bottle under a armchair",
-                         "A beer bottle to the left of a armchair", "A beer bottle to the right of a armchair"]},
-    {"image_path": "data/controlled_images/beer-bottle_left_of_armchair.jpeg",
-     "caption_options": ["A beer bottle to the left of a armchair", "A beer bottle on a armchair",
-                         "A beer bottle under a armchair", "A beer bottle to the right of a armchair"]},
-]  # fmt: skip
-WHATSUP_CLEVR = [
-    {"image_path": "data/controlled_clevr/cube_in-front_of_sphere.jpeg",
-     "caption_options": ["A cube in front of a sphere", "A cube behind a sphere", "A cube left of a sphere",
-                         "A cube right of a sphere"]},
-]  # fmt: skip
+    *_whatsup_controlled("controlled_images", "beer-bottle", "armchair", _WHATSUP_A),
+    *_whatsup_controlled("controlled_images", "mug", "table", _WHATSUP_A, ("on", "left_of", "right_of")),
+]
+WHATSUP_CLEVR = _whatsup_controlled("controlled_clevr", "cube", "sphere", _WHATSUP_B)
 WHATSUP_COCO_ONE = [[397133, "A photo of a dog on the left", "A photo of a dog on the right"]]
 WHATSUP_COCO_TWO = [
     [37777, "A cup above a plate", "A cup below a plate"],
@@ -714,10 +721,15 @@ def write_vismin(
     root: Path, n: int = 8, seed: int = 0, category: str | None = None, *, layout: str = "parquet"
 ) -> Path:
     """``n`` rows with the features of ``mair-lab/vismin-bench`` (its data/test/dataset_info.json: id,
-    image_0, text_0, image_1, text_1, the four MLLM question columns, category), written as the hub's
-    parquet conversion lays them out (``default/test/0000.parquet``) or, ``layout="arrow"``, as the hub's
-    ``save_to_disk`` shards (``data/test/data-0000k-of-00002.arrow``, Arrow IPC streams); row ``i`` has
-    category ``VISMIN_CATEGORIES[i % 4]`` unless ``category`` is given. Returns ``root``.
+    image_0, text_0, image_1, text_1, the four MLLM question columns, category), with the real file's
+    quirks: rows in category blocks (object, attribute, relation, counting, as the authors'
+    vismin-bench/solutions/vqa_solution.csv lists them) whose ``id`` restarts at 0 in each category,
+    images as the ``Image`` feature's ``{"bytes", "path": None}`` struct, question columns holding
+    ``<image_k>`` placeholders. Written as the hub's parquet conversion lays it out
+    (``default/test/0000.parquet``) or, ``layout="arrow"``, as the hub's ``save_to_disk`` folder at revision
+    b791454 (``data/test/data-0000k-of-00003.arrow``, Arrow IPC streams, beside ``dataset_info.json``,
+    ``state.json`` and ``data/dataset_dict.json``). Row ``i`` has category ``VISMIN_CATEGORIES[4 i // n]``
+    unless ``category`` is given. Returns ``root``.
 
     Args:
         n: the number of rows.
@@ -733,35 +745,40 @@ def write_vismin(
     from spotdiff.testing.hub_repos import png_bytes
 
     rng = np.random.default_rng(seed)
-    columns = (
-        "id",
-        "image_0",
-        "text_0",
-        "image_1",
-        "text_1",
-        "text_question_0",
-        "text_question_1",
-        "image_question_0",
-        "image_question_1",
-        "category",
-    )
+    columns = ("id", "image_0", "text_0", "image_1", "text_1", "text_question_0", "text_question_1",
+               "image_question_0", "image_question_1", "category")  # fmt: skip
     rows: dict[str, list] = {k: [] for k in columns}
+    next_id: dict[str, int] = {}
     for i in range(n):
-        rows["id"].append(i)
+        cat = category or VISMIN_CATEGORIES[len(VISMIN_CATEGORIES) * i // n]
+        rows["id"].append(next_id.setdefault(cat, 0))
+        next_id[cat] += 1
+        texts = [f"a {'red' if k == i % 2 else 'blue'} cup left of a plate {i}" for k in (0, 1)]
         for k in (0, 1):
             rows[f"image_{k}"].append({"bytes": png_bytes(rng), "path": None})
-            rows[f"text_{k}"].append(f"a {'red' if k == i % 2 else 'blue'} cup left of a plate {i}")
-            rows[f"text_question_{k}"].append(f"Does this image depict: text {k}?")
-            rows[f"image_question_{k}"].append(f"Which image better aligns with text {k}?")
-        rows["category"].append(category or VISMIN_CATEGORIES[i % 4])
+            rows[f"text_{k}"].append(texts[k])
+            rows[f"text_question_{k}"].append(
+                f"<image_{k}>Does this image best match: (A) {texts[0]}, or (B) {texts[1]}? Choices: A, B."
+            )
+            rows[f"image_question_{k}"].append(
+                f'<image_0><image_1>Which image better aligns with the description: "{texts[k]}"? '
+                "Choices: First, Second."
+            )
+        rows["category"].append(cat)
     table = pa.table(rows)
     if layout == "arrow":
-        half = (n + 1) // 2
-        for k, part in enumerate((table.slice(0, half), table.slice(half))):
-            path = root / "data" / "test" / f"data-{k:05d}-of-00002.arrow"
-            path.parent.mkdir(parents=True, exist_ok=True)
+        folder = root / "data" / "test"
+        folder.mkdir(parents=True, exist_ok=True)
+        bounds = [n * k // 3 for k in range(4)]
+        for k in range(3):
+            path = folder / f"data-{k:05d}-of-00003.arrow"
             with pa.OSFile(str(path), "wb") as sink, pa.ipc.new_stream(sink, table.schema) as writer:
-                writer.write_table(part, max_chunksize=3)
+                writer.write_table(table.slice(bounds[k], bounds[k + 1] - bounds[k]), max_chunksize=3)
+        features = {c: {"_type": "Image" if c in ("image_0", "image_1") else "Value"} for c in columns}
+        _write_json(folder / "dataset_info.json", {"features": features})
+        shards = [{"filename": f"data-{k:05d}-of-00003.arrow"} for k in range(3)]
+        _write_json(folder / "state.json", {"_data_files": shards, "_split": "test"})
+        _write_json(root / "data" / "dataset_dict.json", {"splits": ["test"]})
         return root
     path = root / "default" / "test" / "0000.parquet"
     path.parent.mkdir(parents=True, exist_ok=True)
@@ -773,8 +790,11 @@ def write_vismin(
 
 # ------------------------------------------------------------------------------ SugarCrepe++
 def write_sugarcrepe_pp(root: Path, subsets: tuple[str, ...] = ("replace_att", "swap_obj")) -> Path:
-    """SugarCrepe++'s ``<subset>.json`` files in the schema of github.com/Sri-Harsha/scpp ``data/`` (a
-    list of ``{id, filename, caption, caption2, negative_caption}``), two records each; no images.
+    """SugarCrepe++'s ``<subset>.json`` files in the schema of github.com/Sri-Harsha/scpp ``data/`` (commit
+    c083bbf: a list of ``{id, filename, caption, caption2, negative_caption}``, ids counting from 0, written
+    with a one-space indent), four records each with the real files' quirks: a caption ending in a space,
+    a second caption opening with one, a negative caption equal to the caption (two such records in the
+    real swap_obj.json) and two records of one image (most images serve several records); no images.
     Returns ``root``.
 
     Args:
@@ -787,6 +807,14 @@ def write_sugarcrepe_pp(root: Path, subsets: tuple[str, ...] = ("replace_att", "
              "caption2": f"The bathroom is blue and has {k + 2} white towels.",
              "negative_caption": f"White bathroom with {k + 2} blue towels."}
             for k in range(2)
+        ]  # fmt: skip
+        records += [
+            {"id": 2, "filename": "000000287347.jpg", "caption": "A person prepares a pizza while a person watches. ",
+             "caption2": " A person watches as another person is preparing a pizza.",
+             "negative_caption": "A person prepares a pizza while a person watches."},
+            {"id": 3, "filename": "000000287347.jpg", "caption": "A person on a motorcycle is waving at two people.",
+             "caption2": "A person is waving at two other people while being on a motorcycle.\n",
+             "negative_caption": "Two people on a motorcycle are waving at a person."},
         ]  # fmt: skip
         (root / f"{name}.json").write_text(json.dumps(records, indent=1), encoding="utf-8")
     return root

@@ -7,6 +7,7 @@ docs/testing.md.
 from __future__ import annotations
 
 import io
+import json
 import tempfile
 import zipfile
 from pathlib import Path
@@ -126,20 +127,35 @@ def mteb_vg_repo(kind: str = "relation", n: int = 6, seed: int = 0) -> dict[str,
     return {"data/test-00000-of-00001.parquet": _parquet(rows)}
 
 
+def jpeg_bytes(rng: np.random.Generator, size: tuple[int, int] = (40, 32)) -> bytes:
+    """A random RGB JPEG of ``size`` (width, height)."""
+    pixels = rng.integers(0, 256, size=(size[1], size[0], 3), dtype=np.uint8)
+    buf = io.BytesIO()
+    Image.fromarray(pixels, mode="RGB").save(buf, format="JPEG")
+    return buf.getvalue()
+
+
+#: ColorSwap's test split holds some of the 2,000 examples' ids (its vlm_results list 9, 11, ...): not 0..n-1.
+COLORSWAP_TEST_IDS = (9, 11, 18, 23, 30, 42, 57, 61)
+
+
 def colorswap_repo(n: int = 4, seed: int = 0) -> dict[str, bytes]:
-    """ColorSwap's hub parquet layout (``data/test-*.parquet``; the README's fields, images as bytes);
-    example ``i``'s captions swap two colour words."""
+    """ColorSwap's hub parquet layout (``data/test-*.parquet``; the README's fields, images as ``Image``
+    structs named ``img_<id>_<k>.png``), with the test split's ids (:data:`COLORSWAP_TEST_IDS`, not
+    contiguous) and captions in lower case without a final period, as the authors' vlm_results quote them
+    (commit 4f2c9e4); example ``i``'s captions swap two colour words."""
     rng = np.random.default_rng(seed)
     rows: dict[str, list] = {
         k: [] for k in ("id", "caption_1", "caption_2", "image_1", "image_2", "image_source", "caption_source")
     }
     for i in range(n):
         a, b = rng.choice(_NOUNS, size=2, replace=False)
-        rows["id"].append(i)
+        ex = COLORSWAP_TEST_IDS[i % len(COLORSWAP_TEST_IDS)] + 100 * (i // len(COLORSWAP_TEST_IDS))
+        rows["id"].append(ex)
         rows["caption_1"].append(f"a yellow {a} next to a white {b}")
         rows["caption_2"].append(f"a white {a} next to a yellow {b}")
-        rows["image_1"].append(_image_struct(rng, f"img_{i}_1.png"))
-        rows["image_2"].append(_image_struct(rng, f"img_{i}_2.png"))
+        rows["image_1"].append(_image_struct(rng, f"img_{ex}_1.png"))
+        rows["image_2"].append(_image_struct(rng, f"img_{ex}_2.png"))
         rows["image_source"].append("midjourney" if i % 2 else "dalle3")
         rows["caption_source"].append("human")
     return {"data/test-00000-of-00001.parquet": _parquet(rows)}
@@ -147,24 +163,31 @@ def colorswap_repo(n: int = 4, seed: int = 0) -> dict[str, bytes]:
 
 def bivlc_repo(n: int = 6, seed: int = 0) -> dict[str, bytes]:
     """BiVLC's hub parquet layout (``data/test-*.parquet``: image, caption, negative_image,
-    negative_caption, type, subtype); example ``i`` has type replace / swap / add for ``i % 3``."""
+    negative_caption, type, subtype; no id column), with the real split's quirks (its README and the
+    generation list src/BiVLC_Generation/BiVLC_negative_imgs.csv, commit 84f0d17): JPEG images, the
+    generated negatives 512 x 512 (here 48 x 48) beside COCO photos of other sizes, one COCO image and
+    caption serving several rows (rows ``2k`` and ``2k + 1`` here), a caption with a trailing space; row
+    ``i`` has type replace / swap / add for ``i % 3``."""
     rng = np.random.default_rng(seed)
     rows: dict[str, list] = {
         k: [] for k in ("image", "caption", "negative_image", "negative_caption", "type", "subtype")
     }
+    positives = [(jpeg_bytes(rng, (40 + 8 * k, 32)), f"a {_NOUNS[k]} next to a {_NOUNS[k + 1]}") for k in range(n)]
     for i in range(n):
-        a, b = rng.choice(_NOUNS, size=2, replace=False)
+        image, caption = positives[i // 2]
         kind = ("replace", "swap", "add")[i % 3]
-        rows["image"].append(_image_struct(rng, f"{i}.jpg"))
-        rows["caption"].append(f"a {a} next to a {b}")
-        rows["negative_image"].append(_image_struct(rng, f"{i}_neg.jpg"))
-        rows["negative_caption"].append(f"a {b} next to a {a}")
+        rows["image"].append({"bytes": image, "path": None})
+        rows["caption"].append(caption + (" " if i == 1 else ""))
+        rows["negative_image"].append({"bytes": jpeg_bytes(rng, (48, 48)), "path": None})
+        rows["negative_caption"].append(f"a {_NOUNS[(i // 2) + 1]} next to a {_NOUNS[i // 2]} {i}")
         rows["type"].append(kind)
         rows["subtype"].append({"replace": "obj", "swap": "att", "add": "obj"}[kind])
     return {"data/test-00000-of-00001.parquet": _parquet(rows)}
 
 
-def naturalbench_repo(n: int = 6, seed: int = 0, type_column: str = "Question Type") -> dict[str, bytes]:
+def naturalbench_repo(
+    n: int = 6, seed: int = 0, type_column: str = "Question Type", shards: int = 1
+) -> dict[str, bytes]:
     """NaturalBench's hub parquet layout (``data/train-*.parquet``: Index, Image_0, Image_1, Question_0,
     Image_0_Question_0, Image_1_Question_0, Question_1, Image_0_Question_1, Image_1_Question_1, the
     question type, Source); sample ``i`` is yes_no for even ``i``, multiple_choice for odd, with the
@@ -174,6 +197,8 @@ def naturalbench_repo(n: int = 6, seed: int = 0, type_column: str = "Question Ty
         n: samples.
         seed: the random images' seed.
         type_column: ``"Question Type"`` (the card's main revision) or ``"Question_Type"`` (earlier ones).
+        shards: the parquet files the rows are split into, in order (the hub's main revision has three,
+            ``data/train-0000k-of-00003.parquet``).
     """
     rng = np.random.default_rng(seed)
     names = ("Index", "Image_0", "Image_1", "Question_0", "Image_0_Question_0", "Image_1_Question_0",
@@ -197,4 +222,35 @@ def naturalbench_repo(n: int = 6, seed: int = 0, type_column: str = "Question Ty
             rows[column].append(gold)
         rows[type_column].append("multiple_choice" if mc else "yes_no")
         rows["Source"].append(("Flickr30K", "DOCCI")[i % 2])
-    return {"data/train-00000-of-00001.parquet": _parquet(rows)}
+    bounds = [n * k // shards for k in range(shards + 1)]
+    parts = [{c: v[bounds[k] : bounds[k + 1]] for c, v in rows.items()} for k in range(shards)]
+    return {f"data/train-{k:05d}-of-{shards:05d}.parquet": _parquet(part) for k, part in enumerate(parts)}
+
+
+def naturalbench_retrieval_repo(n: int = 4, seed: int = 0) -> dict[str, bytes]:
+    """``NaturalBench-Retrieval.zip`` as the hub dataset ``BaiqiL/NaturalBench`` publishes it (read by
+    naturalbench_retrieval.py and t2v_metrics' ``NaturalBench_Retrieval``): one top folder
+    ``NaturalBench-Retrieval/`` holding ``metadata.json`` (a list of ``{"index": k, "image_0", "image_1",
+    "caption_0", "caption_1"}``, ``index`` the position, as t2v_metrics asserts) and ``images/``; JPEG
+    images; sample ``i``'s captions swap two nouns.
+
+    Args:
+        n: samples.
+        seed: the random images' seed.
+    """
+    rng = np.random.default_rng(seed)
+    buf = io.BytesIO()
+    metadata = []
+    with zipfile.ZipFile(buf, "w", zipfile.ZIP_DEFLATED) as zf:
+        for i in range(n):
+            a, b = rng.choice(_NOUNS, size=2, replace=False)
+            names = [f"{i}_{k}.jpg" for k in (0, 1)]
+            for name in names:
+                image = Image.fromarray(rng.integers(0, 256, size=(32, 40, 3), dtype=np.uint8), mode="RGB")
+                data = io.BytesIO()
+                image.save(data, format="JPEG")
+                zf.writestr(f"NaturalBench-Retrieval/images/{name}", data.getvalue())
+            captions = {"caption_0": f"a {a} to the left of a {b}", "caption_1": f"a {b} to the left of a {a}"}
+            metadata.append({"index": i, "image_0": names[0], "image_1": names[1], **captions})
+        zf.writestr("NaturalBench-Retrieval/metadata.json", json.dumps(metadata, indent=4))
+    return {"NaturalBench-Retrieval.zip": buf.getvalue()}

@@ -25,8 +25,8 @@ __all__ = ["FAULTS", "ChatCompletionsServer"]
 #: The faults :meth:`ChatCompletionsServer.inject` knows: ``ok`` (none: a normal answer), a 429 with
 #: ``Retry-After``, a 500, an answer later than the client's timeout (:attr:`~ChatCompletionsServer.
 #: timeout_s`), a body cut short, a body that is not JSON, an answer without ``logprobs``, a refused
-#: key (401) and an unknown model (404).
-FAULTS = ("ok", "429", "500", "timeout", "truncated", "bad-json", "no-logprobs", "401", "404")
+#: key (401), an unknown model (404) and a response whose message holds no reply (``content: null``).
+FAULTS = ("ok", "429", "500", "timeout", "truncated", "bad-json", "no-logprobs", "401", "404", "no-reply")
 
 
 class ChatCompletionsServer(LoopbackServer):
@@ -89,6 +89,8 @@ class ChatCompletionsServer(LoopbackServer):
             answer = self._memo.get(key) or self._memo.setdefault(key, self.complete(request))
         else:
             answer = self.complete(request, logprobs=fault != "no-logprobs")
+        if fault == "no-reply":
+            answer["choices"][0]["message"]["content"] = None
         data = json.dumps(answer).encode()
         if fault == "bad-json":
             data = data[: len(data) // 2] + b" " * (len(data) - len(data) // 2)
@@ -143,13 +145,15 @@ class ChatCompletionsServer(LoopbackServer):
 
 
 def _read_messages(messages: Sequence[dict[str, Any]]) -> tuple[list[Image.Image], str, str | None, str | None]:
-    """The images and text of the one user turn (images first), the system turn's text, and the text
-    of a final assistant turn (continued: vLLM's ``continue_final_message``)."""
+    """The images and text of the one user turn (images first; its content a list of parts, or a text as
+    OpenAI's API also takes it), the system turn's text, and the text of a final assistant turn
+    (continued: vLLM's ``continue_final_message``)."""
     system = next((m["content"] for m in messages if m["role"] == "system"), None)
     answer = messages[-1]["content"] if messages[-1]["role"] == "assistant" else None
     (user,) = [m for m in messages if m["role"] == "user"]
+    parts = user["content"] if isinstance(user["content"], list) else [{"type": "text", "text": user["content"]}]
     images, texts = [], []
-    for part in user["content"]:
+    for part in parts:
         if part["type"] == "image_url":
             if texts:
                 raise ValueError("this server takes a user turn's images before its text")

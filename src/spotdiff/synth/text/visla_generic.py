@@ -272,29 +272,13 @@ class ChatLM:
         from spotdiff.scorers.lm import LanguageModelScorer
 
         self.lm = load_scorer(spec, ScorerOptions(device=device, seed=seed))
-        if not isinstance(self.lm, LanguageModelScorer) or self.lm.is_seq2seq:
+        if not isinstance(self.lm, LanguageModelScorer):
             raise ConfigError(f"--llm {spec}: a causal lm: model is needed (got {self.lm.spec})")
-        if not getattr(self.lm.tokenizer, "chat_template", None):
-            raise ConfigError(
-                f"--llm {spec}: the tokenizer has no chat template (an instruction-tuned model is needed)"
-            )
+        self.lm.check_chat(f"--llm {spec}")
         self.max_new_tokens = int(max_new_tokens)
 
     def __call__(self, messages: list[dict[str, str]]) -> str:
-        import torch
-
-        tok, model = self.lm.tokenizer, self.lm.model
-        enc = tok.apply_chat_template(messages, add_generation_prompt=True, return_tensors="pt", return_dict=True)
-        enc = {k: v.to(self.lm.device) for k, v in enc.items()}
-        with torch.inference_mode():
-            out = model.generate(
-                **enc,
-                max_new_tokens=self.max_new_tokens,
-                do_sample=False,
-                num_beams=1,
-                pad_token_id=self.lm.pad_id,
-            )
-        return tok.decode(out[0, enc["input_ids"].shape[1] :], skip_special_tokens=True)
+        return self.lm.chat(messages, self.max_new_tokens)
 
     def identity(self) -> dict[str, Any]:
         """The model's identity (spec, class, digests) and the decoding settings."""

@@ -1,0 +1,167 @@
+"""An LLM judge of generated answers (``spotdiff eval --judge SPEC``), as MMVP's authors graded free-form
+answers with GPT-4 (``scripts/gpt_grader.py``, github.com/tsb0601/MMVP, commit 7635005) and lmms-eval /
+VLMEvalKit grade with a judge model.
+
+Each generated answer is graded against the gold option with the authors' system turn and question; the
+reply is a verdict when it is "yes" or "no" alone (the authors' ``^(yes|no)$``), else it is counted as
+unparsed; a response without a reply is counted as failed. Replies are cached like any model request,
+keyed by the judge's identity (model, prompt, decoding) and the whole prompt (question, gold answer,
+graded answer). Docs: docs/protocols.md, docs/served.md.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+import re
+from collections.abc import Iterator, Sequence
+from typing import Any
+
+import numpy as np
+
+from spotdiff.diagnose.cache import Cache, CachedRequests
+from spotdiff.errors import ConfigError
+from spotdiff.jsonio import json_row, row_json
+from spotdiff.protocols.vqa import VERDICT_FAILED, VERDICT_NO, VERDICT_YES
+from spotdiff.scorers import ScorerOptions, load_scorer
+from spotdiff.scorers.api import ApiScorer
+from spotdiff.scorers.lm import LanguageModelScorer
+
+#: gpt_grader.py's system turn.
+JUDGE_SYSTEM = (
+    "You are a helpful and precise assistant for checking the quality of the answer. Please answer in only yes or no."
+)
+#: gpt_grader.py's question (``question4gpt``), verbatim.
+JUDGE_PROMPT = (
+    "Given the following question {question}, the correct answer is {answer}. Does the following answer correctly "
+    "answers the question, answer:{response}?"
+)
+#: gpt_grader.py's verdict: the reply is "yes" or "no" alone, in any case (here stripped of white space first).
+VERDICT = re.compile(r"^(yes|no)$", re.IGNORECASE)
+#: The most tokens a judge's reply may have (a verdict is one word).
+JUDGE_MAX_TOKENS = 16
+#: The cache kind of the judge's replies.
+REPLIES = "judge-reply"
+#: Prompts per batch of an in-process judge, and per batch of concurrent requests of a served one.
+_BATCH = {"local": 8, "api": 64}
+
+
+def verdict(reply: str | None) -> float:
+    """A reply's verdict: :data:`VERDICT_YES`, :data:`VERDICT_NO`, NaN when it is no verdict, and
+    :data:`VERDICT_FAILED` when there was no reply.
+
+    >>> verdict("Yes"), verdict(" no\\n"), verdict("Yes, it does."), verdict(None)
+    (1.0, 0.0, nan, -1.0)
+    """
+    if reply is None:
+        return VERDICT_FAILED
+    m = VERDICT.match(reply.strip())
+    if m is None:
+        return math.nan
+    return VERDICT_YES if m.group(1).lower() == "yes" else VERDICT_NO
+
+
+def judge_messages(question: str, gold: str, response: str) -> list[dict[str, str]]:
+    """The conversation that asks the judge whether ``response`` answers ``question``, whose right answer
+    is ``gold``: gpt_grader.py's system turn and question.
+
+    Args:
+        question: the question as the model was asked it.
+        gold: the right answer (the gold candidate: "A", "Yes", ...).
+        response: the model's generated answer.
+    """
+    user = JUDGE_PROMPT.format(question=question, answer=gold, response=response)
+    return [{"role": "system", "content": JUDGE_SYSTEM}, {"role": "user", "content": user}]
+
+
+class Judge:
+    """A judge model, ``api:`` (served) or an in-process chat model (``lm:``, e.g. the alias ``smollm2``),
+    grading generated answers; its replies are cached under its own identity (:meth:`bind`).
+
+    Args:
+        spec: the judge's model spec.
+        options: device, dtype and seed of an in-process judge.
+    """
+
+    def __init__(self, spec: str, options: ScorerOptions) -> None:
+        self.spec = spec
+        self.model = load_scorer(spec, options)
+        if isinstance(self.model, LanguageModelScorer):
+            self.model.check_chat(f"--judge {spec}")
+            self.kind = "local"
+        elif isinstance(self.model, ApiScorer):
+            self.kind = "api"
+        else:
+            raise ConfigError(
+                f"--judge {spec}: a judge is a served model (api:MODEL@URL) or an in-process chat model (lm:, "
+                f"e.g. smollm2), not {type(self.model).__name__}"
+            )
+        self.requests: CachedRequests | None = None
+        self.counts = {"judged": 0, "yes": 0, "no": 0, "unparsed": 0, "failed": 0}
+
+    def identity(self) -> dict[str, Any]:
+        """What the judge is (recorded with the run, digested into its cache key): its model's identity,
+        the prompt, the verdict rule and the decoding."""
+        return {
+            "spec": self.spec,
+            "model": self.model.identity(),
+            "system": JUDGE_SYSTEM,
+            "prompt": JUDGE_PROMPT,
+            "verdict": f"{VERDICT.pattern}, any case, on the reply stripped of white space",
+            "max_tokens": JUDGE_MAX_TOKENS,
+            "decoding": "greedy (temperature 0)",
+            "source": "MMVP scripts/gpt_grader.py (github.com/tsb0601/MMVP, commit 7635005)",
+        }
+
+    def digest(self) -> str:
+        """SHA-256 of :meth:`identity`: the judge's cache key."""
+        return hashlib.sha256(json.dumps(self.identity(), sort_keys=True, default=str).encode()).hexdigest()
+
+    def bind(self, cache: Cache | None) -> None:
+        """Cache the judge's replies in ``cache`` (opened under :meth:`digest`), or nowhere (None)."""
+        self.requests = None if cache is None else CachedRequests(cache, progress=False)
+
+    def grade(self, items: Sequence[tuple[str, str, str]]) -> np.ndarray:
+        """The verdict (:func:`verdict`) on each ``(question, gold answer, generated answer)``.
+
+        Args:
+            items: the answers to grade.
+        """
+        conversations = [judge_messages(*item) for item in items]
+        keys = ["judge:" + hashlib.sha256(json.dumps(c, sort_keys=True).encode()).hexdigest() for c in conversations]
+        unique = dict(zip(keys, conversations, strict=True))
+        ordered = list(unique)
+        if self.requests is None:  # used alone, outside an engine: nothing to keep the replies in
+            rows = dict(zip(ordered, next(self._rows(unique, ordered, [list(range(len(ordered)))])), strict=True))
+        else:
+            rows = self.requests(
+                REPLIES, ordered, lambda batches: self._rows(unique, ordered, batches), _BATCH[self.kind],
+                desc="judging", unit="answer",
+            )  # fmt: skip
+        out = np.array([verdict(row_json(rows[k])["reply"]) for k in keys], dtype=np.float64)
+        self.counts["judged"] += len(out)
+        self.counts["yes"] += int((out == VERDICT_YES).sum())
+        self.counts["no"] += int((out == VERDICT_NO).sum())
+        self.counts["unparsed"] += int(np.isnan(out).sum())
+        self.counts["failed"] += int((out == VERDICT_FAILED).sum())
+        return out
+
+    def _rows(self, unique: dict[str, list], ordered: list[str], batches: list[list[int]]) -> Iterator[list]:
+        """The replies to each batch of conversations, as cache rows."""
+        for idx in batches:
+            conversations = [unique[ordered[i]] for i in idx]
+            if self.kind == "api":
+                replies = self.model.chat_replies(conversations, JUDGE_MAX_TOKENS)
+            else:
+                replies = [self.model.chat(c, JUDGE_MAX_TOKENS) for c in conversations]
+            yield [json_row({"reply": reply}) for reply in replies]
+
+    def record(self) -> dict[str, Any]:
+        """What the run records about its judge: its identity, its verdicts' counts and, served, its usage."""
+        out: dict[str, Any] = {"identity": self.identity(), "verdicts": dict(self.counts)}
+        if self.requests is not None:
+            out["replies"] = dict(self.requests.stats)
+        if self.kind == "api":
+            out["usage"] = self.model.run_usage()
+        return out
