@@ -12,6 +12,7 @@ from pathlib import Path
 
 from spotdiff.benchmarks._io import find_file, frozen_truth, option_bool, read_csv_rows
 from spotdiff.benchmarks.base import BENCHMARKS, Benchmark, BenchmarkMetadata, LoadReport
+from spotdiff.benchmarks.mmvp import CITATION  # one paper: MMVP and MMVP-VLM (Tong et al., CVPR 2024)
 from spotdiff.benchmarks.sources import HubSource, Part
 from spotdiff.cases import Case, FileImage
 from spotdiff.errors import DataError
@@ -32,14 +33,6 @@ IMAGE_FOLDERS = ("MLLM_VLM Images", "MMVP_VLM_Images")
 #: evaluate_vlm.py's ``"img1" if img1_score > 0.5 else "img2"`` does (img1 = the odd id).
 _TRUTH = frozen_truth([[False, True], [True, False]])
 
-CITATION = """\
-@inproceedings{tong2024eyes,
-  title     = {Eyes Wide Shut? Exploring the Visual Shortcomings of Multimodal {LLMs}},
-  author    = {Tong, Shengbang and Liu, Zhuang and Zhai, Yuexiang and Ma, Yi and LeCun, Yann and Xie, Saining},
-  booktitle = {IEEE/CVF Conference on Computer Vision and Pattern Recognition (CVPR)},
-  year      = {2024}
-}
-"""
 
 
 @BENCHMARKS.register("mmvp-vlm")

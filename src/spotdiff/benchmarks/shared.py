@@ -16,7 +16,9 @@ from spotdiff.benchmarks.sources import (
     RemoteFile,
     Unpack,
     UrlSource,
+    github_files,
     google_drive,
+    pinned_files,
 )
 
 #: The data home's folder of shared image collections, ``<data home>/_shared/<name>``.
@@ -176,6 +178,19 @@ def images_part(*folders: tuple[str, str], link: str = "images", name: str = "im
     """
     licence = "; ".join(dict.fromkeys(COLLECTIONS[c].license for c, _ in folders))
     return Part(name, "images", ImagesSource(tuple(folders), link), optional=optional, license=licence, note=note)
+
+
+def pinned_annotations(repository: tuple[str, str], name: str, license: str, strip: str = "") -> Part:
+    """The ``annotations`` part: the files pinned in ``pins/<name>.tsv`` from a GitHub repository at a commit.
+
+    Args:
+        repository: ``(owner/name, commit)``.
+        name: the pins file's name.
+        license: the annotations' licence.
+        strip: the prefix each file's path loses where it lands (``data/``).
+    """
+    files = github_files(*repository, pinned_files(name, strip=strip))
+    return Part("annotations", "annotations", files, license=license)
 
 
 _BLIP = "https://storage.googleapis.com/sfr-vision-language-research/datasets"

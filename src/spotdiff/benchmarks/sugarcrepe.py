@@ -9,8 +9,7 @@ from collections.abc import Iterator
 
 from spotdiff.benchmarks._io import field
 from spotdiff.benchmarks.base import BENCHMARKS, BenchmarkMetadata, SubsetFilesBenchmark
-from spotdiff.benchmarks.shared import images_part
-from spotdiff.benchmarks.sources import Part, github_files, pinned_files
+from spotdiff.benchmarks.shared import images_part, pinned_annotations
 from spotdiff.cases import Case
 
 SUBSETS = ("add_att", "add_obj", "replace_att", "replace_obj", "replace_rel", "swap_att", "swap_obj")
@@ -52,12 +51,7 @@ tags: subset, operation (add/replace/swap), target (att/obj/rel)""",
         reproduces="SugarCrepe Table 2; VisualGPTScore Table 2",
         license="MIT (annotations); COCO images under the Flickr terms",
         parts=(
-            Part(
-                "annotations",
-                "annotations",
-                github_files(*_REPOSITORY, pinned_files("sugarcrepe", strip="data/")),
-                license="MIT",
-            ),
+            pinned_annotations(_REPOSITORY, "sugarcrepe", "MIT", strip="data/"),
             images_part(("coco-val2017", "")),
         ),
         data_notes="The README names COCO val2017 as the images; CLIP_benchmark downloads the same archive.",

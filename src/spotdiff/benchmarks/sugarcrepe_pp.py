@@ -12,8 +12,7 @@ from pathlib import Path
 
 from spotdiff.benchmarks._io import field, frozen_truth, images_dir, read_json
 from spotdiff.benchmarks.base import BENCHMARKS, Benchmark, BenchmarkMetadata, LoadReport
-from spotdiff.benchmarks.shared import images_part
-from spotdiff.benchmarks.sources import Part, github_files, pinned_files
+from spotdiff.benchmarks.shared import images_part, pinned_annotations
 from spotdiff.cases import Case, FileImage
 from spotdiff.errors import DataError
 
@@ -60,12 +59,7 @@ tags: subset, operation (replace/swap), target (att/obj/rel)""",
         reproduces="SugarCrepe++ Table 2 (ITT and TOT per subset)",
         license="MIT (github.com/Sri-Harsha/scpp LICENSE); COCO images under the Flickr terms",
         parts=(
-            Part(
-                "annotations",
-                "annotations",
-                github_files(*_REPOSITORY, pinned_files("sugarcrepe-pp", strip="data/")),
-                license="MIT",
-            ),
+            pinned_annotations(_REPOSITORY, "sugarcrepe-pp", "MIT", strip="data/"),
             images_part(("coco-val2017", "")),
         ),
         data_notes="Also on the hub as Aman-J/SugarCrepe_pp; the GitHub files are the ones pinned here.",

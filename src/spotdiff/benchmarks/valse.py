@@ -10,8 +10,7 @@ from collections.abc import Iterator
 
 from spotdiff.benchmarks._io import field, option_bool
 from spotdiff.benchmarks.base import BENCHMARKS, BenchmarkMetadata, SubsetFilesBenchmark
-from spotdiff.benchmarks.shared import images_part
-from spotdiff.benchmarks.sources import Part, github_files, pinned_files
+from spotdiff.benchmarks.shared import images_part, pinned_annotations
 from spotdiff.cases import Case
 from spotdiff.errors import DataError
 
@@ -76,8 +75,7 @@ tags: subset, linguistic_phenomena, dataset""",
         reproduces="VALSE Table 2; EqBen Table 3",
         license="MIT (annotations); images under their datasets' terms",
         parts=(
-            Part("annotations", "annotations", github_files(*_REPOSITORY, pinned_files("valse", strip="data/")),
-                 license="MIT"),
+            pinned_annotations(_REPOSITORY, "valse", "MIT", strip="data/"),
             # The `dataset` / `original_split` fields: SWiG test, VisDial v1.0 val (val2018 images) and
             # train (COCO train2014), Visual7W, FOIL (COCO val2014), COCO 2017 val.
             images_part(

@@ -22,8 +22,8 @@ from spotdiff.benchmarks._io import (
     read_text,
 )
 from spotdiff.benchmarks.base import BENCHMARKS, Benchmark, BenchmarkMetadata, LoadReport
-from spotdiff.benchmarks.shared import images_part
-from spotdiff.benchmarks.sources import ManualSource, Part, github_files, pinned_files
+from spotdiff.benchmarks.shared import images_part, pinned_annotations
+from spotdiff.benchmarks.sources import ManualSource, Part
 from spotdiff.cases import Case, FileImage
 from spotdiff.errors import ConfigError, DataError
 
@@ -144,8 +144,7 @@ tags: subset, category, source (vg/vaw/swig/hake), corpus (yaml name), variant (
         reproduces="VL-CheckList Table 2; VisualGPTScore Table 2",
         license=f"{_NO_LICENCE}; images under their datasets' terms",
         parts=(
-            Part("annotations", "annotations", github_files(*_REPOSITORY, pinned_files("vl-checklist")),
-                 license=_NO_LICENCE),
+            pinned_annotations(_REPOSITORY, "vl-checklist", _NO_LICENCE),
             images_part(("visual-genome", ""), link="images/vg", name="images-vg"),
             images_part(("swig-images-512", ""), link="images/swig", name="images-swig"),
             _HAKE,

@@ -107,22 +107,31 @@ class AnswerChoice(ReadingsProtocol):
         "order consistency; no answer fails"
     )
 
+    #: the orders each question is asked in: 2 (both candidate orders, EqBen Sec. 5.5) or 1 (once)
+    orders: ClassVar[int] = 2
+    #: what a wrong shape of answers suggests, after the expected shape
+    shape_hint: ClassVar[str] = ""
+
     def outcomes(self, case: Case, scores: np.ndarray) -> list[dict[str, float]]:
         t_of = _permutation(case)  # true text of each image
         k = len(t_of)
         truth = np.concatenate([t_of, np.argsort(t_of)]) if self.image_questions else t_of
         c = np.asarray(scores, dtype=np.float64)
-        if c.ndim != 3 or c.shape[:2] != (len(truth), 2) or c.shape[2] not in (1, 2):
+        if c.ndim != 3 or c.shape[:2] != (len(truth), self.orders) or c.shape[2] not in (1, 2):
             raise DataError(
-                f"case {case.id}: protocol {self.name!r} expects answers of shape ({len(truth)}, 2, 1 or 2), "
-                f"got {c.shape}"
+                f"case {case.id}: protocol {self.name!r} expects answers of shape ({len(truth)}, {self.orders}, "
+                f"1 or 2), got {c.shape}{self.shape_hint}"
             )
-        out: dict[str, Any] = _reading(c[..., 0], truth, k, self.image_questions)
+        out: dict[str, Any] = self.read(c[..., 0], truth, k)
         if c.shape[2] == 2:
-            gen = _reading(c[..., 1], truth, k, self.image_questions)
+            gen = self.read(c[..., 1], truth, k)
             gen["unparsed"] = gen.pop("no_answer")
             out.update({m if m == "unparsed" else f"gen_{m}": v for m, v in gen.items()})
         return [out]
+
+    def read(self, answers: np.ndarray, truth: np.ndarray, k: int) -> dict[str, Any]:
+        """One reading's outcomes from its answers, ``[n_questions, orders]``."""
+        return _reading(answers, truth, k, self.image_questions)
 
     def tied_units(self, case: Case, scores: np.ndarray, outcomes: list[dict[str, float]]) -> list[bool]:
         """The likelihood reading gives no answer on a tie of the options' log-probabilities (or NaN):
@@ -203,22 +212,11 @@ class AuthorsChoice(AnswerChoice):
         "score of a chat VLM's answers; no answer fails"
     )
 
-    def outcomes(self, case: Case, scores: np.ndarray) -> list[dict[str, float]]:
-        t_of = _permutation(case)  # true text of each image
-        k = len(t_of)
-        truth = np.concatenate([t_of, np.argsort(t_of)]) if self.image_questions else t_of
-        c = np.asarray(scores, dtype=np.float64)
-        if c.ndim != 3 or c.shape[:2] != (len(truth), 1) or c.shape[2] not in (1, 2):
-            raise DataError(
-                f"case {case.id}: protocol {self.name!r} expects answers to questions asked once, of shape "
-                f"({len(truth)}, 1, 1 or 2), got {c.shape} (its tag prompts names a style asked in both orders?)"
-            )
-        out: dict[str, Any] = _one_order(c[:, 0, 0], truth, k, self.image_questions)
-        if c.shape[2] == 2:
-            gen = _one_order(c[:, 0, 1], truth, k, self.image_questions)
-            gen["unparsed"] = gen.pop("no_answer")
-            out.update({m if m == "unparsed" else f"gen_{m}": v for m, v in gen.items()})
-        return [out]
+    orders = 1
+    shape_hint = " (questions asked once: does its tag prompts name a style asked in both orders?)"
+
+    def read(self, answers: np.ndarray, truth: np.ndarray, k: int) -> dict[str, Any]:
+        return _one_order(answers[:, 0], truth, k, self.image_questions)
 
 
 @PROTOCOLS.register("mllm-text")

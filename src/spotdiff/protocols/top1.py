@@ -113,8 +113,17 @@ def _group_tag(groups: dict[str, np.ndarray]) -> str | None:
     return None
 
 
+class _ResampledAggregate(ImageToTextTop1):
+    """A protocol whose metrics are defined by ``aggregate_resamples``: the reported value is the one
+    resample that takes every unit once."""
+
+    def aggregate(self, values: dict[str, np.ndarray], groups: dict[str, np.ndarray]) -> dict[str, float]:
+        idx = np.arange(len(values["accuracy"]))[None, :]
+        return {m: float(v[0]) for m, v in self.aggregate_resamples(values, groups, idx).items()}
+
+
 @PROTOCOLS.register("aro-macro")
-class AroMacro(ImageToTextTop1):
+class AroMacro(_ResampledAggregate):
     """ARO VG-Relation / VG-Attribution: top-1 per unit, macro average over relations or attributes."""
 
     needs = "image-text"
@@ -138,9 +147,6 @@ class AroMacro(ImageToTextTop1):
     def _min_count(self, groups: dict[str, np.ndarray]) -> int:
         return 1 if _group_tag(groups) == "relation" else ARO_MIN_ATTRIBUTE_COUNT
 
-    def aggregate(self, values: dict[str, np.ndarray], groups: dict[str, np.ndarray]) -> dict[str, float]:
-        idx = np.arange(len(values["accuracy"]))[None, :]
-        return {m: float(v[0]) for m, v in self.aggregate_resamples(values, groups, idx).items()}
 
     def aggregate_resamples(
         self, values: dict[str, np.ndarray], groups: dict[str, np.ndarray], idx: np.ndarray
@@ -231,7 +237,7 @@ def set_outcomes(correct: np.ndarray, groups: dict[str, np.ndarray]) -> tuple[np
 
 
 @PROTOCOLS.register("whatsup")
-class WhatsUpTop1(ImageToTextTop1):
+class WhatsUpTop1(_ResampledAggregate):
     """What'sUp's individual accuracy (the top-1 of :class:`ImageToTextTop1`) and, on its controlled
     images, pair and set accuracy (Table 3): both images of a pair of opposite prepositions right, all
     four images of a set right (:func:`set_outcomes`)."""
@@ -243,9 +249,6 @@ class WhatsUpTop1(ImageToTextTop1):
         "accuracy (Kamath et al. 2023, Table 3)"
     )
 
-    def aggregate(self, values: dict[str, np.ndarray], groups: dict[str, np.ndarray]) -> dict[str, float]:
-        idx = np.arange(len(values["accuracy"]))[None, :]
-        return {m: float(v[0]) for m, v in self.aggregate_resamples(values, groups, idx).items()}
 
     def aggregate_resamples(
         self, values: dict[str, np.ndarray], groups: dict[str, np.ndarray], idx: np.ndarray

@@ -726,18 +726,19 @@ def _explain(exc: Exception, where: str, retries: int) -> str:
     import openai
 
     status = getattr(exc, "status_code", None)
-    resume = "a re-run resumes from the cache"
-    if isinstance(exc, json.JSONDecodeError):
-        return f"{where} sent unreadable responses ({exc}) after {retries} retries; check the server; {resume}"
-    if isinstance(exc, openai.AuthenticationError | openai.PermissionDeniedError):
-        return f"{where} refused the key ({status}): set {' or '.join(API_KEY_VARS)} to a key it accepts"
-    if isinstance(exc, openai.NotFoundError):
-        return f"{where} does not serve this model ({status}): use a name its /models route lists"
-    if isinstance(exc, openai.RateLimitError):
-        return f"{where} still rate-limited after {retries} retries: lower concurrency= in the spec; {resume}"
-    if isinstance(exc, openai.APITimeoutError | openai.APIConnectionError):
-        return f"{where} did not answer after {retries} retries ({type(exc).__name__}): check the server; {resume}"
-    if isinstance(exc, openai.InternalServerError):
-        return f"{where} kept failing ({status}) after {retries} retries: check the server's log; {resume}"
+    after, resume = f"after {retries} retries", "a re-run resumes from the cache"
+    explained = (  # the failure, and what to do
+        (json.JSONDecodeError, f"sent unreadable responses ({exc}) {after}; check the server; {resume}"),
+        ((openai.AuthenticationError, openai.PermissionDeniedError),
+         f"refused the key ({status}): set {' or '.join(API_KEY_VARS)} to a key it accepts"),
+        (openai.NotFoundError, f"does not serve this model ({status}): use a name its /models route lists"),
+        (openai.RateLimitError, f"still rate-limited {after}: lower concurrency= in the spec; {resume}"),
+        ((openai.APITimeoutError, openai.APIConnectionError),
+         f"did not answer {after} ({type(exc).__name__}): check the server; {resume}"),
+        (openai.InternalServerError, f"kept failing ({status}) {after}: check the server's log; {resume}"),
+    )  # fmt: skip
+    said = next((line for kinds, line in explained if isinstance(exc, kinds)), None)
+    if said is not None:
+        return f"{where} {said}"
     detail = str(getattr(exc, "message", exc)).replace("\n", " ")[:200]
     return f"{where} refused the request ({status}: {detail}); check the spec's options against what it supports"
