@@ -101,12 +101,19 @@ def test_review_with_the_keyboard_in_chromium(chromium, eqben_out):
         _press(driver, "a")
         alice_votes = ["accept", "reject", "accept", "accept", "reject", "accept"]
         _saved(mine, alice_votes)
+        _press(driver, "4", then="00001")  # the filter of rejected items
+        _wait(driver, lambda d: d.find_element(*position).text == "item 1 of 2 shown", "the rejected filter")
+        _press(driver, "j", then="00004")
+        _press(driver, "3")  # set aside by the check: none (the canvas pairs have no check)
+        _wait(driver, lambda d: d.find_element(By.ID, "empty").is_displayed(), "no item set aside")
+        _press(driver, "1")
         errors = _errors(driver)
         assert not errors, [e["message"] for e in errors]
         keep = os.environ.get("SPOTDIFF_SCREENSHOT_DIR")
         if keep:
             Path(keep).mkdir(parents=True, exist_ok=True)
-            _press(driver, Keys.ARROW_LEFT * 3, then="00002")
+            _press(driver, "jj", then="00002")
+            _wait(driver, lambda d: d.execute_script(loaded) == [True, True, True], "the images, for the picture")
             driver.save_screenshot(str(Path(keep) / "review.png"))
     finally:
         alice.stop()

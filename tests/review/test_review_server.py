@@ -26,7 +26,7 @@ from spotdiff.errors import DataError
 from spotdiff.review.agreement import kappa
 from spotdiff.review.server import ReviewServer
 from spotdiff.review.session import ReviewSession
-from spotdiff.synth.review import read_review, read_sheet
+from spotdiff.synth.review import ReviewItem, read_review, read_sheet, write_review
 
 
 def call(server: ReviewServer, method: str, path: str, body=None, headers=None, token=True):
@@ -196,6 +196,29 @@ def test_spec_sets_get_a_sheet_and_their_changed_objects_marked(spec_out, tmp_pa
     record = json.loads((final / "synth.json").read_text())
     assert record["options"]["review_rule"] == "all" and record["summary"]["cases"] == {"relative_spatial": 1}
     assert record["summary"]["review"] == [str(session.file)] and record["summary"]["rejected"] == 1
+
+
+def test_a_visla_sheet_is_reviewed_and_read_back_by_visla(tmp_path, capsys):
+    out = tmp_path / "visla"
+    (out / "images").mkdir(parents=True)
+    Image.new("RGB", (8, 8), "blue").save(out / "images" / "a.jpg")
+    items = [
+        ReviewItem(str(k), {"image": "images/a.jpg"}, {"p1": f"A cat {k}.", "p2": f"A feline {k}.", "n": "A dog."},
+                   verdict, ok)
+        for k, (verdict, ok) in enumerate([("consistent", True), ("failed: validation: no answer", False)])
+    ]  # fmt: skip
+    write_review(out, items, image_fields=("image",), text_fields=("p1", "p2", "n"), title="VISLA")
+    session = ReviewSession(out, "alice")
+    assert session.kind.name == "VISLA Generic triplets"
+    shown = session.items()
+    assert [i["suggested"] for i in shown] == ["accept", "reject"]  # the second was set aside by the check
+    assert shown[1]["verdict"] == "failed: validation: no answer" and shown[0]["difference"] is False
+    session.decide("0", "reject")
+    session.decide("1", "accept", {"p2": "A feline, written by a person."})
+    final = tmp_path / "final"
+    assert main(["synth", "visla", "--from-review", str(session.file), "--out", str(final)]) == 0
+    lines = (final / "Generic_VISLA.tsv").read_text(encoding="utf-8").splitlines()
+    assert lines[1:] == ["a.jpg\tA cat 1.\tA feline, written by a person.\tA dog."]
 
 
 def _three_reviewers(out: Path) -> list[Path]:
