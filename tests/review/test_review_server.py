@@ -23,6 +23,7 @@ from PIL import Image
 from spotdiff.benchmarks import get_benchmark
 from spotdiff.cli import main
 from spotdiff.errors import DataError
+from spotdiff.review import session as session_module
 from spotdiff.review.agreement import kappa
 from spotdiff.review.server import ReviewServer
 from spotdiff.review.session import ReviewSession
@@ -121,7 +122,11 @@ def test_nothing_outside_out_is_served(eqben_out, serve, tmp_path):
     assert call(server, "GET", "/difference/0")[0] == 404
 
 
-def test_every_decision_is_saved_at_once_and_survives_a_restart(eqben_out, serve):
+def _full_disk(*args, **kwargs):
+    raise OSError(28, "No space left on device")
+
+
+def test_every_decision_is_saved_at_once_and_survives_a_restart(eqben_out, serve, monkeypatch):
     server = serve(eqben_out)
     mine = eqben_out / "review.alice.csv"
     assert [r.decision for r in read_sheet(mine, **_PAIRS)] == [None] * 6  # every item undecided at first
@@ -143,6 +148,11 @@ def test_every_decision_is_saved_at_once_and_survives_a_restart(eqben_out, serve
     ):
         status, _, body = call(server, "POST", "/api/decide", bad)
         assert status == 400 and json.loads(body)["error"], bad
+    with monkeypatch.context() as m:  # a decision that cannot be saved (a full disk) is refused, not taken as made
+        m.setattr(session_module, "write_sheet", _full_disk)
+        status, _, body = call(server, "POST", "/api/decide", {"id": "00004", "decision": "accept"})
+        assert status == 400 and "cannot save the decision: No space left on device" in json.loads(body)["error"]
+    assert json.loads(call(server, "GET", "/api/items")[2])["items"][4]["decision"] is None
     server.stop()
     rows = read_sheet(mine, **_PAIRS)
     assert [r.decision for r in rows] == ["accept", "reject", "accept", None, None, None]
@@ -172,6 +182,32 @@ def test_a_pair_shows_its_pixel_difference(eqben_out, serve):
     red, green, blue = shown[..., 0], shown[..., 1], shown[..., 2]
     assert (red[~differs] == green[~differs]).all() and (green == blue).all()  # grey where nothing changed
     assert (red[differs] > green[differs]).all()  # red wherever the images differ
+
+
+def test_youcook2_frames_are_shown_as_png_and_read_back_by_eqben_video(tmp_path, serve):
+    """EQ-YouCook2 frames are .npy arrays in BGR order (as EqBen released them): the page shows them as PNG, in
+    RGB, and eqben-video --from-review (no --annotations or --videos needed) copies the accepted pairs."""
+    out = tmp_path / "yc2"
+    frames = out / "images" / "eqbenyoucook2" / "vid"
+    frames.mkdir(parents=True)
+    rng = np.random.default_rng(0)
+    arrays = [rng.integers(0, 256, (6, 8, 3), dtype=np.uint8) for _ in range(3)]
+    for k, array in enumerate(arrays):
+        np.save(frames / f"{k:03d}.npy", array)
+    pairs = [{"image0": f"eqbenyoucook2/vid/{a:03d}.npy", "image1": f"eqbenyoucook2/vid/{b:03d}.npy",
+              "caption0": f"Step {a}.", "caption1": f"Step {b}."} for a, b in [(0, 1), (1, 2)]]  # fmt: skip
+    (out / "all_select.json").write_text(json.dumps(pairs), encoding="utf-8")
+    server = serve(out)
+    status, headers, body = call(server, "GET", "/files/images/eqbenyoucook2/vid/001.npy")
+    assert status == 200 and headers["content-type"] == "image/png"
+    assert (np.asarray(Image.open(io.BytesIO(body))) == arrays[1][:, :, ::-1]).all()  # BGR -> RGB
+    assert call(server, "GET", "/difference/1")[0] == 200
+    decide(server, "00000", "reject")
+    decide(server, "00001", "accept")
+    final = tmp_path / "final"
+    assert main(["synth", "eqben-video", "--from-review", str(server.session.file), "--out", str(final)]) == 0
+    assert json.loads((final / "all_select.json").read_text()) == pairs[1:]
+    assert (final / "images" / pairs[1]["image1"]).read_bytes() == (out / "images" / pairs[1]["image1"]).read_bytes()
 
 
 def test_spec_sets_get_a_sheet_and_their_changed_objects_marked(spec_out, tmp_path):

@@ -184,9 +184,14 @@ class ReviewSession:
             if not value.strip() and self.rows[self.index[item_id]].cells[name].strip():
                 raise DataError("a text cannot be emptied; reject the item instead", field=name)
         with self._lock:
+            before = self.decisions[item_id], dict(self.texts[item_id])
             self.decisions[item_id] = decision
             self.texts[item_id].update({k: v.strip() for k, v in (texts or {}).items()})
-            self._save()
+            try:
+                self._save()
+            except OSError as exc:  # not saved: the page says so, and shows what the file holds
+                self.decisions[item_id], self.texts[item_id] = before
+                raise DataError(f"cannot save the decision: {exc.strerror or exc}", file=self.file) from None
             return self.item(self.index[item_id])
 
     def progress(self) -> dict[str, int]:
