@@ -97,7 +97,11 @@ def find_sheet(out: Path) -> Path:
             "spotdiff synth run (spec, eqben, eqben-video, eqsd, visla --pairs, visla-vsr)",
             file=out,
         )
-    return write_review(out, items, image_fields=kind.image_fields, text_fields=kind.text_fields, title=title)[0]
+    try:
+        return write_review(out, items, image_fields=kind.image_fields, text_fields=kind.text_fields, title=title)[0]
+    except OSError as exc:
+        why = f"cannot write the review sheet: {exc.strerror or exc}; review a writable copy of the folder"
+        raise DataError(why, file=sheet) from None
 
 
 def sheet_kind(sheet: Path) -> SheetKind:
@@ -140,7 +144,10 @@ class ReviewSession:
         if self.file.is_file():
             self._load()
         else:
-            self._save()
+            try:
+                self._save()
+            except OSError as exc:
+                raise DataError(f"cannot write the reviewer's file: {exc.strerror or exc}", file=self.file) from None
         self.boxes = _spec_boxes(self.out) if self.kind is SETS else {}
 
     def _load(self) -> None:
