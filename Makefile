@@ -5,7 +5,10 @@ PY ?= python3.11
 VENV := .venv
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test lint docs venv
+.PHONY: demo test lint docs venv browser
+# the browser tests drive Debian's Chromium and chromedriver (no browser can be downloaded by pip); as root
+# or with sudo
+SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
 $(STAMP): pyproject.toml constraints.txt
 	test -x $(VENV)/bin/python || $(PY) -m venv $(VENV)
@@ -18,6 +21,10 @@ $(STAMP): pyproject.toml constraints.txt
 	touch $(STAMP)
 
 venv: $(STAMP)
+
+browser:
+	command -v chromium >/dev/null && command -v chromedriver >/dev/null || \
+		{ $(SUDO) apt-get update -qq && $(SUDO) apt-get install -y -qq chromium chromium-driver >/dev/null; }
 
 demo: $(STAMP)
 	HF_HUB_OFFLINE=1 $(VENV)/bin/spotdiff demo

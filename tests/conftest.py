@@ -1,13 +1,19 @@
-"""Shared fixtures: where ../shared is, and whether its absence skips or fails a test."""
+"""Shared fixtures: where ../shared is, and whether its absence skips or fails a test; a headless Chromium."""
 
 from __future__ import annotations
 
 import os
+import shutil
+import tempfile
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 SHARED = Path(__file__).resolve().parents[1].parent / "shared"
+#: Debian's Chromium and its driver (`make browser` installs them; no browser download is possible here)
+CHROMIUM = "/usr/bin/chromium"
+CHROMEDRIVER = "/usr/bin/chromedriver"
 
 
 @pytest.fixture(scope="session")
@@ -24,6 +30,51 @@ def shared_dir() -> Path:
 @pytest.fixture(scope="session")
 def shared_data(shared_dir: Path) -> Path:
     return shared_dir / "data"
+
+
+@pytest.fixture
+def chromium() -> Iterator:
+    """A Selenium driver of headless Chromium with a fresh profile; skip without Chromium, chromedriver or
+    selenium (`make browser` installs them), fail instead when SPOTDIFF_REQUIRE_BROWSER=1 (CI sets it)."""
+    missing = [p for p in (CHROMIUM, CHROMEDRIVER) if not Path(p).exists()]
+    try:
+        import selenium  # noqa: F401
+    except ImportError:
+        missing.append("python package selenium")
+    if missing:
+        message = f"headless browser test needs {', '.join(missing)} (make browser)"
+        if os.environ.get("SPOTDIFF_REQUIRE_BROWSER") == "1":
+            pytest.fail(message + " (SPOTDIFF_REQUIRE_BROWSER=1)")
+        pytest.skip(message)
+    from selenium import webdriver
+    from selenium.webdriver.chrome.options import Options
+    from selenium.webdriver.chrome.service import Service
+
+    options = Options()
+    options.binary_location = CHROMIUM
+    profile = tempfile.mkdtemp(prefix="spotdiff-chromium-")
+    for arg in (
+        "--headless=new",
+        "--no-sandbox",
+        "--disable-gpu",
+        "--disable-quic",
+        "--no-first-run",
+        "--disable-background-networking",
+        "--disable-component-update",
+        "--disable-sync",
+        "--disable-dev-shm-usage",
+        f"--user-data-dir={profile}",
+        "--window-size=1400,1000",
+    ):
+        options.add_argument(arg)
+    options.set_capability("goog:loggingPrefs", {"browser": "ALL"})
+    driver = webdriver.Chrome(service=Service(CHROMEDRIVER), options=options)
+    driver.set_page_load_timeout(120)
+    try:
+        yield driver
+    finally:
+        driver.quit()
+        shutil.rmtree(profile, ignore_errors=True)
 
 
 def pytest_configure(config: pytest.Config) -> None:

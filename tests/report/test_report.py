@@ -3,8 +3,9 @@ provenance, CSV/LaTeX export, and the HTML page checked in a real headless Chrom
 
 Runs come from two tiny random CLIP models evaluated with ``run_eval`` on Winoground and ARO
 VG-Relation fixture files (real images; ARO with bounding-box crops), plus synthetic runs written
-straight into the store (:mod:`spotdiff.testing.synthetic_runs`). The browser test skips when Chromium,
-chromedriver or selenium is missing, and fails instead when ``SPOTDIFF_REQUIRE_BROWSER=1``.
+straight into the store (:mod:`spotdiff.testing.synthetic_runs`). The browser tests take the ``chromium``
+fixture (tests/conftest.py): they skip when Chromium, chromedriver or selenium is missing, and fail instead
+when ``SPOTDIFF_REQUIRE_BROWSER=1``.
 """
 
 from __future__ import annotations
@@ -15,7 +16,6 @@ import json
 import os
 import re
 import shutil
-import tempfile
 from pathlib import Path
 
 import numpy as np
@@ -44,9 +44,6 @@ from spotdiff.testing.formats import write_aro_vg_relation, write_winoground
 from spotdiff.testing.synthetic_runs import fill_store
 from spotdiff.testing.tiny_models import make_tiny_clip
 from spotdiff.version import __version__
-
-CHROMIUM = "/usr/bin/chromium"
-CHROMEDRIVER = "/usr/bin/chromedriver"
 
 
 # ------------------------------------------------------------------------------------------ fixtures
@@ -585,44 +582,6 @@ def test_visla_lexical_overlap_from_real_data(shared_data: Path, tmp_path: Path)
 
 
 # ------------------------------------------------------------------------------------------ browser
-def _browser_or_skip():
-    missing = [p for p in (CHROMIUM, CHROMEDRIVER) if not Path(p).exists()]
-    try:
-        import selenium  # noqa: F401
-    except ImportError:
-        missing.append("python package selenium")
-    if missing:
-        message = f"headless browser test needs {', '.join(missing)}"
-        if os.environ.get("SPOTDIFF_REQUIRE_BROWSER") == "1":
-            pytest.fail(message + " (SPOTDIFF_REQUIRE_BROWSER=1)")
-        pytest.skip(message)
-    from selenium import webdriver
-    from selenium.webdriver.chrome.options import Options
-    from selenium.webdriver.chrome.service import Service
-
-    options = Options()
-    options.binary_location = CHROMIUM
-    profile = tempfile.mkdtemp(prefix="spotdiff-chromium-")
-    for arg in (
-        "--headless=new",
-        "--no-sandbox",
-        "--disable-gpu",
-        "--disable-quic",
-        "--no-first-run",
-        "--disable-background-networking",
-        "--disable-component-update",
-        "--disable-sync",
-        "--disable-dev-shm-usage",
-        f"--user-data-dir={profile}",
-        "--window-size=1400,1000",
-    ):
-        options.add_argument(arg)
-    options.set_capability("goog:loggingPrefs", {"browser": "ALL"})
-    driver = webdriver.Chrome(service=Service(CHROMEDRIVER), options=options)
-    driver.set_page_load_timeout(120)
-    return driver, profile
-
-
 #: What the first screen shows, and the labels of the legends, galleries and run key, read in the page.
 _ANSWER_JS = """
 const sm = document.getElementById('summary');
@@ -668,75 +627,67 @@ def _check_answer_first(driver, path: Path, kind: str, first_benchmark: str) -> 
 
 
 @pytest.mark.slow
-def test_reports_open_on_their_answer_in_chromium(answer_reports: dict) -> None:
-    driver, profile = _browser_or_skip()
-    try:
-        grid = _check_answer_first(driver, answer_reports["grid"]["written"]["html"], "grid", GRID_ORDER[0])
-        assert any(legend for _, legend in grid["legends"]) and grid["galleries"]
-        demo = _check_answer_first(driver, answer_reports["demo"]["written"]["html"], "demo", "winoground")
-        assert demo["key"] == ["synthetic-model-00", "synthetic-model-01"]
-        shown = driver.execute_script(
-            "return Array.from(document.querySelectorAll('article.finding')).map(a => a.getBoundingClientRect().top)"
-        )
-        assert len(shown) == 2 and shown[0] < demo["height"]  # the first finding is on the first screen
-    finally:
-        driver.quit()
-        shutil.rmtree(profile, ignore_errors=True)
+def test_reports_open_on_their_answer_in_chromium(answer_reports: dict, chromium) -> None:
+    driver = chromium
+    grid = _check_answer_first(driver, answer_reports["grid"]["written"]["html"], "grid", GRID_ORDER[0])
+    assert any(legend for _, legend in grid["legends"]) and grid["galleries"]
+    demo = _check_answer_first(driver, answer_reports["demo"]["written"]["html"], "demo", "winoground")
+    assert demo["key"] == ["synthetic-model-00", "synthetic-model-01"]
+    shown = driver.execute_script(
+        "return Array.from(document.querySelectorAll('article.finding')).map(a => a.getBoundingClientRect().top)"
+    )
+    assert len(shown) == 2 and shown[0] < demo["height"]  # the first finding is on the first screen
 
 
 @pytest.mark.slow
-def test_report_in_headless_chromium(rendered: dict, tmp_path: Path) -> None:
-    driver, profile = _browser_or_skip()
-    try:
-        first = rendered["report"].summary.order[0]
-        labels = _check_answer_first(driver, rendered["written"]["html"], "grid", first)
-        assert {"clip0", "clip1"} <= set(labels["key"]) and labels["legends"]
-        assert driver.title == "tiny report"
-        state = driver.execute_script(
-            """
-            const imgs = Array.from(document.images);
-            return {
-              tables: document.querySelectorAll('main table.results').length,
-              rows: document.querySelectorAll('main table.results tbody tr').length,
-              images: imgs.length,
-              loaded: imgs.filter(i => i.complete && i.naturalWidth > 0).length,
-              plots: document.querySelectorAll('figure.plot img').length,
-              thumbs: document.querySelectorAll('.thumbs img').length,
-              cards: document.querySelectorAll('article.case').length,
-            };"""
-        )
-        report = rendered["report"]
-        assert state["tables"] == len(report.tables)
-        assert state["rows"] == sum(len(t.rows) for t in report.tables)
-        assert state["images"] > 0 and state["loaded"] == state["images"], state
-        assert state["plots"] >= len(report.tables) and state["thumbs"] > 0 and state["cards"] > 0
-        # the filters: pick a model in the ARO gallery and check that only its failures stay visible
-        counts = driver.execute_script(
-            """
-            const g = document.getElementById('gallery-aro-vg-relation-aro-macro');
-            const sel = g.querySelector('select[data-filter="model"]');
-            const before = g.querySelector('.count').textContent;
-            sel.value = sel.options[1].value;
-            sel.dispatchEvent(new Event('change'));
-            const shown = Array.from(g.querySelectorAll('article.case')).filter(c => !c.hidden);
-            const ok = shown.every(c => c.dataset.models.includes('|' + sel.value + '|'));
-            return [before, g.querySelector('.count').textContent, ok, shown.length];"""
-        )
-        assert counts[2], counts  # every visible card was failed by the chosen model
-        assert counts[1].endswith("cases shown") and counts[3] >= 1
-        driver.execute_script("document.getElementById('gallery-winoground-group').scrollIntoView()")
-        errors = [e for e in driver.get_log("browser") if e.get("level") == "SEVERE"]
-        assert not errors, errors
-        shot = tmp_path / "report.png"
-        assert driver.save_screenshot(str(shot))
-        assert shot.read_bytes().startswith(b"\x89PNG") and shot.stat().st_size > 10_000
-        keep = os.environ.get("SPOTDIFF_SCREENSHOT_DIR")
-        if keep:
-            Path(keep).mkdir(parents=True, exist_ok=True)
-            shutil.copy(shot, Path(keep) / "report.png")
-    finally:
-        driver.quit()
-        shutil.rmtree(profile, ignore_errors=True)
+def test_report_in_headless_chromium(rendered: dict, tmp_path: Path, chromium) -> None:
+    driver = chromium
+    first = rendered["report"].summary.order[0]
+    labels = _check_answer_first(driver, rendered["written"]["html"], "grid", first)
+    assert {"clip0", "clip1"} <= set(labels["key"]) and labels["legends"]
+    assert driver.title == "tiny report"
+    state = driver.execute_script(
+        """
+        const imgs = Array.from(document.images);
+        return {
+          tables: document.querySelectorAll('main table.results').length,
+          rows: document.querySelectorAll('main table.results tbody tr').length,
+          images: imgs.length,
+          loaded: imgs.filter(i => i.complete && i.naturalWidth > 0).length,
+          plots: document.querySelectorAll('figure.plot img').length,
+          thumbs: document.querySelectorAll('.thumbs img').length,
+          cards: document.querySelectorAll('article.case').length,
+        };"""
+    )
+    report = rendered["report"]
+    assert state["tables"] == len(report.tables)
+    assert state["rows"] == sum(len(t.rows) for t in report.tables)
+    assert state["images"] > 0 and state["loaded"] == state["images"], state
+    assert state["plots"] >= len(report.tables) and state["thumbs"] > 0 and state["cards"] > 0
+    # the filters: pick a model in the ARO gallery and check that only its failures stay visible
+    counts = driver.execute_script(
+        """
+        const g = document.getElementById('gallery-aro-vg-relation-aro-macro');
+        const sel = g.querySelector('select[data-filter="model"]');
+        const before = g.querySelector('.count').textContent;
+        sel.value = sel.options[1].value;
+        sel.dispatchEvent(new Event('change'));
+        const shown = Array.from(g.querySelectorAll('article.case')).filter(c => !c.hidden);
+        const ok = shown.every(c => c.dataset.models.includes('|' + sel.value + '|'));
+        return [before, g.querySelector('.count').textContent, ok, shown.length];"""
+    )
+    assert counts[2], counts  # every visible card was failed by the chosen model
+    assert counts[1].endswith("cases shown") and counts[3] >= 1
+    driver.execute_script("document.getElementById('gallery-winoground-group').scrollIntoView()")
+    errors = [e for e in driver.get_log("browser") if e.get("level") == "SEVERE"]
+    assert not errors, errors
+    shot = tmp_path / "report.png"
+    assert driver.save_screenshot(str(shot))
+    assert shot.read_bytes().startswith(b"\x89PNG") and shot.stat().st_size > 10_000
+    keep = os.environ.get("SPOTDIFF_SCREENSHOT_DIR")
+    if keep:
+        Path(keep).mkdir(parents=True, exist_ok=True)
+        shutil.copy(shot, Path(keep) / "report.png")
 
 
 def test_compare_requires_two_runs(tiny_store: dict) -> None:

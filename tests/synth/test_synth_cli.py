@@ -102,7 +102,9 @@ def test_generated_spec_data_is_scored_by_eval(outputs, tmp_path):
 
 def test_synth_json_records_the_options_alone(outputs):
     options = json.loads((outputs / "spec" / "synth.json").read_text())["options"]
-    assert sorted(options) == ["backend", "cls", "image_size", "n", "objects", "scenes", "seed", "subsets"]
+    assert sorted(options) == sorted(
+        ["backend", "cls", "image_size", "n", "objects", "scenes", "seed", "subsets", "from_review", "review_rule"]
+    )
 
 
 def test_engines_take_the_config_the_command_parses(outputs, tmp_path):

@@ -133,8 +133,8 @@ def test_eqsd_shows_and_records_only_the_options_it_reads(tiny_generative, tmp_p
     assert main([*argv, "--t2i", tiny_generative.t2i, "--device", "cpu", "--self-replace", "0.5"]) == 0
     record = json.loads((out / "synth.json").read_text())
     assert sorted(record["options"]) == sorted(
-        ["n", "seed", "image_size", "t2i", "steps", "cross_replace", "self_replace", "check", "from_review", "device",
-         "dtype"]
+        ["n", "seed", "image_size", "t2i", "steps", "cross_replace", "self_replace", "check", "from_review",
+         "review_rule", "device", "dtype"]
     )
     summary = record["summary"]
     assert summary["t2i_weights"].startswith("sha256:") and summary["prompt_to_prompt"]["self_replace"] == 0.5

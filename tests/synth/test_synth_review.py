@@ -8,8 +8,18 @@ import re
 
 import pytest
 
-from spotdiff.errors import DataError
-from spotdiff.synth.review import CSV_NAME, HTML_NAME, ReviewItem, read_review, write_review
+from spotdiff.errors import ConfigError, DataError
+from spotdiff.synth.review import (
+    CSV_NAME,
+    HTML_NAME,
+    ReviewItem,
+    read_review,
+    read_reviews,
+    reviewer_sheet,
+    reviewer_sheets,
+    write_review,
+    write_sheet,
+)
 
 FIELDS = {"image_fields": ("image",), "text_fields": ("p1", "p2")}
 
@@ -127,7 +137,7 @@ def test_every_engines_from_review_refuses_a_path_out_and_writes_nothing_outside
 
 
 def test_cells_a_spreadsheet_would_run_are_written_as_text_and_read_back_unchanged(tmp_path):
-    texts = ["=HYPERLINK(\"http://evil\",\"x\")", "+1+1", "-2 cats", "@SUM(A1)", "'quoted", "a cat"]
+    texts = ['=HYPERLINK("http://evil","x")', "+1+1", "-2 cats", "@SUM(A1)", "'quoted", "a cat"]
     written = [
         ReviewItem(str(k), {"image": "images/a.png"}, {"p1": text, "p2": "ok."}, "=cmd|' /C calc'!A0", True)
         for k, text in enumerate(texts)
@@ -139,3 +149,45 @@ def test_cells_a_spreadsheet_would_run_are_written_as_text_and_read_back_unchang
     assert all(not row[rows[0].index("verdict")].startswith("=") for row in rows[1:])
     got = read_review(csv_path, **FIELDS)
     assert [i.texts["p1"] for i in got.accepted] == texts and got.accepted[0].verdict == "=cmd|' /C calc'!A0"
+
+
+def _reviewer(folder, name, decisions, p2=None):
+    """A reviewer's file of the sheet in ``folder``: its rows with ``decisions`` (and P2 of row 1 edited)."""
+    rows = list(csv.reader((folder / CSV_NAME).open(encoding="utf-8", newline="")))
+    for row, decision in zip(rows[1:], decisions, strict=True):
+        row[1] = decision
+    if p2 is not None:
+        rows[1][rows[0].index("p2")] = p2
+    path = reviewer_sheet(folder / CSV_NAME, name)
+    write_sheet(path, rows[0], rows[1:])
+    return path
+
+
+def test_several_reviewers_under_a_rule(tmp_path):
+    write_review(tmp_path, items(), title="T", **FIELDS)
+    edit(tmp_path / CSV_NAME, {(2, "p2"): "A dog."})  # every row acceptable
+    a = _reviewer(tmp_path, "a", ["accept", "accept", "reject"], p2="An edit by a.")
+    b = _reviewer(tmp_path, "b", ["accept", "reject", "reject"])
+    assert [p.name for p in (a, b)] == ["review.a.csv", "review.b.csv"]
+    assert list(reviewer_sheets(tmp_path)) == ["a", "b"]
+    both = read_reviews([a, b], **FIELDS, rule="all")
+    assert [i.id for i in both.accepted] == ["a"] and both.rejected == 2
+    assert both.accepted[0].texts["p2"] == "An edit by a."  # the one edit wins over the sheet's text
+    assert both.summary() == {"review": [str(a), str(b)], "review_rule": "all", "rejected": 2}
+    tie = read_reviews([a, b], **FIELDS, rule="majority")  # one of two is no majority
+    assert [i.id for i in tie.accepted] == ["a"]
+    c = _reviewer(tmp_path, "c", ["accept", "accept", "reject"], p2="An edit by c.")
+    with pytest.raises(DataError, match=re.escape("wrote different values: 'An edit by a.' / 'An edit by c.';")):
+        read_reviews([a, b, c], **FIELDS, rule="majority")
+    c = _reviewer(tmp_path, "c", ["accept", "accept", "reject"])
+    assert [i.id for i in read_reviews([a, b, c], **FIELDS, rule="majority").accepted] == ["a", "b"]
+    d = _reviewer(tmp_path, "d", ["accept", "", "reject"])
+    with pytest.raises(DataError, match="item 'b' is undecided") as err:
+        read_reviews([a, d], **FIELDS)
+    assert (err.value.file, err.value.record) == (str(d), "row 3")
+    other = tmp_path / "other"
+    write_review(other, items()[:2], title="T", **FIELDS)
+    with pytest.raises(DataError, match="its items are not those of"):
+        read_reviews([a, _reviewer(other, "e", ["reject", "reject"])], **FIELDS)
+    with pytest.raises(ConfigError, match=re.escape("reviewer name '../x'")):
+        reviewer_sheet(tmp_path / CSV_NAME, "../x")

@@ -46,6 +46,18 @@ def positive_int(value: str) -> int:
     return n
 
 
+def port(value: str) -> int:
+    """A TCP port, 0 meaning a free one the system picks.
+
+    >>> port("0"), port("8888")
+    (0, 8888)
+    """
+    n = _integer(value)
+    if not 0 <= n <= 65535:
+        raise argparse.ArgumentTypeError(f"a port lies in 0..65535 (0: a free one), got {value}")
+    return n
+
+
 def nonnegative_int(value: str) -> int:
     """An integer >= 0 (a count where 0 means none or off: ``--save-every``).
 

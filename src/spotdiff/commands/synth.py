@@ -8,7 +8,7 @@ zero-shot classification sets).
     spotdiff synth eqsd   --out DIR [--n 10] [--t2i MODEL] [--check MODEL]
     spotdiff synth visla  --out DIR [--n 20] [--relations FILE] ...
     spotdiff synth visla  --out DIR --pairs SUGARCREPE.json [--llm SPEC] [--images DIR] [--n 20]
-    spotdiff synth visla  --out DIR --from-review REVIEW.csv
+    spotdiff synth visla  --out DIR --from-review REVIEW.csv [REVIEW.NAME.csv ...] [--review-rule all|majority]
     spotdiff synth visla-vsr --out DIR --vsr VSR.jsonl [--images DIR] [--n 1000]
     spotdiff synth eqben-video --source ag|gebc|youcook2 --annotations PATH [PATH ...] --videos DIR --out DIR
     spotdiff synth corpus --out DIR [--n 100] [--image-size 64] ...
@@ -21,6 +21,8 @@ triplets (visla), image-caption pairs (corpus) or images (zeroshot). The same op
 byte-identical files, whatever ``--workers``. ``spotdiff synth ENGINE --help`` lists exactly the options
 the engine reads. A run stopped part way resumes when the same command is given again (finished
 items are kept); ``--overwrite`` replaces an earlier output; ``-q`` hides the progress bars.
+``spotdiff review DIR`` reviews what an engine wrote, in the browser; ``--from-review`` (spec, eqben,
+eqben-video, eqsd, visla) then writes the items people accepted.
 """
 from __future__ import annotations
 

@@ -20,6 +20,7 @@ from spotdiff.registry import Registry, name_class
 from spotdiff.synth.canvas.pipeline import BACKENDS, Pipeline, make_pipeline
 from spotdiff.synth.diffusion import models
 from spotdiff.synth.output import default_workers
+from spotdiff.synth.review import RULES
 
 #: the kinds of value an option takes (``spotdiff synth`` maps each to its argparse type)
 KINDS = ("int", "count", "positive", "seed", "float", "fraction", "str", "path", "paths", "names", "flag")
@@ -69,6 +70,27 @@ def count_option(default: int, help: str) -> Any:
     """An engine's ``--n``, also spelled ``--count`` (under ``torchrun``, whose own parser takes ``--n`` for an
     ambiguous abbreviation of ``--nnodes`` / ``--nproc-per-node``)."""
     return option(default, help, kind="count", aliases=("--count",))
+
+
+def from_review_option(what: str) -> Any:
+    """The ``--from-review`` option of an engine whose output people review (``spotdiff review``)."""
+    return option(
+        None,
+        f"write {what} accepted in a reviewed sheet: review.csv, or several reviewers' review.NAME.csv files "
+        "(see --review-rule)",
+        kind="paths",
+        metavar="FILE",
+    )
+
+
+def review_rule_option() -> Any:
+    """The ``--review-rule`` option: how several reviewers' decisions make one (recorded in synth.json)."""
+    return option(
+        "all",
+        "with several --from-review files: keep an item every reviewer accepted (all) or more than half did "
+        "(majority; a tie rejects)",
+        choices=RULES,
+    )
 
 
 def subsets_option(known: tuple[str, ...]) -> Any:
@@ -250,6 +272,8 @@ __all__ = [
     "SynthEngine",
     "count_option",
     "default_of",
+    "from_review_option",
     "option",
+    "review_rule_option",
     "subsets_option",
 ]

@@ -11,11 +11,21 @@ from pathlib import Path
 from typing import Any
 
 from spotdiff.errors import ConfigError, SpotdiffError
-from spotdiff.synth import ENGINES, CanvasConfig, SynthEngine, count_option, option, subsets_option
+from spotdiff.synth import (
+    ENGINES,
+    CanvasConfig,
+    SynthEngine,
+    count_option,
+    from_review_option,
+    option,
+    review_rule_option,
+    subsets_option,
+)
 from spotdiff.synth.canvas.geometry import Measured, boxes_overlap, relative_position
 from spotdiff.synth.canvas.layout import Placement, Rendered, placement_at, placement_box
 from spotdiff.synth.canvas.objects import ObjectInstance
 from spotdiff.synth.canvas.pipeline import Composer, Infeasible, Pipeline, chosen_subsets, make_pipeline
+from spotdiff.synth.eqben_review import write_from_review
 from spotdiff.synth.language import number_word, sentence, with_article
 from spotdiff.synth.output import case_rng, save_png, write_json
 from spotdiff.synth.run import make_items, resumable
@@ -555,6 +565,8 @@ class EqbenConfig(CanvasConfig):
     n: int = count_option(10, "pairs per subset")
     subsets: tuple[str, ...] | None = subsets_option(SUBSETS)
     sd_pairs: int | None = option(None, "EQ-SD caption pairs to write, text only (default: --n)", kind="count")
+    from_review: tuple[Path, ...] | None = from_review_option("the pairs")
+    review_rule: str = review_rule_option()
 
 
 @ENGINES.register("eqben")
@@ -565,4 +577,6 @@ class EqbenEngine(SynthEngine):
 
     def write(self, out: Path) -> dict:
         c = self.config
+        if c.from_review is not None:
+            return write_from_review(out, c.from_review, c.review_rule, engine=self.name)
         return write_eqben(out, **c.common(), subsets=c.subsets, sd_pairs=c.sd_pairs)

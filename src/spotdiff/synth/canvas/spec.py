@@ -7,13 +7,26 @@ output files: docs/synthesis.md.
 
 from __future__ import annotations
 
+import json
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from spotdiff.benchmarks.spec import SUBSETS
-from spotdiff.errors import ConfigError, SpotdiffError
-from spotdiff.synth import ENGINES, CanvasConfig, SynthEngine, count_option, option, subsets_option
+from spotdiff.benchmarks._io import field as json_field
+from spotdiff.benchmarks._io import read_json
+from spotdiff.benchmarks.spec import SPEC_K, SUBSETS
+from spotdiff.errors import ConfigError, DataError, SpotdiffError
+from spotdiff.synth import (
+    ENGINES,
+    CanvasConfig,
+    SynthEngine,
+    count_option,
+    from_review_option,
+    option,
+    review_rule_option,
+    subsets_option,
+)
 from spotdiff.synth.canvas.geometry import (
     COUNT_RANGE,
     EXISTENCE_LEVELS,
@@ -31,6 +44,7 @@ from spotdiff.synth.canvas.objects import ObjectInstance
 from spotdiff.synth.canvas.pipeline import Composer, Infeasible, Pipeline, chosen_subsets, make_pipeline
 from spotdiff.synth.language import counted, with_article
 from spotdiff.synth.output import save_png, write_json
+from spotdiff.synth.review import RULES, ReviewItem, copy_images, read_reviews
 from spotdiff.synth.run import make_items, resumable
 
 LABELS: dict[str, tuple] = {
@@ -390,6 +404,20 @@ def _classification(records: list[dict], classes: list[str]) -> dict:
     return {"classes": classes, "template": CLS_TEMPLATE, "items": items}
 
 
+def _write_subset(folder: Path, sub: str, recs: list[dict], classes: list[str]) -> None:
+    """One subset's files: the I2T and T2I queries SPEC publishes, the classification items and the metadata."""
+    i2t, t2i = [], []
+    for rec in recs:
+        for k, image in enumerate(rec["images"]):
+            i2t.append({"query": image, "keys": list(rec["texts"]), "label": k})
+        for k, text in enumerate(rec["texts"]):
+            t2i.append({"query": text, "keys": list(rec["images"]), "label": k})
+    write_json(folder / "image2text.json", i2t)
+    write_json(folder / "text2image.json", t2i)
+    write_json(folder / "classification.json", _classification(recs, classes))
+    write_json(folder / "metadata.json", {"subset": sub, "labels": list(LABELS[sub]), "cases": recs})
+
+
 @resumable
 def write_spec(
     out: Path,
@@ -429,17 +457,7 @@ def write_spec(
     for rec in records:
         by_subset[rec["id"].split("/")[0]].append(rec)
     for sub, recs in by_subset.items():
-        folder = Path(out) / sub
-        i2t, t2i = [], []
-        for rec in recs:
-            for k, image in enumerate(rec["images"]):
-                i2t.append({"query": image, "keys": list(rec["texts"]), "label": k})
-            for k, text in enumerate(rec["texts"]):
-                t2i.append({"query": text, "keys": list(rec["images"]), "label": k})
-        write_json(folder / "image2text.json", i2t)
-        write_json(folder / "text2image.json", t2i)
-        write_json(folder / "classification.json", _classification(recs, classes))
-        write_json(folder / "metadata.json", {"subset": sub, "labels": list(LABELS[sub]), "cases": recs})
+        _write_subset(Path(out) / sub, sub, recs, classes)
     n_cls = 0
     if cls and tasks:
         n_cls = len(tasks)
@@ -465,6 +483,105 @@ def write_spec(
     }
 
 
+# ------------------------------------------------------------------------------------------------
+# the review sheet: one row per set, the K images and texts in columns image0.. and text0..
+
+#: the sheet's columns, as many as the largest set (SPEC_K); a smaller set leaves the last ones empty
+SHEET_IMAGES = tuple(f"image{k}" for k in range(max(SPEC_K.values())))
+SHEET_TEXTS = tuple(f"text{k}" for k in range(max(SPEC_K.values())))
+OPTIONAL_FIELDS = SHEET_IMAGES[min(SPEC_K.values()) :] + SHEET_TEXTS[min(SPEC_K.values()) :]
+
+
+def review_items(out: Path) -> list[ReviewItem]:
+    """The sets of a SPEC folder (each subset's ``metadata.json``) as review items: image cells relative to
+    ``out`` (``<subset>/images/...``), every label as measured on its image in the verdict.
+
+    Args:
+        out: the folder ``spotdiff synth spec`` wrote.
+    """
+    items = []
+    for sub in SUBSETS:
+        for case in read_cases(Path(out), sub):
+            pad = [""] * (len(SHEET_IMAGES) - len(case["images"]))
+            measured = ", ".join(f"{m['label']} -> {m['measured']}" for m in case["measured"])
+            objects = {role: f"{o.get('colour', '')} {o['category']}".strip() for role, o in case["objects"].items()}
+            items.append(
+                ReviewItem(
+                    id=case["id"],
+                    images=dict(zip(SHEET_IMAGES, [f"{sub}/{i}" for i in case["images"]] + pad, strict=True)),
+                    texts=dict(zip(SHEET_TEXTS, list(case["texts"]) + pad, strict=True)),
+                    verdict=f"labels measured on the images (label -> measured): {measured}",
+                    accept=True,
+                    details=json.dumps({"scene": case["scene"], "objects": objects, **case["extra"]}),
+                )
+            )
+    return items
+
+
+def read_cases(out: Path, sub: str) -> list[dict]:
+    """The cases of one subset's ``metadata.json`` (none when the folder has no such subset).
+
+    Args:
+        out: the folder ``spotdiff synth spec`` wrote.
+        sub: the subset.
+    """
+    path = out / sub / "metadata.json"
+    if not path.is_file():
+        return []
+    data = read_json(path)
+    if not isinstance(data, dict) or not isinstance(data.get("cases"), list):
+        raise DataError("not a SPEC metadata file: expected a list under 'cases'", file=path)
+    return data["cases"]
+
+
+def write_from_review(out: Path, reviews: Path | Sequence[Path], rule: str = RULES[0]) -> dict:
+    """Write the SPEC subsets of the sets accepted in reviewed sheets (their texts as edited); the ``cls``
+    task is not reviewed and not written.
+
+    Args:
+        out: the output folder.
+        reviews: the reviewed ``review.csv``, or several reviewers' files of it (the subsets' files and
+            images are read from beside them).
+        rule: how several reviewers' decisions make one (:data:`spotdiff.synth.review.RULES`).
+    """
+    fields = {"image_fields": SHEET_IMAGES, "text_fields": SHEET_TEXTS, "optional": OPTIONAL_FIELDS}
+    result = read_reviews(reviews, **fields, rule=rule)
+    sheet = Path(result.files[0])
+    accepted: dict[str, list[ReviewItem]] = {}
+    for item in result.accepted:
+        accepted.setdefault(item.id.split("/")[0], []).append(item)
+    written = {}
+    for sub in SUBSETS:
+        if sub not in accepted:
+            continue
+        cases = {c["id"]: c for c in read_cases(sheet.parent, sub)}
+        recs = [_reviewed_case(sheet, sub, item, cases) for item in accepted[sub]]
+        copy_images([f"{sub}/{i}" for r in recs for i in r["images"]], sheet.parent, out, sheet=sheet, under="")
+        classification = sheet.parent / sub / "classification.json"
+        classes = json_field(read_json(classification), "classes", list, file=classification, record_id=None)
+        _write_subset(Path(out) / sub, sub, recs, classes)
+        written[sub] = len(recs)
+    if accepted.keys() - written.keys():
+        unknown = sorted(accepted.keys() - written.keys())
+        raise DataError(f"accepted sets of no SPEC subset: {', '.join(unknown)}", file=sheet, field="id")
+    return {"engine": "spec", "mode": "from a review (cls not written)", **result.summary(), "cases": written}
+
+
+def _reviewed_case(sheet: Path, sub: str, item: ReviewItem, cases: dict[str, dict]) -> dict:
+    """The case of an accepted row, with the row's texts; its images must be the case's, all K of them."""
+    case = cases.get(item.id)
+    if case is None:
+        raise DataError(f"no set {item.id!r} in {sub}/metadata.json", file=sheet, record=item.id, field="id")
+    k = SPEC_K[sub]
+    images = [item.images[f] for f in SHEET_IMAGES]
+    texts = [item.texts[f] for f in SHEET_TEXTS]
+    if images != [f"{sub}/{i}" for i in case["images"]] + [""] * (len(SHEET_IMAGES) - k):
+        raise DataError(f"the images are not the set's {k} images", file=sheet, record=item.id, field="image0")
+    if any(texts[k:]) or not all(texts[:k]):
+        raise DataError(f"a {sub} set has {k} texts, in text0 to text{k - 1}", file=sheet, record=item.id)
+    return {**case, "texts": texts[:k]}
+
+
 @dataclass(frozen=True)
 class SpecConfig(CanvasConfig):
     """The options of the ``spec`` engine."""
@@ -472,6 +589,8 @@ class SpecConfig(CanvasConfig):
     n: int = count_option(10, "candidate sets per subset")
     subsets: tuple[str, ...] | None = subsets_option(SUBSETS)
     cls: bool = option(True, "skip the cls/ classification images")
+    from_review: tuple[Path, ...] | None = from_review_option("the sets")
+    review_rule: str = review_rule_option()
 
 
 @ENGINES.register("spec")
@@ -482,6 +601,8 @@ class SpecEngine(SynthEngine):
 
     def write(self, out: Path) -> dict:
         c = self.config
+        if c.from_review is not None:
+            return write_from_review(out, c.from_review, c.review_rule)
         return write_spec(out, **c.common(), subsets=c.subsets, cls=c.cls)
 
 
@@ -494,5 +615,8 @@ __all__ = [
     "caption",
     "check_render",
     "measured_label",
+    "read_cases",
+    "review_items",
+    "write_from_review",
     "write_spec",
 ]

@@ -18,8 +18,16 @@ from typing import Any
 import numpy as np
 from PIL import Image
 
-from spotdiff.errors import ConfigError, DataError
-from spotdiff.synth import ENGINES, SynthConfig, SynthEngine, count_option, option
+from spotdiff.errors import ConfigError
+from spotdiff.synth import (
+    ENGINES,
+    SynthConfig,
+    SynthEngine,
+    count_option,
+    from_review_option,
+    option,
+    review_rule_option,
+)
 from spotdiff.synth.canvas.eqben import sd_caption_pairs
 from spotdiff.synth.diffusion.models import (
     DTYPES,
@@ -30,8 +38,9 @@ from spotdiff.synth.diffusion.models import (
     weights_identity,
 )
 from spotdiff.synth.diffusion.p2p import render_pair
+from spotdiff.synth.eqben_review import IMAGE_FIELDS, TEXT_FIELDS, write_from_review
 from spotdiff.synth.output import case_rng, save_png, write_json
-from spotdiff.synth.review import ReviewItem, copy_images, read_review, write_review
+from spotdiff.synth.review import ReviewItem, write_review
 from spotdiff.synth.run import make_items, resumable
 
 #: Stable Diffusion v1.4, the model EqBen rendered EQ-SD with (App. B.5)
@@ -81,9 +90,8 @@ class EqsdConfig(SynthConfig):
         "to set_aside.json (default: no check)",
         metavar="MODEL",
     )
-    from_review: Path | None = option(
-        None, "write the pairs accepted in an edited review sheet (review.csv)", kind="path", metavar="FILE"
-    )
+    from_review: tuple[Path, ...] | None = from_review_option("the pairs")
+    review_rule: str = review_rule_option()
     device: str = option("auto", "auto (CUDA when available), cpu or cuda[:N]")
     dtype: str = option(
         "auto", "Stable Diffusion's precision: auto (fp16 on CUDA, fp32 on the CPU), fp32, fp16 or bf16", choices=DTYPES
@@ -146,8 +154,8 @@ def write_eqsd(out: Path, config: EqsdConfig, pipeline: Any = None, scorer: Any 
 
     Pairs failing the check go to ``set_aside.json`` (with their scores), not ``all_select.json``;
     ``review.csv`` and ``review.html`` list every pair with the check's verdict, for the final cut the
-    paper made by hand (:func:`write_from_review`). A re-run after an interruption renders only the
-    pairs not finished (the models load only if one is left).
+    paper made by hand (``spotdiff review``, then ``--from-review``: :mod:`spotdiff.synth.eqben_review`). A
+    re-run after an interruption renders only the pairs not finished (the models load only if one is left).
 
     Args:
         out: the output folder.
@@ -193,9 +201,6 @@ def _meta(made: dict) -> dict:
     return {**made["record"], **{k: made[k] for k in ("aspect", "changed", "seed", "check")}}
 
 
-#: the review sheet's columns
-IMAGE_FIELDS = ("image0", "image1")
-TEXT_FIELDS = ("caption0", "caption1")
 REVIEW_TITLE = "EQ-SD: review the edited pairs (accept the pairs whose images show their own captions)"
 
 
@@ -211,31 +216,6 @@ def _review_item(i: int, record: dict[str, str], verdict: dict | None) -> Review
     )
 
 
-def write_from_review(out: Path, review: Path) -> dict:
-    """Write ``all_select.json`` and the images of the accepted pairs of an edited review sheet.
-
-    Args:
-        out: the output folder.
-        review: the edited ``review.csv`` (the images are read from beside it).
-    """
-    review = Path(review)
-    result = read_review(review, image_fields=IMAGE_FIELDS, text_fields=TEXT_FIELDS)
-    records = []
-    for k, item in enumerate(result.accepted, start=1):
-        record = {}
-        for f in IMAGE_FIELDS:
-            rel = Path(item.images[f])
-            if rel.is_absolute() or rel.parts[0] != "images" or len(rel.parts) < 2:
-                where = f"accepted row {k} ({item.id})"
-                raise DataError("expected images/<subset>/<file name>", file=review, record=where, field=f)
-            record[f] = str(Path(*rel.parts[1:]))
-        records.append({**record, **{f: item.texts[f] for f in TEXT_FIELDS}})
-    copy_images([r[f] for r in records for f in IMAGE_FIELDS], review.parent / "images", out, sheet=review)
-    write_json(Path(out) / "all_select.json", records)
-    return {"engine": "eqsd", "mode": "from a review sheet", "review": str(review), "pairs": len(records),
-            "rejected": result.rejected}  # fmt: skip
-
-
 @ENGINES.register("eqsd")
 class EqsdEngine(SynthEngine):
     benchmark = "eqben"
@@ -243,8 +223,9 @@ class EqsdEngine(SynthEngine):
     config_class = EqsdConfig
 
     def write(self, out: Path) -> dict:
-        if self.config.from_review is not None:
-            return write_from_review(out, self.config.from_review)
+        c = self.config
+        if c.from_review is not None:
+            return write_from_review(out, c.from_review, c.review_rule, engine=self.name)
         return write_eqsd(out, self.config)
 
 
@@ -254,5 +235,4 @@ __all__ = [
     "EqsdEngine",
     "check_pair",
     "write_eqsd",
-    "write_from_review",
 ]

@@ -21,7 +21,15 @@ from rapidfuzz.distance import Levenshtein
 
 from spotdiff.errors import ConfigError, DataError, SpotdiffError
 from spotdiff.jsonio import iter_jsonl, write_jsonl
-from spotdiff.synth import ENGINES, CanvasConfig, SynthEngine, count_option, option
+from spotdiff.synth import (
+    ENGINES,
+    CanvasConfig,
+    SynthEngine,
+    count_option,
+    from_review_option,
+    option,
+    review_rule_option,
+)
 from spotdiff.synth.canvas.eqben import EqbenBuilder, measured_relation
 from spotdiff.synth.canvas.layout import Placement, Rendered, placement_at, placement_box
 from spotdiff.synth.canvas.pipeline import Infeasible, Pipeline, make_pipeline
@@ -557,9 +565,8 @@ class VislaConfig(CanvasConfig):
     llm: str | None = option(None, "Generic mode: the chat LM (an lm: spec; default smollm2)", metavar="SPEC")
     images: Path | None = option(None, "Generic mode: the pairs' images, copied into --out", kind="path", metavar="DIR")
     max_new_tokens: int = option(48, "Generic mode: the most tokens per answer", kind="positive")
-    from_review: Path | None = option(
-        None, "write the Generic TSV from an edited review sheet (review.csv)", kind="path", metavar="FILE"
-    )
+    from_review: tuple[Path, ...] | None = from_review_option("the triplets (the Generic or Spatial TSV)")
+    review_rule: str = review_rule_option()
 
 
 @ENGINES.register("visla")
@@ -574,7 +581,7 @@ class VislaEngine(SynthEngine):
     def write(self, out: Path) -> dict:
         c = self.config
         if c.from_review is not None:
-            return write_from_review(out, c.from_review)
+            return write_from_review(out, c.from_review, c.review_rule)
         if c.pairs is not None:
             pairs = read_pairs(c.pairs)[: c.n]
             chat = ChatLM(c.llm or DEFAULT_LLM, max_new_tokens=c.max_new_tokens, seed=c.seed)

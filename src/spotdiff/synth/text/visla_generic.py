@@ -21,7 +21,8 @@ from typing import Any
 from spotdiff.benchmarks.visla import VislaGeneric, VislaSpatial
 from spotdiff.errors import ConfigError, DataError
 from spotdiff.jsonio import write_jsonl
-from spotdiff.synth.review import ReviewItem, copy_images, header, read_review, write_review
+from spotdiff.synth.review import RULES as REVIEW_RULES
+from spotdiff.synth.review import ReviewItem, copy_images, header, read_reviews, write_review
 from spotdiff.synth.run import make_items, resumable
 
 TSV_NAME = VislaGeneric.file_name
@@ -406,8 +407,8 @@ def _sheet_kind(review: Path) -> str:
     return "spatial" if [c.strip() for c in first] == header(IMAGE_FIELDS, SPATIAL_TEXT_FIELDS) else "generic"
 
 
-def write_from_review(out: Path, review: Path) -> dict[str, Any]:
-    """Write the VISLA TSV from the accepted rows of an edited review sheet; return the summary.
+def write_from_review(out: Path, reviews: Path | Sequence[Path], rule: str = REVIEW_RULES[0]) -> dict[str, Any]:
+    """Write the VISLA TSV from the accepted rows of reviewed sheets; return the summary.
 
     A sheet of ``visla --pairs`` gives ``Generic_VISLA.tsv``; one of ``visla-vsr`` (with the
     ``irrelevant`` column) gives ``Spatial_VISLA.tsv``. The images the accepted rows name are copied
@@ -415,13 +416,18 @@ def write_from_review(out: Path, review: Path) -> dict[str, Any]:
 
     Args:
         out: the output folder.
-        review: the edited ``review.csv``.
+        reviews: the edited ``review.csv``, or several reviewers' files of it.
+        rule: how several reviewers' decisions make one (:data:`spotdiff.synth.review.RULES`).
     """
     out = Path(out)
-    review = Path(review)
-    kind = _sheet_kind(review)
+    paths = [Path(reviews)] if isinstance(reviews, (str, Path)) else [Path(r) for r in reviews]
+    kinds = {_sheet_kind(p) for p in paths}
+    if len(kinds) > 1:
+        raise DataError("the files mix Generic and Spatial sheets; give one sheet's reviews", file=paths[0].parent)
+    (kind,) = kinds
     fields = SPATIAL_TEXT_FIELDS if kind == "spatial" else TEXT_FIELDS
-    result = read_review(review, image_fields=IMAGE_FIELDS, text_fields=fields)
+    result = read_reviews(paths, image_fields=IMAGE_FIELDS, text_fields=fields, rule=rule)
+    review = paths[0]
     rows, names = [], []
     for k, item in enumerate(result.accepted, start=1):
         rel = Path(item.images["image"])
@@ -441,10 +447,9 @@ def write_from_review(out: Path, review: Path) -> dict[str, Any]:
     return {
         "engine": "visla",
         "benchmark": f"visla-{kind}",
-        "mode": f"{kind}, from a review sheet",
-        "review": str(review),
+        "mode": f"{kind}, from a review",
+        **result.summary(),
         "accepted": len(rows),
-        "rejected": result.rejected,
         "images_copied": len(set(present)),
         "images_missing": len(set(names) - set(present)),
     }

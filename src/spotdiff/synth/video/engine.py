@@ -20,7 +20,16 @@ from typing import Any
 import numpy as np
 
 from spotdiff.errors import ConfigError
-from spotdiff.synth import ENGINES, SynthConfig, SynthEngine, count_option, option
+from spotdiff.synth import (
+    ENGINES,
+    SynthConfig,
+    SynthEngine,
+    count_option,
+    from_review_option,
+    option,
+    review_rule_option,
+)
+from spotdiff.synth.eqben_review import write_from_review
 from spotdiff.synth.output import save_npy, save_png, write_json
 from spotdiff.synth.run import make_items, resumable
 from spotdiff.synth.video import action_genome as ag
@@ -109,10 +118,14 @@ class EqbenVideoConfig(SynthConfig):
     youcook2_format: str = option(
         "npy", "EQ-YouCook2: frames as EqBen released them (npy, BGR arrays) or as PNG", choices=("npy", "png")
     )
+    from_review: tuple[Path, ...] | None = from_review_option("the pairs")
+    review_rule: str = review_rule_option()
 
     def validate(self) -> None:
-        """--annotations and --videos exist and fit --source."""
+        """--annotations and --videos exist and fit --source (with --from-review: neither is read)."""
         c = self
+        if c.from_review is not None:
+            return
         if not c.annotations or c.videos is None:
             raise ConfigError("eqben-video needs --annotations and --videos")
         if c.source != "gebc" and len(c.annotations) != 1:
@@ -344,4 +357,7 @@ class EqbenVideoEngine(SynthEngine):
     config_class = EqbenVideoConfig
 
     def write(self, out: Path) -> dict:
-        return write_eqben_video(out, self.config)
+        c = self.config
+        if c.from_review is not None:
+            return write_from_review(out, c.from_review, c.review_rule, engine=self.name)
+        return write_eqben_video(out, c)

@@ -1,0 +1,313 @@
+"""One reviewer's review of one output folder: the sheet's items, and the reviewer's decisions saved at once.
+
+:func:`find_sheet` gives the folder's sheet (``review.csv``, which ``eqsd``, ``visla --pairs`` and
+``visla-vsr`` write; for a SPEC or EqBen folder without one it writes one from the published output) and
+:func:`sheet_kind` which engine's columns it has. A :class:`ReviewSession` holds one reviewer's
+decisions and edits in ``review.<name>.csv`` beside the sheet (the sheet's format, an undecided row's
+decision empty), rewritten whole at every decision (a temporary file renamed into place), so that
+closing the page or killing the server loses nothing.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import threading
+from dataclasses import dataclass
+from functools import lru_cache
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+from PIL import Image
+
+from spotdiff.benchmarks.spec import SUBSETS
+from spotdiff.cases import FileImage, NpyImage
+from spotdiff.errors import ConfigError, DataError
+from spotdiff.synth import eqben_review
+from spotdiff.synth.canvas import spec
+from spotdiff.synth.review import (
+    CSV_NAME,
+    DECISIONS,
+    header,
+    inside,
+    read_sheet,
+    reviewer_sheet,
+    write_review,
+    write_sheet,
+)
+from spotdiff.synth.text import visla_generic
+
+#: the image files the page shows (anything else a sheet names is not served)
+IMAGE_SUFFIXES = {".png": "image/png", ".jpg": "image/jpeg", ".jpeg": "image/jpeg", ".webp": "image/webp",
+                  ".npy": "image/png"}  # fmt: skip
+
+
+@dataclass(frozen=True)
+class SheetKind:
+    """The columns of one engine family's sheet, and the ``spotdiff synth`` engine whose ``--from-review``
+    reads it (None: the engine that wrote the folder, from its ``synth.json``)."""
+
+    name: str
+    image_fields: tuple[str, ...]
+    text_fields: tuple[str, ...]
+    optional: tuple[str, ...] = ()
+    reader: str | None = None
+
+    @property
+    def columns(self) -> list[str]:
+        return header(self.image_fields, self.text_fields)
+
+    @property
+    def fields(self) -> dict[str, tuple[str, ...]]:
+        """The keyword arguments of the sheet readers."""
+        return {"image_fields": self.image_fields, "text_fields": self.text_fields}
+
+
+PAIRS = SheetKind("EqBen pairs", eqben_review.IMAGE_FIELDS, eqben_review.TEXT_FIELDS)
+SETS = SheetKind("SPEC sets", spec.SHEET_IMAGES, spec.SHEET_TEXTS, spec.OPTIONAL_FIELDS, reader="spec")
+KINDS = (
+    PAIRS,
+    SETS,
+    SheetKind("VISLA Generic triplets", visla_generic.IMAGE_FIELDS, visla_generic.TEXT_FIELDS, reader="visla"),
+    SheetKind("VISLA Spatial triplets", visla_generic.IMAGE_FIELDS, visla_generic.SPATIAL_TEXT_FIELDS, reader="visla"),
+)
+
+
+def find_sheet(out: Path) -> Path:
+    """The sheet of an output folder: its ``review.csv``; a SPEC or EqBen folder without one gets one, written
+    from its published files (every item suggested for acceptance: these engines have no automatic check).
+
+    Args:
+        out: the folder a ``spotdiff synth`` engine wrote.
+    """
+    out = Path(out)
+    if not out.is_dir():
+        raise ConfigError(f"{out} is not a folder: give the folder a spotdiff synth run wrote")
+    sheet = out / CSV_NAME
+    if sheet.is_file():
+        return sheet
+    if (out / eqben_review.PAIRS_FILE).is_file():
+        items, kind, title = eqben_review.pair_items(out), PAIRS, "EqBen pairs: review"
+    elif any((out / sub / "metadata.json").is_file() for sub in SUBSETS):
+        items, kind, title = spec.review_items(out), SETS, "SPEC sets: review"
+    else:
+        raise DataError(
+            f"no review sheet ({CSV_NAME}) and no SPEC or EqBen output to review; give the folder of a "
+            "spotdiff synth run (spec, eqben, eqben-video, eqsd, visla --pairs, visla-vsr)",
+            file=out,
+        )
+    try:
+        return write_review(out, items, image_fields=kind.image_fields, text_fields=kind.text_fields, title=title)[0]
+    except OSError as exc:
+        why = f"cannot write the review sheet: {exc.strerror or exc}; review a writable copy of the folder"
+        raise DataError(why, file=sheet) from None
+
+
+def sheet_kind(sheet: Path) -> SheetKind:
+    """Which engine family's columns the sheet has (its header row).
+
+    Args:
+        sheet: a ``review.csv``.
+    """
+    try:
+        with Path(sheet).open(encoding="utf-8", newline="") as fh:
+            got = [c.strip() for c in next(csv.reader(fh), [])]
+    except (OSError, csv.Error, UnicodeDecodeError) as exc:
+        raise DataError(f"cannot read the review sheet's header: {exc}", file=sheet) from None
+    for kind in KINDS:
+        if got == kind.columns:
+            return kind
+    raise DataError(f"not a review sheet spotdiff writes (header {got!r})", file=sheet, record="row 1")
+
+
+class ReviewSession:
+    """One reviewer's decisions on one folder's sheet, each saved at once to ``review.<reviewer>.csv``.
+
+    Args:
+        out: the folder a ``spotdiff synth`` run wrote.
+        reviewer: the reviewer's name.
+    """
+
+    def __init__(self, out: Path, reviewer: str) -> None:
+        self.out = Path(out)
+        self.sheet = find_sheet(self.out)
+        self.kind = sheet_kind(self.sheet)
+        self.reviewer = reviewer
+        self.file = reviewer_sheet(self.sheet, reviewer)
+        self.rows = read_sheet(self.sheet, **self.kind.fields)
+        self.index = {row.id: k for k, row in enumerate(self.rows)}
+        self.images = {row.cells[f] for row in self.rows for f in self.kind.image_fields if row.cells[f]}
+        self._lock = threading.Lock()
+        self.decisions: dict[str, str | None] = {row.id: None for row in self.rows}
+        self.texts = {row.id: {f: row.cells[f] for f in self.kind.text_fields} for row in self.rows}
+        if self.file.is_file():
+            self._load()
+        else:
+            try:
+                self._save()
+            except OSError as exc:
+                raise DataError(f"cannot write the reviewer's file: {exc.strerror or exc}", file=self.file) from None
+        self.boxes = _spec_boxes(self.out) if self.kind is SETS else {}
+
+    def _load(self) -> None:
+        """Take up the reviewer's earlier decisions (their file must be a copy of this sheet)."""
+        mine = read_sheet(self.file, **self.kind.fields)
+        if sorted(r.id for r in mine) != sorted(self.index):
+            raise DataError(
+                f"its items are not those of {self.sheet.name} (the sheet was written again since); move it away "
+                "to start this reviewer afresh",
+                file=self.file,
+            )
+        for row in mine:
+            self.decisions[row.id] = row.decision
+            self.texts[row.id] = {f: row.cells[f] for f in self.kind.text_fields}
+
+    def _save(self) -> None:
+        rows = []
+        for row in self.rows:
+            cells = {**row.cells, **self.texts[row.id], "decision": self.decisions[row.id] or ""}
+            rows.append([cells[c] for c in self.kind.columns])
+        write_sheet(self.file, self.kind.columns, rows)
+
+    def decide(self, item_id: str, decision: str | None, texts: dict[str, str] | None = None) -> dict[str, Any]:
+        """Record a decision (None: undecided again, as an undo leaves it) and the item's texts as edited, and
+        save the reviewer's file before returning; return the item's state.
+
+        Args:
+            item_id: the item.
+            decision: ``accept``, ``reject`` or None.
+            texts: the edited texts by column (None: unchanged); each one line, not empty.
+        """
+        if item_id not in self.index:
+            raise DataError(f"no item {item_id!r}", file=self.sheet, field="id")
+        if decision is not None and decision not in DECISIONS:
+            raise DataError(f"decision must be one of {', '.join(DECISIONS)} or none", field="decision")
+        for name, value in (texts or {}).items():
+            if name not in self.kind.text_fields or not isinstance(value, str):
+                raise DataError(f"no text column {name!r} (columns: {', '.join(self.kind.text_fields)})")
+            if any(ch in value for ch in "\t\r\n"):
+                raise DataError("a text is one line (the published formats are line-based)", field=name)
+            if not value.strip() and self.rows[self.index[item_id]].cells[name].strip():
+                raise DataError("a text cannot be emptied; reject the item instead", field=name)
+        with self._lock:
+            before = self.decisions[item_id], dict(self.texts[item_id])
+            self.decisions[item_id] = decision
+            self.texts[item_id].update({k: v.strip() for k, v in (texts or {}).items()})
+            try:
+                self._save()
+            except OSError as exc:  # not saved: the page says so, and shows what the file holds
+                self.decisions[item_id], self.texts[item_id] = before
+                raise DataError(f"cannot save the decision: {exc.strerror or exc}", file=self.file) from None
+            return self.item(self.index[item_id])
+
+    def progress(self) -> dict[str, int]:
+        """How many items there are, and how many are decided, accepted and rejected."""
+        values = list(self.decisions.values())
+        accepted, rejected = values.count("accept"), values.count("reject")
+        return {"total": len(values), "decided": accepted + rejected, "accepted": accepted, "rejected": rejected}
+
+    def item(self, k: int) -> dict[str, Any]:
+        """What the page shows of item ``k``: images (with SPEC's measured boxes), texts as the sheet wrote
+        them and as edited, the check's verdict and suggestion, and this reviewer's decision."""
+        row = self.rows[k]
+        names = [(f, row.cells[f]) for f in self.kind.image_fields if row.cells[f]]
+        boxes = self.boxes.get(row.id, [None] * len(names))
+        return {
+            "id": row.id,
+            "index": k,
+            "images": [{"field": f, "name": name, "boxes": b} for (f, name), b in zip(names, boxes, strict=False)],
+            "texts": {f: v for f, v in self.texts[row.id].items() if v or row.cells[f]},
+            "original": {f: row.cells[f] for f in self.kind.text_fields if row.cells[f]},
+            "suggested": row.decision,
+            "verdict": row.cells["verdict"],
+            "details": row.cells["details"],
+            "decision": self.decisions[row.id],
+            "difference": self.kind is PAIRS,
+        }
+
+    def items(self) -> list[dict[str, Any]]:
+        """Every item, in the sheet's order."""
+        return [self.item(k) for k in range(len(self.rows))]
+
+    def image_file(self, name: str) -> Path:
+        """The file of an image the sheet names (any other name, or one leading out of the folder, is refused).
+
+        Args:
+            name: the image cell's value.
+        """
+        if name not in self.images or Path(name).suffix.lower() not in IMAGE_SUFFIXES:
+            raise DataError(f"{name!r} is not an image of this review", file=self.sheet)
+        path = inside(self.sheet.parent, name, file=self.sheet)
+        if not path.is_file():
+            raise DataError("image not found", file=path)
+        return path
+
+    def image_png(self, name: str) -> bytes:
+        """An image as PNG bytes (EqBen's ``.npy`` frames: BGR arrays, as the ``eqben`` loader reads them)."""
+        return _png(_load(self.image_file(name)))
+
+    def difference(self, k: int) -> bytes:
+        """The pixel difference of pair ``k`` as a PNG: the first image in dim grey, every pixel where the second
+        differs in red (brighter: a larger difference)."""
+        row = self.rows[k]
+        if self.kind is not PAIRS:
+            raise DataError(f"item {row.id!r} is not a pair", file=self.sheet)
+        paths = [self.image_file(row.cells[f]) for f in self.kind.image_fields]
+        return _difference(*(str(p) for p in paths))
+
+
+def _load(path: Path) -> Image.Image:
+    ref = NpyImage(path, bgr=True) if path.suffix.lower() == ".npy" else FileImage(path)
+    return ref.load().convert("RGB")
+
+
+def _png(image: Image.Image) -> bytes:
+    buffer = io.BytesIO()
+    image.save(buffer, format="PNG", compress_level=1)
+    return buffer.getvalue()
+
+
+@lru_cache(maxsize=64)
+def _difference(first: str, second: str) -> bytes:
+    a = np.asarray(_load(Path(first)), dtype=np.int16)
+    b_image = _load(Path(second))
+    if b_image.size != (a.shape[1], a.shape[0]):
+        b_image = b_image.resize((a.shape[1], a.shape[0]), Image.BILINEAR)
+    b = np.asarray(b_image, dtype=np.int16)
+    change = np.abs(a - b).max(axis=2).astype(np.float64)
+    grey = a.mean(axis=2) * 0.35  # at most 90: a changed pixel's red (110 and up) always stands out
+    red = np.where(change > 0, 110.0 + 145.0 * change / max(change.max(), 1.0), grey)
+    return _png(Image.fromarray(np.stack([red, grey, grey], axis=2).round().astype(np.uint8)))
+
+
+def _spec_boxes(out: Path) -> dict[str, list[list[dict[str, Any]]]]:
+    """Per SPEC set, per image: the boxes of its objects' visible masks (as measured when the set was drawn),
+    each marked ``changed`` unless the same object is in the same place in every image of the set."""
+    boxes = {}
+    for sub in SUBSETS:
+        for case in spec.read_cases(out, sub):
+            try:
+                boxes[case["id"]] = _changed(case)
+            except (KeyError, TypeError, ValueError) as exc:
+                where = case.get("id") if isinstance(case, dict) else None
+                raise DataError(f"a set without its measured objects ({exc!r})", file=out / sub / "metadata.json",
+                                record=where) from None  # fmt: skip
+    return boxes
+
+
+def _changed(case: dict[str, Any]) -> list[list[dict[str, Any]]]:
+    per_image = [[o for o in m["objects"] if o["mask_area"] > 0] for m in case["measured"]]
+    keys = [{(o["category"], tuple(o["bbox"])) for o in objs} for objs in per_image]
+    everywhere = set.intersection(*keys) if keys else set()
+    return [
+        [
+            {"box": o["bbox"], "role": o["role"], "category": o["category"],
+             "changed": (o["category"], tuple(o["bbox"])) not in everywhere}
+            for o in objs
+        ]
+        for objs in per_image
+    ]  # fmt: skip
+
+
+__all__ = ["KINDS", "ReviewSession", "SheetKind", "find_sheet", "sheet_kind"]
