@@ -2,7 +2,7 @@
 
 ``python synth_launch.py SPEC.json``: SPEC maps an output folder to ``[engine, config keyword arguments]``;
 with ``"kill": [rank, items]`` that rank kills itself (SIGKILL) after making that many items, as a crashed
-or preempted process would.
+or preempted process would; with ``"fail": [rank, items]`` it raises instead.
 """
 
 from __future__ import annotations
@@ -36,18 +36,21 @@ def _config(cls, options: dict):
 def main() -> None:
     spec = json.loads(Path(sys.argv[1]).read_text())
     dist.init_process_group("gloo")  # once for the launch: synthesize uses it and leaves it open
-    kill = spec.pop("kill", None)
-    if kill is not None and dist.get_rank() == kill[0]:
+    kill, fail = spec.pop("kill", None), spec.pop("fail", None)
+    fault = kill or fail
+    if fault is not None and dist.get_rank() == fault[0]:
         made = {"n": 0}
         real = synth_run._Journaled.__call__
 
-        def dying(journaled, task):
-            if made["n"] == kill[1]:
-                os.kill(os.getpid(), signal.SIGKILL)
+        def faulty(journaled, task):
+            if made["n"] == fault[1]:
+                if kill:
+                    os.kill(os.getpid(), signal.SIGKILL)
+                raise RuntimeError(f"injected failure after {made['n']} items")
             made["n"] += 1
             return real(journaled, task)
 
-        synth_run._Journaled.__call__ = dying
+        synth_run._Journaled.__call__ = faulty
     for out, (engine, options) in spec.items():
         cls = ENGINES.get(engine)
         synthesize(cls(_config(cls, options)), Path(out), quiet=True)

@@ -129,6 +129,17 @@ def test_a_killed_rank_leaves_a_run_the_same_launch_resumes(inputs, tmp_path):
     assert _digest(Path(out)) == _digest(Path(next(iter(single))))
 
 
+def test_a_failing_rank_stops_every_rank_with_one_line_each(inputs, tmp_path):
+    spec = {k: v for k, v in _spec(inputs, tmp_path / "sharded").items() if k.endswith("spec")}
+    (tmp_path / "fail.json").write_text(json.dumps({**spec, "fail": [1, 1]}), encoding="utf-8")
+    proc = _torchrun(str(LAUNCH), str(tmp_path / "fail.json"))
+    assert proc.returncode != 0
+    assert "injected failure after 1 items" in proc.stderr  # rank 1's own error
+    assert "another rank failed (rank 1: RuntimeError: injected failure" in proc.stderr  # rank 0 names it
+    (out,) = spec
+    assert (Path(out) / ".partial").is_dir() and not (Path(out) / "synth.json").exists()  # finished items kept
+
+
 def test_the_command_line_under_torchrun_with_count(tmp_path):
     out = tmp_path / "spec"
     proc = _torchrun("-m", "spotdiff", "synth", "spec", "--count", "1", "--subsets", "count", "--image-size", "64",
