@@ -37,6 +37,7 @@ from spotdiff.scorers.base import (
     TextPrior,
 )
 from spotdiff.scorers.chat import CHOICE_STYLES
+from spotdiff.video.clips import sampled_case
 
 if TYPE_CHECKING:
     from spotdiff.diagnose.judge import Judge
@@ -372,6 +373,8 @@ class Engine:
         if judge is not None:
             judge.bind(self._judge_cache)
         self._labels: dict[tuple[tuple[str, ...], tuple[str, ...]], np.ndarray] = {}
+        self._frame_rule = scorer.frame_rule()
+        self._frames = cache.directory / "frames"  # sampled video frames, by clip content and frame rule
 
     def _batch_size(self) -> int:
         return max(1, int(self.scorer.options.batch_size))
@@ -463,6 +466,7 @@ class Engine:
         answer was not among its listed log-probabilities; :mod:`spotdiff.scorers.api`)."""
         if not self.bounded:
             return []
+        case = self.sampled(case)
         return [
             [i, j]
             for i, ref in enumerate(case.images)
@@ -633,11 +637,16 @@ class Engine:
         if chunk:
             yield chunk
 
+    def sampled(self, case: Case) -> Case:
+        """``case`` with its clips bound to the scorer's frame rule, their frames cached in the cache folder
+        (:func:`~spotdiff.video.clips.sampled_case`): the keys the engine dedups and caches them by."""
+        return sampled_case(case, self._frame_rule, self._frames, self.scorer.spec)
+
     def case_matrices(self, cases: Iterable[Case], need: str) -> Iterator[np.ndarray]:
         """Yield each case's score matrix for a protocol ``need``, streaming chunk by chunk."""
         check_capability(self.scorer, need)
         serve = need_for(self.scorer, need)
-        for chunk in self._chunks(cases):
+        for chunk in self._chunks(map(self.sampled, cases)):
             serve.check(self, chunk)
             yield from serve.matrices(self, chunk)
 
@@ -650,7 +659,7 @@ class Engine:
         """
         check_capability(self.scorer, need)
         serve = need_for(self.scorer, need)
-        for chunk in self._chunks(cases):
+        for chunk in self._chunks(map(self.sampled, cases)):
             serve.check(self, chunk)
             serve.prefill(self, chunk, owns or (lambda key: True))
 
