@@ -1,12 +1,15 @@
-"""Vinoground: the hub dataset's layout (vinoground.csv, the video folders, the shared copy linked as
-Vinoground/), its quirks, and protocol group equal to a transcription of the authors' eval/imagebind_eval.py on
-score tables with ties, in strict and argmax modes."""
+"""Vinoground: the hub dataset's layout (vinoground.csv, the prompt files, the video folders, the shared copy
+linked as Vinoground/), its quirks; protocol group equal to a transcription of the authors' eval/imagebind_eval.py
+on score tables with ties, in strict and argmax modes; and vinoground-lmm's protocol vinoground equal to a
+transcription of get_score_all.py on generated answers (empty ones included)."""
 
 from __future__ import annotations
 
 import csv
 import dataclasses
 import io
+import json
+import re
 import zipfile
 from pathlib import Path
 
@@ -14,9 +17,11 @@ import numpy as np
 import pytest
 
 from spotdiff.benchmarks import get_benchmark
+from spotdiff.cases import case_pairs
 from spotdiff.errors import DataError
 from spotdiff.protocols import get_protocol
 from spotdiff.protocols.stats import evaluate
+from spotdiff.scorers.chat import read_first_char
 from spotdiff.testing.hub_repos import vinoground_repo
 from spotdiff.video.clips import VideoRef
 
@@ -100,3 +105,115 @@ def test_group_equals_imagebind_eval_with_ties(data: Path) -> None:
                        for r in scores])  # fmt: skip
     assert (argmax["text"], argmax["image"], argmax["group"]) == pytest.approx((100 * text_a, 100 * video_a,
                                                                                 100 * group_a))  # fmt: skip
+
+
+# ------------------------------------------------------------------ the chat models' reading: vinoground-lmm
+def test_lmm_reads_the_authors_prompts(data: Path, tmp_path: Path) -> None:
+    cases = get_benchmark("vinoground-lmm")(data).load()
+    text = json.loads((data / "vinoground_textscore.json").read_text())
+    video = json.loads((data / "vinoground_videoscore.json").read_text())
+    assert [c.id for c in cases] == ["0", "1", "2", "3"]
+    odd = cases[1]  # pair 1 lists neg first in its text questions and asks its video questions on the reverse
+    assert odd.texts == (text[2]["question"], text[3]["question"], video[2]["question"], video[3]["question"])
+    assert [r.path.name for r in odd.images] == ["1_pos.mp4", "1_neg.mp4", "1_reverse.mp4", "1.mp4"]
+    assert odd.truth.tolist() == np.diag([text[2]["GT"] == "A", text[3]["GT"] == "A", video[2]["GT"] == "A",
+                                          video[3]["GT"] == "A"]).tolist()  # fmt: skip
+    assert [text[2]["GT"], text[3]["GT"], video[2]["GT"], video[3]["GT"]] == ["B", "A", "B", "B"]
+    assert odd.tags == {"subset": "object", "major": "object", "minor": "interaction;cyclical", "answers": "A/B",
+                        "reader": "first-char", "pairs": "diagonal"}  # fmt: skip
+    assert case_pairs(odd) == [(0, 0), (1, 1), (2, 2), (3, 3)]
+    lmms = get_benchmark("vinoground-lmm")(data, suffix="lmms-eval").load()[0]
+    assert lmms.texts[0] == text[0]["question"] + "\nPlease only output one English character."
+    moved = unpack(vinoground_repo(n=4), tmp_path / "lmms")  # lmms-eval's places for the two prompt files
+    (moved / "vinoground_textscore.json").rename(moved / "vinoground_videos/vinoground_textscore.json")
+    (moved / "vinoground_videoscore.json").rename(moved / "vinoground_videos_concated/vinoground_videoscore.json")
+    assert [c.texts for c in get_benchmark("vinoground-lmm")(moved).load()] == [c.texts for c in cases]
+
+
+@pytest.mark.parametrize(
+    ("edit", "message"),
+    [(lambda items: items.reverse(), "idx '3_neg' at position 0, where get_score_all.py reads 0_pos"),
+     (lambda items: items[5].update(GT="C"), "GT 'C' is neither A nor B"),
+     (lambda items: items.pop(), "expected a JSON list of 2 questions per pair")],
+)  # fmt: skip
+def test_lmm_bad_prompts_name_file_item_and_field(tmp_path: Path, edit, message: str) -> None:
+    root = unpack(vinoground_repo(n=4), tmp_path)
+    path = root / "vinoground_videoscore.json"
+    items = json.loads(path.read_text())
+    edit(items)
+    path.write_text(json.dumps(items))
+    with pytest.raises(DataError, match=re.escape(message)) as err:
+        get_benchmark("vinoground-lmm")(root).load()
+    assert "vinoground_videoscore.json" in str(err.value)
+
+
+def _official_get_score_all(gts: list[list[str]], responses: list[list[str]]) -> dict[str, float]:
+    """The scoring loop of get_score_all.py (github.com/Vinoground/Vinoground, commit 2602b94), transcribed for
+    one model's responses: per pair ``[text pos, text neg, video pos, video neg]`` GT letters and responses (the
+    string the model wrote; the script indexes it, ``[0][:len(gt)]``, which raises on an empty one, caught by its
+    bare ``except: continue``, after the pair was counted)."""
+    category_all = text_correct = video_correct = group_correct = 0
+    for gt, said in zip(gts, responses, strict=True):
+
+        def right(k: int, gt=gt, said=said) -> bool:  # get_text_correct_wrong / get_video_correct_wrong
+            return said[k][0][: len(gt[k])].lower() == gt[k].lower()
+
+        try:
+            is_curr_right = True
+            category_all += 1
+            if right(0) and right(1):
+                text_correct += 1
+            else:
+                is_curr_right = False
+            if right(2) and right(3):
+                video_correct += 1
+            else:
+                is_curr_right = False
+            if is_curr_right:
+                group_correct += 1
+        except Exception:
+            continue
+    return {"text": text_correct / category_all, "video": video_correct / category_all,
+            "group": group_correct / category_all}  # fmt: skip
+
+
+def test_lmm_generated_answers_score_as_get_score_all(data: Path) -> None:
+    cases = get_benchmark("vinoground-lmm")(data).load()
+    protocol = get_protocol("vinoground")
+    rng = np.random.default_rng(11)
+    replies = ["A", "B", "a", "b. the second", "", "The answer is A", " A", "C"]
+    gts, responses, ours = [], [], []
+    for k in range(400):
+        case = cases[k % len(cases)]
+        said = [str(rng.choice(replies)) for _ in range(4)]
+        gold = ["A" if case.truth[q, q] else "B" for q in range(4)]
+        scores = np.full((4, 4, 3), np.nan)
+        for q in range(4):
+            read = read_first_char(said[q], ("A", "B"))
+            scores[q, q] = [-1.0, -2.0, np.nan if read is None else read]
+        gts.append(gold)
+        responses.append(said)
+        ours.append(protocol.outcomes(case, scores)[0])
+    official = _official_get_score_all(gts, responses)
+    for metric in ("text", "video", "group"):
+        assert np.mean([o[f"gen_{metric}"] for o in ours]) == pytest.approx(official[metric])
+    assert official["text"] > 0 and official["group"] > 0  # the table exercises every branch, right answers too
+
+
+@pytest.mark.parametrize("ties", ["strict", "argmax"])
+def test_lmm_likelihood_reading_with_ties(data: Path, ties: str) -> None:
+    case = get_benchmark("vinoground-lmm")(data).load()[1]  # golds B, A, B, B
+    protocol = get_protocol("vinoground", ties)
+    scores = np.full((4, 4, 2), np.nan)
+    for q, lps in enumerate(([-2.0, -1.0], [-1.0, -3.0], [-1.0, -1.0], [-1.5, -1.0])):  # B, A, tie, B
+        scores[q, q] = lps
+    out = protocol.outcomes(case, scores)[0]
+    # text: B and A both right; video: the tie is no answer (strict) or A (argmax), wrong against B either way
+    assert (out["text"], out["video"], out["group"]) == (1.0, 0.0, 0.0)
+    scores[2, 2] = [-2.0, -1.0]
+    assert protocol.outcomes(case, scores)[0] == {"text": 1.0, "video": 1.0, "group": 1.0}
+    scores[1, 1] = [-1.0, -1.0]  # a tie: no answer (strict), A (argmax: the first listed), A is right here
+    assert protocol.outcomes(case, scores)[0]["text"] == (1.0 if ties == "argmax" else 0.0)
+    assert not protocol.nan_scores(case, scores)  # the pairs not asked are NaN by design
+    scores[1, 1, 0] = np.nan
+    assert protocol.nan_scores(case, scores)

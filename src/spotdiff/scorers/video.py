@@ -8,6 +8,8 @@ the common baseline of video-text benchmarks. The rules: docs/scorers.md, "Frame
 
 from __future__ import annotations
 
+import hashlib
+import json
 from collections.abc import Sequence
 from typing import Any
 
@@ -34,6 +36,27 @@ def frame_rule_option(
         sampler_key: what identifies its settings.
     """
     return parse_frame_rule(str(options.get("frames", default)), sampler=sampler, sampler_key=sampler_key)
+
+
+def processor_frame_rule(processor: Any, options: dict[str, Any], model: str) -> FrameRule | None:
+    """The frame rule of a chat model (spec option ``frames``, default: its video processor's own rule when its
+    config sets ``num_frames`` or ``fps``, else that processor's rule for 8 frames); None when the processor
+    takes no videos.
+
+    Args:
+        processor: the model's processor.
+        options: the spec's options.
+        model: the spec, named in errors.
+    """
+    sampler = getattr(processor, "video_processor", None)
+    if sampler is None:
+        if "frames" in options:
+            raise ConfigError(f"{model}: the model's processor takes no videos, so option frames does not apply")
+        return None
+    own = any(getattr(sampler, name, None) is not None for name in ("num_frames", "fps"))
+    settings = json.dumps(sampler.to_dict(), sort_keys=True, default=str).encode()
+    key = f"{type(sampler).__name__}:{hashlib.sha256(settings).hexdigest()[:16]}"
+    return frame_rule_option(options, "processor" if own else "processor:8", sampler=sampler, sampler_key=key)
 
 
 def split_clips(items: Sequence[Any], model: str) -> bool:
@@ -80,7 +103,7 @@ def mean_of_frames(rows: np.ndarray, counts: Any) -> np.ndarray:
         rows: ``[sum of T, D]`` frame embeddings.
         counts: each clip's frame count.
 
-    >>> mean_of_frames(np.array([[1.0, 0.0], [0.0, 2.0], [3.0, 0.0]]), [2, 1]).round(4).tolist()
+    >>> mean_of_frames(np.array([[1.0, 0.0], [0.0, 2.0], [3.0, 0.0]]), [2, 1]).astype(float).round(4).tolist()
     [[0.7071, 0.7071], [1.0, 0.0]]
     """
     counts = np.asarray(counts.cpu() if hasattr(counts, "cpu") else counts, dtype=np.int64).reshape(-1)
