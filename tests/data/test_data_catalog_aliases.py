@@ -19,7 +19,7 @@ from spotdiff.testing.tiny_models import make_tiny_clip, tiny_images
 
 def test_every_registered_benchmark_has_sources_and_back():
     assert set(CATALOG) == set(BENCHMARKS.names())
-    assert len(CATALOG) == 28
+    assert len(CATALOG) == 29
 
 
 #: The hub sources whose commit no copy here could read when they were declared (the fetch records it).
