@@ -75,7 +75,7 @@ def test_gebc_pairs_read_as_the_clips_around_their_frames(mined) -> None:
 
 def test_ag_frame_numbers_and_youcook2_times(tmp_path: Path) -> None:
     """EQ-AG's metadata holds ffmpeg's 1-based frame numbers (frame 31 of a 10 fps video is shown from 3.0 s);
-    EQ-YouCook2's holds times."""
+    EQ-YouCook2's holds times; the videos are looked for in DIR/videos by default."""
     videos = tmp_path / "videos"
     videos.mkdir()
     encode_numbered(videos / "0A8CF.mp4", 60, 10)
@@ -87,7 +87,7 @@ def test_ag_frame_numbers_and_youcook2_times(tmp_path: Path) -> None:
          "video": "GLd3aX16zBg", "segments": [0, 2], "times": [4.0, 1.0]},
     ]  # fmt: skip
     (tmp_path / "metadata.json").write_text(json.dumps({"pairs": pairs}))
-    cases = get_benchmark("eqben-clips")(tmp_path, videos=str(videos)).load()
+    cases = get_benchmark("eqben-clips")(tmp_path).load()  # the videos in DIR/videos: no option needed
     assert [(r.start, r.end) for c in cases for r in c.images] == [(2.0, 4.0), (4.0, 6.0), (3.0, 5.0), (0.0, 2.0)]
     assert [c.subset for c in cases] == ["eqbenag", "eqbenyoucook2"]
     pairs[1]["video"] = "missing"

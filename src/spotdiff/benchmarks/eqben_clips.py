@@ -49,7 +49,8 @@ DIR = a folder `spotdiff synth eqben-video` wrote: DIR/metadata.json {"pairs": [
   "image1", "caption0", "caption1", "video": id, and the frames: "frames": [[rule, seconds], [rule, seconds]]
   (EQ-GEBC), "frames": [n, m] (EQ-AG: ffmpeg's 1-based frame numbers at the video's rate), or "times": [s, t]
   (EQ-YouCook2)}, ...]}
-videos: option videos=DIR (needed: the videos the synth run read, searched by file name, stem or Kinetics id)
+videos: option videos=DIR, default DIR/videos (the videos the synth run read, searched by file name, stem or
+  Kinetics id)
 case: 2 clips x 2 captions [caption0, caption1], diagonal truth; clip k = the window of option window=SECONDS
   (default 2) centred on frame k's time, from 0; id <subset>/<position>; subset = image0's first folder
 tags: subset, video""",
@@ -86,12 +87,12 @@ tags: subset, video""",
         return window
 
     def _videos(self, path: Path) -> dict[str, Path]:
-        if not self.options.get("videos"):
+        if not self.options.get("videos") and not (self.root / "videos").is_dir():
             recorded = read_json(path.parent / "synth.json") if (path.parent / "synth.json").is_file() else {}
             was = (recorded.get("options") or {}).get("videos") if isinstance(recorded, dict) else None
             hint = f" (the synth run read {was})" if was else ""
             raise ConfigError(f"eqben-clips reads the videos of the pairs: give -o videos=DIR{hint}")
-        return video_index(images_dir(self.root, self.options, option="videos"))
+        return video_index(images_dir(self.root, self.options, "videos", option="videos"))
 
     def cases(self, subset: str | None = None) -> Iterator[Case]:
         self.check_subset(subset)
