@@ -42,7 +42,7 @@ class EqBenClips(Benchmark):
     option_names = ("videos", "window")  # the -o options it reads
     metadata = BenchmarkMetadata(
         title="EqBen natural subsets as clips (Wang et al., ICCV 2023)",
-        protocols=("group", "choice", "choice-text"),
+        protocols=("group",),
         subsets=SUBSETS,
         layout="""\
 DIR = a folder `spotdiff synth eqben-video` wrote: DIR/metadata.json {"pairs": [{"image0": "<subset>/...",

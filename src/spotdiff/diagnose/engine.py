@@ -657,7 +657,11 @@ class Engine:
 
     def sampled(self, case: Case) -> Case:
         """``case`` with its clips bound to the scorer's frame rule, their frames cached in the cache folder
-        (:func:`~spotdiff.video.clips.sampled_case`): the keys the engine dedups and caches them by."""
+        (:func:`~spotdiff.video.clips.sampled_case`): the keys the engine dedups and caches them by.
+
+        Args:
+            case: a case, of images or clips.
+        """
         return sampled_case(case, self._frame_rule, self._frames, self.scorer.spec)
 
     def case_matrices(self, cases: Iterable[Case], need: str) -> Iterator[np.ndarray]:

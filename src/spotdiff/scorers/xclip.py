@@ -45,7 +45,8 @@ class XClipPixels(ImagePreprocessor):
 
 @SCORERS.register("xclip")
 class XCLIPScorer(TorchScorerMixin, PairScorer):
-    """An ``XCLIPModel`` scoring (video, text) pairs jointly (see the module docstring)."""
+    """X-CLIP (Ni et al., ECCV 2022): (video, text) pairs scored jointly, its text embeddings conditioned on the
+    video; frames: the centres of ``num_frames`` segments (see the module docstring)."""
 
     capabilities = frozenset({"image-text"})
     family = "xclip"
