@@ -530,17 +530,50 @@ def case_answers(case: Case) -> tuple[str, ...]:
     return answers
 
 
+#: The tag of a question case that asks question ``k`` about image ``k`` only (value ``diagonal``) rather than every
+#: question about every image (Vinoground's four questions, each about its own video: :func:`case_pairs`).
+PAIRS_TAG = "pairs"
+
+
+def case_pairs(case: Case) -> list[tuple[int, int]]:
+    """The ``(image, question)`` index pairs a question case asks: every pair, or with ``tags["pairs"] ==
+    "diagonal"`` question ``k`` about image ``k`` only (the case then has as many images as questions).
+
+    Args:
+        case: a question case.
+
+    >>> import numpy as np
+    >>> tags = {"subset": "s", "answers": "A/B", PAIRS_TAG: "diagonal"}
+    >>> case_pairs(Case("c", ("q0", "q1"), np.eye(2), (ArrayImage(np.zeros((2, 2))),) * 2, tags))
+    [(0, 0), (1, 1)]
+    """
+    kind = case.tags.get(PAIRS_TAG)
+    if kind is None:
+        return [(i, q) for i in range(len(case.images)) for q in range(len(case.texts))]
+    if kind != "diagonal" or len(case.images) != len(case.texts):
+        raise DataError(
+            f"case {case.id}: tags[{PAIRS_TAG!r}] is {kind!r} for {len(case.images)} images x {len(case.texts)} "
+            "questions; 'diagonal' asks question k about image k, as many images as questions"
+        )
+    return [(k, k) for k in range(len(case.texts))]
+
+
 #: The tag of a question case that names how a generated answer is read (:data:`READERS`).
 READER_TAG = "reader"
 #: How a generated answer is read, by name: ``words`` as NaturalBench's ``extract_answer`` (the
 #: candidate word that occurs first, whole-word and case-insensitive); ``letter``, the strict
 #: option-letter parse (the letter alone, optionally ``(B)``, ``B.`` or ``B:``); ``letter-lmms``, the
 #: option letter read in the order of lmms-eval's mmvp ``_extract_answer_letter`` ("The answer is B",
-#: "Option A", "(A) Left"), without its readings of the article "a" and of words' first letters (MMVP).
+#: "Option A", "(A) Left"), without its readings of the article "a" and of words' first letters (MMVP);
+#: ``first-char``, the answer's first character as the option letter (Vinoground's ``get_score_all.py``).
 #: The readers themselves: :data:`spotdiff.scorers.chat.ANSWER_READERS`.
-READERS = ("words", "letter", "letter-lmms")
+READERS = ("words", "letter", "letter-lmms", "first-char")
 #: The readers of option letters: a case read by one must have the letters A, B, ... as its candidates.
-LETTER_READERS = ("letter", "letter-lmms")
+LETTER_READERS = ("letter", "letter-lmms", "first-char")
+#: What the ``first-char`` reader gives for an empty answer (a generated answer's column holds the candidate's
+#: index, NaN when it names none): Vinoground's get_score_all.py raises on one, which leaves the rest of its
+#: pair unscored, where an answer naming no candidate is only wrong.
+EMPTY_ANSWER = -1
 #: The option letters a ``letter`` case's candidates must be, in order.
 LETTERS = "ABCDEFGHIJKLMNOPQRSTUVWXYZ"
 

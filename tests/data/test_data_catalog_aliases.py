@@ -19,11 +19,13 @@ from spotdiff.testing.tiny_models import make_tiny_clip, tiny_images
 
 def test_every_registered_benchmark_has_sources_and_back():
     assert set(CATALOG) == set(BENCHMARKS.names())
-    assert len(CATALOG) == 25
+    assert len(CATALOG) == 29
 
 
 #: The hub sources whose commit no copy here could read when they were declared (the fetch records it).
 UNPINNED = {"bivlc", "colorswap", "mmvp-vlm", "mmvp", "naturalbench", "naturalbench-retrieval", "vismin"}
+#: The same for the shared collections (Vinoground's gated hub dataset).
+UNPINNED_COLLECTIONS = {"vinoground-hub"}
 
 
 def test_declarations_are_well_formed():
@@ -42,9 +44,13 @@ def test_declarations_are_well_formed():
             if isinstance(source, ImagesSource):
                 assert all(c in COLLECTIONS for c, _ in source.folders)
     assert unpinned == UNPINNED
+    unpinned = set()
     for coll in COLLECTIONS.values():
-        if isinstance(coll.source, HubSource):
+        if isinstance(coll.source, HubSource) and coll.source.revision is None:
+            unpinned.add(coll.name)
+        elif isinstance(coll.source, HubSource):
             assert re.fullmatch(r"[0-9a-f]{40}", coll.source.revision)
+    assert unpinned == UNPINNED_COLLECTIONS
 
 
 @pytest.mark.parametrize(

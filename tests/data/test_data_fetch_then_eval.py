@@ -121,3 +121,27 @@ def test_eval_without_data_says_where_it_looked(home, capsys):
     assert main(["eval", "--model", "minilm", "--benchmark", "crepe", "--no-store"]) == 2
     err = capsys.readouterr().err
     assert f"looked in {home / 'crepe'}" in err and "spotdiff data fetch crepe" in err
+
+
+def test_vinoground_gated_fetched_once_linked_then_evaluated_with_a_video_model(hub, home, tmp_path, monkeypatch):
+    """The gated hub dataset (csv, prompts, two video archives) lands once in the shared folder, is linked into
+    the benchmark's folder as Vinoground/, and a tiny X-CLIP scores its videos from there."""
+    from spotdiff.benchmarks.shared import COLLECTIONS
+    from spotdiff.testing.hub_repos import vinoground_repo
+    from spotdiff.testing.tiny_models import make_tiny_xclip
+
+    source = COLLECTIONS["vinoground-hub"].source
+    hub.add_repo(source.repo_id, vinoground_repo(n=3), revision="c" * 40, gated=True, granted_tokens=("hf_ok",))
+    assert main(["data", "fetch", "vinoground", "-q"]) == 2  # gated: no token yet
+    monkeypatch.setenv("HF_TOKEN", "hf_ok")
+    assert main(["data", "fetch", "vinoground", "-q"]) == 0
+    shared = home / "_shared" / "vinoground-hub"
+    assert (shared / "vinoground_videos" / "2_neg.mp4").is_file()
+    assert (shared / "vinoground_videos_concated" / "1_reverse.mp4").is_file()
+    assert (home / "vinoground" / "Vinoground").resolve() == shared.resolve()
+    model = "xclip:" + str(make_tiny_xclip(tmp_path / "xclip"))
+    metrics = _eval(tmp_path, "--model", model, "--benchmark", "vinoground")
+    assert metrics["n_cases"] == 3 and metrics["protocol"] == "group"
+    assert set(metrics["metrics"]) == {"all", "subset_mean", "action", "object", "viewpoint"}
+    part = metrics["data"]["source"]["parts"]["data"]
+    assert part["collections"]["vinoground-hub"]["source"]["repo_id"] == "HanSolo9682/Vinoground"

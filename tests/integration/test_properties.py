@@ -485,6 +485,37 @@ def _valid_dataset(bench: str, root: Path) -> list[Path]:
     if bench == "whatsup":
         ff.write_whatsup(root)
         return sorted(root.glob("*.json"))
+    return _valid_video_dataset(bench, root)
+
+
+def _valid_video_dataset(bench: str, root: Path) -> list[Path]:
+    """A valid dataset of a video benchmark in ``root``, and its files that may be damaged."""
+    if bench in ("vinoground", "vinoground-lmm"):  # the hub dataset, archives unpacked
+        import io
+        import zipfile
+
+        from spotdiff.testing.hub_repos import vinoground_repo
+
+        for rel, blob in vinoground_repo(n=2, frames=2).items():
+            if rel.endswith(".zip"):
+                zipfile.ZipFile(io.BytesIO(blob)).extractall(root)
+            else:
+                (root / rel).write_bytes(blob)
+        return [root / "vinoground.csv", root / "vinoground_textscore.json", root / "vinoground_videoscore.json"]
+    if bench == "vitatecs":
+        from spotdiff.testing.videos import write_vitatecs
+
+        write_vitatecs(root, frames=2)
+        return sorted(root.glob("data/*.jsonl"))
+    if bench == "eqben-clips":  # metadata.json as spotdiff synth eqben-video writes it, each source's frames
+        from spotdiff.testing.videos import encode_numbered
+
+        (root / "videos").mkdir()
+        encode_numbered(root / "videos" / "v.mp4", 4, 2)
+        pairs = [{"image0": f"{s}/v/0.png", "image1": f"{s}/v/1.png", "caption0": "a dog", "caption1": "a cat",
+                  "video": "v", **frames} for s, frames in (("eqbenag", {"frames": [1, 3]}),
+                  ("eqbengebc", {"frames": [["at", 0.5], ["after", 1.0]]}), ("eqbenyoucook2", {"times": [0.2, 1.5]}))]
+        return [write_json(root / "metadata.json", {"pairs": pairs})]
     raise AssertionError(f"no valid dataset writer for {bench}; add one")
 
 
@@ -611,6 +642,9 @@ def protocol_case(draw, protocol: str, cid: str) -> Case:
         return _case(cid, truth, subset)
     if protocol == "naturalbench":  # 2 images x 2 questions, the published gold pattern
         return _case(cid, np.eye(2, dtype=bool), subset, answers=draw(st.sampled_from(["Yes/No", "A/B"])))
+    if protocol == "vinoground":  # 4 questions, each about its own video, either letter right
+        truth = np.diag(draw(st.lists(st.booleans(), min_size=4, max_size=4)))
+        return _case(cid, truth, subset, answers="A/B", reader="first-char", pairs="diagonal")
     if protocol == "answer":  # MMVP: 2 images x 1 lettered question, either answer right for either image
         truth = np.array(draw(st.lists(st.booleans(), min_size=2, max_size=2)))[:, None]
         return _case(cid, truth, subset, answers="A/B", reader="letter")
@@ -752,7 +786,7 @@ def test_every_loader_and_protocol_is_covered() -> None:
         "aro-vg-relation", "aro-vg-attribution", "aro-coco-order", "aro-flickr-order", "crepe", "coco-retrieval",
         "flickr-retrieval", "zeroshot-classification", "whatsup", "mmvp-vlm", "sugarcrepe-pp", "colorswap", "bivlc",
         "naturalbench", "naturalbench-retrieval",
-        "vismin", "mmvp",
+        "vismin", "mmvp", "vinoground", "vinoground-lmm", "vitatecs", "eqben-clips",
     }  # fmt: skip
     assert set(BENCHMARKS.names()) <= covered, set(BENCHMARKS.names()) - covered
     assert PROTOCOL_NAMES  # every registered protocol is parametrized above

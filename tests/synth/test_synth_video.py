@@ -20,8 +20,8 @@ from spotdiff.benchmarks import BENCHMARKS
 from spotdiff.cli import main
 from spotdiff.errors import DataError
 from spotdiff.synth.video.action_genome import load_pickle
-from spotdiff.synth.video.frames import Frame, VideoError, read_frames
 from spotdiff.testing.videos import encode_numbered, frame_number
+from spotdiff.video.frames import Frame, VideoError, read_frames
 
 
 def shown(path) -> int:

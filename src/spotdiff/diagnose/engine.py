@@ -19,7 +19,16 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 import numpy as np
 
-from spotdiff.cases import ANSWER_SEP, PROMPT_STYLES, Case, ImageRef, case_answers, case_prompts, case_reader
+from spotdiff.cases import (
+    ANSWER_SEP,
+    PROMPT_STYLES,
+    Case,
+    ImageRef,
+    case_answers,
+    case_pairs,
+    case_prompts,
+    case_reader,
+)
 from spotdiff.diagnose.cache import Cache, CachedRequests
 from spotdiff.diagnose.pipeline import InputPipeline
 from spotdiff.errors import ConfigError, DataError
@@ -37,6 +46,7 @@ from spotdiff.scorers.base import (
     TextPrior,
 )
 from spotdiff.scorers.chat import CHOICE_STYLES
+from spotdiff.video.clips import sampled_case
 
 if TYPE_CHECKING:
     from spotdiff.diagnose.judge import Judge
@@ -272,25 +282,32 @@ class AnswerNeed(Need):
 
     def prefill(self, engine: Engine, cases: Sequence[Case], keep: Callable[[str], bool]) -> None:
         for (answers, reader), group in self._by_asked(cases).items():
-            pairs = ((r, t) for c in group for r in c.images if keep(r.key) for t in c.texts)
+            pairs = ((r, t) for c in group for r, t in asked_pairs(c) if keep(r.key))
             engine.answer_scores(pairs, answers, reader)
 
     def matrices(self, engine: Engine, cases: Sequence[Case]) -> list[np.ndarray]:
         rows = {
-            asked: engine.answer_scores(((r, t) for c in group for r in c.images for t in c.texts), *asked)
+            asked: engine.answer_scores((p for c in group for p in asked_pairs(c)), *asked)
             for asked, group in self._by_asked(cases).items()
         }
-        out = [
-            np.array(
-                [[rows[case_answers(c), case_reader(c)][pair_key(r, t)] for t in c.texts] for r in c.images],
-                dtype=np.float64,
-            )
-            for c in cases
-        ]
+        out = []
+        for c in cases:  # a pair the case does not ask (tags["pairs"]) is NaN
+            found = rows[case_answers(c), case_reader(c)]
+            cells = {(i, q): found[pair_key(c.images[i], c.texts[q])] for i, q in case_pairs(c)}
+            width = len(next(iter(cells.values())))
+            matrix = np.full((len(c.images), len(c.texts), width), np.nan)
+            for (i, q), row in cells.items():
+                matrix[i, q] = row
+            out.append(matrix)
         if engine.judge is None:
             return out
         verdicts = engine.judged_answers(cases)
         return [np.concatenate([m, v[..., None]], axis=2) for m, v in zip(out, verdicts, strict=True)]
+
+
+def asked_pairs(case: Case) -> list[tuple[ImageRef, str]]:
+    """The (image, question) pairs a question case asks (:func:`~spotdiff.cases.case_pairs`)."""
+    return [(case.images[i], case.texts[q]) for i, q in case_pairs(case)]
 
 
 def need_for(scorer: Scorer, need: str) -> Need:
@@ -372,6 +389,8 @@ class Engine:
         if judge is not None:
             judge.bind(self._judge_cache)
         self._labels: dict[tuple[tuple[str, ...], tuple[str, ...]], np.ndarray] = {}
+        self._frame_rule = scorer.frame_rule()
+        self._frames = cache.directory / "frames"  # sampled video frames, by clip content and frame rule
 
     def _batch_size(self) -> int:
         return max(1, int(self.scorer.options.batch_size))
@@ -463,6 +482,7 @@ class Engine:
         answer was not among its listed log-probabilities; :mod:`spotdiff.scorers.api`)."""
         if not self.bounded:
             return []
+        case = self.sampled(case)
         return [
             [i, j]
             for i, ref in enumerate(case.images)
@@ -500,20 +520,22 @@ class Engine:
         """The judge's verdict on each generated answer of question cases, ``[n_images, n_questions]`` per
         case (:func:`~spotdiff.diagnose.judge.verdict`): the question as asked, its gold candidate and the
         answer, graded together."""
-        texts = self.generated_texts((r, t) for c in cases for r in c.images for t in c.texts)
+        texts = self.generated_texts(p for c in cases for p in asked_pairs(c))
         items = []
         for c in cases:
             answers = case_answers(c)
             items += [
-                (t, answers[0] if c.truth[i, q] else answers[1], texts[pair_key(r, t)])
-                for i, r in enumerate(c.images)
-                for q, t in enumerate(c.texts)
+                (c.texts[q], answers[0] if c.truth[i, q] else answers[1], texts[pair_key(c.images[i], c.texts[q])])
+                for i, q in case_pairs(c)
             ]
         verdicts = self.judge.grade(items)
-        return [
-            v.reshape(c.truth.shape)
-            for c, v in zip(cases, _split(verdicts, (c.truth.size for c in cases)), strict=True)
-        ]
+        out = []
+        for c, v in zip(cases, _split(verdicts, (len(case_pairs(c)) for c in cases)), strict=True):
+            grid = np.full(c.truth.shape, np.nan)  # a pair the case does not ask has no verdict
+            for (i, q), verdict in zip(case_pairs(c), v, strict=True):
+                grid[i, q] = verdict
+            out.append(grid)
+        return out
 
     def _pair_rows(
         self,
@@ -633,11 +655,20 @@ class Engine:
         if chunk:
             yield chunk
 
+    def sampled(self, case: Case) -> Case:
+        """``case`` with its clips bound to the scorer's frame rule, their frames cached in the cache folder
+        (:func:`~spotdiff.video.clips.sampled_case`): the keys the engine dedups and caches them by.
+
+        Args:
+            case: a case, of images or clips.
+        """
+        return sampled_case(case, self._frame_rule, self._frames, self.scorer.spec)
+
     def case_matrices(self, cases: Iterable[Case], need: str) -> Iterator[np.ndarray]:
         """Yield each case's score matrix for a protocol ``need``, streaming chunk by chunk."""
         check_capability(self.scorer, need)
         serve = need_for(self.scorer, need)
-        for chunk in self._chunks(cases):
+        for chunk in self._chunks(map(self.sampled, cases)):
             serve.check(self, chunk)
             yield from serve.matrices(self, chunk)
 
@@ -650,7 +681,7 @@ class Engine:
         """
         check_capability(self.scorer, need)
         serve = need_for(self.scorer, need)
-        for chunk in self._chunks(cases):
+        for chunk in self._chunks(map(self.sampled, cases)):
             serve.check(self, chunk)
             serve.prefill(self, chunk, owns or (lambda key: True))
 

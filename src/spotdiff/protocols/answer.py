@@ -11,7 +11,7 @@ import numpy as np
 from spotdiff.cases import Case
 from spotdiff.errors import DataError
 from spotdiff.protocols.base import PROTOCOLS
-from spotdiff.protocols.vqa import VERDICT_YES, AnswerProtocol, Readings, judge_outcomes
+from spotdiff.protocols.vqa import VERDICT_YES, AnswerProtocol, Readings, diagonal_readings, judge_outcomes
 
 
 def _accuracy(correct: np.ndarray) -> tuple[float, float]:
@@ -62,8 +62,7 @@ class QuestionAccuracy(AnswerProtocol):
         if n_questions != n_images:
             raise DataError(f"case {case.id}: protocol {self.name!r} asks one question of every image or one "
                             f"per image; got {n_images} images x {n_questions} questions")  # fmt: skip
-        mine = np.arange(n_images)
-        return Readings(*(None if r is None else r[mine, mine][:, None] for r in readings))
+        return diagonal_readings(readings)
 
     def outcomes(self, case: Case, scores: np.ndarray) -> list[dict[str, float]]:
         r = self.readings(case, scores)

@@ -17,7 +17,7 @@ from typing import NamedTuple
 
 import numpy as np
 
-from spotdiff.cases import Case, case_answers
+from spotdiff.cases import EMPTY_ANSWER, Case, case_answers, case_pairs
 from spotdiff.errors import DataError
 from spotdiff.protocols.base import PROTOCOLS, beats
 from spotdiff.protocols.choice import ReadingsProtocol, asked_readings
@@ -152,7 +152,7 @@ class AnswerProtocol(ReadingsProtocol):
         generated = self.readings(case, scores).generated
         if generated is None:
             return None
-        return generated.size, int(np.isnan(generated).sum())
+        return generated.size, int((np.isnan(generated) | (generated == EMPTY_ANSWER)).sum())
 
     def judge_counts(self, case: Case, scores: np.ndarray) -> tuple[int, int, int, int, int] | None:
         """``(judged, unparsed, failed, compared, agreed)`` of the judge's verdicts on the generated answers,
@@ -171,6 +171,17 @@ class AnswerProtocol(ReadingsProtocol):
         agreed = compared & ((verdict == VERDICT_YES) == (r.generated == r.gold))
         failed = int((verdict == VERDICT_FAILED).sum())
         return verdict.size, int(np.isnan(verdict).sum()), failed, int(compared.sum()), int(agreed.sum())
+
+
+def diagonal_readings(readings: Readings) -> Readings:
+    """The readings of question ``i`` about image ``i`` only (a case that asks each image its own question), each
+    ``[image, 1]``.
+
+    Args:
+        readings: a case's readings, ``[n, n]`` each.
+    """
+    mine = np.arange(readings.gold.shape[0])
+    return Readings(*(None if r is None else r[mine, mine][:, None] for r in readings))
 
 
 def _scores(correct: np.ndarray) -> dict[str, float]:
@@ -251,3 +262,82 @@ class NaturalBenchScores(AnswerProtocol):
             for m, v in asked_readings(values).items()
             if not (m.endswith("yes_rate") and np.isnan(np.asarray(v, dtype=float)).all())
         }
+
+
+def vinoground_outcome(right: np.ndarray, empty: np.ndarray) -> dict[str, float]:
+    """One pair's text, video and group score from its four answers (in a case's order: the text-score questions
+    on the pos and neg videos, then the video-score questions for the pos and neg captions): which are
+    right, and which are empty, as Vinoground's get_score_all.py scores them (github.com/Vinoground/Vinoground,
+    commit 2602b94): the text score needs both text questions right, the video score both video questions, the
+    group score all four; an empty answer raises there (its pos answer's check is evaluated first and a wrong one
+    skips its neg's), which leaves the rest of the pair unscored (an empty text answer: no video score either).
+
+    Args:
+        right: the four answers, right or not.
+        empty: the four answers, empty or not.
+
+    >>> vinoground_outcome(np.array([True] * 4), np.zeros(4, bool))
+    {'text': 1.0, 'video': 1.0, 'group': 1.0}
+    >>> vinoground_outcome(np.array([True, False, True, True]), np.array([False, True, False, False]))
+    {'text': 0.0, 'video': 0.0, 'group': 0.0}
+    """
+
+    def both(first: int) -> tuple[bool, bool]:  # (right, stopped) of a question pair, as `a and b` runs
+        if empty[first] or (right[first] and empty[first + 1]):
+            return False, True
+        return bool(right[first] and right[first + 1]), False
+
+    text, stopped = both(0)
+    if stopped:
+        return {"text": 0.0, "video": 0.0, "group": 0.0}
+    video, stopped = both(2)
+    video = video and not stopped
+    return {"text": float(text), "video": float(video), "group": float(text and video)}
+
+
+@PROTOCOLS.register("vinoground")
+class VinogroundScores(AnswerProtocol):
+    """Vinoground's text, video and group score from a chat model's answers to the authors' four questions of a
+    pair (text pos, text neg, video pos, video neg), each about its own video (the case's ``pairs`` tag is
+    ``diagonal``: the other cells of its scores are NaN, never asked): read by the candidates' likelihood
+    (``text``, ``video``, ``group``) and, when generated, by the answer's first character (``gen_*``,
+    get_score_all.py's reading: :func:`vinoground_outcome`)."""
+
+    case_shape = (4, 4)
+    metrics = ("text", "video", "group", "gen_text", "gen_video", "gen_group", "unparsed")
+    description = (
+        "Vinoground text, video and group score from a chat VLM's answers to the authors' text-score and "
+        "video-score questions (get_score_all.py), by candidate likelihood and by the generated answer"
+    )
+
+    def readings(self, case: Case, scores: np.ndarray) -> Readings:
+        """The readings of the four questions asked, each about its own video (:func:`diagonal_readings`).
+
+        Args:
+            case: a vinoground-lmm case.
+            scores: its ``[4, 4, n_answers (+ 1 (+ 1))]`` scores.
+        """
+        if case_pairs(case) != [(k, k) for k in range(4)]:
+            raise DataError(f"case {case.id}: protocol 'vinoground' asks question k about video k (tag pairs=diagonal)")
+        return diagonal_readings(super().readings(case, scores))
+
+    def nan_scores(self, case: Case, scores: np.ndarray) -> bool:
+        """Whether a candidate's log-probability of a question asked is NaN (the cells not asked are NaN).
+
+        Args:
+            case: the case.
+            scores: its ``[4, 4, n_answers (+ 1)]`` scores.
+        """
+        s, answers = self.checked(case, scores)
+        k = np.arange(4)
+        return bool(np.isnan(s[k, k, : len(answers)]).any())
+
+    def outcomes(self, case: Case, scores: np.ndarray) -> list[dict[str, float]]:
+        r = self.readings(case, scores)
+        gold = r.gold[:, 0]
+        out = vinoground_outcome(r.said[:, 0] == gold, np.zeros(4, dtype=bool))  # no answer (a tie, NaN) is wrong
+        if r.generated is not None:
+            said = r.generated[:, 0]
+            out.update({f"gen_{m}": v for m, v in vinoground_outcome(said == gold, said == EMPTY_ANSWER).items()})
+            out["unparsed"] = float(np.mean(np.isnan(said) | (said == EMPTY_ANSWER)))
+        return [out]

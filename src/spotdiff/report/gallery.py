@@ -20,6 +20,7 @@ import numpy as np
 
 from spotdiff.cases import Case, FileImage, NpyImage
 from spotdiff.report.collect import ResultTable, RunData, unit_scores
+from spotdiff.video.clips import VideoRef
 
 #: Tags with more distinct values than this (among the shown cases) get no filter option.
 MAX_TAG_VALUES = 24
@@ -136,13 +137,21 @@ class CaseSource:
             return {}, f"texts and images not shown: cannot read {benchmark} data at {data_path} ({exc})"
 
 
+#: Frames in a clip's thumbnail: a strip of this many, uniformly sampled, side by side.
+STRIP_FRAMES = 4
+
+
 def thumbnail(ref: Any, size: int = 128) -> Thumb | None:
-    """A JPEG thumbnail of an image reference (crops applied by the reference), as a data URI."""
+    """A JPEG thumbnail of an image reference (crops applied by the reference), as a data URI; of a clip
+    (:class:`~spotdiff.video.clips.VideoRef`), a strip of :data:`STRIP_FRAMES` of its frames, ``size / 2`` high."""
     try:
-        image = ref.load()
+        if isinstance(ref, VideoRef):
+            image = ref.strip(STRIP_FRAMES, height=max(16, size // 2))
+        else:
+            image = ref.load()
+            image.thumbnail((size, size))
     except Exception:  # a missing or unreadable image must not stop the report
         return None
-    image.thumbnail((size, size))
     buf = io.BytesIO()
     image.convert("RGB").save(buf, format="JPEG", quality=80)
     data = buf.getvalue()
@@ -313,7 +322,7 @@ class _Thumbnails:
     def of(self, case: Case | None) -> list[Thumb]:
         thumbs: list[Thumb] = []
         for ref in case.images if case is not None else []:
-            key = ref.describe() if isinstance(ref, (FileImage, NpyImage)) else ref.key
+            key = ref.describe() if isinstance(ref, (FileImage, NpyImage, VideoRef)) else ref.key
             if key not in self._made:
                 self._made[key] = thumbnail(ref, self.size)
             if self._made[key] is not None:

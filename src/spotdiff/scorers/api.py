@@ -46,8 +46,10 @@ from spotdiff.scorers.chat import (
 )
 from spotdiff.scorers.lm import parse_spec_options
 from spotdiff.scorers.vgpt import DESCRIBE_PROMPT
+from spotdiff.scorers.video import DEFAULT_FRAMES, frame_rule_option, split_clips
 from spotdiff.scorers.vqa import DEFAULT_ANSWER, DEFAULT_QUESTION, option_flag
 from spotdiff.urls import canonical_endpoint, is_loopback, redact_text, split_userinfo
+from spotdiff.video.clips import Clip, FrameRule
 
 __all__ = [
     "API_KEY_VARS", "ApiScorer", "caption_logprob", "encode_image", "parse_api_spec", "parse_price", "retry_after",
@@ -59,6 +61,10 @@ __all__ = [
 API_KEY_VARS = ("SPOTDIFF_API_KEY", "OPENAI_API_KEY")
 #: The cache kind of raw responses.
 RESPONSES = "api-response"
+#: What the question about a clip's frames opens with: the opening of VLMEvalKit's
+#: ``FRAMES_TMPL_NOSUB``, its prompt for a video sent as frames (vlmeval/dataset/videomme.py, commit e757641);
+#: spec option ``frames_prompt`` replaces it.
+FRAMES_PROMPT = "These are the frames of a video."
 #: The resize rule's default: the longer side is at most this many pixels.
 DEFAULT_MAX_SIDE = 1024
 #: The backoff between tries (the openai client's): 0.5 s, doubled each retry up to 8 s, less a jitter of
@@ -206,7 +212,7 @@ class ApiScorer(PairScorer):
     capabilities = frozenset({"image-text", "match-prob", "choice-text", "choice", "answer-prob"})
     OPTIONS = (
         "question", "answer", "system", "spellings", "top_logprobs", "generate", "max_side",
-        "concurrency", "timeout", "retries", "multi_image", "score", "price",
+        "concurrency", "timeout", "retries", "multi_image", "score", "price", "frames", "frames_prompt",
     )  # fmt: skip
 
     def __init__(self, rest: str, options: ScorerOptions) -> None:
@@ -245,6 +251,8 @@ class ApiScorer(PairScorer):
         if "{}" not in self.question:
             raise ConfigError(f"question template {self.question!r} has no {{}} for the text")
         self.price = parse_price(opts.get("price"))
+        self.rule = frame_rule_option(opts, DEFAULT_FRAMES)  # a clip is sent as these frames, as images
+        self.frames_prompt = str(opts.get("frames_prompt", FRAMES_PROMPT))
         self.requests: Any = None  # the engine's cached door (bind_requests)
         self.responses = {"computed": 0, "cached": 0}
         self.usage = {"sent": 0, "bounded": 0, "no_letter": 0, "unparseable": 0, "prompt_tokens": 0,
@@ -268,10 +276,16 @@ class ApiScorer(PairScorer):
             "top_logprobs": self.top_logprobs,
             "generate": self.generate,
             "image_encoding": f"PNG data URL, RGB, longer side scaled down (Lanczos) to at most {self.max_side} px",
+            "frames_prompt": self.frames_prompt,
             "choice": {"text_question": CHOICE_TEXT_QUESTION, "image_question": CHOICE_IMAGE_QUESTION},
             "device": "remote",
             "dtype": None,
         }
+
+    def frame_rule(self) -> FrameRule:
+        """A clip is sent as these frames (spec option ``frames``), each an image, the question opening with
+        :attr:`frames_prompt`."""
+        return self.rule
 
     def cannot(self, need: str) -> str | None:
         if need == "choice" and not self.multi_image:
@@ -296,8 +310,9 @@ class ApiScorer(PairScorer):
         return usage
 
     # -- requests ------------------------------------------------------------------------------
-    def _body(self, urls: Sequence[str], question: str, max_tokens: int) -> dict[str, Any]:
-        content = [{"type": "image_url", "image_url": {"url": u}} for u in urls] + [{"type": "text", "text": question}]
+    def _body(self, parts: Sequence[dict[str, Any]], question: str, max_tokens: int) -> dict[str, Any]:
+        """A chat request: one user turn of ``parts`` (:meth:`_encode`'s images and frames) and the question."""
+        content = [*parts, {"type": "text", "text": question}]
         messages: list[dict[str, Any]] = [{"role": "user", "content": content}]
         if self.system is not None:
             messages.insert(0, {"role": "system", "content": self.system})
@@ -310,10 +325,10 @@ class ApiScorer(PairScorer):
             "top_logprobs": self.top_logprobs,
         }
 
-    def _vgpt_body(self, url: str, text: str) -> dict[str, Any]:
+    def _vgpt_body(self, parts: Sequence[dict[str, Any]], text: str) -> dict[str, Any]:
         """The caption as the assistant's turn after vgpt:'s describe prompt, continued rather than
         answered, asking for the prompt tokens' log-probabilities (vLLM's chat extensions)."""
-        body = self._body([url], DESCRIBE_PROMPT, 1)
+        body = self._body(parts, DESCRIBE_PROMPT, 1)
         body["messages"].append({"role": "assistant", "content": text})
         del body["logprobs"], body["top_logprobs"]
         body["extra_body"] = {"add_generation_prompt": False, "continue_final_message": True, "prompt_logprobs": 0}
@@ -438,14 +453,19 @@ class ApiScorer(PairScorer):
     def _where(self) -> str:
         return f"endpoint {self.base_url} (model {self.model})"  # base_url holds no password
 
-    def _encode(self, images: Sequence[Image.Image]) -> tuple[list[str], dict[str, str]]:
-        """Each image's data URL, and the digest of each URL's image bytes (for the cache keys)."""
-        urls, digests = [], {}
-        for image in images:
-            url, digest = encode_image(image, self.max_side)
-            urls.append(url)
-            digests[url] = digest
-        return urls, digests
+    def _encode(self, images: Sequence[Image.Image | Clip]) -> tuple[list[list[dict[str, Any]]], dict[str, str], str]:
+        """Each image's content part (its data URL) or each clip's (its frames' data URLs, in order: an endpoint
+        that takes no video sees a clip as its frames), the digest of each URL's image bytes (for the cache keys),
+        and what the question then opens with (:attr:`frames_prompt` and a new line when the items are clips).
+        """
+        parts, digests = [], {}
+        for item in images:
+            urls = []
+            for frame in item.frames if isinstance(item, Clip) else (item,):
+                url, digests[url] = encode_image(frame, self.max_side)
+                urls.append({"type": "image_url", "image_url": {"url": url}})
+            parts.append(urls)
+        return parts, digests, f"{self.frames_prompt}\n" if split_clips(images, self.spec) else ""
 
     # -- scoring -------------------------------------------------------------------------------
     def score_pairs(self, images: Sequence[Image.Image], texts: Sequence[Sequence[str]]) -> list[np.ndarray]:
@@ -454,14 +474,14 @@ class ApiScorer(PairScorer):
         with ``score=vgpt``, log VisualGPTScore (:func:`caption_logprob`) and 0."""
         if len(images) != len(texts):
             raise ValueError(f"{len(images)} images but {len(texts)} text lists")
-        urls, digests = self._encode(images)
+        urls, digests, opening = self._encode(images)
         if self.score == "vgpt":
-            bodies = [self._vgpt_body(u, t) for u, ts in zip(urls, texts, strict=True) for t in ts]
+            bodies = [self._vgpt_body(p, t) for p, ts in zip(urls, texts, strict=True) for t in ts]
             docs = iter(self._ask(bodies, digests))
             where = self._where()
             return [np.array([[caption_logprob(next(docs), t, where), 0.0] for t in ts]).reshape(-1, 2) for ts in texts]
         q = self.question
-        bodies = [self._body([u], q.format(t), 1) for u, ts in zip(urls, texts, strict=True) for t in ts]
+        bodies = [self._body(p, opening + q.format(t), 1) for p, ts in zip(urls, texts, strict=True) for t in ts]
         docs = iter(self._ask(bodies, digests))
         out = []
         for ts in texts:
@@ -494,8 +514,9 @@ class ApiScorer(PairScorer):
             raise ConfigError(self.cannot("choice") or "")
         how = CHOICE_STYLES[style]
         questions = choice_questions(texts, need == "choice", how)
-        urls, digests = self._encode(images)
-        bodies = [self._body([urls[i] for i in q.images], q.question, max(1, self.generate)) for q in questions]
+        parts, digests, opening = self._encode(images)
+        tokens = max(1, self.generate)
+        bodies = [self._body([p for i in q.images for p in parts[i]], opening + q.question, tokens) for q in questions]
         docs = self._ask(bodies, digests)
         n_orders = len(how.orders(k))
         out = np.full((len(questions) // n_orders, n_orders, 2 if self.generate else 1), np.nan)
@@ -542,8 +563,9 @@ class ApiScorer(PairScorer):
             )
         read = ANSWER_READERS[reader]
         spellings = "exact" if reader in LETTER_READERS else self.spellings
-        urls, digests = self._encode(images)
-        bodies = [self._body([u], q, max(1, self.generate)) for u, qs in zip(urls, questions, strict=True) for q in qs]
+        urls, digests, opening = self._encode(images)
+        asked = [(p, opening + q) for p, qs in zip(urls, questions, strict=True) for q in qs]
+        bodies = [self._body(p, q, max(1, self.generate)) for p, q in asked]
         docs = iter(self._ask(bodies, digests))
         out = []
         for qs in questions:
@@ -570,8 +592,8 @@ class ApiScorer(PairScorer):
         """
         if not self.generate:
             raise ConfigError(f"{self.spec} generates no answers (generate=0): give generate=N (N new tokens)")
-        urls, digests = self._encode(images)
-        bodies = [self._body([u], q, self.generate) for u, qs in zip(urls, questions, strict=True) for q in qs]
+        urls, digests, opening = self._encode(images)
+        bodies = [self._body(p, opening + q, self.generate) for p, qs in zip(urls, questions, strict=True) for q in qs]
         docs = iter(self._ask(bodies, digests))
         return [[next(docs)["choices"][0]["message"].get("content") or "" for _ in qs] for qs in questions]
 

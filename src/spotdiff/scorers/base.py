@@ -22,6 +22,7 @@ from PIL import Image
 from spotdiff.cases import as_image_ref
 from spotdiff.errors import ConfigError
 from spotdiff.registry import Registry
+from spotdiff.video.clips import FrameRule
 
 #: Capabilities a scorer may declare; all but ``"itm-logits"`` match the ``needs`` of protocols.
 #: ``"itm-logits"``: a pair scorer whose match probability is ``softmax`` of a two-way image-text
@@ -93,6 +94,12 @@ class Scorer(ABC):
     def run_usage(self) -> dict[str, Any] | None:
         """What this scorer's work cost and could not read, recorded with the run (a served model's
         requests, tokens and bounded scores), or None (the default: nothing to record)."""
+        return None
+
+    def frame_rule(self) -> FrameRule | None:
+        """The rule this model's video frames are sampled by (:class:`~spotdiff.video.clips.FrameRule`): the
+        engine hands it each clip of a case as a :class:`~spotdiff.video.clips.Clip` of those frames, where it
+        would hand an image. None (the default): the model scores images, and a case of videos is refused."""
         return None
 
     def image_preprocessor(self) -> ImagePreprocessor | None:

@@ -19,11 +19,13 @@ from typing import Any
 import numpy as np
 from PIL import Image
 
-from spotdiff.cases import LETTERS
+from spotdiff.cases import EMPTY_ANSWER, LETTERS
 from spotdiff.errors import ConfigError
 from spotdiff.scorers.base import ScorerOptions
 from spotdiff.scorers.lm import gguf_source, load_device_dtype
+from spotdiff.scorers.video import split_clips
 from spotdiff.scorers.weights import local_path, naming_damaged_weights
+from spotdiff.video.clips import Clip
 
 __all__ = [
     "ANSWER_READERS",
@@ -44,6 +46,7 @@ __all__ = [
     "extract_answer",
     "parse_choice",
     "read_choice",
+    "read_first_char",
     "read_letter",
     "read_letter_lmms",
     "vismin_matches",
@@ -143,12 +146,15 @@ class ChatVLM:
         self.pad_id = self.tokenizer.pad_token_id
         if self.pad_id is None:
             self.pad_id = self.tokenizer.eos_token_id if self.tokenizer.eos_token_id is not None else 0
-        self.image_token_ids = {
+        self.image_token_ids = {  # the placeholders the processor expands: images' and videos'
             int(i)
             for i in (
                 getattr(processor, "image_token_id", None),
                 getattr(config, "image_token_id", None),
                 getattr(config, "image_token_index", None),
+                getattr(processor, "video_token_id", None),
+                getattr(config, "video_token_id", None),
+                getattr(config, "video_token_index", None),
             )
             if i is not None
         }
@@ -200,21 +206,23 @@ class ChatVLM:
     def has_chat_template(self) -> bool:
         return bool(getattr(self.processor, "chat_template", None))
 
-    def render(self, question: str, n_images: int = 1, system: str | None = None) -> str:
-        """The chat-templated prompt: [system turn,] one user turn (``n_images`` images, then the
+    def render(self, question: str, n_images: int = 1, system: str | None = None, *, video: bool = False) -> str:
+        """The chat-templated prompt: [system turn,] one user turn (``n_images`` images, or videos, then the
         question), and the generation prompt.
 
         Args:
             question: the user turn's text.
             n_images: image placeholders before the question.
             system: a system turn, None for the template's own.
+            video: the placeholders are videos' (``{"type": "video"}``), not images'.
         """
         if not self.has_chat_template:
             raise ConfigError(
                 f"{type(self.processor).__name__} of this model has no chat template; chat scoring needs the "
                 f"model's own prompt format"
             )
-        content = [{"type": "image"} for _ in range(n_images)] + [{"type": "text", "text": question}]
+        kind = "video" if video else "image"
+        content = [{"type": kind} for _ in range(n_images)] + [{"type": "text", "text": question}]
         messages = [{"role": "user", "content": content}]
         if system is not None:
             messages.insert(0, {"role": "system", "content": [{"type": "text", "text": system}]})
@@ -236,18 +244,19 @@ class ChatVLM:
         """The prompt's tokens with each image placeholder still one token."""
         return list(self.tokenizer(prompt, add_special_tokens=self._add_special(prompt))["input_ids"])
 
-    def process(self, prompts: Sequence[str], images: Sequence[Sequence[Image.Image]]) -> dict[str, Any]:
+    def process(self, prompts: Sequence[str], images: Sequence[Sequence[Image.Image | Clip]]) -> dict[str, Any]:
         """The processor's tensors for prompts and their images (right-padded), on the device; prompts
-        without images (a text-only turn) are passed as text alone."""
+        without images (a text-only turn) are passed as text alone. Clips are the processor's videos: their
+        sampled frames, with the frames' metadata, not sampled again (``do_sample_frames=False``)."""
         import torch
 
-        pictures = [[im.convert("RGB") for im in ims] for ims in images]
+        visual = self._visual_inputs([item for items in images for item in items], images)
         enc = self.processor(
             text=list(prompts),
-            images=pictures if any(pictures) else None,
             return_tensors="pt",
             padding=True,
             add_special_tokens=self._add_special(prompts[0]),
+            **visual,
         )
         out = {}
         for key, value in enc.items():
@@ -257,6 +266,20 @@ class ChatVLM:
                     value = value.to(self.dtype)
             out[key] = value
         return out
+
+    def _visual_inputs(self, flat: Sequence[Any], nested: Sequence[Sequence[Any]]) -> dict[str, Any]:
+        """The processor's image or video arguments for a batch's items (all images, or all clips)."""
+        if not flat:
+            return {}
+        if not split_clips(flat, type(self.model).__name__):
+            return {"images": [[im.convert("RGB") for im in ims] for ims in nested]}
+        from transformers.video_utils import VideoMetadata
+
+        return {
+            "videos": [clip.array() for clip in flat],
+            "video_metadata": [VideoMetadata(**clip.metadata()) for clip in flat],
+            "do_sample_frames": False,
+        }
 
     # -- scoring -------------------------------------------------------------------------------
     def target_logprobs(
@@ -570,6 +593,24 @@ def read_letter_lmms(output: str, answers: Sequence[str]) -> int | None:
     return None
 
 
+def read_first_char(output: str, answers: Sequence[str]) -> int | None:
+    """The candidate a generated answer's first character names, case-insensitive, as Vinoground's
+    ``get_score_all.py`` reads it (``response[0][:len(gt)].lower() == gt.lower()``, github.com/Vinoground/
+    Vinoground, commit 2602b94) and lmms-eval's vinoground task (``pred[0].lower() == gt.lower()``); nothing is
+    stripped. None when it names none; :data:`EMPTY_ANSWER` for an empty answer.
+
+    Args:
+        output: the generated text.
+        answers: the candidate answers, ``("A", "B")``.
+
+    >>> [read_first_char(t, ("A", "B")) for t in ("B", "a. the first", " A", "The answer is A", "")]
+    [1, 0, None, None, -1]
+    """
+    if not output:
+        return EMPTY_ANSWER
+    return next((k for k, a in enumerate(answers) if output[: len(a)].lower() == a.lower()), None)
+
+
 #: A word in lower case starting with a consonant, after white space (what the article "A" precedes).
 _CONSONANT_WORD = r"\s+[b-df-hj-np-tv-z]"
 
@@ -586,6 +627,7 @@ ANSWER_READERS: dict[str, Callable[[str, Sequence[str]], int | None]] = {
     "words": extract_answer,
     "letter": read_letter,
     "letter-lmms": read_letter_lmms,
+    "first-char": read_first_char,
 }
 
 
@@ -920,7 +962,8 @@ class AnswerChooser:
             raise ConfigError(self.cannot("choice") or "")
         how = CHOICE_STYLES[style]
         questions = choice_questions(texts, image_questions, how)
-        prompts = [self.chat.render(q.question, len(q.images), self.system) for q in questions]
+        video = split_clips(images, self.chat.model_type)
+        prompts = [self.chat.render(q.question, len(q.images), self.system, video=video) for q in questions]
         requests = [
             Request(q.images, prompt, self.chat.answer_ids(label))
             for q, prompt in zip(questions, prompts, strict=True)

@@ -16,7 +16,9 @@ from PIL import Image
 
 from spotdiff.errors import ConfigError
 from spotdiff.scorers.base import SCORERS, EmbeddingScorer, ImagePreprocessor, Prepared, ScorerOptions, staged
+from spotdiff.scorers.factory import parse_spec_options
 from spotdiff.scorers.runtime import resolve_device, resolve_dtype
+from spotdiff.scorers.video import DEFAULT_FRAMES, ClipPixels, frame_rule_option, mean_of_frames
 from spotdiff.scorers.weights import (
     hub_snapshot_dir,
     local_path,
@@ -24,6 +26,7 @@ from spotdiff.scorers.weights import (
     naming_damaged_weights,
     state_dict_digest,
 )
+from spotdiff.video.clips import FrameRule
 
 
 def rgb(image: Image.Image) -> Image.Image:
@@ -202,7 +205,9 @@ class HFDualScorer(TorchScorerMixin, EmbeddingScorer):
     ) -> None:
         super().__init__(f"{family}:{name_or_path}", options)
         self.family = family
+        name_or_path, opts = parse_spec_options(name_or_path, options, ("frames",))
         self.name_or_path = name_or_path
+        self.rule = frame_rule_option(opts, DEFAULT_FRAMES)  # videos: the mean of these frames' embeddings
         self._dir = local_path(name_or_path, f"{family} model")  # ConfigError before any work
         self._setup(options)
 
@@ -242,8 +247,12 @@ class HFDualScorer(TorchScorerMixin, EmbeddingScorer):
             self._dim = self.encode_texts([""]).shape[1]
         return np.zeros((0, self._dim), dtype=np.float32)
 
-    def image_preprocessor(self) -> HFImagePreprocessor:
-        return HFImagePreprocessor(self.image_processor)
+    def frame_rule(self) -> FrameRule:
+        """Videos are scored by the mean of the embeddings of these frames (spec option ``frames``)."""
+        return self.rule
+
+    def image_preprocessor(self) -> ClipPixels:
+        return ClipPixels(HFImagePreprocessor(self.image_processor))
 
     def text_preprocessor(self) -> HFTokenize:
         padding: str | bool = "max_length" if self.pad_to_max_length else True
@@ -264,9 +273,12 @@ class HFDualScorer(TorchScorerMixin, EmbeddingScorer):
     def _forward_pixels(self, pixels: Prepared) -> np.ndarray:
         import torch
 
+        data = pixels.to(self.device, self.dtype)
+        clips = isinstance(data, dict)  # the frames of clips (ClipPixels), averaged per clip
         with torch.inference_mode():
-            features = self.model.get_image_features(pixel_values=pixels.to(self.device, self.dtype))
-            return to_unit_numpy(pooled(features))
+            features = self.model.get_image_features(pixel_values=data["pixel_values"] if clips else data)
+            rows = to_unit_numpy(pooled(features))
+        return mean_of_frames(rows, data["frames"]) if clips else rows
 
     def _forward_tokens(self, tokens: Prepared) -> np.ndarray:
         import torch

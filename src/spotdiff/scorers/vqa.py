@@ -18,6 +18,8 @@ from spotdiff.errors import ConfigError
 from spotdiff.scorers.base import SCORERS, PairScorer, ScorerOptions
 from spotdiff.scorers.chat import ANSWER_READERS, AnswerChooser, ChatVLM, NanCounter, Request
 from spotdiff.scorers.lm import model_identity_digests, parse_spec_options
+from spotdiff.scorers.video import processor_frame_rule, split_clips
+from spotdiff.video.clips import FrameRule
 
 __all__ = ["DEFAULT_ANSWER", "DEFAULT_QUESTION", "VQAScorer", "option_flag"]
 
@@ -43,7 +45,7 @@ class VQAScorer(PairScorer):
 
     #: at most; an instance without several-image input drops "choice" (see ``cannot``)
     capabilities = frozenset({"image-text", "match-prob", "choice-text", "choice", "answer-prob"})
-    OPTIONS = ("question", "answer", "system", "reuse", "generate", "multi_image")
+    OPTIONS = ("question", "answer", "system", "reuse", "generate", "multi_image", "frames")
 
     def __init__(self, rest: str, options: ScorerOptions) -> None:
         super().__init__(f"vqa:{rest}", options)
@@ -79,6 +81,7 @@ class VQAScorer(PairScorer):
             | ({"choice"} if self.chooser.multi_image else set())
         )
         self.nans = NanCounter(self.spec)
+        self.rule = processor_frame_rule(self.chat.processor, opts, self.spec)
         torch.manual_seed(options.seed)
 
     # -- identity ------------------------------------------------------------------------------
@@ -100,25 +103,39 @@ class VQAScorer(PairScorer):
             "dtype": str(self.chat.dtype).replace("torch.", ""),
         }
 
+    def frame_rule(self) -> FrameRule | None:
+        """A model whose processor takes videos sees these frames of a clip (spec option ``frames``), through
+        the chat template's video input; None for a model of images."""
+        return self.rule
+
     def cannot(self, need: str) -> str | None:
         """Why a protocol need cannot be served (used in the capability error), else None."""
         return self.chooser.cannot(need)
 
     # -- scoring -------------------------------------------------------------------------------
-    def requests(self, texts_per_image: Sequence[Sequence[str]]) -> list[Request]:
-        """One request per (image, text): the rendered question and the answer's tokens."""
+    def requests(self, texts_per_image: Sequence[Sequence[str]], video: bool = False) -> list[Request]:
+        """One request per (image, text): the rendered question and the answer's tokens.
+
+        Args:
+            texts_per_image: each image's texts.
+            video: the images are clips (the chat template's video input).
+        """
         chat = self.chat
         return [
-            Request((i,), chat.render(self.question.format(t), 1, self.system), chat.answer_ids(self.answer.format(t)))
+            Request((i,), self._render(self.question.format(t), video), chat.answer_ids(self.answer.format(t)))
             for i, texts in enumerate(texts_per_image)
             for t in texts
         ]
+
+    def _render(self, question: str, video: bool) -> str:
+        """``question`` about one image (or clip) in the model's chat template."""
+        return self.chat.render(question, 1, self.system, video=video)
 
     def score_pairs(self, images: Sequence[Image.Image], texts: Sequence[Sequence[str]]) -> list[np.ndarray]:
         """VQAScore of each image's texts, in [0, 1] (NaN where the model's logits were NaN)."""
         if len(images) != len(texts):
             raise ValueError(f"{len(images)} images but {len(texts)} text lists")
-        lps = self.chat.target_logprobs(images, self.requests(texts), reuse=self.reuse)
+        lps = self.chat.target_logprobs(images, self.requests(texts, split_clips(images, self.spec)), reuse=self.reuse)
         flat = np.array([np.exp(lp.mean()) for lp in lps], dtype=np.float64)
         self.nans.check(flat, self.chat.dtype)
         out, k = [], 0
@@ -161,7 +178,8 @@ class VQAScorer(PairScorer):
         if len(images) != len(questions):
             raise ValueError(f"{len(images)} images but {len(questions)} question lists")
         chat, n, read = self.chat, len(answers), ANSWER_READERS[reader]
-        prompts = [[chat.render(q, 1, self.system) for q in qs] for qs in questions]
+        video = split_clips(images, self.spec)
+        prompts = [[self._render(q, video) for q in qs] for qs in questions]
         targets = [chat.answer_ids(a) for a in answers]
         requests = [Request((i,), p, t) for i, ps in enumerate(prompts) for p in ps for t in targets]
         lps = np.array([lp.sum() for lp in chat.target_logprobs(images, requests, reuse=self.reuse)])
@@ -187,7 +205,8 @@ class VQAScorer(PairScorer):
         """
         if not self.chooser.generate:
             raise ConfigError(f"{self.spec} generates no answers: give the spec option generate=N (N new tokens)")
-        return self._generated(images, [[self.chat.render(q, 1, self.system) for q in qs] for qs in questions])
+        video = split_clips(images, self.spec)
+        return self._generated(images, [[self._render(q, video) for q in qs] for qs in questions])
 
     def _generated(self, images: Sequence[Image.Image], prompts: Sequence[Sequence[str]]) -> list[list[str]]:
         """The greedy answers of up to ``generate`` tokens to each image's rendered prompts."""

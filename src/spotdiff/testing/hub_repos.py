@@ -254,3 +254,97 @@ def naturalbench_retrieval_repo(n: int = 4, seed: int = 0) -> dict[str, bytes]:
             metadata.append({"index": i, "image_0": names[0], "image_1": names[1], **captions})
         zf.writestr("NaturalBench-Retrieval/metadata.json", json.dumps(metadata, indent=4))
     return {"NaturalBench-Retrieval.zip": buf.getvalue()}
+
+
+def _zip(files: dict[str, bytes]) -> bytes:
+    buf = io.BytesIO()
+    with zipfile.ZipFile(buf, "w", zipfile.ZIP_DEFLATED) as zf:
+        for name, data in files.items():
+            zf.writestr(name, data)
+    return buf.getvalue()
+
+
+def _clip(colours: list[tuple[int, int, int]], rate: int) -> bytes:
+    """An H.264 video (:func:`spotdiff.testing.videos.encode_numbered`) of one frame per colour."""
+    from spotdiff.testing.videos import SIDE, encode_numbered
+
+    with tempfile.TemporaryDirectory() as tmp:
+        path = encode_numbered(
+            Path(tmp) / "v.mp4", len(colours), rate, lambda k: np.full((SIDE, SIDE, 3), colours[k], np.uint8)
+        )
+        return path.read_bytes()
+
+
+#: Vinoground's two prompts, as the authors' vinoground_textscore.json and vinoground_videoscore.json word them
+#: (lmms-eval's vinoground doc_to_text, commit a72a9c0e, builds the same text from the CSV).
+VINOGROUND_TEXT = (
+    "Which caption best describes this video?\nA. {a}\nB. {b}\nAnswer with the option's letter from the given "
+    "choices directly. Please only output 1 English character."
+)
+VINOGROUND_VIDEO = (
+    "Which video segment matches this caption? Note: The video contains two segments separated by a 2-second "
+    "black frame.\nCaption: {caption}\nA. The first fragment (before black frame)\nB. The second fragment (after "
+    "black frame)\nAnswer with the option's letter from the given choices directly. Please only output 1 English "
+    "character."
+)
+
+
+def vinoground_repo(n: int = 4, seed: int = 0, frames: int = 8, rate: int = 4) -> dict[str, bytes]:
+    """The gated hub dataset HanSolo9682/Vinoground: ``vinoground.csv``, the authors' prompts
+    (``vinoground_textscore.json``, ``vinoground_videoscore.json``: ``{"idx": "<i>_pos", "video_name", "question",
+    "GT"}`` per question) and ``vinoground_videos.zip`` / ``vinoground_videos_concated.zip`` (one top folder each).
+
+    Pair ``i``'s videos are ``frames`` frames at ``rate`` per second, each of one colour per video, every frame
+    showing its number (:func:`spotdiff.testing.videos.encode_numbered`); its concatenated videos are ``<i>.mp4``
+    (pos, 2 s of black, neg) and ``<i>_reverse.mp4`` (neg first). The real files' quirks: an empty ``minor``
+    and two minors joined by ``;``; captions holding a comma (quoted by the CSV); the text questions list the
+    captions pos first for even ``i`` and neg first for odd ``i`` (``GT`` follows), and the video questions use
+    the concatenation whose first segment is the caption's for even ``i``, the reverse for odd ``i``.
+
+    Args:
+        n: pairs.
+        seed: the colours' seed.
+        frames: frames per video.
+        rate: frames per second.
+    """
+    import csv
+
+    rng = np.random.default_rng(seed)
+    rows, text_items, video_items = [], [], []
+    videos, concat = {}, {}
+    for i in range(n):
+        a, b = rng.choice(_NOUNS, size=2, replace=False)
+        pos, neg = f"a {a} runs, then a {b} jumps", f"a {b} jumps, then a {a} runs"
+        minor = ("", "interaction;cyclical", "spatial")[i % 3]
+        major = ("action", "object", "viewpoint")[i % 3]
+        rows.append([i, major, minor, f"vid{i}a", 5, 15, pos, f"vid{i}b", 10, 20, neg])
+        colours = [tuple(int(c) for c in rng.integers(0, 256, 3)) for _ in range(2)]
+        clips = {role: [colours[k]] * frames for k, role in enumerate(("pos", "neg"))}
+        for role in ("pos", "neg"):
+            videos[f"vinoground_videos/{i}_{role}.mp4"] = _clip(clips[role], rate)
+        black = [(0, 0, 0)] * (2 * rate)
+        concat[f"vinoground_videos_concated/{i}.mp4"] = _clip(clips["pos"] + black + clips["neg"], rate)
+        concat[f"vinoground_videos_concated/{i}_reverse.mp4"] = _clip(clips["neg"] + black + clips["pos"], rate)
+        options = (pos, neg) if i % 2 == 0 else (neg, pos)
+        for role, caption in (("pos", pos), ("neg", neg)):
+            question = VINOGROUND_TEXT.format(a=options[0], b=options[1])
+            gt = "AB"[options.index(caption)]
+            text_items.append({"idx": f"{i}_{role}", "video_name": f"vinoground_videos/{i}_{role}.mp4",
+                               "question": question, "GT": gt})  # fmt: skip
+            first = role if i % 2 == 0 else ("neg" if role == "pos" else "pos")
+            name = f"{i}.mp4" if first == "pos" else f"{i}_reverse.mp4"
+            video_items.append({"idx": f"{i}_{role}", "video_name": f"vinoground_videos_concated/{name}",
+                                "question": VINOGROUND_VIDEO.format(caption=caption),
+                                "GT": "A" if first == role else "B"})  # fmt: skip
+    table = io.StringIO()
+    writer = csv.writer(table)
+    writer.writerow(["index", "major", "minor", "pos_vid", "pos_start", "pos_end", "pos_cap", "neg_vid", "neg_start",
+                     "neg_end", "neg_cap"])  # fmt: skip
+    writer.writerows(rows)
+    return {
+        "vinoground.csv": table.getvalue().encode(),
+        "vinoground_textscore.json": json.dumps(text_items, indent=4).encode(),
+        "vinoground_videoscore.json": json.dumps(video_items, indent=4).encode(),
+        "vinoground_videos.zip": _zip(videos),
+        "vinoground_videos_concated.zip": _zip(concat),
+    }

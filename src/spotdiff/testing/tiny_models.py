@@ -20,6 +20,7 @@ __all__ = [
     "make_tiny_sentence_transformer",
     "make_tiny_siglip",
     "make_tiny_tokenizer",
+    "make_tiny_xclip",
     "tiny_images",
 ]
 
@@ -153,6 +154,38 @@ def make_tiny_siglip(out_dir: str | Path, *, seed: int = 0) -> Path:
     torch.manual_seed(seed)
     SiglipModel(config).eval().save_pretrained(out)
     make_tiny_image_processor(out, kind="siglip")
+    return out
+
+
+def make_tiny_xclip(out_dir: str | Path, *, seed: int = 0, num_frames: int = 4) -> Path:
+    """Save a tiny random ``XCLIPModel`` (+ tokenizer, ``VideoMAEImageProcessor``) into ``out_dir``: videos of
+    ``num_frames`` frames of 32 pixels, a one-layer multi-frame integration transformer and prompt generator.
+
+    Load it with ``xclip:{returned path}``.
+
+    Args:
+        out_dir: the model folder.
+        seed: the weights' seed.
+        num_frames: the frames a video gives the model.
+    """
+    import torch
+    from transformers import VideoMAEImageProcessor, XCLIPConfig, XCLIPModel, XCLIPProcessor
+
+    out = Path(out_dir)
+    tokenizer = make_tiny_tokenizer(out)
+    mit = {"mit_hidden_size": 16, "mit_intermediate_size": 32, "mit_num_hidden_layers": 1, "mit_num_attention_heads": 2}
+    config = XCLIPConfig(
+        text_config=_text_tower(tokenizer, bos_token_id=CLS_ID, eos_token_id=SEP_ID),
+        vision_config=_tower(**_VISION, num_frames=num_frames, **mit),
+        projection_dim=16,  # the multi-frame integration transformer runs at mit_hidden_size = projection_dim
+        prompt_layers=1,
+        prompt_num_attention_heads=2,
+    )
+    torch.manual_seed(seed)
+    XCLIPModel(config).eval().save_pretrained(out)
+    square = {"height": IMAGE_SIZE, "width": IMAGE_SIZE}
+    frames = VideoMAEImageProcessor(size={"shortest_edge": IMAGE_SIZE}, crop_size=square)
+    XCLIPProcessor(image_processor=frames, tokenizer=tokenizer).save_pretrained(out)
     return out
 
 

@@ -1,7 +1,8 @@
 """Tiny random chat VLMs built from configs, saved and reloadable like a user's checkpoint.
 
-Three architectures (:data:`TINY_VLMS`: ``llava``, ``qwen2_vl``, ``idefics3``) with SmolLM2's
-tokenizer and redrawn weights. Their settings: docs/testing.md.
+Three architectures of images (:data:`TINY_VLMS`: ``llava``, ``qwen2_vl``, ``idefics3``) and three whose
+processors take videos (:data:`VIDEO_VLMS`: ``qwen2_vl``, ``llava_onevision``, ``llava_next_video``), with
+SmolLM2's tokenizer and redrawn weights. Their settings: docs/testing.md.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ import numpy as np
 
 __all__ = [
     "TINY_VLMS",
+    "VIDEO_VLMS",
     "chat_template",
     "make_tiny_vlm",
     "next_token_logprobs",
@@ -37,13 +39,24 @@ _PLACEHOLDERS = {
     "llava": "<image>",
     "qwen2_vl": "<|vision_start|><|image_pad|><|vision_end|>",
     "idefics3": "<image>",
+    "llava_onevision": "<image>",
+    "llava_next_video": "<image>",
 }
-TINY_VLMS = tuple(_PLACEHOLDERS)
+#: Each video architecture's video placeholder.
+_VIDEO_PLACEHOLDERS = {
+    "qwen2_vl": "<|vision_start|><|video_pad|><|vision_end|>",
+    "llava_onevision": "<video>",
+    "llava_next_video": "<video>",
+}
+TINY_VLMS = ("llava", "qwen2_vl", "idefics3")
+VIDEO_VLMS = tuple(_VIDEO_PLACEHOLDERS)
 
 
-def chat_template(image_placeholder: str) -> str:
+def chat_template(image_placeholder: str, video_placeholder: str | None = None) -> str:
     """SmolLM2's ChatML template, extended to typed content (``{"type": "image"}`` writes
-    ``image_placeholder``, ``{"type": "text", ...}`` its text; string content as before)."""
+    ``image_placeholder``, ``{"type": "video"}`` ``video_placeholder`` when given, ``{"type": "text", ...}``
+    its text; string content as before)."""
+    video = "" if video_placeholder is None else "{%- elif item['type'] == 'video' -%}{{ '" + video_placeholder + "' }}"
     return (
         "{%- for message in messages -%}"
         "{%- if loop.first and messages[0]['role'] != 'system' -%}"
@@ -52,7 +65,7 @@ def chat_template(image_placeholder: str) -> str:
         "{{ '<|im_start|>' + message['role'] + '\\n' }}"
         "{%- if message['content'] is string -%}{{ message['content'] }}"
         "{%- else -%}{%- for item in message['content'] -%}"
-        "{%- if item['type'] == 'image' -%}{{ '" + image_placeholder + "' }}"
+        "{%- if item['type'] == 'image' -%}{{ '" + image_placeholder + "' }}" + video + ""
         "{%- elif item['type'] == 'text' -%}{{ item['text'] }}{%- endif -%}"
         "{%- endfor -%}{%- endif -%}"
         "{{ '<|im_end|>\\n' }}"
@@ -246,7 +259,7 @@ def _qwen2_vl(tokenizer: Any) -> tuple[Any, Any]:
         image_processor=Qwen2VLImageProcessorPil(**grid),
         video_processor=Qwen2VLVideoProcessor(**grid),
         tokenizer=tokenizer,
-        chat_template=chat_template(_PLACEHOLDERS["qwen2_vl"]),
+        chat_template=chat_template(_PLACEHOLDERS["qwen2_vl"], _VIDEO_PLACEHOLDERS["qwen2_vl"]),
     )
     return Qwen2VLForConditionalGeneration(config), processor
 
@@ -277,17 +290,94 @@ def _idefics3(tokenizer: Any) -> tuple[Any, Any]:
     return Idefics3ForConditionalGeneration(config), processor
 
 
-_BUILDERS = {"llava": _llava, "qwen2_vl": _qwen2_vl, "idefics3": _idefics3}
+def _vision_tower(model_type: str) -> dict[str, Any]:
+    return {"model_type": model_type, "hidden_size": 32, "intermediate_size": 64, "num_hidden_layers": 2,
+            "num_attention_heads": 2, "image_size": IMAGE_SIZE, "patch_size": 8}  # fmt: skip
+
+
+def _llava_onevision(tokenizer: Any) -> tuple[Any, Any]:
+    from transformers import (
+        LlavaOnevisionConfig,
+        LlavaOnevisionForConditionalGeneration,
+        LlavaOnevisionImageProcessor,
+        LlavaOnevisionProcessor,
+        LlavaOnevisionVideoProcessor,
+    )
+
+    tokenizer.add_special_tokens({"additional_special_tokens": ["<image>", "<video>"]})
+    grid = [[IMAGE_SIZE, IMAGE_SIZE]]  # one tile: AnyRes adds the base image and one crop
+    config = LlavaOnevisionConfig(
+        vision_config=_vision_tower("siglip_vision_model"),
+        text_config={"model_type": "qwen2", **_text_config(tokenizer)},
+        image_token_index=tokenizer.convert_tokens_to_ids("<image>"),
+        video_token_index=tokenizer.convert_tokens_to_ids("<video>"),
+        vision_feature_select_strategy="full",
+        vision_feature_layer=-1,
+        image_grid_pinpoints=grid,
+    )
+    square = {"height": IMAGE_SIZE, "width": IMAGE_SIZE}
+    processor = LlavaOnevisionProcessor(
+        image_processor=LlavaOnevisionImageProcessor(size=square, image_grid_pinpoints=grid),
+        video_processor=LlavaOnevisionVideoProcessor(size=square),
+        tokenizer=tokenizer,
+        num_image_tokens=(IMAGE_SIZE // 8) ** 2,
+        vision_feature_select_strategy="full",
+        chat_template=chat_template(_PLACEHOLDERS["llava_onevision"], _VIDEO_PLACEHOLDERS["llava_onevision"]),
+    )
+    return LlavaOnevisionForConditionalGeneration(config), processor
+
+
+def _llava_next_video(tokenizer: Any) -> tuple[Any, Any]:
+    from transformers import (
+        LlavaNextImageProcessor,
+        LlavaNextVideoConfig,
+        LlavaNextVideoForConditionalGeneration,
+        LlavaNextVideoProcessor,
+        LlavaNextVideoVideoProcessor,
+    )
+
+    tokenizer.add_special_tokens({"additional_special_tokens": ["<image>", "<video>"]})
+    grid = [[IMAGE_SIZE, IMAGE_SIZE]]
+    config = LlavaNextVideoConfig(
+        vision_config=_vision_tower("clip_vision_model"),
+        text_config={"model_type": "llama", **_text_config(tokenizer)},
+        image_token_index=tokenizer.convert_tokens_to_ids("<image>"),
+        video_token_index=tokenizer.convert_tokens_to_ids("<video>"),
+        vision_feature_select_strategy="default",
+        vision_feature_layer=-1,
+        image_grid_pinpoints=grid,
+        spatial_pool_stride=2,  # each frame's 4 x 4 patches pooled to 2 x 2 video tokens
+    )
+    sizes = {"size": {"shortest_edge": IMAGE_SIZE}, "crop_size": {"height": IMAGE_SIZE, "width": IMAGE_SIZE}}
+    processor = LlavaNextVideoProcessor(
+        image_processor=LlavaNextImageProcessor(**sizes, image_grid_pinpoints=grid),
+        video_processor=LlavaNextVideoVideoProcessor(**sizes),
+        tokenizer=tokenizer,
+        patch_size=8,
+        vision_feature_select_strategy="default",
+        num_additional_image_tokens=1,
+        chat_template=chat_template(_PLACEHOLDERS["llava_next_video"], _VIDEO_PLACEHOLDERS["llava_next_video"]),
+    )
+    return LlavaNextVideoForConditionalGeneration(config), processor
+
+
+_BUILDERS = {
+    "llava": _llava,
+    "qwen2_vl": _qwen2_vl,
+    "idefics3": _idefics3,
+    "llava_onevision": _llava_onevision,
+    "llava_next_video": _llava_next_video,
+}
 
 
 def make_tiny_vlm(arch: str, out_dir: str | Path, *, seed: int = 0, std: float = 0.2) -> Path:
-    """Save a tiny random chat VLM of architecture ``arch`` (one of :data:`TINY_VLMS`) with its
+    """Save a tiny random chat VLM of architecture ``arch`` (one of :data:`TINY_VLMS` or :data:`VIDEO_VLMS`) with its
     processor (SmolLM2 tokenizer, typed-content chat template) into ``out_dir``; return the folder.
 
     Same ``seed``, same weights. Load it with ``vqa:{path}`` or ``vgpt:{path}``.
 
     Args:
-        arch: one of :data:`TINY_VLMS`.
+        arch: one of :data:`TINY_VLMS` or :data:`VIDEO_VLMS`.
         out_dir: the model folder.
         seed: the weights' seed.
         std: the standard deviation the weights are redrawn with.
@@ -295,7 +385,7 @@ def make_tiny_vlm(arch: str, out_dir: str | Path, *, seed: int = 0, std: float =
     import torch
 
     if arch not in _BUILDERS:
-        raise ValueError(f"unknown tiny VLM {arch!r}; known: {', '.join(TINY_VLMS)}")
+        raise ValueError(f"unknown tiny VLM {arch!r}; known: {', '.join(_BUILDERS)}")
     out = Path(out_dir)
     torch.manual_seed(seed)
     model, processor = _BUILDERS[arch](smollm2_tokenizer())
@@ -308,17 +398,22 @@ def make_tiny_vlm(arch: str, out_dir: str | Path, *, seed: int = 0, std: float =
 def next_token_logprobs(chat: Any, images: Sequence[Any], question: str, tokens: Sequence[str]) -> np.ndarray:
     """log P(each of ``tokens``' first token) as the next token after one user turn (``images``, then
     ``question``) in the processor's own chat template: the reference the chat scorers are tested against.
+    Clips (:class:`spotdiff.video.clips.Clip`) are the turn's videos: their frames as one array each.
 
     Args:
         chat: a loaded chat VLM (:class:`spotdiff.scorers.chat.ChatVLM`: ``model``, ``processor``,
             ``tokenizer``).
-        images: the turn's images, in order.
+        images: the turn's images (or clips), in order.
         question: the turn's text.
         tokens: the answers whose first token is read (``"AB"``, ``("Yes", "No")``).
     """
     import torch
 
-    content = [{"type": "image", "image": im} for im in images] + [{"type": "text", "text": question}]
+    from spotdiff.video.clips import Clip
+
+    content = [
+        {"type": "video", "video": x.array()} if isinstance(x, Clip) else {"type": "image", "image": x} for x in images
+    ] + [{"type": "text", "text": question}]
     enc = chat.processor.apply_chat_template(
         [{"role": "user", "content": content}], add_generation_prompt=True, tokenize=True, return_dict=True,
         return_tensors="pt",

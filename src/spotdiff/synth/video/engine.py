@@ -34,7 +34,7 @@ from spotdiff.synth.output import save_npy, save_png, write_json
 from spotdiff.synth.run import make_items, resumable
 from spotdiff.synth.video import action_genome as ag
 from spotdiff.synth.video import gebc, youcook2
-from spotdiff.synth.video.frames import Frame, VideoError, read_frames, video_index
+from spotdiff.video.frames import Frame, VideoError, read_frames, video_index
 
 log = logging.getLogger(__name__)
 

@@ -66,6 +66,32 @@ def video_rate(video: Path) -> Fraction:
     return Fraction(rate)
 
 
+def stream_frames(video: Path) -> tuple[int, Fraction]:
+    """``(frames, rate)`` of the video's first video stream: the frame count its container records
+    (else its duration times its rate, rounded down) and its average frame rate.
+
+    Args:
+        video: the video file.
+    """
+    with _open(video) as container:
+        stream = container.streams.video[0]
+        rate = Fraction(stream.average_rate) if stream.average_rate else None
+        if rate is None:
+            raise VideoError("the video stream has no frame rate", file=video)
+        frames = int(stream.frames or 0)
+        if frames <= 0:
+            if stream.duration is not None and stream.time_base is not None:
+                seconds = Fraction(stream.duration) * Fraction(stream.time_base)
+            elif container.duration is not None:
+                seconds = Fraction(container.duration, 1_000_000)  # FFmpeg's AV_TIME_BASE
+            else:
+                raise VideoError("the video records neither its frame count nor its duration", file=video)
+            frames = int(seconds * rate)
+    if frames <= 0:
+        raise VideoError("the video has no frames", file=video)
+    return frames, rate
+
+
 def read_frames(video: Path, requests: list[Frame]) -> list[Image.Image]:
     """The frames ``requests`` ask for, in their order; the video is decoded once, forward.
 
