@@ -11,6 +11,7 @@ command line is built and ``synth.json`` recorded. Every engine is seeded and de
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
+from collections.abc import Callable, Sequence
 from dataclasses import MISSING, dataclass, field, fields, replace
 from pathlib import Path
 from typing import Any, ClassVar
@@ -258,9 +259,25 @@ class SynthEngine(ABC):
         """Refuse bad options and unusable models before anything heavy runs (the config's ``validate``)."""
         self.config.validate()
 
-    @abstractmethod
+    #: an engine whose output people review (``spotdiff review``): the function writing the items that
+    #: reviewed sheets accept, ``reviewed(out, sheets, rule)``, run instead of :meth:`make` when the
+    #: config's ``from_review`` (:func:`from_review_option`) names sheets
+    reviewed: ClassVar[Callable[[Path, Sequence[Path], str], dict[str, Any]] | None] = None
+
     def write(self, out: Path) -> dict[str, Any]:
-        """Write the dataset under ``out``; return a short summary (also saved as ``synth.json``)."""
+        """Write the dataset under ``out``, from reviewed sheets with ``--from-review``; return a short summary
+        (also saved as ``synth.json``)."""
+        sheets = getattr(self.config, "from_review", None)
+        if sheets is None:
+            return self.make(out)
+        reviewed = type(self).reviewed
+        if reviewed is None:
+            raise TypeError(f"engine {self.name!r} has a from_review option but no reviewed writer")
+        return {"engine": self.name, **reviewed(out, sheets, self.config.review_rule)}  # type: ignore[attr-defined]
+
+    @abstractmethod
+    def make(self, out: Path) -> dict[str, Any]:
+        """Make the dataset under ``out``; return a short summary."""
 
 
 ENGINES: Registry[type[SynthEngine]] = Registry("synthesis engine", "spotdiff.synth", on_register=name_class)

@@ -16,7 +16,7 @@ from pathlib import Path
 from spotdiff.benchmarks._io import read_json
 from spotdiff.errors import DataError
 from spotdiff.synth.output import write_json
-from spotdiff.synth.review import RULES, ReviewItem, copy_images, read_reviews
+from spotdiff.synth.review import RULES, ReviewItem, copy_images, read_reviews, sheet_image
 
 #: the sheet's columns
 IMAGE_FIELDS = ("image0", "image1")
@@ -63,7 +63,7 @@ def pair_items(out: Path) -> list[ReviewItem]:
     return items
 
 
-def write_from_review(out: Path, reviews: Path | Sequence[Path], rule: str = RULES[0], *, engine: str) -> dict:
+def write_from_review(out: Path, reviews: Path | Sequence[Path], rule: str = RULES[0]) -> dict:
     """Write ``all_select.json`` and the images of the pairs accepted in reviewed sheets.
 
     Args:
@@ -71,23 +71,16 @@ def write_from_review(out: Path, reviews: Path | Sequence[Path], rule: str = RUL
         reviews: the edited ``review.csv``, or several reviewers' files of it (the images are read from
             beside them).
         rule: how several reviewers' decisions make one (:data:`spotdiff.synth.review.RULES`).
-        engine: the engine's name, for the summary.
     """
     result = read_reviews(reviews, image_fields=IMAGE_FIELDS, text_fields=TEXT_FIELDS, rule=rule)
     sheet = Path(result.files[0])
     records = []
     for k, item in enumerate(result.accepted, start=1):
-        record = {}
-        for f in IMAGE_FIELDS:
-            rel = Path(item.images[f])
-            if rel.is_absolute() or rel.parts[0] != "images" or len(rel.parts) < 2:
-                where = f"accepted row {k} ({item.id})"
-                raise DataError("expected images/<subset>/<file name>", file=sheet, record=where, field=f)
-            record[f] = str(Path(*rel.parts[1:]))
+        record = {f: sheet_image(item, f, sheet, k) for f in IMAGE_FIELDS}
         records.append({**record, **{f: item.texts[f] for f in TEXT_FIELDS}})
     copy_images([r[f] for r in records for f in IMAGE_FIELDS], sheet.parent / "images", out, sheet=sheet)
     write_json(Path(out) / PAIRS_FILE, records)
-    return {"engine": engine, "mode": "from a review", **result.summary(), "pairs": len(records)}
+    return {"mode": "from a review", **result.summary(), "pairs": len(records)}
 
 
 __all__ = ["IMAGE_FIELDS", "TEXT_FIELDS", "pair_items", "write_from_review"]

@@ -186,6 +186,27 @@ def inside(
     return path
 
 
+def sheet_image(item: ReviewItem, column: str, sheet: Path, row: int) -> str:
+    """The image an accepted row names in ``column``, relative to the sheet's ``images/`` folder (the cell
+    must read ``images/<name>``; anything else is an error naming the sheet, the row and the column).
+
+    Args:
+        item: the accepted row.
+        column: its image column.
+        sheet: the review sheet, for the message.
+        row: the row's number among the accepted ones (from 1), for the message.
+
+    >>> item = ReviewItem("0", {"image": "images/a/b.png"}, {}, "", True)
+    >>> sheet_image(item, "image", Path("review.csv"), 1)
+    'a/b.png'
+    """
+    rel = Path(item.images[column])
+    if rel.is_absolute() or rel.parts[0] != "images" or len(rel.parts) < 2:
+        where = f"accepted row {row} ({item.id})"
+        raise DataError("expected images/<file name>", file=sheet, record=where, field=column)
+    return Path(*rel.parts[1:]).as_posix()
+
+
 def copy_images(
     names: Sequence[str], source: Path, out: Path, *, sheet: Path | None = None, under: str = "images"
 ) -> None:

@@ -93,5 +93,5 @@ class CorpusEngine(SynthEngine):
     description = "image-caption training pairs (captions.jsonl) from instances disjoint from the test engines"
     config_class = CorpusConfig
 
-    def write(self, out: Path) -> dict:
+    def make(self, out: Path) -> dict:
         return write_corpus(out, **self.config.common())

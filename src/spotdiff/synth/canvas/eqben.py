@@ -575,8 +575,8 @@ class EqbenEngine(SynthEngine):
     description = "EqBen-Kubric-style location / counting / attribute+size pairs (EqBen App. B.4, Fig. 14)"
     config_class = EqbenConfig
 
-    def write(self, out: Path) -> dict:
+    reviewed = write_from_review
+
+    def make(self, out: Path) -> dict:
         c = self.config
-        if c.from_review is not None:
-            return write_from_review(out, c.from_review, c.review_rule, engine=self.name)
         return write_eqben(out, **c.common(), subsets=c.subsets, sd_pairs=c.sd_pairs)

@@ -599,10 +599,10 @@ class SpecEngine(SynthEngine):
     description = "SPEC's six subsets (size, position, existence, count) from the canvas pipeline (SPEC Sec. 3)"
     config_class = SpecConfig
 
-    def write(self, out: Path) -> dict:
+    reviewed = write_from_review
+
+    def make(self, out: Path) -> dict:
         c = self.config
-        if c.from_review is not None:
-            return write_from_review(out, c.from_review, c.review_rule)
         return write_spec(out, **c.common(), subsets=c.subsets, cls=c.cls)
 
 

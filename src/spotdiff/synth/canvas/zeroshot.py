@@ -100,5 +100,5 @@ class ZeroShotEngine(SynthEngine):
     description = "a held-out zero-shot classification set: one object per image, balanced classes, a prompt ensemble"
     config_class = ZeroShotConfig
 
-    def write(self, out: Path) -> dict:
+    def make(self, out: Path) -> dict:
         return write_zeroshot(out, **self.config.common())

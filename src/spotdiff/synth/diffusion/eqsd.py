@@ -222,10 +222,9 @@ class EqsdEngine(SynthEngine):
     description = "EqBen EQ-SD pairs by prompt-to-prompt word swap on Stable Diffusion (EqBen App. B.5, Fig. 15)"
     config_class = EqsdConfig
 
-    def write(self, out: Path) -> dict:
-        c = self.config
-        if c.from_review is not None:
-            return write_from_review(out, c.from_review, c.review_rule, engine=self.name)
+    reviewed = write_from_review
+
+    def make(self, out: Path) -> dict:
         return write_eqsd(out, self.config)
 
 

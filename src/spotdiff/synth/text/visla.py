@@ -578,10 +578,10 @@ class VislaEngine(SynthEngine):
     )
     config_class = VislaConfig
 
-    def write(self, out: Path) -> dict:
+    reviewed = write_from_review
+
+    def make(self, out: Path) -> dict:
         c = self.config
-        if c.from_review is not None:
-            return write_from_review(out, c.from_review, c.review_rule)
         if c.pairs is not None:
             pairs = read_pairs(c.pairs)[: c.n]
             chat = ChatLM(c.llm or DEFAULT_LLM, max_new_tokens=c.max_new_tokens, seed=c.seed)

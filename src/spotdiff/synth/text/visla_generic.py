@@ -22,7 +22,7 @@ from spotdiff.benchmarks.visla import VislaGeneric, VislaSpatial
 from spotdiff.errors import ConfigError, DataError
 from spotdiff.jsonio import write_jsonl
 from spotdiff.synth.review import RULES as REVIEW_RULES
-from spotdiff.synth.review import ReviewItem, copy_images, header, read_reviews, write_review
+from spotdiff.synth.review import ReviewItem, copy_images, header, read_reviews, sheet_image, write_review
 from spotdiff.synth.run import make_items, resumable
 
 TSV_NAME = VislaGeneric.file_name
@@ -430,12 +430,7 @@ def write_from_review(out: Path, reviews: Path | Sequence[Path], rule: str = REV
     review = paths[0]
     rows, names = [], []
     for k, item in enumerate(result.accepted, start=1):
-        rel = Path(item.images["image"])
-        if rel.is_absolute() or rel.parts[0] != "images" or len(rel.parts) < 2:
-            raise DataError(
-                "expected images/<file name>", file=review, record=f"accepted row {k} ({item.id})", field="image"
-            )
-        name = str(Path(*rel.parts[1:]))
+        name = sheet_image(item, "image", review, k)
         names.append(name)
         rows.append([name, *(item.texts[f] for f in fields)])
     out.mkdir(parents=True, exist_ok=True)

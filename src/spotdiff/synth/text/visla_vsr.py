@@ -219,7 +219,7 @@ class VsrEngine(SynthEngine):
     description = "VISLA Spatial triplets mined from VSR's captions, negatives ranked by Jaccard (Sec. 3.3)"
     config_class = VsrConfig
 
-    def write(self, out: Path) -> dict:
+    def make(self, out: Path) -> dict:
         c = self.config
         if c.vsr is None:
             raise ConfigError("visla-vsr needs --vsr FILE (VSR's JSON lines)")

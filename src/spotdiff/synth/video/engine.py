@@ -356,8 +356,7 @@ class EqbenVideoEngine(SynthEngine):
     description = "EqBen natural-video pairs from Action Genome, Kinetics-GEBC or YouCook2 and your videos"
     config_class = EqbenVideoConfig
 
-    def write(self, out: Path) -> dict:
-        c = self.config
-        if c.from_review is not None:
-            return write_from_review(out, c.from_review, c.review_rule, engine=self.name)
-        return write_eqben_video(out, c)
+    reviewed = write_from_review
+
+    def make(self, out: Path) -> dict:
+        return write_eqben_video(out, self.config)
