@@ -24,6 +24,7 @@ from spotdiff.diagnose.cache import Cache, CachedRequests
 from spotdiff.diagnose.pipeline import InputPipeline
 from spotdiff.errors import ConfigError, DataError
 from spotdiff.jsonio import json_row, row_json
+from spotdiff.processes import thread_budget, torch_threads
 from spotdiff.scorers.base import (
     SERVES,
     AnswerChoice,
@@ -319,8 +320,11 @@ class Engine:
         cache_dir: a persistent cache directory, or None for a run that keeps its rows in a
             temporary cache, deleted on :meth:`close`.
         progress: show progress bars (items per second) on long work.
-        workers: processes that decode and preprocess images ahead of the model (None: every core;
-            0: in this process); see :class:`~spotdiff.diagnose.pipeline.InputPipeline`.
+        workers: processes that decode and preprocess images ahead of the model (0: in this process; see
+            :class:`~spotdiff.diagnose.pipeline.InputPipeline`), and
+        threads: torch's intra-op threads while the model computes; None (either): chosen by
+            :func:`~spotdiff.processes.thread_budget` from the other and the model's device, so that threads
+            times workers stay within the usable cores (:attr:`budget`).
         decode_device: decode JPEG files on this device (``"cuda"``: GPU decoding), or None to decode
             them in the workers; needs a scorer whose image preprocessing is made of tensor operations.
         cache: an already open :class:`Cache` to use instead of ``cache_dir`` (a shard of a
@@ -338,6 +342,7 @@ class Engine:
         *,
         progress: bool = True,
         workers: int | None = None,
+        threads: int | None = None,
         decode_device: str | None = None,
         cache: Cache | None = None,
         judge: Judge | None = None,
@@ -361,7 +366,9 @@ class Engine:
                     "preprocesses decoded images on the CPU only"
                 )
         device = str(getattr(scorer, "device", scorer.options.device))
-        self.pipeline = InputPipeline(workers, device=device, decode_device=decode_device)
+        #: The run's cores: torch threads while the model computes, and the input pipeline's workers.
+        self.budget = thread_budget(threads, workers, device=device)
+        self.pipeline = InputPipeline(self.budget.workers, device=device, decode_device=decode_device)
         self.requests = CachedRequests(cache, progress=progress)
         self.stats = self.requests.stats
         scorer.bind_requests(CachedRequests(cache, progress=False, verbose=progress))  # a served model's responses
@@ -376,11 +383,22 @@ class Engine:
     def _batch_size(self) -> int:
         return max(1, int(self.scorer.options.batch_size))
 
+    def _budgeted(self, compute: Callable[[list[list[int]]], Iterator[T]]) -> Callable[[list[list[int]]], Iterator[T]]:
+        """``compute`` run on the budget's torch threads (:attr:`budget`) when it has batches to compute and the
+        model computes in this process (not a served model's)."""
+
+        def run(batches: list[list[int]]) -> Iterator[T]:
+            local = batches and getattr(self.scorer, "computes_here", True)
+            with torch_threads(self.budget.threads if local else None):
+                yield from compute(batches)
+
+        return run
+
     # -- unique items, through the one cached door -------------------------------------------------
     def _encode(self, kind: str, inputs: list, keys: list[str], unit: str) -> dict[str, np.ndarray]:
         """The rows of unique ``inputs`` (aligned with ``keys``), the missing ones computed."""
         return self.requests(
-            kind, keys, lambda batches: self._rows(kind, inputs, batches), self._batch_size(),
+            kind, keys, self._budgeted(lambda batches: self._rows(kind, inputs, batches)), self._batch_size(),
             desc=f"encoding {kind}s", unit=unit,
         )  # fmt: skip
 
@@ -531,7 +549,8 @@ class Engine:
         unique = [(ref, t) for ref, texts in by_image.values() for t in texts]
         rows_of = as_rows or _float_rows
         return self.requests(
-            kind, [pair_key(ref, t) for ref, t in unique], lambda batches: self._score(unique, batches, score, rows_of),
+            kind, [pair_key(ref, t) for ref, t in unique],
+            self._budgeted(lambda batches: self._score(unique, batches, score, rows_of)),
             self._batch_size(), groups=[ref.key for ref, _ in unique], desc="scoring pairs", unit="pair",
         )  # fmt: skip
 
@@ -577,8 +596,9 @@ class Engine:
         keys = [case_key(c) for c in cases]
         kind = need if style == PROMPT_STYLES[0] else f"{need}|{style}"  # spotdiff's rows keep their kind
         found = self.requests(
-            kind, keys, lambda batches: self._answers(cases, batches, need, style), 1, desc="asking", unit="case"
-        )
+            kind, keys, self._budgeted(lambda batches: self._answers(cases, batches, need, style)), 1, desc="asking",
+            unit="case",
+        )  # fmt: skip
         out = []
         for case, key in zip(cases, keys, strict=True):
             rows = len(case.texts) * (2 if need == "choice" else 1)
@@ -639,7 +659,9 @@ class Engine:
         serve = need_for(self.scorer, need)
         for chunk in self._chunks(cases):
             serve.check(self, chunk)
-            yield from serve.matrices(self, chunk)
+            matrices = serve.matrices(self, chunk)
+            self.commit()
+            yield from matrices
 
     def prefill(self, cases: Iterable[Case], need: str, owns: Callable[[str], bool] | None = None) -> None:
         """Compute and store, without assembling matrices, every item ``need`` requires of ``cases``.
@@ -653,15 +675,25 @@ class Engine:
         for chunk in self._chunks(cases):
             serve.check(self, chunk)
             serve.prefill(self, chunk, owns or (lambda key: True))
+            self.commit()
+
+    def commit(self) -> None:
+        """Commit what the cache holds (:meth:`Cache.commit`): once per chunk of cases, and on close."""
+        self.cache.commit()
+        if self._judge_cache is not None:
+            self._judge_cache.commit()
 
     def close(self) -> None:
+        """Commit and close the caches (what was computed before an error or an interrupt is kept)."""
         self.scorer.bind_requests(None)
-        if self.judge is not None:
-            self.judge.bind(None)
-            self._judge_cache.close()
-        self.cache.close()
-        if self._scratch is not None:
-            self._scratch.cleanup()
+        try:
+            if self.judge is not None:
+                self.judge.bind(None)
+                self._judge_cache.close()
+            self.cache.close()
+        finally:
+            if self._scratch is not None:
+                self._scratch.cleanup()
 
     def __enter__(self) -> Engine:
         return self
