@@ -326,8 +326,10 @@ class CachedRequests:
             unit: the progress bar's unit.
         """
         found, todo = self._lookup(kind, keys)
+        if not todo:  # the model is not asked (a deferred one is not even built)
+            return found
         batches = batch_positions(todo, batch_size, groups)
-        bar = tqdm(total=len(todo), desc=desc, unit=unit, disable=not self.progress or not todo, leave=False)
+        bar = tqdm(total=len(todo), desc=desc, unit=unit, disable=not self.progress, leave=False)
         with bar, contextlib.closing(compute(batches)) as computed:
             for idx, rows in zip(batches, computed, strict=True):
                 if len(rows) != len(idx):
@@ -350,7 +352,9 @@ class CachedRequests:
             unit: the progress bar's unit.
         """
         found, todo = self._lookup(kind, keys)
-        bar = tqdm(total=len(todo), desc=desc, unit=unit, disable=not self.progress or not todo, leave=False)
+        if not todo:
+            return found
+        bar = tqdm(total=len(todo), desc=desc, unit=unit, disable=not self.progress, leave=False)
         with bar, contextlib.closing(fetch(todo)) as answered:
             for i, row in answered:
                 self._store(kind, [(keys[i], row)], found, bar)

@@ -45,7 +45,8 @@ from spotdiff.protocols.diagnostics import BOW_TAG, RunDiagnostics, bag_of_words
 from spotdiff.protocols.stats import check_n_boot, evaluate_units
 from spotdiff.provenance import environment
 from spotdiff.scorers import Scorer, ScorerOptions, load_scorer, quiet_progress
-from spotdiff.seeding import seed_everything
+from spotdiff.scorers.deferred import recall, remember
+from spotdiff.seeding import seed_everything, seed_torch
 from spotdiff.urls import redact_text
 from spotdiff.version import __version__
 
@@ -527,15 +528,34 @@ def set_batch_size(scorer: Scorer, batch_size: int | str, cache_dir: str | Path 
 
 def load_eval_scorer(config: EvalConfig, device: str | None = None) -> Scorer:
     """The model of ``config`` (on ``device``, default ``config.device``) with its batch size set
-    (:func:`set_batch_size`); the model libraries' own progress bars silenced unless
-    ``config.progress``."""
-    if not config.progress:
-        quiet_progress()
+    (:func:`set_batch_size`); the model libraries' own progress bars silenced unless ``config.progress``.
+
+    With a cache folder, a model loaded before from files unchanged since is built on the first cache miss
+    (:class:`~spotdiff.scorers.deferred.DeferredScorer`; an ``auto`` batch size is the one found then): a run
+    whose values are all cached never loads it, nor imports the libraries that compute.
+    """
     options = ScorerOptions(
         device=device or config.device, dtype=config.dtype, batch_size=DEFAULT_BATCH_SIZE, seed=config.seed
     )
+    if config.cache is not None:
+        deferred = recall(config.cache, config.model, options, lambda: _build_scorer(config, options))
+        if deferred is not None:
+            if config.batch_size != "auto":  # auto: the batch size found when the model was last loaded
+                set_batch_size(deferred, config.batch_size, config.cache)
+            return deferred
+    return _build_scorer(config, options)
+
+
+def _build_scorer(config: EvalConfig, options: ScorerOptions) -> Scorer:
+    """The model of ``config`` loaded (torch seeded first, progress bars as ``config.progress`` says), its batch
+    size set and, with a cache folder, remembered there (:func:`~spotdiff.scorers.deferred.remember`)."""
+    if not config.progress:
+        quiet_progress()
+    seed_torch(config.seed)
     scorer = load_scorer(config.model, options)
     set_batch_size(scorer, config.batch_size, config.cache)
+    if config.cache is not None:
+        remember(config.cache, config.model, options, scorer)
     return scorer
 
 
@@ -576,9 +596,7 @@ def make_engine(
 def run_eval(config: EvalConfig, scorer: Scorer | None = None) -> EvalResult:
     """Evaluate ``config.model`` on ``config.benchmark``; write outputs; return the metrics."""
     bench, protocol = resolve(config)
-    seed_everything(config.seed)
-    if not config.progress:
-        quiet_progress()
+    seed_everything(config.seed, with_torch=scorer is not None)  # else when the model loads (load_eval_scorer)
     if scorer is None:
         scorer = load_eval_scorer(config)
     protocol = resolve_protocol(type(bench), config.protocol, scorer.capabilities, config.ties)
@@ -621,6 +639,8 @@ def load_judge(config: EvalConfig, protocol: Protocol) -> Judge | None:
     """
     if config.judge is None:
         return None
+    if not config.progress:
+        quiet_progress()
     if protocol.needs != "answer-prob":
         raise ConfigError(
             f"--judge grades the generated answers of a benchmark's own questions (protocols answer, naturalbench); "

@@ -204,6 +204,7 @@ class ApiScorer(PairScorer):
     an OpenAI-compatible endpoint."""
 
     capabilities = frozenset({"image-text", "match-prob", "choice-text", "choice", "answer-prob"})
+    computes_here = False  # the server computes; this client only asks
     OPTIONS = (
         "question", "answer", "system", "spellings", "top_logprobs", "generate", "max_side",
         "concurrency", "timeout", "retries", "multi_image", "score", "price",

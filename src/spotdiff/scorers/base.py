@@ -14,6 +14,7 @@ import json
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any, ClassVar, Protocol, runtime_checkable
 
 import numpy as np
@@ -46,6 +47,9 @@ class Scorer(ABC):
     """Base of every scorer. ``capabilities`` says which protocol needs it can serve."""
 
     capabilities: ClassVar[frozenset[str]] = frozenset()
+    #: The model computes in this process (its torch threads are the run's, :mod:`spotdiff.processes`);
+    #: False for a served model, whose client computes nothing.
+    computes_here: ClassVar[bool] = True
 
     def __init__(self, spec: str, options: ScorerOptions) -> None:
         self.spec = spec
@@ -60,6 +64,12 @@ class Scorer(ABC):
         ident = {k: v for k, v in self.identity().items() if k not in ("device", "dtype")}
         ident["dtype"] = self.identity().get("dtype")
         return hashlib.sha256(json.dumps(ident, sort_keys=True, default=str).encode()).hexdigest()
+
+    def sources(self) -> list[Path]:
+        """The files and folders this model was loaded from, which (with the spec and options) decide its
+        identity; empty when unknown (the default). A run whose values are all cached does not load a model
+        whose sources are unchanged since it was last loaded (:mod:`spotdiff.scorers.deferred`)."""
+        return []
 
     def can(self, need: str) -> bool:
         return need in self.capabilities
