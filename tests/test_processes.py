@@ -120,6 +120,7 @@ def test_a_cgroup_quota_caps_the_usable_cores(monkeypatch: pytest.MonkeyPatch) -
 
 def test_the_thread_budget_under_a_simulated_quota(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv("LOCAL_WORLD_SIZE", raising=False)
+    monkeypatch.delenv("OMP_NUM_THREADS", raising=False)
     monkeypatch.setattr(os, "sched_getaffinity", lambda pid: set(range(8)))
     monkeypatch.setattr(processes, "_read_text", V2_NESTED.get)  # 8 CPUs, a quota of 2.5
     assert thread_budget(device="cpu").as_dict() == {"torch_threads": 2, "workers": 1, "cores": 2}
@@ -128,6 +129,16 @@ def test_the_thread_budget_under_a_simulated_quota(monkeypatch: pytest.MonkeyPat
     assert (thread_budget(threads=8, workers=8, device="cpu").threads, thread_budget(workers=8).workers) == (1, 2)
     monkeypatch.setattr(processes, "_read_text", V1_HALF.get)
     assert thread_budget(device="cpu").as_dict() == {"torch_threads": 1, "workers": 0, "cores": 1}
+
+
+def test_the_default_threads_honour_omp_num_threads(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A job script's (or a parent process's) OMP_NUM_THREADS caps the threads chosen, not those given."""
+    monkeypatch.setenv("OMP_NUM_THREADS", "2")
+    assert thread_budget(device="cpu", cores=8).as_dict() == {"torch_threads": 2, "workers": 1, "cores": 8}
+    assert thread_budget(threads=4, device="cpu", cores=8).threads == 4
+    for unset in ("", "0", "many"):
+        monkeypatch.setenv("OMP_NUM_THREADS", unset)
+        assert thread_budget(device="cpu", cores=8).threads == 8
 
 
 @pytest.mark.parametrize("device", ["cpu", "cuda", "remote"])

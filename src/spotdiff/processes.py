@@ -146,7 +146,8 @@ def thread_budget(
     Unset, a model on the CPU gets every core and one worker decodes ahead of it (none on a single core); a model
     elsewhere (a GPU, a served model) gets one thread and every core decodes. One number given, the other takes
     the cores it leaves; both given, the workers are capped to the cores and the threads to what the workers
-    leave, with a warning.
+    leave, with a warning. Unset, the threads are also at most ``OMP_NUM_THREADS`` where the environment sets it
+    (as a cluster's job script or a parent process does: torch itself starts with that many).
 
     Args:
         threads: torch intra-op threads (``--threads``), or None to choose.
@@ -177,12 +178,20 @@ def thread_budget(
             workers = (1 if cores > 1 else 0) if on_cpu else cores
     fits = max(1, cores // max(1, workers))
     if threads is None:
-        threads = fits
+        threads = min(fits, _omp_threads() or fits)
     elif threads > fits:
         log.warning("--threads %d times --workers %d is more than the %d usable cores: %d threads", threads, workers,
                     cores, fits)  # fmt: skip
         threads = fits
     return ThreadBudget(threads, workers, cores)
+
+
+def _omp_threads() -> int | None:
+    """``OMP_NUM_THREADS`` when the environment sets it to a positive whole number."""
+    try:
+        return max(0, int(os.environ.get("OMP_NUM_THREADS", ""))) or None
+    except ValueError:
+        return None
 
 
 @contextlib.contextmanager

@@ -166,6 +166,7 @@ def test_the_model_computes_on_the_thread_budget(monkeypatch) -> None:
 
     seen: list[int] = []
     monkeypatch.setattr(processes, "usable_cores", lambda read=None: 6)
+    monkeypatch.delenv("OMP_NUM_THREADS", raising=False)  # set to 1 under xdist (tests/conftest.py)
     before = torch.get_num_threads()
     with Engine(Threads(), progress=False, workers=2) as engine:
         assert engine.budget.as_dict() == {"torch_threads": 3, "workers": 2, "cores": 6}  # 3 x 2 = the 6 cores

@@ -108,8 +108,8 @@ def _execution_args(p: argparse.ArgumentParser) -> None:
         "--threads",
         type=positive_int,
         default=None,
-        help="torch's intra-op threads while the model computes (default: the cores --workers leaves, one per core; "
-        "threads times workers stay within the usable cores; recorded with the run)",
+        help="torch's intra-op threads while the model computes (default: the cores --workers leaves, one per core, "
+        "at most OMP_NUM_THREADS where set; threads times workers stay within the usable cores; recorded with the run)",
     )
     p.add_argument(
         "--gpu-decode",

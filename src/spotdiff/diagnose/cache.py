@@ -280,14 +280,13 @@ def commit_seconds() -> float:
 #: Computes the rows of batches of missing items (positions into a request's keys), in order: for
 #: each batch, one row per position.
 Compute = Callable[[list[list[int]]], Iterator[Sequence[np.ndarray]]]
-#: Answers requests at the given positions, yielding ``(position, row)`` in the order they arrive.
-Fetch = Callable[[list[int]], Iterator[tuple[int, np.ndarray]]]
 
 
 class CachedRequests:
     """Every model computation of an engine passes here (lm-evaluation-harness's ``CachingLM``): a
     request's items are looked up in the cache, the missing ones computed in batches and each batch
-    stored before it is used, with one progress bar; :attr:`stats` counts cached and computed items.
+    stored before it is used, with one progress bar (:meth:`__call__`; requests answered out of order go
+    through :meth:`lookup` and :meth:`store`); :attr:`stats` counts cached and computed items.
 
     Args:
         cache: where rows are kept, under ``(kind, key)``.
@@ -325,7 +324,7 @@ class CachedRequests:
             desc: the progress bar's title.
             unit: the progress bar's unit.
         """
-        found, todo = self._lookup(kind, keys)
+        found, todo = self.lookup(kind, keys)
         if not todo:  # the model is not asked (a deferred one is not even built)
             return found
         batches = batch_positions(todo, batch_size, groups)
@@ -334,47 +333,34 @@ class CachedRequests:
             for idx, rows in zip(batches, computed, strict=True):
                 if len(rows) != len(idx):
                     raise ConfigError(f"model returned {len(rows)} rows for {len(idx)} items ({desc})")
-                self._store(kind, [(keys[i], row) for i, row in zip(idx, rows, strict=True)], found, bar)
+                items = [(keys[i], row) for i, row in zip(idx, rows, strict=True)]
+                self.store(kind, items)
+                found.update(items)
+                bar.update(len(items))
         return found
 
-    def as_completed(
-        self, kind: str, keys: Sequence[str], fetch: Fetch, *, desc: str, unit: str
-    ) -> dict[str, np.ndarray]:
-        """As :meth:`__call__`, for requests answered out of order (a served model's responses):
-        ``fetch`` gets the positions of the missing keys and yields ``(position, row)`` as each is
-        answered; each row is stored as it arrives, so what was answered before a failure is kept.
+    def lookup(self, kind: str, keys: Sequence[str]) -> tuple[dict[str, np.ndarray], list[int]]:
+        """The cached rows among ``keys`` (counted in :attr:`stats`) and the positions of the missing ones: the
+        door for requests answered out of order (a served model's responses, which :meth:`store` keeps one by
+        one as they arrive).
 
         Args:
             kind: the cache's kind of the rows.
-            keys: the requests' content keys.
-            fetch: the requests, on the missing positions (see :data:`Fetch`).
-            desc: the progress bar's title.
-            unit: the progress bar's unit.
+            keys: the items' content keys.
         """
-        found, todo = self._lookup(kind, keys)
-        if not todo:
-            return found
-        bar = tqdm(total=len(todo), desc=desc, unit=unit, disable=not self.progress, leave=False)
-        with bar, contextlib.closing(fetch(todo)) as answered:
-            for i, row in answered:
-                self._store(kind, [(keys[i], row)], found, bar)
-        missing = [keys[i] for i in todo if keys[i] not in found]
-        if missing:
-            raise ConfigError(f"{len(missing)} of {len(todo)} requests were not answered ({desc})")
-        return found
-
-    def _lookup(self, kind: str, keys: Sequence[str]) -> tuple[dict[str, np.ndarray], list[int]]:
-        """The cached rows among ``keys`` and the positions of the missing ones."""
         found = self.cache.get(kind, keys) if keys else {}
         self.stats["cached"] += len(found)
         return found, [i for i, k in enumerate(keys) if k not in found]
 
-    def _store(self, kind: str, items: list[tuple[str, np.ndarray]], found: dict[str, np.ndarray], bar: tqdm) -> None:
-        """Store computed rows (one transaction), then hand them to ``found``."""
+    def store(self, kind: str, items: list[tuple[str, np.ndarray]]) -> None:
+        """Store computed rows (:meth:`Cache.put`) and count them in :attr:`stats`.
+
+        Args:
+            kind: the cache's kind of the rows.
+            items: ``(key, row)`` pairs.
+        """
         self.cache.put(kind, items)
-        found.update(items)
         self.stats["computed"] += len(items)
-        bar.update(len(items))
 
 
 def batch_positions(todo: Sequence[int], size: int, groups: Sequence[str] | None = None) -> list[list[int]]:

@@ -34,6 +34,7 @@ from spotdiff.scorers.base import (
     ITMLogits,
     PairScoring,
     Scorer,
+    Streaming,
     TextEmbedding,
     TextPrior,
 )
@@ -495,11 +496,8 @@ class Engine:
         answer, read by ``reader``, when asked), keyed by :func:`pair_key` and cached under the candidate
         set and the reader (``answer:Yes/No|words``), so two readers never share a generation."""
         scorer = _serves(self.scorer, AnswerLikelihood, "does not score answers to questions")
-        return self._pair_rows(
-            pairs,
-            f"answer:{ANSWER_SEP.join(answers)}|{reader}",
-            lambda images, qs: scorer.answer_scores(images, qs, answers, reader),
-        )
+        kind = f"answer:{ANSWER_SEP.join(answers)}|{reader}"
+        return self._pair_rows(pairs, kind, scorer.answer_scores, extra=(answers, reader))
 
     def itm_logits(self, pairs: Iterable[tuple[ImageRef, str]]) -> dict[str, np.ndarray]:
         """``(no-match, match)`` ITM logits of (image, text) pairs keyed by :func:`pair_key`."""
@@ -539,10 +537,11 @@ class Engine:
         kind: str,
         score: Callable[..., list],
         as_rows: Callable[[Any, int], list[np.ndarray]] | None = None,
+        extra: tuple = (),
     ) -> dict[str, np.ndarray]:
         """``score``'s output row for each pair (a 1-vector per score, a 2-vector of logits; ``as_rows``
         turns an image's output for its ``n`` texts into their rows), cached under ``kind``; the vision
-        side runs once per unique image, its texts batched against it."""
+        side runs once per unique image, its texts batched against it (``score(images, texts, *extra)``)."""
         by_image: dict[str, tuple[ImageRef, dict[str, None]]] = {}
         for ref, text in pairs:
             by_image.setdefault(ref.key, (ref, {}))[1][text] = None
@@ -550,7 +549,7 @@ class Engine:
         rows_of = as_rows or _float_rows
         return self.requests(
             kind, [pair_key(ref, t) for ref, t in unique],
-            self._budgeted(lambda batches: self._score(unique, batches, score, rows_of)),
+            self._budgeted(lambda batches: self._score(unique, batches, score, rows_of, extra)),
             self._batch_size(), groups=[ref.key for ref, _ in unique], desc="scoring pairs", unit="pair",
         )  # fmt: skip
 
@@ -560,6 +559,7 @@ class Engine:
         batches: list[list[int]],
         score: Callable[..., list],
         as_rows: Callable[[Any, int], list[np.ndarray]],
+        extra: tuple,
     ) -> Iterator[list[np.ndarray]]:
         """Each batch's pair rows: its images (decoded ahead) each scored against their texts."""
         groups: list[list[list[int]]] = []
@@ -571,12 +571,22 @@ class Engine:
         refs = [pairs[g[0]][0] for batch in groups for g in batch]
         per_batch = _runs(len(batch) for batch in groups)
         with contextlib.closing(self.pipeline.images(refs, per_batch, self.scorer.image_preprocessor())) as feed:
-            for batch, images in zip(groups, feed, strict=True):
-                outputs = score(images, [[pairs[i][1] for i in g] for g in batch])
-                rows: list[np.ndarray] = []
-                for g, out in zip(batch, outputs, strict=True):
-                    rows += as_rows(out, len(g))
-                yield rows
+            calls = ((images, [[pairs[i][1] for i in g] for g in batch], *extra)
+                     for batch, images in zip(groups, feed, strict=True))  # fmt: skip
+            with contextlib.closing(self._calls(score, calls)) as answered:
+                for batch, outputs in zip(groups, answered, strict=True):
+                    rows: list[np.ndarray] = []
+                    for g, out in zip(batch, outputs, strict=True):
+                        rows += as_rows(out, len(g))
+                    yield rows
+
+    def _calls(self, method: Callable[..., T], calls: Iterator[tuple]) -> Iterator[T]:
+        """``method(*args)`` for each ``args`` of ``calls``, in order; a scorer that streams (a served model,
+        :class:`~spotdiff.scorers.base.Streaming`) is handed them all, so that its requests stay in flight
+        across batches rather than each batch waiting for its slowest answer."""
+        if isinstance(self.scorer, Streaming):
+            return self.scorer.stream(method, calls)
+        return (method(*args) for args in calls)
 
     def answer_choices(self, cases: Sequence[Case], need: str) -> list[np.ndarray]:
         """A chat scorer's answers per case, asked in the case's question style (:func:`case_prompts`) and
@@ -614,9 +624,10 @@ class Engine:
         refs = [ref for (k,) in batches for ref in cases[k].images]
         per_case = _runs(len(cases[k].images) for (k,) in batches)
         with contextlib.closing(self.pipeline.images(refs, per_case, None)) as feed:
-            for (k,), images in zip(batches, feed, strict=True):
-                answers = scorer.answer_choices(images, cases[k].texts, need, style=style)
-                yield [np.asarray(answers, dtype=np.float32).reshape(-1)]
+            calls = ((images, cases[k].texts, need, style) for (k,), images in zip(batches, feed, strict=True))
+            with contextlib.closing(self._calls(scorer.answer_choices, calls)) as answered:
+                for answers in answered:
+                    yield [np.asarray(answers, dtype=np.float32).reshape(-1)]
 
     def image_text(self, images: Sequence[ImageRef], texts: Sequence[str]) -> np.ndarray:
         """The ``[len(images), len(texts)]`` score matrix (similarity, or the pair score)."""

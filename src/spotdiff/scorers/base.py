@@ -12,7 +12,7 @@ from __future__ import annotations
 import hashlib
 import json
 from abc import ABC, abstractmethod
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, ClassVar, Protocol, runtime_checkable
@@ -376,6 +376,14 @@ class AnswerTexts(Protocol):
     def answer_texts(self, images: Sequence[Image.Image], questions: Sequence[Sequence[str]]) -> list[list[str]]:
         """Per image, the generated answer to each of its questions."""
         ...
+
+
+@runtime_checkable
+class Streaming(Protocol):
+    """Keeps requests in flight across calls (a served model, ``api:``): the engine hands it a request's batches
+    together, ``method(*args)`` for each ``args`` of ``calls``, and reads the results in order."""
+
+    def stream(self, method: Callable[..., Any], calls: Iterable[tuple]) -> Iterator[Any]: ...
 
 
 #: The protocols a scorer declaring each capability implements (one of them, where several).
