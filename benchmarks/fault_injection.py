@@ -6,10 +6,11 @@ Four classes of fault (``--fault``), each a clean run and ``--n`` trials compare
   stop``) to ``spotdiff eval`` at a random point, ``--kills`` times in a row, then the run again to the
   end. The resumed run must write the clean run's ``metrics.json`` (every field but ``run_id``) and
   ``scores.jsonl`` (scores to ``--atol``), compute exactly the items the stopped runs had not committed to
-  the cache, end with every unique item cached, and leave no temporary file; a SIGTERM stop must exit
+  the cache (which commits once per chunk of cases and at least every ``--commit-seconds``), end with every
+  unique item cached, and leave no temporary file; a SIGTERM stop must exit
   by itself with its run marked failed. Kill points (``--mode``): ``progress`` (when the cache holds a
   random number of items), ``time`` (a uniformly random time within the clean run), ``mixed``. Only
-  kills that land mid-run (after the first cache commit, before the end) count; a trial starts afresh
+  kills that land mid-run (after the first cache commit, before the last) count; a trial starts afresh
   up to 3 times. ``--nproc 2`` runs every step under ``torchrun`` (the whole process group is killed).
 * ``plan``: SIGTERM (or SIGINT, ``--signal int``) to ``spotdiff run`` on a small study (synthesis,
   tokenizer, ``train --save-every``, ``eval``) at a random moment after the training's first complete
@@ -103,8 +104,14 @@ def eval_command(args: argparse.Namespace, trial_dir: Path) -> list[str]:
     return [sys.executable, "-m", "spotdiff", *spotdiff]
 
 
+#: The cache's commit interval given to the runs (``--commit-seconds``; None: the cache's own).
+COMMIT_SECONDS: float | None = None
+
+
 def _env() -> dict[str, str]:
     env = {**os.environ, "HF_HUB_OFFLINE": "1", "TRANSFORMERS_VERBOSITY": "error"}
+    if COMMIT_SECONDS is not None:
+        env["SPOTDIFF_COMMIT_SECONDS"] = str(COMMIT_SECONDS)
     env["PYTHONPATH"] = os.pathsep.join(p for p in (str(ROOT / "src"), env.get("PYTHONPATH", "")) if p)
     return env
 
@@ -202,8 +209,8 @@ def kill_at_random_point(
         "elapsed": round(elapsed, 2),
         "items_before": before,
         "items_after": after,
-        # mid-run: still running when killed, and this attempt had committed to the cache
-        "mid_run": not finished and after > before,
+        # mid-run: still running when killed, this attempt had committed to the cache, and items were left
+        "mid_run": not finished and before < after < total,
     }
 
 
@@ -728,7 +735,12 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--data", type=Path, default=ROOT.parent / "shared" / "data" / "visla")
     p.add_argument("--protocol", default="t2t")
     p.add_argument("--limit", type=int, default=300, help="cases (0 = all)")
-    p.add_argument("--batch-size", type=int, default=8, help="small, so that there are many cache commits")
+    p.add_argument("--batch-size", type=int, default=8, help="small, so that there are many batches")
+    p.add_argument(
+        "--commit-seconds", type=float, default=1.0,
+        help="eval: the cache commits at least this often (SPOTDIFF_COMMIT_SECONDS; a chunk of cases commits "
+        "once), so that kills land between commits; default 1",
+    )  # fmt: skip
     p.add_argument("--device", default="cpu")
     p.add_argument("--n-boot", type=int, default=200)
     p.add_argument("--seed", type=int, default=0, help="seed of the run and of the fault points")
@@ -739,6 +751,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--workdir", type=Path, help="keep everything here (default: a temporary folder)")
     p.add_argument("--json", type=Path, help="write the per-trial details here")
     args = p.parse_args(argv)
+    global COMMIT_SECONDS
+    COMMIT_SECONDS = args.commit_seconds
     signals = {"eval": ("kill", "term"), "plan": ("term", "int"), "disk-full": ("kill",), "read-only": ("kill",)}[
         args.fault
     ]

@@ -78,8 +78,11 @@ def chromium() -> Iterator:
 
 
 def pytest_configure(config: pytest.Config) -> None:
-    """Under pytest-xdist each worker gets one torch thread, so two workers share two cores fairly."""
+    """Under pytest-xdist each worker gets one torch thread, so two workers share two cores fairly (and the
+    evaluations' thread budget, which honours ``OMP_NUM_THREADS``, keeps it: a process that ran torch on two
+    threads and then forks a plan's stage would hang in GNU OpenMP)."""
     if os.environ.get("PYTEST_XDIST_WORKER"):
+        os.environ["OMP_NUM_THREADS"] = "1"
         import torch
 
         torch.set_num_threads(1)

@@ -10,7 +10,8 @@ import textwrap
 
 import pytest
 
-from spotdiff.processes import can_fork, fork_map, usable_cores
+from spotdiff import processes
+from spotdiff.processes import can_fork, cgroup_cpus, fork_map, thread_budget, torch_threads, usable_cores
 from spotdiff.synth.output import parallel_map
 
 pytestmark = pytest.mark.skipif(not can_fork(), reason="needs fork")
@@ -93,3 +94,72 @@ def test_usable_cores_are_the_affinity_shared_by_a_launchs_local_processes(monke
     assert usable_cores() == len(os.sched_getaffinity(0))
     monkeypatch.setenv("LOCAL_WORLD_SIZE", str(4 * len(os.sched_getaffinity(0))))
     assert usable_cores() == 1
+
+
+CG = "/sys/fs/cgroup"
+V2_NESTED = {"/proc/self/cgroup": "0::/jobs/job1\n", f"{CG}/jobs/job1/cpu.max": "max 100000",
+             f"{CG}/jobs/cpu.max": "250000 100000\n"}  # fmt: skip
+V1_HALF = {"/proc/self/cgroup": "4:cpu,cpuacct:/docker/x\n2:memory:/docker/x\n",
+           f"{CG}/cpu,cpuacct/docker/x/cpu.cfs_quota_us": "50000\n",
+           f"{CG}/cpu,cpuacct/docker/x/cpu.cfs_period_us": "100000\n"}  # fmt: skip
+UNLIMITED = {"/proc/self/cgroup": "1:cpu:/\n0::/\n", f"{CG}/cpu/cpu.cfs_quota_us": "-1",
+             f"{CG}/cpu/cpu.cfs_period_us": "100000", f"{CG}/cpu.max": "max 100000"}  # fmt: skip
+
+
+def test_a_cgroup_quota_caps_the_usable_cores(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("LOCAL_WORLD_SIZE", raising=False)
+    monkeypatch.setattr(os, "sched_getaffinity", lambda pid: set(range(8)))
+    assert cgroup_cpus(V2_NESTED.get) == 2.5  # the parent's quota binds the child without one
+    assert cgroup_cpus(V1_HALF.get) == 0.5 and cgroup_cpus(UNLIMITED.get) is None
+    assert cgroup_cpus(lambda path: None) is None  # off Linux, or no cgroup file readable
+    assert usable_cores(V2_NESTED.get) == 2  # rounded down: never more threads than the quota runs at once
+    assert usable_cores(V1_HALF.get) == 1 and usable_cores(UNLIMITED.get) == 8
+    monkeypatch.setenv("LOCAL_WORLD_SIZE", "2")
+    assert usable_cores(UNLIMITED.get) == 4
+
+
+def test_the_thread_budget_under_a_simulated_quota(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("LOCAL_WORLD_SIZE", raising=False)
+    monkeypatch.delenv("OMP_NUM_THREADS", raising=False)
+    monkeypatch.setattr(os, "sched_getaffinity", lambda pid: set(range(8)))
+    monkeypatch.setattr(processes, "_read_text", V2_NESTED.get)  # 8 CPUs, a quota of 2.5
+    assert thread_budget(device="cpu").as_dict() == {"torch_threads": 2, "workers": 1, "cores": 2}
+    assert thread_budget(device="cuda:0").as_dict() == {"torch_threads": 1, "workers": 2, "cores": 2}
+    assert thread_budget(workers=2, device="cpu").threads == 1  # the workers take the cores the threads leave
+    assert (thread_budget(threads=8, workers=8, device="cpu").threads, thread_budget(workers=8).workers) == (1, 2)
+    monkeypatch.setattr(processes, "_read_text", V1_HALF.get)
+    assert thread_budget(device="cpu").as_dict() == {"torch_threads": 1, "workers": 0, "cores": 1}
+
+
+def test_the_default_threads_honour_omp_num_threads(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A job script's (or a parent process's) OMP_NUM_THREADS caps the threads chosen, not those given."""
+    monkeypatch.setenv("OMP_NUM_THREADS", "2")
+    assert thread_budget(device="cpu", cores=8).as_dict() == {"torch_threads": 2, "workers": 1, "cores": 8}
+    assert thread_budget(threads=4, device="cpu", cores=8).threads == 4
+    for unset in ("", "0", "many"):
+        monkeypatch.setenv("OMP_NUM_THREADS", unset)
+        assert thread_budget(device="cpu", cores=8).threads == 8
+
+
+@pytest.mark.parametrize("device", ["cpu", "cuda", "remote"])
+def test_threads_times_workers_never_exceed_the_cores(device: str) -> None:
+    for cores in range(1, 10):
+        for threads in (None, *range(1, 11)):
+            for workers in (None, *range(11)):
+                b = thread_budget(threads, workers, device=device, cores=cores)
+                assert b.threads >= 1 and b.workers >= 0 and b.threads * max(1, b.workers) <= b.cores == cores
+                if workers is not None and workers <= cores:
+                    assert b.workers == workers  # a number given is kept when it fits
+                if threads is not None and threads * max(1, b.workers) <= cores:
+                    assert b.threads == threads
+
+
+def test_torch_threads_are_set_inside_the_block_and_restored() -> None:
+    import torch
+
+    before = torch.get_num_threads()
+    with torch_threads(1):
+        assert torch.get_num_threads() == 1
+    with torch_threads(None):
+        assert torch.get_num_threads() == before
+    assert torch.get_num_threads() == before

@@ -209,6 +209,7 @@ def evaluate(
     n_boot: int = 1000,
     progress: bool = True,
     workers: int | None = None,
+    threads: int | None = None,
     gpu_decode: bool = False,
     ties: str = "strict",
     overwrite: bool = False,
@@ -247,7 +248,9 @@ def evaluate(
         use_store: record the run in the store.
         n_boot: bootstrap resamples of the confidence intervals (0: none).
         progress: show progress bars.
-        workers: processes decoding images ahead of the model (None: every core; 0: none).
+        workers: processes decoding images ahead of the model (0: none), and
+        threads: torch's intra-op threads while it computes; None: chosen so that threads times workers stay
+            within the usable cores (:func:`~spotdiff.processes.thread_budget`).
         gpu_decode: decode JPEG files on the model's CUDA device.
         ties: ``strict`` (a tie between the true and a false candidate is a failure) or ``argmax``
             (it goes to the candidate listed first).
@@ -278,6 +281,7 @@ def evaluate(
         n_boot=n_boot,
         progress=progress,
         workers=workers,
+        threads=threads,
         gpu_decode=gpu_decode,
         ties=ties,
         overwrite=overwrite,

@@ -51,6 +51,27 @@ def dumps(value: Any, *, indent: int | None = None) -> str:
     return json.dumps(to_jsonable(value), sort_keys=True, allow_nan=False, default=str, indent=indent)
 
 
+class JsonText(str):
+    """JSON text already made by :func:`dumps`: :func:`json_text` and :func:`json_object` take it as it is, so
+    a value written to several places (a case's scores in ``scores.jsonl`` and in the run store) is serialised
+    once."""
+
+
+def json_text(value: Any) -> str:
+    """``value`` as JSON text: a :class:`JsonText` as it is, anything else by :func:`dumps`."""
+    return value if isinstance(value, JsonText) else dumps(value)
+
+
+def json_object(fields: dict[str, str]) -> JsonText:
+    """The JSON object whose values are the JSON texts ``fields``, keys sorted and spaced as :func:`dumps` writes
+    them.
+
+    >>> json_object({"b": dumps(1), "a": dumps([1.5, None])}) == dumps({"b": 1, "a": [1.5, None]})
+    True
+    """
+    return JsonText("{" + ", ".join(f"{json.dumps(k)}: {v}" for k, v in sorted(fields.items())) + "}")
+
+
 def write_json(path: str | Path, value: Any, *, indent: int | None = 2) -> Path:
     """Write ``value`` to ``path`` through a temporary file (:func:`temporary_path`) and an atomic rename.
 

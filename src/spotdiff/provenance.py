@@ -7,6 +7,7 @@ Its fields: docs/architecture.md.
 
 from __future__ import annotations
 
+import importlib.util
 import platform
 import re
 import subprocess
@@ -39,10 +40,25 @@ def package_versions() -> dict[str, str | None]:
         except PackageNotFoundError:
             out[name] = None
     if out["torch"] is not None:
-        import torch
-
-        out["torch"] = str(torch.__version__)
+        out["torch"] = _torch_version() or out["torch"]
     return out
+
+
+def _torch_version() -> str | None:
+    """``torch.__version__``, read from ``torch/version.py`` without importing torch (a run that computes
+    nothing never imports it), or None when it cannot be read there."""
+    if "torch" in sys.modules:
+        return str(sys.modules["torch"].__version__)
+    spec = importlib.util.find_spec("torch")
+    for root in (spec.submodule_search_locations or []) if spec is not None else []:
+        try:
+            text = (Path(root) / "version.py").read_text(encoding="utf-8")
+        except OSError:
+            continue
+        found = re.search(r"^__version__\s*=\s*['\"]([^'\"]+)['\"]", text, re.MULTILINE)
+        if found:
+            return found.group(1)
+    return None
 
 
 def git_state() -> dict[str, Any] | None:

@@ -45,6 +45,7 @@ def test_merge_from_adds_rows_once(tmp_path: Path) -> None:
     with Cache(tmp_path / "a", "m") as a, Cache(tmp_path / "b", "m") as b:
         a.put("text", [("x", np.ones(2, np.float32))])
         b.put("text", [("x", np.ones(2, np.float32)), ("y", np.zeros(2, np.float32))])
+        b.commit()  # another file holds what it has committed
         assert a.merge_from(b.path) == 1
         assert a.merge_from(b.path) == 0
         assert a.keys("text") == {"x", "y"}
@@ -185,9 +186,11 @@ def _full(cache: Cache) -> None:
 def test_disk_full_is_one_error_naming_the_file_and_keeps_the_rows(tmp_path: Path) -> None:
     with Cache(tmp_path, "m") as cache:
         cache.put("text", [(f"k{i}", np.ones(64)) for i in range(500)])
+        cache.commit()
         _full(cache)
+        cache.put("text", [(f"j{i}", np.ones(64)) for i in range(500)])
         with pytest.raises(DataError, match="disk full") as caught:
-            cache.put("text", [(f"j{i}", np.ones(64)) for i in range(500)])
+            cache.commit()
         assert str(tmp_path / CACHE_FILE) in str(caught.value)
         assert "rollback" not in str(caught.value)
         assert cache.count() == 500  # the failed batch left nothing half-written

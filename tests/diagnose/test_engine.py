@@ -9,8 +9,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from spotdiff import processes
 from spotdiff.benchmarks import get_benchmark
 from spotdiff.cases import ArrayImage, Case
+from spotdiff.diagnose import engine as engine_module
 from spotdiff.diagnose.engine import (
     ChoiceNeed,
     EmbeddingNeed,
@@ -135,6 +137,41 @@ def test_a_rerun_computes_nothing_and_gives_the_same_matrices(tmp_path: Path) ->
         assert engine.stats == {"computed": 0, "cached": sum(_unique(cases))}
     assert scorer.texts == scorer.images == 0
     assert all(np.array_equal(a, b) for a, b in zip(first, again, strict=True))
+
+
+def test_the_cache_commits_once_per_chunk_of_cases_not_per_batch(tmp_path: Path, monkeypatch) -> None:
+    monkeypatch.setattr(engine_module, "CHUNK_CASES", 10)
+    truth = np.eye(1, 3, dtype=bool)
+    cases = [Case(f"c{c}", (f"a {c}", f"b {c}", f"c {c}"), truth, (), {"subset": "s"}) for c in range(40)]
+    scorer = Embeds()  # 3 texts a batch: 10 batches in each chunk of 10 cases
+    with Engine(scorer, tmp_path, progress=False, workers=0) as engine:
+        begun: list[str] = []
+        engine.cache._db.set_trace_callback(lambda sql: begun.append(sql) if sql.startswith("BEGIN") else None)
+        for n, _ in enumerate(engine.case_matrices(cases, "text-text"), 1):
+            if n % 10 == 0:  # a chunk's matrices come once its rows are committed, in one transaction
+                assert len(begun) == n // 10
+                assert engine.cache._db.execute("SELECT COUNT(*) FROM items").fetchone()[0] == 3 * n
+        assert scorer.texts == 120 and len(begun) == 4
+        with engine_module.Cache(tmp_path, engine_module.cache_digest(scorer)) as other:  # another connection
+            assert other.count("text") == 120
+
+
+def test_the_model_computes_on_the_thread_budget(monkeypatch) -> None:
+    import torch
+
+    class Threads(Embeds):
+        def encode_texts(self, texts: Sequence[str]) -> np.ndarray:
+            seen.append(torch.get_num_threads())
+            return super().encode_texts(texts)
+
+    seen: list[int] = []
+    monkeypatch.setattr(processes, "usable_cores", lambda read=None: 6)
+    monkeypatch.delenv("OMP_NUM_THREADS", raising=False)  # set to 1 under xdist (tests/conftest.py)
+    before = torch.get_num_threads()
+    with Engine(Threads(), progress=False, workers=2) as engine:
+        assert engine.budget.as_dict() == {"torch_threads": 3, "workers": 2, "cores": 6}  # 3 x 2 = the 6 cores
+        list(engine.case_matrices(_cases(), "text-text"))
+    assert set(seen) == {3} and torch.get_num_threads() == before  # set while computing, then restored
 
 
 def test_only_the_missing_items_are_computed(tmp_path: Path) -> None:

@@ -12,6 +12,7 @@ from types import SimpleNamespace
 import numpy as np
 import pytest
 
+from spotdiff import jsonio
 from spotdiff.benchmarks import get_benchmark
 from spotdiff.cases import Case
 from spotdiff.diagnose.runner import (
@@ -28,7 +29,7 @@ from spotdiff.diagnose.store import RunStore
 from spotdiff.errors import ConfigError, DataError
 from spotdiff.protocols import get_protocol
 from spotdiff.scorers import ScorerOptions
-from spotdiff.testing.formats import write_winoground
+from spotdiff.testing.formats import write_spec, write_winoground
 
 RIGHT = np.array([[2.0, 0.0], [0.0, 2.0]])  # both texts and both images matched: text, image, group correct
 WRONG = RIGHT[:, ::-1].copy()  # every match swapped: all three wrong
@@ -159,6 +160,33 @@ def test_recorder_writes_store_rows_and_files_from_hand_matrices(wino, tmp_path:
     assert written["run_config"] == result.run_config == json.loads((out / RUN_MARKER).read_text())
     assert [c["id"] for c in result.cases] == [c.id for c in cases] and result.cases[3]["units"][0]["group"] == 0.0
     assert sorted(p.name for p in out.iterdir()) == [RUN_MARKER, "metrics.json", "scores.jsonl"]
+
+
+def test_a_cases_json_is_made_once_for_scores_jsonl_and_the_store(tmp_path: Path, monkeypatch) -> None:
+    data = write_spec(tmp_path / "spec", n=1, subsets=("count",))
+    cases = get_benchmark("spec")(data).load()
+    matrices = [np.arange(c.truth.size, dtype=np.float64).reshape(c.truth.shape) / 7 for c in cases]
+    made, to_jsonable = [], jsonio.to_jsonable
+
+    def counting(value: object) -> object:
+        made.extend(k for k, m in enumerate(matrices) if value is m)
+        return to_jsonable(value)
+
+    monkeypatch.setattr(jsonio, "to_jsonable", counting)
+    config = EvalConfig(model="hand", benchmark="spec", data=data, out=tmp_path / "out", n_boot=0)
+    with RunStore(tmp_path / "runs.sqlite") as store:
+        with RunRecorder(config, get_protocol("spec"), {"spec": "hand"}, "digest", store=store) as rec:
+            for case, matrix in zip(cases, matrices, strict=True):
+                rec.add_case(case, matrix)
+            run_id = rec.finish({}, {}).run_id
+        units = list(store.units(run_id))
+    assert made == list(range(len(cases)))  # each matrix serialised once, though each case has 2K units
+    lines = {line["id"]: line for line in map(json.loads, (tmp_path / "out" / "scores.jsonl").read_text().splitlines())}
+    assert len(units) == sum(len(line["units"]) for line in lines.values()) == sum(2 * c.truth.shape[0] for c in cases)
+    for unit in units:  # the same values in both places
+        line = lines[unit["case_id"]]
+        assert unit["scores"] == line["scores"] and unit["tags"] == line["tags"]
+        assert {"unit": unit["unit_id"], **unit["outcomes"]} in line["units"]
 
 
 def test_recorder_marks_a_failed_run_and_leaves_no_partial_file(wino, tmp_path: Path) -> None:

@@ -108,13 +108,14 @@ def _fault_injection():
 
 @pytest.mark.slow
 def test_sigkill_twice_then_resume_equals_a_clean_run(shared_data: Path, tmp_path: Path) -> None:
-    """A real minilm run on a VISLA slice, killed twice mid-encoding (batch size 4: many commits),
-    then resumed: same metrics.json and scores, nothing computed twice, nothing lost."""
+    """A real minilm run on a VISLA slice, killed twice mid-encoding (batch size 4, the cache committing every
+    batch: many commits), then resumed: same metrics.json and scores, nothing computed twice, nothing lost."""
     report = tmp_path / "report.json"
     status = _fault_injection().main(
         [
             "--n", "1", "--kills", "2", "--mode", "progress", "--data", str(shared_data / "visla"),
-            "--limit", "60", "--batch-size", "4", "--n-boot", "100", "--workdir", str(tmp_path / "work"),
+            "--limit", "60", "--batch-size", "4", "--commit-seconds", "0", "--n-boot", "100",
+            "--workdir", str(tmp_path / "work"),
             "--json", str(report),
         ]
     )  # fmt: skip
@@ -135,7 +136,8 @@ def test_fault_injection_sigterm_class(shared_data: Path, tmp_path: Path) -> Non
     status = _fault_injection().main(
         [
             "--n", "1", "--kills", "1", "--mode", "progress", "--signal", "term", "--data", str(shared_data / "visla"),
-            "--limit", "40", "--batch-size", "4", "--n-boot", "50", "--workdir", str(tmp_path / "work"),
+            "--limit", "40", "--batch-size", "4", "--commit-seconds", "0", "--n-boot", "50",
+            "--workdir", str(tmp_path / "work"),
             "--json", str(report),
         ]
     )  # fmt: skip

@@ -29,7 +29,9 @@ import pytest
 import torch
 from PIL import Image
 
+from spotdiff.cases import PILImage
 from spotdiff.cli import main
+from spotdiff.diagnose.engine import Engine, pair_key
 from spotdiff.diagnose.runner import EvalConfig, run_eval
 from spotdiff.diagnose.store import RunStore
 from spotdiff.errors import ConfigError, EndpointError
@@ -128,6 +130,21 @@ def test_vqascore_equals_in_process(benchmark, vqa, server, data, tmp_path):
         np.testing.assert_allclose(np.log(a["scores"]), np.log(b["scores"]), atol=1e-4)
         assert "bounded" not in a
     assert got.engine_stats["computed"] == want.engine_stats["computed"] and "bounded" not in got.engine_stats
+
+
+def test_requests_stay_in_flight_across_the_engines_batches(vqa):
+    """Batches of 2 images (4 requests each) do not wait for their slowest answer: at concurrency=8, 8 requests
+    are in flight at once (the server counts them), never more; the scores are those asked one by one."""
+    refs = [PILImage(im, name=f"i{k}") for k, im in enumerate(tiny_images(12, seed=5))]
+    pairs = [(ref, t) for ref in refs for t in ("a red cup", "a blue bowl")]
+    with ChatCompletionsServer(vqa.chat, delay=0.02, spread=1.0, seed=1) as srv:
+        scorer = load_scorer(f"api:tiny-vlm@{srv.base_url}?concurrency=8", ScorerOptions(batch_size=2))
+        with Engine(scorer, progress=False, workers=0) as engine:
+            scores = engine.pair_scores(pairs)
+        assert srv.peak == 8 and srv.in_flight == 0 and scorer.usage["sent"] == 24
+        for ref, text in pairs[:4]:
+            alone = scorer.score_pairs([ref.load()], [[text]])[0][0, 0]
+            assert scores[pair_key(ref, text)] == float(np.float32(alone))  # the cache keeps float32
 
 
 def test_spellings_all_is_where_api_and_vqa_differ(vqa, server):

@@ -101,7 +101,15 @@ def _execution_args(p: argparse.ArgumentParser) -> None:
         "--workers",
         type=_workers,
         default=None,
-        help="processes decoding and preprocessing images ahead of the model (default: every core; 0: none)",
+        help="processes decoding and preprocessing images ahead of the model (0: none; default: one when the model "
+        "runs on the CPU, else every core, and as many as --threads leaves)",
+    )
+    p.add_argument(
+        "--threads",
+        type=positive_int,
+        default=None,
+        help="torch's intra-op threads while the model computes (default: the cores --workers leaves, one per core, "
+        "at most OMP_NUM_THREADS where set; threads times workers stay within the usable cores; recorded with the run)",
     )
     p.add_argument(
         "--gpu-decode",
@@ -266,6 +274,7 @@ def _run_options(args: argparse.Namespace) -> dict:
         "n_boot": args.n_boot,
         "progress": not args.quiet,
         "workers": args.workers,
+        "threads": args.threads,
         "gpu_decode": args.gpu_decode,
         "ties": args.ties,
         "overwrite": args.overwrite,

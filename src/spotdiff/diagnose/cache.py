@@ -6,8 +6,11 @@ of its bytes: a value damaged on disk (which SQLite's own checks cannot see) is 
 warning, instead of changing a result. A row written before checksums existed has none to check, so it
 is never used as it is: the model recomputes it once, the new value is stored with its checksum, and a
 warning counts the old values that differed from it (damaged ones, used by the runs that read them). Rows are
-committed batch by batch, so an interrupted run keeps everything it computed and a re-run, or
-another benchmark sharing images or texts, recomputes nothing.
+held in memory as they are computed and committed in one transaction per chunk of cases (the engine's
+:meth:`Cache.commit`; sooner when :data:`PENDING_BYTES` wait or the oldest has waited :data:`COMMIT_SECONDS`),
+and on close, an error or an interrupt included, so an interrupted run keeps everything it computed and a re-run,
+or another benchmark sharing images or texts, recomputes nothing (a killed process loses at most its last
+chunk, or the last :data:`COMMIT_SECONDS` of work).
 
 Sharded (multi-process) evaluation writes one *shard* file per process under ``<dir>/shards/``
 (rollback-journal mode, one writer each, so they also work on network file systems); the shard
@@ -20,7 +23,9 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import os
 import sqlite3
+import time
 import zlib
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from pathlib import Path
@@ -47,6 +52,10 @@ _COLUMNS = "model, kind, key, value, digest"
 #: (batching and hardware change the last digits; a damaged value is far off, or NaN).
 _SAME = {"rtol": 1e-3, "atol": 1e-4}
 _CHUNK = 500
+#: Bytes of computed values held before they are committed without waiting for the end of the chunk.
+PENDING_BYTES = 64 << 20
+#: Seconds the oldest value held waits at most before it is committed (``SPOTDIFF_COMMIT_SECONDS`` sets another).
+COMMIT_SECONDS = 10.0
 #: The main cache file of a cache directory.
 CACHE_FILE = "cache.sqlite"
 
@@ -89,6 +98,11 @@ class Cache:
         #: Of those, the ones the recomputed value differed from (:meth:`put` compares them).
         self.differed = 0
         self._unchecked: dict[tuple[str, str], np.ndarray] = {}
+        #: Values stored but not committed yet, ``(kind, key) -> (bytes, CRC-32)``, their size and since when.
+        self._pending: dict[tuple[str, str], tuple[bytes, int]] = {}
+        self._pending_bytes = 0
+        self._pending_since = 0.0
+        self._commit_seconds = commit_seconds()
 
     def _select(self, db: sqlite3.Connection, kind: str, keys: Sequence[str], found: dict[str, np.ndarray]) -> int:
         """Add the values of ``keys`` held in ``db`` to ``found``; return how many failed their digest. A
@@ -115,6 +129,10 @@ class Cache:
         """The cached values among ``keys`` whose checksum holds (missing keys, damaged values and values
         written before checksums existed are absent, so the caller computes them)."""
         found: dict[str, np.ndarray] = {}
+        if self._pending:
+            held = ((key, self._pending.get((kind, key))) for key in keys)
+            found.update((key, np.frombuffer(row[0], dtype=np.float32)) for key, row in held if row is not None)
+            keys = [k for k in keys if k not in found] if found else keys
         before = len(self._unchecked)
         damaged = self._select(self._db, kind, keys, found)
         for db in self._fallbacks:
@@ -138,14 +156,29 @@ class Cache:
         return found
 
     def put(self, kind: str, items: Iterable[tuple[str, np.ndarray]]) -> None:
-        """Store values atomically (one transaction per call), each with its checksum; a value replacing
-        one written before checksums existed is compared with it (:attr:`differed`, with a warning)."""
+        """Store values, each with its checksum: held until :meth:`commit` (readable by :meth:`get` meanwhile),
+        committed at once when more than :data:`PENDING_BYTES` wait; a value replacing one written before
+        checksums existed is compared with it (:attr:`differed`, with a warning)."""
         items = list(items)
         self._compare_unchecked(kind, items)
-        blobs = [(key, np.ascontiguousarray(value, dtype=np.float32).tobytes()) for key, value in items]
-        rows = [(self.model, kind, key, blob, zlib.crc32(blob)) for key, blob in blobs]
-        if not rows:
+        if items and not self._pending:
+            self._pending_since = time.monotonic()
+        for key, value in items:
+            blob = np.ascontiguousarray(value, dtype=np.float32).tobytes()
+            self._pending[(kind, key)] = (blob, zlib.crc32(blob))
+            self._pending_bytes += len(blob)
+        waited = time.monotonic() - self._pending_since
+        if self._pending and (self._pending_bytes > PENDING_BYTES or waited >= self._commit_seconds):
+            self.commit()
+
+    def commit(self) -> None:
+        """Write the values held by :meth:`put` in one transaction (nothing to do when none wait). A transaction
+        that fails (a full disk) writes none of them, and they are dropped: a later run computes them again."""
+        if not self._pending:
             return
+        rows = [(self.model, kind, key, blob, crc) for (kind, key), (blob, crc) in self._pending.items()]
+        self._pending = {}
+        self._pending_bytes = 0
         with transaction(self._db, self.path):
             self._db.executemany(f"INSERT OR REPLACE INTO items ({_COLUMNS}) VALUES (?, ?, ?, ?, ?)", rows)
 
@@ -168,6 +201,7 @@ class Cache:
             )  # fmt: skip
 
     def count(self, kind: str | None = None) -> int:
+        self.commit()
         if kind is None:
             (n,) = self._db.execute("SELECT COUNT(*) FROM items WHERE model=?", [self.model]).fetchone()
         else:
@@ -178,6 +212,7 @@ class Cache:
 
     def keys(self, kind: str) -> set[str]:
         """Every key of ``kind`` stored in this file for this model."""
+        self.commit()
         rows = self._db.execute("SELECT key FROM items WHERE model=? AND kind=?", [self.model, kind])
         return {k for (k,) in rows}
 
@@ -189,6 +224,7 @@ class Cache:
         content), but for one written before checksums existed, which a checked row of the other file
         replaces. One transaction: a merge interrupted by a crash adds nothing.
         """
+        self.commit()
         before = self._db.total_changes
         self._db.execute("ATTACH DATABASE ? AS other", [str(path)])
         try:
@@ -206,14 +242,19 @@ class Cache:
 
     def checkpoint(self) -> None:
         """Fold the write-ahead log into the main file (readers on other hosts then see it all)."""
+        self.commit()
         with contextlib.suppress(sqlite3.OperationalError):  # busy: another process holds the log
             self._db.execute("PRAGMA wal_checkpoint(TRUNCATE)")
 
     def close(self) -> None:
-        for db in self._fallbacks:
-            db.close()
-        self._fallbacks = []
-        self._db.close()
+        """Commit what waits (:meth:`commit`) and close the files."""
+        try:
+            self.commit()
+        finally:
+            for db in self._fallbacks:
+                db.close()
+            self._fallbacks = []
+            self._db.close()
 
     def __enter__(self) -> Cache:
         return self
@@ -222,17 +263,30 @@ class Cache:
         self.close()
 
 
+def commit_seconds() -> float:
+    """:data:`COMMIT_SECONDS`, or the seconds ``SPOTDIFF_COMMIT_SECONDS`` gives (0: commit every store)."""
+    value = os.environ.get("SPOTDIFF_COMMIT_SECONDS")
+    if not value:
+        return COMMIT_SECONDS
+    try:
+        seconds = float(value)
+    except ValueError:
+        seconds = -1.0
+    if not seconds >= 0:
+        raise ConfigError(f"SPOTDIFF_COMMIT_SECONDS={value!r}: expected a number of seconds, 0 or more")
+    return seconds
+
+
 #: Computes the rows of batches of missing items (positions into a request's keys), in order: for
 #: each batch, one row per position.
 Compute = Callable[[list[list[int]]], Iterator[Sequence[np.ndarray]]]
-#: Answers requests at the given positions, yielding ``(position, row)`` in the order they arrive.
-Fetch = Callable[[list[int]], Iterator[tuple[int, np.ndarray]]]
 
 
 class CachedRequests:
     """Every model computation of an engine passes here (lm-evaluation-harness's ``CachingLM``): a
     request's items are looked up in the cache, the missing ones computed in batches and each batch
-    stored before it is used, with one progress bar; :attr:`stats` counts cached and computed items.
+    stored before it is used, with one progress bar (:meth:`__call__`; requests answered out of order go
+    through :meth:`lookup` and :meth:`store`); :attr:`stats` counts cached and computed items.
 
     Args:
         cache: where rows are kept, under ``(kind, key)``.
@@ -270,52 +324,43 @@ class CachedRequests:
             desc: the progress bar's title.
             unit: the progress bar's unit.
         """
-        found, todo = self._lookup(kind, keys)
+        found, todo = self.lookup(kind, keys)
+        if not todo:  # the model is not asked (a deferred one is not even built)
+            return found
         batches = batch_positions(todo, batch_size, groups)
-        bar = tqdm(total=len(todo), desc=desc, unit=unit, disable=not self.progress or not todo, leave=False)
+        bar = tqdm(total=len(todo), desc=desc, unit=unit, disable=not self.progress, leave=False)
         with bar, contextlib.closing(compute(batches)) as computed:
             for idx, rows in zip(batches, computed, strict=True):
                 if len(rows) != len(idx):
                     raise ConfigError(f"model returned {len(rows)} rows for {len(idx)} items ({desc})")
-                self._store(kind, [(keys[i], row) for i, row in zip(idx, rows, strict=True)], found, bar)
+                items = [(keys[i], row) for i, row in zip(idx, rows, strict=True)]
+                self.store(kind, items)
+                found.update(items)
+                bar.update(len(items))
         return found
 
-    def as_completed(
-        self, kind: str, keys: Sequence[str], fetch: Fetch, *, desc: str, unit: str
-    ) -> dict[str, np.ndarray]:
-        """As :meth:`__call__`, for requests answered out of order (a served model's responses):
-        ``fetch`` gets the positions of the missing keys and yields ``(position, row)`` as each is
-        answered; each row is stored as it arrives, so what was answered before a failure is kept.
+    def lookup(self, kind: str, keys: Sequence[str]) -> tuple[dict[str, np.ndarray], list[int]]:
+        """The cached rows among ``keys`` (counted in :attr:`stats`) and the positions of the missing ones: the
+        door for requests answered out of order (a served model's responses, which :meth:`store` keeps one by
+        one as they arrive).
 
         Args:
             kind: the cache's kind of the rows.
-            keys: the requests' content keys.
-            fetch: the requests, on the missing positions (see :data:`Fetch`).
-            desc: the progress bar's title.
-            unit: the progress bar's unit.
+            keys: the items' content keys.
         """
-        found, todo = self._lookup(kind, keys)
-        bar = tqdm(total=len(todo), desc=desc, unit=unit, disable=not self.progress or not todo, leave=False)
-        with bar, contextlib.closing(fetch(todo)) as answered:
-            for i, row in answered:
-                self._store(kind, [(keys[i], row)], found, bar)
-        missing = [keys[i] for i in todo if keys[i] not in found]
-        if missing:
-            raise ConfigError(f"{len(missing)} of {len(todo)} requests were not answered ({desc})")
-        return found
-
-    def _lookup(self, kind: str, keys: Sequence[str]) -> tuple[dict[str, np.ndarray], list[int]]:
-        """The cached rows among ``keys`` and the positions of the missing ones."""
         found = self.cache.get(kind, keys) if keys else {}
         self.stats["cached"] += len(found)
         return found, [i for i, k in enumerate(keys) if k not in found]
 
-    def _store(self, kind: str, items: list[tuple[str, np.ndarray]], found: dict[str, np.ndarray], bar: tqdm) -> None:
-        """Store computed rows (one transaction), then hand them to ``found``."""
+    def store(self, kind: str, items: list[tuple[str, np.ndarray]]) -> None:
+        """Store computed rows (:meth:`Cache.put`) and count them in :attr:`stats`.
+
+        Args:
+            kind: the cache's kind of the rows.
+            items: ``(key, row)`` pairs.
+        """
         self.cache.put(kind, items)
-        found.update(items)
         self.stats["computed"] += len(items)
-        bar.update(len(items))
 
 
 def batch_positions(todo: Sequence[int], size: int, groups: Sequence[str] | None = None) -> list[list[int]]:

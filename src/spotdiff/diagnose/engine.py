@@ -33,6 +33,7 @@ from spotdiff.diagnose.cache import Cache, CachedRequests
 from spotdiff.diagnose.pipeline import InputPipeline
 from spotdiff.errors import ConfigError, DataError
 from spotdiff.jsonio import json_row, row_json
+from spotdiff.processes import thread_budget, torch_threads
 from spotdiff.scorers.base import (
     SERVES,
     AnswerChoice,
@@ -42,6 +43,7 @@ from spotdiff.scorers.base import (
     ITMLogits,
     PairScoring,
     Scorer,
+    Streaming,
     TextEmbedding,
     TextPrior,
 )
@@ -336,8 +338,11 @@ class Engine:
         cache_dir: a persistent cache directory, or None for a run that keeps its rows in a
             temporary cache, deleted on :meth:`close`.
         progress: show progress bars (items per second) on long work.
-        workers: processes that decode and preprocess images ahead of the model (None: every core;
-            0: in this process); see :class:`~spotdiff.diagnose.pipeline.InputPipeline`.
+        workers: processes that decode and preprocess images ahead of the model (0: in this process; see
+            :class:`~spotdiff.diagnose.pipeline.InputPipeline`), and
+        threads: torch's intra-op threads while the model computes; None (either): chosen by
+            :func:`~spotdiff.processes.thread_budget` from the other and the model's device, so that threads
+            times workers stay within the usable cores (:attr:`budget`).
         decode_device: decode JPEG files on this device (``"cuda"``: GPU decoding), or None to decode
             them in the workers; needs a scorer whose image preprocessing is made of tensor operations.
         cache: an already open :class:`Cache` to use instead of ``cache_dir`` (a shard of a
@@ -355,6 +360,7 @@ class Engine:
         *,
         progress: bool = True,
         workers: int | None = None,
+        threads: int | None = None,
         decode_device: str | None = None,
         cache: Cache | None = None,
         judge: Judge | None = None,
@@ -378,7 +384,9 @@ class Engine:
                     "preprocesses decoded images on the CPU only"
                 )
         device = str(getattr(scorer, "device", scorer.options.device))
-        self.pipeline = InputPipeline(workers, device=device, decode_device=decode_device)
+        #: The run's cores: torch threads while the model computes, and the input pipeline's workers.
+        self.budget = thread_budget(threads, workers, device=device)
+        self.pipeline = InputPipeline(self.budget.workers, device=device, decode_device=decode_device)
         self.requests = CachedRequests(cache, progress=progress)
         self.stats = self.requests.stats
         scorer.bind_requests(CachedRequests(cache, progress=False, verbose=progress))  # a served model's responses
@@ -395,11 +403,22 @@ class Engine:
     def _batch_size(self) -> int:
         return max(1, int(self.scorer.options.batch_size))
 
+    def _budgeted(self, compute: Callable[[list[list[int]]], Iterator[T]]) -> Callable[[list[list[int]]], Iterator[T]]:
+        """``compute`` run on the budget's torch threads (:attr:`budget`) when it has batches to compute and the
+        model computes in this process (not a served model's)."""
+
+        def run(batches: list[list[int]]) -> Iterator[T]:
+            local = batches and getattr(self.scorer, "computes_here", True)
+            with torch_threads(self.budget.threads if local else None):
+                yield from compute(batches)
+
+        return run
+
     # -- unique items, through the one cached door -------------------------------------------------
     def _encode(self, kind: str, inputs: list, keys: list[str], unit: str) -> dict[str, np.ndarray]:
         """The rows of unique ``inputs`` (aligned with ``keys``), the missing ones computed."""
         return self.requests(
-            kind, keys, lambda batches: self._rows(kind, inputs, batches), self._batch_size(),
+            kind, keys, self._budgeted(lambda batches: self._rows(kind, inputs, batches)), self._batch_size(),
             desc=f"encoding {kind}s", unit=unit,
         )  # fmt: skip
 
@@ -497,11 +516,8 @@ class Engine:
         answer, read by ``reader``, when asked), keyed by :func:`pair_key` and cached under the candidate
         set and the reader (``answer:Yes/No|words``), so two readers never share a generation."""
         scorer = _serves(self.scorer, AnswerLikelihood, "does not score answers to questions")
-        return self._pair_rows(
-            pairs,
-            f"answer:{ANSWER_SEP.join(answers)}|{reader}",
-            lambda images, qs: scorer.answer_scores(images, qs, answers, reader),
-        )
+        kind = f"answer:{ANSWER_SEP.join(answers)}|{reader}"
+        return self._pair_rows(pairs, kind, scorer.answer_scores, extra=(answers, reader))
 
     def itm_logits(self, pairs: Iterable[tuple[ImageRef, str]]) -> dict[str, np.ndarray]:
         """``(no-match, match)`` ITM logits of (image, text) pairs keyed by :func:`pair_key`."""
@@ -543,17 +559,19 @@ class Engine:
         kind: str,
         score: Callable[..., list],
         as_rows: Callable[[Any, int], list[np.ndarray]] | None = None,
+        extra: tuple = (),
     ) -> dict[str, np.ndarray]:
         """``score``'s output row for each pair (a 1-vector per score, a 2-vector of logits; ``as_rows``
         turns an image's output for its ``n`` texts into their rows), cached under ``kind``; the vision
-        side runs once per unique image, its texts batched against it."""
+        side runs once per unique image, its texts batched against it (``score(images, texts, *extra)``)."""
         by_image: dict[str, tuple[ImageRef, dict[str, None]]] = {}
         for ref, text in pairs:
             by_image.setdefault(ref.key, (ref, {}))[1][text] = None
         unique = [(ref, t) for ref, texts in by_image.values() for t in texts]
         rows_of = as_rows or _float_rows
         return self.requests(
-            kind, [pair_key(ref, t) for ref, t in unique], lambda batches: self._score(unique, batches, score, rows_of),
+            kind, [pair_key(ref, t) for ref, t in unique],
+            self._budgeted(lambda batches: self._score(unique, batches, score, rows_of, extra)),
             self._batch_size(), groups=[ref.key for ref, _ in unique], desc="scoring pairs", unit="pair",
         )  # fmt: skip
 
@@ -563,6 +581,7 @@ class Engine:
         batches: list[list[int]],
         score: Callable[..., list],
         as_rows: Callable[[Any, int], list[np.ndarray]],
+        extra: tuple,
     ) -> Iterator[list[np.ndarray]]:
         """Each batch's pair rows: its images (decoded ahead) each scored against their texts."""
         groups: list[list[list[int]]] = []
@@ -574,12 +593,22 @@ class Engine:
         refs = [pairs[g[0]][0] for batch in groups for g in batch]
         per_batch = _runs(len(batch) for batch in groups)
         with contextlib.closing(self.pipeline.images(refs, per_batch, self.scorer.image_preprocessor())) as feed:
-            for batch, images in zip(groups, feed, strict=True):
-                outputs = score(images, [[pairs[i][1] for i in g] for g in batch])
-                rows: list[np.ndarray] = []
-                for g, out in zip(batch, outputs, strict=True):
-                    rows += as_rows(out, len(g))
-                yield rows
+            calls = ((images, [[pairs[i][1] for i in g] for g in batch], *extra)
+                     for batch, images in zip(groups, feed, strict=True))  # fmt: skip
+            with contextlib.closing(self._calls(score, calls)) as answered:
+                for batch, outputs in zip(groups, answered, strict=True):
+                    rows: list[np.ndarray] = []
+                    for g, out in zip(batch, outputs, strict=True):
+                        rows += as_rows(out, len(g))
+                    yield rows
+
+    def _calls(self, method: Callable[..., T], calls: Iterator[tuple]) -> Iterator[T]:
+        """``method(*args)`` for each ``args`` of ``calls``, in order; a scorer that streams (a served model,
+        :class:`~spotdiff.scorers.base.Streaming`) is handed them all, so that its requests stay in flight
+        across batches rather than each batch waiting for its slowest answer."""
+        if isinstance(self.scorer, Streaming):
+            return self.scorer.stream(method, calls)
+        return (method(*args) for args in calls)
 
     def answer_choices(self, cases: Sequence[Case], need: str) -> list[np.ndarray]:
         """A chat scorer's answers per case, asked in the case's question style (:func:`case_prompts`) and
@@ -599,8 +628,9 @@ class Engine:
         keys = [case_key(c) for c in cases]
         kind = need if style == PROMPT_STYLES[0] else f"{need}|{style}"  # spotdiff's rows keep their kind
         found = self.requests(
-            kind, keys, lambda batches: self._answers(cases, batches, need, style), 1, desc="asking", unit="case"
-        )
+            kind, keys, self._budgeted(lambda batches: self._answers(cases, batches, need, style)), 1, desc="asking",
+            unit="case",
+        )  # fmt: skip
         out = []
         for case, key in zip(cases, keys, strict=True):
             rows = len(case.texts) * (2 if need == "choice" else 1)
@@ -616,9 +646,10 @@ class Engine:
         refs = [ref for (k,) in batches for ref in cases[k].images]
         per_case = _runs(len(cases[k].images) for (k,) in batches)
         with contextlib.closing(self.pipeline.images(refs, per_case, None)) as feed:
-            for (k,), images in zip(batches, feed, strict=True):
-                answers = scorer.answer_choices(images, cases[k].texts, need, style=style)
-                yield [np.asarray(answers, dtype=np.float32).reshape(-1)]
+            calls = ((images, cases[k].texts, need, style) for (k,), images in zip(batches, feed, strict=True))
+            with contextlib.closing(self._calls(scorer.answer_choices, calls)) as answered:
+                for answers in answered:
+                    yield [np.asarray(answers, dtype=np.float32).reshape(-1)]
 
     def image_text(self, images: Sequence[ImageRef], texts: Sequence[str]) -> np.ndarray:
         """The ``[len(images), len(texts)]`` score matrix (similarity, or the pair score)."""
@@ -670,7 +701,9 @@ class Engine:
         serve = need_for(self.scorer, need)
         for chunk in self._chunks(map(self.sampled, cases)):
             serve.check(self, chunk)
-            yield from serve.matrices(self, chunk)
+            matrices = serve.matrices(self, chunk)
+            self.commit()
+            yield from matrices
 
     def prefill(self, cases: Iterable[Case], need: str, owns: Callable[[str], bool] | None = None) -> None:
         """Compute and store, without assembling matrices, every item ``need`` requires of ``cases``.
@@ -684,15 +717,25 @@ class Engine:
         for chunk in self._chunks(map(self.sampled, cases)):
             serve.check(self, chunk)
             serve.prefill(self, chunk, owns or (lambda key: True))
+            self.commit()
+
+    def commit(self) -> None:
+        """Commit what the cache holds (:meth:`Cache.commit`): once per chunk of cases, and on close."""
+        self.cache.commit()
+        if self._judge_cache is not None:
+            self._judge_cache.commit()
 
     def close(self) -> None:
+        """Commit and close the caches (what was computed before an error or an interrupt is kept)."""
         self.scorer.bind_requests(None)
-        if self.judge is not None:
-            self.judge.bind(None)
-            self._judge_cache.close()
-        self.cache.close()
-        if self._scratch is not None:
-            self._scratch.cleanup()
+        try:
+            if self.judge is not None:
+                self.judge.bind(None)
+                self._judge_cache.close()
+            self.cache.close()
+        finally:
+            if self._scratch is not None:
+                self._scratch.cleanup()
 
     def __enter__(self) -> Engine:
         return self

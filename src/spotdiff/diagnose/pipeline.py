@@ -27,7 +27,7 @@ the image), after every earlier batch has been handed over.
 
 from __future__ import annotations
 
-import contextlib
+import functools
 from collections import deque
 from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
@@ -36,7 +36,7 @@ from typing import Any
 
 from spotdiff.cases import FileImage, ImageRef, fits_pixel_limit
 from spotdiff.errors import ConfigError
-from spotdiff.processes import cap_workers, usable_cores
+from spotdiff.processes import cap_workers, torch_threads, usable_cores
 from spotdiff.scorers.base import ImagePreprocessor, Prepared
 
 #: Pieces in flight per worker (DataLoader ``prefetch_factor``; about as many whole batches), and
@@ -99,22 +99,6 @@ def _split(batches: Sequence[Sequence[int]], workers: int) -> tuple[list[Sequenc
     return pieces, counts
 
 
-@contextlib.contextmanager
-def _one_torch_thread(active: bool) -> Iterator[None]:
-    """Preprocess on one torch thread, as each DataLoader worker does (a thread pool over small image
-    operations only contends with the other processes)."""
-    import torch
-
-    threads = torch.get_num_threads()
-    if active and threads > 1:
-        torch.set_num_threads(1)
-    try:
-        yield
-    finally:
-        if torch.get_num_threads() != threads:
-            torch.set_num_threads(threads)
-
-
 class _ImageBatches:
     """The DataLoader's map-style dataset: item ``i`` is piece ``i``'s images, decoded and
     preprocessed (or its JPEG bytes). A plain class at module level, so that it pickles when the
@@ -166,12 +150,18 @@ class InputPipeline:
     ) -> None:
         if workers is not None and workers < 0:
             raise ConfigError(f"--workers must be 0 or more, got {workers}")
-        import torch
-
         self.workers = default_workers() if workers is None else cap_workers(int(workers))
-        self.pin = str(device).startswith("cuda") and torch.cuda.is_available()
+        self.device = str(device)
         self.decode_device = decode_device
         self.prefetch = max(1, int(prefetch))
+
+    @functools.cached_property
+    def pin(self) -> bool:
+        """Whether batches go to page-locked memory (a model on CUDA); asked when the first batch is prepared,
+        so that a run that prepares none never imports torch."""
+        import torch
+
+        return self.device.startswith("cuda") and torch.cuda.is_available()
 
     def images(
         self, refs: Sequence[ImageRef], batches: Sequence[Sequence[int]], prepare: ImagePreprocessor | None
@@ -204,7 +194,7 @@ class InputPipeline:
         start = 0
         try:
             for k in counts:
-                with _one_torch_thread(workers == 0):  # as in a worker: no oversubscribed thread pool
+                with torch_threads(1 if workers == 0 else None):  # as in a worker: no oversubscribed thread pool
                     parts = [self._piece(dataset, start + j, next(stream), prepare) for j in range(k)]
                 start += k
                 if k == 1:

@@ -30,14 +30,23 @@ from spotdiff.diagnose.judge import Judge
 from spotdiff.diagnose.sqlfile import is_disk_full
 from spotdiff.diagnose.store import RunStore
 from spotdiff.errors import ConfigError, DataError, ModelOutputError, disk_full
-from spotdiff.jsonio import dumps, remove_stale_temporaries, temporary_path, to_jsonable, write_json
+from spotdiff.jsonio import (
+    JsonText,
+    dumps,
+    json_object,
+    remove_stale_temporaries,
+    temporary_path,
+    to_jsonable,
+    write_json,
+)
 from spotdiff.protocols import Protocol, UnitTable, get_protocol
 from spotdiff.protocols.columns import IdSet
 from spotdiff.protocols.diagnostics import BOW_TAG, RunDiagnostics, bag_of_words_identical
 from spotdiff.protocols.stats import check_n_boot, evaluate_units
 from spotdiff.provenance import environment
 from spotdiff.scorers import Scorer, ScorerOptions, load_scorer, quiet_progress
-from spotdiff.seeding import seed_everything
+from spotdiff.scorers.deferred import recall, remember
+from spotdiff.seeding import seed_everything, seed_torch
 from spotdiff.urls import redact_text
 from spotdiff.version import __version__
 
@@ -71,8 +80,11 @@ class EvalConfig:
     use_store: bool = True
     n_boot: int = 1000
     progress: bool = True
-    #: Processes decoding and preprocessing images ahead of the model (None: every core; 0: none).
+    #: Processes decoding and preprocessing images ahead of the model (0: none), and torch's intra-op threads
+    #: while it computes; None: chosen so that threads times workers stay within the cores
+    #: (:func:`~spotdiff.processes.thread_budget`, recorded with the run).
     workers: int | None = None
+    threads: int | None = None
     #: Decode JPEG files on the model's CUDA device instead of in the workers.
     gpu_decode: bool = False
     ties: str = "strict"
@@ -344,21 +356,23 @@ class RunRecorder:
         if bag_of_words_identical(case):
             tags = {**tags, BOW_TAG: "identical"}  # the unit's scope bag_of_words_identical
         saved = matrix if matrix.size <= MAX_SAVED_SCORES else None
-        for uid, values in zip(unit_ids, outcomes, strict=True):
+        texts = _CaseJson(saved, tags, outcomes)  # each serialised once, for the store and scores.jsonl
+        for uid, values, outcome in zip(unit_ids, outcomes, texts.outcomes, strict=True):
             self.table.add(uid, case.id, tags, values)
             self._pending.append(
                 {
                     "unit_id": uid,
                     "case_id": case.id,
                     "subset": case.subset,
-                    "scores": saved,
-                    "outcomes": values,
-                    "tags": tags,
+                    "scores": texts.scores,
+                    "outcomes": outcome,
+                    "tags": texts.tags,
                 }
             )
         if self._scores is not None:
+            line = _case_line(case, matrix, unit_ids, texts, tags is case.tags, bounded)
             with self._writing_scores():
-                self._scores.write(_case_line(case, matrix, unit_ids, outcomes, bounded) + "\n")
+                self._scores.write(line + "\n")
         if self.cases is not None:
             units = [{"unit": u, **o} for u, o in zip(unit_ids, outcomes, strict=True)]
             record = {"id": case.id, "subset": case.subset, "tags": case.tags, "scores": saved, "units": units}
@@ -514,15 +528,34 @@ def set_batch_size(scorer: Scorer, batch_size: int | str, cache_dir: str | Path 
 
 def load_eval_scorer(config: EvalConfig, device: str | None = None) -> Scorer:
     """The model of ``config`` (on ``device``, default ``config.device``) with its batch size set
-    (:func:`set_batch_size`); the model libraries' own progress bars silenced unless
-    ``config.progress``."""
-    if not config.progress:
-        quiet_progress()
+    (:func:`set_batch_size`); the model libraries' own progress bars silenced unless ``config.progress``.
+
+    With a cache folder, a model loaded before from files unchanged since is built on the first cache miss
+    (:class:`~spotdiff.scorers.deferred.DeferredScorer`; an ``auto`` batch size is the one found then): a run
+    whose values are all cached never loads it, nor imports the libraries that compute.
+    """
     options = ScorerOptions(
         device=device or config.device, dtype=config.dtype, batch_size=DEFAULT_BATCH_SIZE, seed=config.seed
     )
+    if config.cache is not None:
+        deferred = recall(config.cache, config.model, options, lambda: _build_scorer(config, options))
+        if deferred is not None:
+            if config.batch_size != "auto":  # auto: the batch size found when the model was last loaded
+                set_batch_size(deferred, config.batch_size, config.cache)
+            return deferred
+    return _build_scorer(config, options)
+
+
+def _build_scorer(config: EvalConfig, options: ScorerOptions) -> Scorer:
+    """The model of ``config`` loaded (torch seeded first, progress bars as ``config.progress`` says), its batch
+    size set and, with a cache folder, remembered there (:func:`~spotdiff.scorers.deferred.remember`)."""
+    if not config.progress:
+        quiet_progress()
+    seed_torch(config.seed)
     scorer = load_scorer(config.model, options)
     set_batch_size(scorer, config.batch_size, config.cache)
+    if config.cache is not None:
+        remember(config.cache, config.model, options, scorer)
     return scorer
 
 
@@ -534,10 +567,10 @@ def make_engine(
     progress: bool | None = None,
     judge: Judge | None = None,
 ) -> Engine:
-    """The engine of a run: ``config``'s cache (or an open shard ``cache``), workers and decoding.
+    """The engine of a run: ``config``'s cache (or an open shard ``cache``), thread budget and decoding.
 
     Args:
-        config: the run's configuration (cache folder, workers, decoding device, progress bars).
+        config: the run's configuration (cache folder, workers and threads, decoding device, progress bars).
         scorer: the model.
         cache: an open cache to use instead of ``config.cache`` (a shard's), or None.
         progress: show progress bars; None: as ``config.progress``.
@@ -553,6 +586,7 @@ def make_engine(
         None if cache is not None else config.cache,
         progress=config.progress if progress is None else progress,
         workers=config.workers,
+        threads=config.threads,
         decode_device=decode_device,
         cache=cache,
         judge=judge,
@@ -562,9 +596,7 @@ def make_engine(
 def run_eval(config: EvalConfig, scorer: Scorer | None = None) -> EvalResult:
     """Evaluate ``config.model`` on ``config.benchmark``; write outputs; return the metrics."""
     bench, protocol = resolve(config)
-    seed_everything(config.seed)
-    if not config.progress:
-        quiet_progress()
+    seed_everything(config.seed, with_torch=scorer is not None)  # else when the model loads (load_eval_scorer)
     if scorer is None:
         scorer = load_eval_scorer(config)
     protocol = resolve_protocol(type(bench), config.protocol, scorer.capabilities, config.ties)
@@ -580,7 +612,9 @@ def run_eval(config: EvalConfig, scorer: Scorer | None = None) -> EvalResult:
     with (
         make_engine(config, scorer, judge=judge) as engine,
         RunStore(config.store) if config.use_store else contextlib.nullcontext() as store,
-        RunRecorder(config, protocol, identity, data_digest, store=store, info=info) as recorder,
+        RunRecorder(
+            config, protocol, identity, data_digest, store=store, info={**info, "threads": engine.budget.as_dict()}
+        ) as recorder,
     ):
         cases = stream_cases(bench, config.subset, config.limit)
         for case, matrix in _zip_cases(cases, engine, protocol.needs):
@@ -605,6 +639,8 @@ def load_judge(config: EvalConfig, protocol: Protocol) -> Judge | None:
     """
     if config.judge is None:
         return None
+    if not config.progress:
+        quiet_progress()
     if protocol.needs != "answer-prob":
         raise ConfigError(
             f"--judge grades the generated answers of a benchmark's own questions (protocols answer, naturalbench); "
@@ -627,22 +663,41 @@ def _zip_cases(cases: Iterator[Case], engine: Engine, need: str) -> Iterator[tup
         yield buffer.popleft(), matrix
 
 
+class _CaseJson:
+    """A case's saved scores (``null`` when too large), unit tags and per-unit outcomes as JSON texts."""
+
+    def __init__(self, saved: np.ndarray | None, tags: dict, outcomes: list[dict]) -> None:
+        self.scores, self.tags = JsonText(dumps(saved)), JsonText(dumps(tags))
+        self.outcomes = [JsonText(dumps(o)) for o in outcomes]
+
+
 def _case_line(
-    case: Case, matrix: np.ndarray, unit_ids: list[str], outcomes: list[dict], bounded: list[list[int]] | None
+    case: Case,
+    matrix: np.ndarray,
+    unit_ids: list[str],
+    texts: _CaseJson,
+    same_tags: bool,
+    bounded: list[list[int]] | None,
 ) -> str:
-    line: dict = {"id": case.id, "subset": case.subset, "tags": case.tags}
+    """The case's line of ``scores.jsonl``, made of its JSON texts (``same_tags``: the unit tags are the case's);
+    a unit of several is its id and then its outcomes."""
+    line = {"id": dumps(case.id), "subset": dumps(case.subset), "tags": texts.tags if same_tags else dumps(case.tags)}
     if matrix.size <= MAX_SAVED_SCORES:
-        line["scores"] = matrix
+        line["scores"] = texts.scores
     else:
-        line["scores_shape"] = list(matrix.shape)
+        line["scores_shape"] = dumps(list(matrix.shape))
     if bounded:
-        line["bounded"] = bounded
-    if len(outcomes) == 1:
-        line["unit"] = unit_ids[0]
-        line["correct"] = outcomes[0]
+        line["bounded"] = dumps(bounded)
+    if len(unit_ids) == 1:
+        line["unit"] = dumps(unit_ids[0])
+        line["correct"] = texts.outcomes[0]
     else:
-        line["units"] = [{"unit": u, **o} for u, o in zip(unit_ids, outcomes, strict=True)]
-    return dumps(line)
+        units = (
+            "{" + f'"unit": {dumps(u)}' + (", " + o[1:] if o != "{}" else "}")
+            for u, o in zip(unit_ids, texts.outcomes, strict=True)
+        )
+        line["units"] = "[" + ", ".join(units) + "]"
+    return json_object(line)
 
 
 def write_metrics_json(

@@ -18,7 +18,7 @@ from typing import Any
 
 from spotdiff.diagnose.sqlfile import connect, transaction
 from spotdiff.errors import ConfigError
-from spotdiff.jsonio import dumps, to_jsonable
+from spotdiff.jsonio import dumps, json_text, to_jsonable
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS runs (
@@ -209,16 +209,17 @@ class RunStore:
         return run_id
 
     def add_units(self, run_id: str, units: Iterable[dict]) -> None:
-        """Store per-unit records: ``unit_id, case_id, subset, scores, outcomes, tags``."""
+        """Store per-unit records: ``unit_id, case_id, subset, scores, outcomes, tags`` (values, or their JSON
+        text as a :class:`~spotdiff.jsonio.JsonText`)."""
         rows = [
             (
                 run_id,
                 u["unit_id"],
                 u["case_id"],
                 u["subset"],
-                dumps(u["scores"]),
-                dumps(u["outcomes"]),
-                dumps(u.get("tags", {})),
+                json_text(u["scores"]),
+                json_text(u["outcomes"]),
+                json_text(u.get("tags", {})),
             )
             for u in units
         ]

@@ -6,7 +6,8 @@ VQAScore (Lin et al. 2024, as ``vqa:``) is P("Yes") read from the first answer t
 the generated answer; ``answer-prob`` (NaturalBench, MMVP) reads each candidate answer's probability
 from the same first token's ``top_logprobs``. Every response is cached before it is used
 (:class:`~spotdiff.diagnose.cache.CachedRequests`), requests run concurrently under a limit that halves
-on a 429, and transient failures are asked again with a backoff whose jitter comes from the run's seed.
+on a 429, a 503 or a timeout, across the engine's batches (:meth:`ApiScorer.stream`), and transient failures
+are asked again with a backoff whose jitter comes from the run's seed.
 A password in the URL and the key never reach what is recorded (docs/security.md). Docs: docs/served.md.
 """
 
@@ -14,6 +15,7 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import contextlib
 import hashlib
 import io
 import json
@@ -21,8 +23,8 @@ import logging
 import math
 import os
 import random
-from collections import deque
-from collections.abc import Iterator, Sequence
+from collections import Counter, deque
+from collections.abc import Callable, Generator, Iterable, Iterator, Sequence
 from datetime import UTC, datetime
 from email.utils import parsedate_to_datetime
 from typing import Any
@@ -70,6 +72,19 @@ DEFAULT_MAX_SIDE = 1024
 #: The backoff between tries (the openai client's): 0.5 s, doubled each retry up to 8 s, less a jitter of
 #: up to a quarter; a server's ``Retry-After`` up to two minutes is waited instead.
 BACKOFF_S, BACKOFF_MAX_S, RETRY_AFTER_MAX_S = 0.5, 8.0, 120.0
+#: Requests in flight at most, by default (spec option ``concurrency``): a serving engine batches them (vLLM
+#: runs up to 256 sequences at once); a 429, a 503 or a timeout halves it (:class:`_Limit`).
+DEFAULT_CONCURRENCY = 64
+#: A stream of calls (:meth:`ApiScorer.stream`) takes the next call while fewer than this many times
+#: ``concurrency`` requests are unanswered (so a slot that frees always has a request waiting) ...
+AHEAD = 2
+#: ... and fewer than this many times ``concurrency`` requests are held for calls not yet read (bounded memory
+#: while one slow answer holds up the calls after it).
+HELD = 64
+
+#: A call's plan (a generator): it yields its requests once, as ``(bodies, digests of their images' bytes)``,
+#: is sent their responses in order, and returns the call's result (:meth:`ApiScorer.stream`).
+Plan = Generator[tuple[list[dict[str, Any]], dict[str, str]], list[dict[str, Any]], Any]
 
 log = logging.getLogger(__name__)
 
@@ -146,8 +161,9 @@ def yes_probability(top: Sequence[dict], answer: str, spellings: str) -> tuple[f
 
 
 class _Limit:
-    """At most ``limit`` requests in flight, admitted in arrival order; the limit halves on each 429
-    and grows back by one per ``limit`` successes (additive increase, multiplicative decrease)."""
+    """At most ``limit`` requests in flight, admitted in arrival order; the limit halves when the server says
+    it is overloaded (a 429 or 503, a request that timed out) and grows back by one per ``limit`` successes
+    (additive increase, multiplicative decrease)."""
 
     def __init__(self, limit: int) -> None:
         self.top = self.limit = float(limit)
@@ -175,14 +191,105 @@ class _Limit:
                 admitted.set_result(None)
 
     async def on_response(self, response: Any) -> None:
-        """An HTTP response hook: a 429 halves the limit (the client then retries it)."""
-        if response.status_code == 429:
-            self.throttled += 1
-            self.limit = max(1.0, self.limit / 2)
+        """An HTTP response hook: a 429 or 503 halves the limit (the client then retries it)."""
+        if response.status_code in (429, 503):
+            self.congested()
+
+    def congested(self) -> None:
+        """The server is overloaded: halve the limit (counted in :attr:`throttled`)."""
+        self.throttled += 1
+        self.limit = max(1.0, self.limit / 2)
 
     def succeeded(self) -> None:
         self.limit = min(self.top, self.limit + 1 / self.limit)
         self._admit()
+
+
+class _Flight:
+    """The requests of a stream of calls on one event loop (:meth:`ApiScorer._drive`): each request is answered
+    from the cache or sent once (its response stored as it arrives), under one :class:`_Limit`."""
+
+    def __init__(self, scorer: ApiScorer) -> None:
+        self.scorer = scorer
+        self.loop = asyncio.new_event_loop()
+        self.limit = _Limit(scorer.concurrency)
+        self.stop = asyncio.Event()
+        self.client: Any = None
+        #: Requests sent and not answered yet, by task; responses held for the calls not read yet.
+        self.tasks: dict[asyncio.Task, str] = {}
+        self.docs: dict[str, dict[str, Any]] = {}
+        self.wanted: Counter[str] = Counter()
+        self.failure: BaseException | None = None
+
+    def has_room(self, held: int) -> bool:
+        """Whether another call's requests may be taken (see :data:`AHEAD`, :data:`HELD`)."""
+        top = self.limit.top
+        return len(self.tasks) < AHEAD * top and held < HELD * top
+
+    def ask(self, keys: list[str], bodies: list[dict[str, Any]]) -> None:
+        """Read the cached responses among ``keys``; send the others not already sent."""
+        self.wanted.update(keys)
+        sent = set(self.tasks.values())
+        new = [i for i, k in enumerate(keys) if k not in self.docs and k not in sent]
+        requests = self.scorer.requests
+        if requests is not None and new:  # outside an engine there is no cache to read
+            found, todo = requests.lookup(RESPONSES, [keys[i] for i in new])
+            self.docs.update((k, row_json(row)) for k, row in found.items())
+            new = [new[j] for j in todo]
+        for i in new:
+            key = keys[i]
+            if key in sent:  # asked twice in one call
+                continue
+            if self.client is None:
+                self.client = self.loop.run_until_complete(self.scorer._client(self.limit))
+            task = self.loop.create_task(self.scorer._one(self.client, self.limit, self.stop, bodies[i]))
+            self.tasks[task] = key
+            sent.add(key)
+
+    def answered(self, keys: list[str]) -> bool:
+        return all(k in self.docs for k in keys)
+
+    def take(self, keys: list[str]) -> list[dict[str, Any]]:
+        """The responses to ``keys``, in order; those no later call wants are let go."""
+        docs = [self.docs[k] for k in keys]
+        self.wanted.subtract(keys)
+        for key in keys:
+            if self.wanted[key] <= 0:
+                self.docs.pop(key, None)
+                del self.wanted[key]
+        return docs
+
+    def wait(self) -> None:
+        """Wait for the next answers; store each (a failure stops new requests; the first is kept)."""
+        done, _ = self.loop.run_until_complete(asyncio.wait(self.tasks, return_when=asyncio.FIRST_COMPLETED))
+        for task in done:
+            key = self.tasks.pop(task)
+            if task.exception() is not None:
+                self.failure = self.failure or task.exception()
+                self.stop.set()
+            elif task.result() is not None:
+                if self.scorer.requests is not None:
+                    self.scorer.requests.store(RESPONSES, [(key, json_row(task.result()))])
+                self.docs[key] = task.result()
+
+    def drain(self) -> None:
+        """Stop sending; wait for (and store) every answer in flight."""
+        self.stop.set()
+        while self.tasks:
+            self.wait()
+
+    def close(self) -> None:
+        run = self.loop.run_until_complete
+        try:
+            for task in self.tasks:
+                task.cancel()
+            if self.tasks:
+                run(asyncio.wait(self.tasks))
+            if self.client is not None:
+                run(self.client.close())
+        finally:
+            self.scorer.usage["throttled"] += self.limit.throttled
+            self.loop.close()
 
 
 def parse_price(value: object) -> tuple[float, float] | None:
@@ -210,6 +317,7 @@ class ApiScorer(PairScorer):
     an OpenAI-compatible endpoint."""
 
     capabilities = frozenset({"image-text", "match-prob", "choice-text", "choice", "answer-prob"})
+    computes_here = False  # the server computes; this client only asks
     OPTIONS = (
         "question", "answer", "system", "spellings", "top_logprobs", "generate", "max_side",
         "concurrency", "timeout", "retries", "multi_image", "score", "price", "frames", "frames_prompt",
@@ -229,7 +337,7 @@ class ApiScorer(PairScorer):
         self.spellings = str(opts.get("spellings", "exact"))
         if self.spellings not in ("all", "exact"):
             raise ConfigError(f"option spellings={self.spellings!r}: expected all or exact")
-        ints = {k: _positive(opts, k, d) for k, d in (("top_logprobs", 20), ("concurrency", 16))}
+        ints = {k: _positive(opts, k, d) for k, d in (("top_logprobs", 20), ("concurrency", DEFAULT_CONCURRENCY))}
         self.top_logprobs, self.concurrency = ints["top_logprobs"], ints["concurrency"]
         self.retries = _positive(opts, "retries", 4, minimum=0)
         #: The retries' jitter: a generator of its own, seeded by the run's seed and the process's rank
@@ -334,54 +442,73 @@ class ApiScorer(PairScorer):
         body["extra_body"] = {"add_generation_prompt": False, "continue_final_message": True, "prompt_logprobs": 0}
         return body
 
-    def _ask(self, bodies: list[dict[str, Any]], digests: dict[str, str]) -> list[dict[str, Any]]:
-        """The responses to ``bodies``, cached ones read, the others asked concurrently."""
-        keys = [_request_key(b, digests) for b in bodies]
-        if self.requests is None:  # used on its own, outside an engine: nothing to keep the answers in
-            rows = {keys[i]: row for i, row in self._fetch(bodies, list(range(len(bodies))))}
-        else:
-            rows = self.requests.as_completed(
-                RESPONSES, keys, lambda todo: self._fetch(bodies, todo), desc="asking the endpoint", unit="req"
-            )
-        out = [row_json(rows[k]) for k in keys]
-        for doc in out:
+    def stream(self, method: Callable[..., Any], calls: Iterable[tuple]) -> Iterator[Any]:
+        """``method(*args)`` for each ``args`` of ``calls``, in order, with requests in flight across calls: the
+        next calls' requests are sent while earlier ones wait for their slowest answers, so that ``concurrency``
+        requests stay in flight whatever the engine's batches (:class:`~spotdiff.scorers.base.Streaming`).
+
+        Args:
+            method: one of this scorer's asking methods (``score_pairs``, ``answer_scores``, ``answer_texts``,
+                ``answer_choices``, ``chat_replies``).
+            calls: each call's arguments, taken as the requests in flight leave room.
+        """
+        plan = getattr(self, f"_plan_{getattr(method, '__name__', '')}", None)
+        if plan is None or getattr(method, "__self__", None) is not self:
+            raise ValueError(f"{method!r} is not one of this scorer's asking methods")
+        return self._drive(plan(*args) for args in calls)
+
+    def _answered(self, plan: Plan) -> Any:
+        """One call's result (:meth:`stream` of a single call)."""
+        with contextlib.closing(self._drive(iter([plan]))) as results:
+            return next(results)
+
+    def _drive(self, plans: Iterator[Plan]) -> Iterator[Any]:
+        """Each plan's result, in order. A plan's requests are answered from the cache or sent, at most
+        ``concurrency`` at a time (:class:`_Limit`), while the next plans are taken whenever fewer than
+        :data:`AHEAD` times that many requests are unanswered (and fewer than :data:`HELD` times that many
+        are held for plans not yet read); each response is stored as it arrives. On a failure no further
+        request starts, those in flight are awaited and stored, then the first failure is raised."""
+        flight = _Flight(self)
+        window: deque[tuple[Plan, list[str]]] = deque()
+        held, more = 0, True
+        try:
+            while True:
+                while more and flight.failure is None and (not window or flight.has_room(held)):
+                    plan = next(plans, None)
+                    if plan is None:
+                        more = False
+                        break
+                    bodies, digests = next(plan)
+                    keys = [_request_key(b, digests) for b in bodies]
+                    flight.ask(keys, bodies)
+                    window.append((plan, keys))
+                    held += len(keys)
+                while window and flight.answered(window[0][1]):
+                    plan, keys = window.popleft()
+                    held -= len(keys)
+                    yield self._read(plan, flight.take(keys))
+                if flight.failure is not None and not flight.tasks:
+                    raise flight.failure
+                if not window and not more:
+                    return
+                flight.wait()
+        except Exception:
+            flight.drain()  # what is in flight is awaited and kept
+            raise
+        finally:
+            flight.close()
+
+    def _read(self, plan: Plan, docs: list[dict[str, Any]]) -> Any:
+        """A plan's result from its responses (their tokens counted in :attr:`usage`)."""
+        for doc in docs:
             usage = doc.get("usage") or {}
             self.usage["prompt_tokens"] += int(usage.get("prompt_tokens") or 0)
             self.usage["completion_tokens"] += int(usage.get("completion_tokens") or 0)
-        return out
-
-    def _fetch(self, bodies: list[dict[str, Any]], todo: list[int]) -> Iterator[tuple[int, np.ndarray]]:
-        """Ask ``bodies[i]`` for each ``i`` in ``todo`` concurrently; yield each answer as it arrives.
-
-        On a failure no further request starts, those in flight are awaited and yielded (so they
-        are cached), then the first failure is raised.
-        """
-        loop = asyncio.new_event_loop()
-        run = loop.run_until_complete
-        limit = _Limit(self.concurrency)
-        client = run(self._client(limit))
-        stop = asyncio.Event()
-        pending = {loop.create_task(self._one(client, limit, stop, i, bodies[i])) for i in todo}
-        failure: BaseException | None = None
         try:
-            while pending:
-                done, pending = run(asyncio.wait(pending, return_when=asyncio.FIRST_COMPLETED))
-                for task in done:
-                    if task.exception() is not None:
-                        failure = failure or task.exception()
-                        stop.set()
-                    elif task.result() is not None:
-                        yield task.result()
-            if failure is not None:
-                raise failure
-        finally:
-            for task in pending:
-                task.cancel()
-            if pending:
-                run(asyncio.wait(pending))
-            run(client.close())
-            self.usage["throttled"] += limit.throttled
-            loop.close()
+            plan.send(docs)
+        except StopIteration as done:
+            return done.value
+        raise RuntimeError("a plan asks its requests once")
 
     async def _client(self, limit: _Limit) -> Any:
         """The client, retrying nothing itself (:meth:`_create` does); a user name and password from the
@@ -402,35 +529,40 @@ class ApiScorer(PairScorer):
             api_key=key or "EMPTY", base_url=self.base_url, max_retries=0, timeout=self.timeout, http_client=http
         )
 
-    async def _one(self, client: Any, limit: _Limit, stop: asyncio.Event, i: int, body: dict) -> tuple | None:
-        """One request: its response as a cache row, after checking it holds what was asked."""
+    async def _one(self, client: Any, limit: _Limit, stop: asyncio.Event, body: dict) -> dict[str, Any] | None:
+        """One request: its response, after checking it holds what was asked (None: not sent, another failed
+        first)."""
         async with limit:
             if stop.is_set():
                 return None
             try:
-                doc = await self._create(client, body)
+                doc = await self._create(client, body, limit)
                 self.usage["sent"] += 1
                 _check_response(doc, self._where(), body)
             except BaseException:
                 stop.set()  # before the limit is released: no request starts after a failure
                 raise
             limit.succeeded()
-            return i, json_row(doc)
+            return doc
 
-    async def _create(self, client: Any, body: dict) -> dict[str, Any]:
-        """``chat.completions.create``, its body read as the JSON the server sent. What may pass (a 408,
-        409, 429 or 5xx, a timeout, a dropped connection, a body that is not JSON) is asked again, up to
-        ``retries`` times, after :meth:`_delay`; each retry is one log line, unless quiet."""
+    async def _create(self, client: Any, body: dict, limit: _Limit) -> dict[str, Any]:
+        """A ``POST /chat/completions`` of ``body`` through the client (``extra_body`` merged in, as
+        ``chat.completions.create`` merges it), read as the JSON the server sent. What may pass (a 408, 409, 429
+        or 5xx, a timeout, a dropped connection, a body that is not JSON) is asked again, up to ``retries``
+        times, after :meth:`_delay`; each retry is one log line, unless quiet."""
         import openai
 
+        payload = {**{k: v for k, v in body.items() if k != "extra_body"}, **body.get("extra_body", {})}
         for attempt in range(self.retries + 1):
-            try:
-                raw = await client.chat.completions.with_raw_response.create(**body)
-                doc = json.loads(raw.text)
+            try:  # the body as it is (it is ours: the client's typed-parameter pass would only copy it)
+                text = await client.post("/chat/completions", body=payload, cast_to=str)
+                doc = json.loads(text)
                 if not isinstance(doc, dict):
-                    raise json.JSONDecodeError("not a JSON object", raw.text, 0)
+                    raise json.JSONDecodeError("not a JSON object", text, 0)
                 return doc
             except (json.JSONDecodeError, openai.APIError) as exc:
+                if isinstance(exc, openai.APITimeoutError):
+                    limit.congested()  # a queue longer than the timeout: fewer requests at once
                 reason = _transient(exc)
                 if reason is None or attempt == self.retries:
                     raise EndpointError(_explain(exc, self._where(), self.retries)) from exc
@@ -472,17 +604,20 @@ class ApiScorer(PairScorer):
         """For each image, ``[n_texts, 2]``: VQAScore, and 1 where it is only a bound (the answer
         was not among the ``top_logprobs``; the score is then the smallest listed probability); or,
         with ``score=vgpt``, log VisualGPTScore (:func:`caption_logprob`) and 0."""
+        return self._answered(self._plan_score_pairs(images, texts))
+
+    def _plan_score_pairs(self, images: Sequence[Image.Image], texts: Sequence[Sequence[str]]) -> Plan:
         if len(images) != len(texts):
             raise ValueError(f"{len(images)} images but {len(texts)} text lists")
         urls, digests, opening = self._encode(images)
         if self.score == "vgpt":
             bodies = [self._vgpt_body(p, t) for p, ts in zip(urls, texts, strict=True) for t in ts]
-            docs = iter(self._ask(bodies, digests))
+            docs = iter((yield bodies, digests))
             where = self._where()
             return [np.array([[caption_logprob(next(docs), t, where), 0.0] for t in ts]).reshape(-1, 2) for ts in texts]
         q = self.question
         bodies = [self._body(p, opening + q.format(t), 1) for p, ts in zip(urls, texts, strict=True) for t in ts]
-        docs = iter(self._ask(bodies, digests))
+        docs = iter((yield bodies, digests))
         out = []
         for ts in texts:
             rows = [yes_probability(_first_top(next(docs)), self.answer, self.spellings) for _ in ts]
@@ -507,6 +642,11 @@ class ApiScorer(PairScorer):
             need: ``"choice"`` (caption and image questions) or ``"choice-text"`` (caption questions only).
             style: the question style (:data:`~spotdiff.scorers.chat.CHOICE_STYLES`), the case's tag ``prompts``.
         """
+        return self._answered(self._plan_answer_choices(images, texts, need, style))
+
+    def _plan_answer_choices(
+        self, images: Sequence[Image.Image], texts: Sequence[str], need: str, style: str = "spotdiff"
+    ) -> Plan:
         k = len(texts)
         if len(images) != k:
             raise ConfigError(f"answer-based questions need K x K candidates, got {len(images)} x {k}")
@@ -517,7 +657,7 @@ class ApiScorer(PairScorer):
         parts, digests, opening = self._encode(images)
         tokens = max(1, self.generate)
         bodies = [self._body([p for i in q.images for p in parts[i]], opening + q.question, tokens) for q in questions]
-        docs = self._ask(bodies, digests)
+        docs = yield bodies, digests
         n_orders = len(how.orders(k))
         out = np.full((len(questions) // n_orders, n_orders, 2 if self.generate else 1), np.nan)
         for n, (q, doc) in enumerate(zip(questions, docs, strict=True)):
@@ -553,6 +693,15 @@ class ApiScorer(PairScorer):
             answers: the candidate answers (``("Yes", "No")``, ``("A", "B")``).
             reader: how a generated answer is read: ``words`` or ``letter``.
         """
+        return self._answered(self._plan_answer_scores(images, questions, answers, reader))
+
+    def _plan_answer_scores(
+        self,
+        images: Sequence[Image.Image],
+        questions: Sequence[Sequence[str]],
+        answers: Sequence[str],
+        reader: str = "words",
+    ) -> Plan:
         if len(images) != len(questions):
             raise ValueError(f"{len(images)} images but {len(questions)} question lists")
         several = [a for a in answers if len(a.split()) != 1]
@@ -566,7 +715,7 @@ class ApiScorer(PairScorer):
         urls, digests, opening = self._encode(images)
         asked = [(p, opening + q) for p, qs in zip(urls, questions, strict=True) for q in qs]
         bodies = [self._body(p, q, max(1, self.generate)) for p, q in asked]
-        docs = iter(self._ask(bodies, digests))
+        docs = iter((yield bodies, digests))
         out = []
         for qs in questions:
             rows = []
@@ -590,11 +739,14 @@ class ApiScorer(PairScorer):
             images: the images.
             questions: each image's questions, each asked as it is, with the image alone.
         """
+        return self._answered(self._plan_answer_texts(images, questions))
+
+    def _plan_answer_texts(self, images: Sequence[Image.Image], questions: Sequence[Sequence[str]]) -> Plan:
         if not self.generate:
             raise ConfigError(f"{self.spec} generates no answers (generate=0): give generate=N (N new tokens)")
         urls, digests, opening = self._encode(images)
         bodies = [self._body(p, opening + q, self.generate) for p, qs in zip(urls, questions, strict=True) for q in qs]
-        docs = iter(self._ask(bodies, digests))
+        docs = iter((yield bodies, digests))
         return [[next(docs)["choices"][0]["message"].get("content") or "" for _ in qs] for qs in questions]
 
     def chat_replies(self, conversations: Sequence[list[dict[str, Any]]], max_tokens: int) -> list[str | None]:
@@ -605,9 +757,12 @@ class ApiScorer(PairScorer):
             conversations: each a list of ``{"role", "content"}`` messages.
             max_tokens: the most tokens a reply may have.
         """
+        return self._answered(self._plan_chat_replies(conversations, max_tokens))
+
+    def _plan_chat_replies(self, conversations: Sequence[list[dict[str, Any]]], max_tokens: int) -> Plan:
         bodies = [{"model": self.model, "messages": m, "max_tokens": max_tokens, "temperature": 0.0}
                   for m in conversations]  # fmt: skip
-        docs = self._ask(bodies, {})
+        docs = yield bodies, {}
         return [((doc.get("choices") or [{}])[0].get("message") or {}).get("content") for doc in docs]
 
     def _label_choice(self, top: Sequence[dict], question: ChoiceQuestion) -> float:

@@ -12,8 +12,9 @@ from __future__ import annotations
 import hashlib
 import json
 from abc import ABC, abstractmethod
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any, ClassVar, Protocol, runtime_checkable
 
 import numpy as np
@@ -47,6 +48,9 @@ class Scorer(ABC):
     """Base of every scorer. ``capabilities`` says which protocol needs it can serve."""
 
     capabilities: ClassVar[frozenset[str]] = frozenset()
+    #: The model computes in this process (its torch threads are the run's, :mod:`spotdiff.processes`);
+    #: False for a served model, whose client computes nothing.
+    computes_here: ClassVar[bool] = True
 
     def __init__(self, spec: str, options: ScorerOptions) -> None:
         self.spec = spec
@@ -61,6 +65,12 @@ class Scorer(ABC):
         ident = {k: v for k, v in self.identity().items() if k not in ("device", "dtype")}
         ident["dtype"] = self.identity().get("dtype")
         return hashlib.sha256(json.dumps(ident, sort_keys=True, default=str).encode()).hexdigest()
+
+    def sources(self) -> list[Path]:
+        """The files and folders this model was loaded from, which (with the spec and options) decide its
+        identity; empty when unknown (the default). A run whose values are all cached does not load a model
+        whose sources are unchanged since it was last loaded (:mod:`spotdiff.scorers.deferred`)."""
+        return []
 
     def can(self, need: str) -> bool:
         return need in self.capabilities
@@ -373,6 +383,14 @@ class AnswerTexts(Protocol):
     def answer_texts(self, images: Sequence[Image.Image], questions: Sequence[Sequence[str]]) -> list[list[str]]:
         """Per image, the generated answer to each of its questions."""
         ...
+
+
+@runtime_checkable
+class Streaming(Protocol):
+    """Keeps requests in flight across calls (a served model, ``api:``): the engine hands it a request's batches
+    together, ``method(*args)`` for each ``args`` of ``calls``, and reads the results in order."""
+
+    def stream(self, method: Callable[..., Any], calls: Iterable[tuple]) -> Iterator[Any]: ...
 
 
 #: The protocols a scorer declaring each capability implements (one of them, where several).

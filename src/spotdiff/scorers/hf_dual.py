@@ -23,6 +23,7 @@ from spotdiff.scorers.weights import (
     hub_snapshot_dir,
     local_path,
     model_dir_digests,
+    model_sources,
     naming_damaged_weights,
     state_dict_digest,
 )
@@ -164,6 +165,10 @@ class TorchScorerMixin(ABC):
     @abstractmethod
     def _digests(self) -> tuple[str | None, str]:
         """Implemented by each subclass."""
+
+    def sources(self) -> list[Path]:
+        """The model's folder (or cached hub snapshot), which its digests are read from."""
+        return model_sources(self.name_or_path, getattr(self, "_dir", None))
 
     def identity(self) -> dict[str, Any]:
         if self._identity is None:

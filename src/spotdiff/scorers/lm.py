@@ -26,6 +26,7 @@ from spotdiff.scorers.weights import (
     hub_snapshot_dir,
     local_path,
     model_dir_digests,
+    model_sources,
     naming_damaged_weights,
 )
 
@@ -37,6 +38,7 @@ __all__ = [
     "gguf_source",
     "load_device_dtype",
     "model_identity_digests",
+    "model_identity_sources",
     "smollm2_gguf_path",
 ]
 
@@ -122,6 +124,16 @@ def model_identity_digests(name: str, config: Any) -> dict[str, str | None]:
         text = config.to_json_string(use_diff=False) if hasattr(config, "to_json_string") else str(config)
         cfg = hashlib.sha256(text.encode()).hexdigest()
     return {"config": cfg, "weights": weights}
+
+
+def model_identity_sources(name: str) -> list[Path]:
+    """The files :func:`model_identity_digests` reads for ``name`` (:meth:`spotdiff.scorers.Scorer.sources`):
+    a GGUF checkpoint's file, else the model's folder or cached hub snapshot."""
+    folder, gguf_file = gguf_source(name)
+    if gguf_file is not None:
+        path = Path(folder) / gguf_file
+        return [path.resolve()] if path.is_file() else []
+    return model_sources(name)
 
 
 def load_device_dtype(options: ScorerOptions) -> tuple[str, Any]:
@@ -211,6 +223,9 @@ class LanguageModelScorer(Scorer):
     @cached_property
     def _digests(self) -> dict[str, str | None]:
         return model_identity_digests(self.name, self.config)
+
+    def sources(self) -> list[Path]:
+        return model_identity_sources(self.name)
 
     # -- chat --------------------------------------------------------------------------------------
     def check_chat(self, what: str) -> None:

@@ -97,6 +97,12 @@ class OpenClipScorer(StagedEncoder, TorchScorerMixin, EmbeddingScorer):
         self.preprocess = preprocess
         self.tokenizer = tokenizer
 
+    def sources(self) -> list[Path]:
+        """A local checkpoint and config file (a pretrained tag's download is open_clip's: none)."""
+        if self._checkpoint is None:
+            return []
+        return [p for p in (self._config_file, self._checkpoint) if p is not None]
+
     def _digests(self) -> tuple[str | None, str]:
         if self._config_file is not None:
             config_sha = digest_files([self._config_file])

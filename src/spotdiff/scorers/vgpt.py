@@ -9,6 +9,7 @@ docs/scorers.md.
 from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -19,7 +20,7 @@ from spotdiff.errors import ConfigError
 from spotdiff.scorers.base import SCORERS, PairScorer, ScorerOptions
 from spotdiff.scorers.chat import ChatVLM, Request
 from spotdiff.scorers.factory import parse_spec_options
-from spotdiff.scorers.lm import TokenScores, gather_token_logprobs, model_identity_digests
+from spotdiff.scorers.lm import TokenScores, gather_token_logprobs, model_identity_digests, model_identity_sources
 
 __all__ = ["DESCRIBE_PROMPT", "VisualGPTScorer"]
 
@@ -81,6 +82,9 @@ class VisualGPTScorer(PairScorer):
             )
 
     # -- identity ------------------------------------------------------------------------------
+    def sources(self) -> list[Path]:
+        return model_identity_sources(self.name)
+
     def identity(self) -> dict[str, Any]:
         return {
             "spec": self.spec,

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from functools import cached_property
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -17,7 +18,7 @@ from PIL import Image
 from spotdiff.errors import ConfigError
 from spotdiff.scorers.base import SCORERS, PairScorer, ScorerOptions
 from spotdiff.scorers.chat import ANSWER_READERS, AnswerChooser, ChatVLM, NanCounter, Request
-from spotdiff.scorers.lm import model_identity_digests, parse_spec_options
+from spotdiff.scorers.lm import model_identity_digests, model_identity_sources, parse_spec_options
 from spotdiff.scorers.video import processor_frame_rule, split_clips
 from spotdiff.video.clips import FrameRule
 
@@ -88,6 +89,9 @@ class VQAScorer(PairScorer):
     @cached_property
     def _digests(self) -> dict[str, str | None]:
         return model_identity_digests(self.name, self.chat.config)
+
+    def sources(self) -> list[Path]:
+        return model_identity_sources(self.name)
 
     def identity(self) -> dict[str, Any]:
         return {

@@ -106,6 +106,24 @@ def hub_snapshot_dir(repo_id: str) -> Path | None:
         return None
 
 
+def model_sources(name_or_path: str, directory: Path | None = None) -> list[Path]:
+    """Where a model's files are (:meth:`spotdiff.scorers.Scorer.sources`): its local folder or file, or the
+    cached hub snapshot of a hub name with the repository's ``refs`` (moving ``main`` changes the model); empty
+    when neither is found.
+
+    Args:
+        name_or_path: the hub name or path the model was loaded from.
+        directory: its local folder when already known.
+    """
+    path = directory if directory is not None else Path(name_or_path).expanduser()
+    if path.exists():
+        return [path.resolve()]
+    if not re.fullmatch(r"[\w.-]+/[\w.-]+", name_or_path):
+        return []
+    snapshot = hub_snapshot_dir(name_or_path)
+    return [] if snapshot is None else [snapshot, snapshot.parent.parent / "refs"]
+
+
 #: Weight files that ``torch.load`` reads (pickles, in a zip archive or not).
 PICKLE_SUFFIXES = (".bin", ".pt", ".pth", ".ckpt")
 

@@ -73,6 +73,14 @@ def send_bytes(handler: BaseHTTPRequestHandler, data: bytes, headers: dict[str, 
     handler.wfile.write(body)
 
 
+class _Server(ThreadingHTTPServer):
+    """A thread per connection; a listen queue for a client's burst of concurrent connections (the default,
+    5, drops the others' first packets: they wait a second for the retry)."""
+
+    daemon_threads = True
+    request_queue_size = 256
+
+
 class LoopbackServer:
     """A threaded HTTP server on 127.0.0.1 (a free port), run in a background thread while in a ``with``."""
 
@@ -95,8 +103,7 @@ class LoopbackServer:
 
             do_GET = do_HEAD = do_POST = _dispatch
 
-        self._httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self._httpd.daemon_threads = True
+        self._httpd = _Server(("127.0.0.1", 0), Handler)
         self._thread: threading.Thread | None = None
 
     @property

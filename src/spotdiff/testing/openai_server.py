@@ -10,9 +10,11 @@ from __future__ import annotations
 import base64
 import io
 import json
+import math
+import random
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from http.server import BaseHTTPRequestHandler
 from typing import Any
 
@@ -43,19 +45,51 @@ class ChatCompletionsServer(LoopbackServer):
         chat: the loaded chat VLM.
         name: the model name the server answers to (another gives a 404).
         delay: seconds each answer waits before the model runs, requests in parallel (the latency of a
-            server that batches many requests; for the throughput benchmark).
+            server that batches many requests; for the throughput benchmark): the median, with ``spread``.
         memo: answer a request seen before from memory (the model runs once per distinct request),
             so that a benchmark measures the client and the latency rather than the tiny model.
+        spread: each request's wait is ``delay * exp(spread * z)``, ``z`` standard normal (log-normal
+            latencies, as a serving engine's: most answers near the median, a long tail of slow ones), drawn
+            from a generator seeded by ``seed``; 0: every request waits ``delay``.
+        seed: the seed of the latencies.
+
+    While it serves, :attr:`in_flight` counts the chat requests being answered, and :attr:`peak` the most at
+    once since :meth:`reset_peak` (what a client keeps in flight).
     """
 
-    def __init__(self, chat: Any, name: str = "tiny-vlm", delay: float = 0.0, memo: bool = False) -> None:
+    def __init__(
+        self,
+        chat: Any,
+        name: str = "tiny-vlm",
+        delay: float = 0.0,
+        memo: bool = False,
+        *,
+        spread: float = 0.0,
+        seed: int = 0,
+    ) -> None:
         super().__init__()
-        self.chat, self.name, self.delay = chat, name, delay
+        self.chat, self.name, self.delay, self.spread = chat, name, delay, spread
         self._memo: dict[str, dict[str, Any]] | None = {} if memo else None
         self._faults: list[str] = []
         self._model_lock = threading.Lock()
+        self._latencies = random.Random(seed)
         self.answered = 0
         self.timeout_s = 2.0
+        self.in_flight = 0
+        self.peak = 0
+
+    def reset_peak(self) -> None:
+        """Start counting :attr:`peak` afresh."""
+        with self._lock:
+            self.peak = self.in_flight
+
+    def latency(self) -> float:
+        """The next request's wait (see ``delay`` and ``spread``)."""
+        if not self.spread:
+            return self.delay
+        with self._lock:
+            z = self._latencies.gauss(0.0, 1.0)
+        return self.delay * math.exp(self.spread * z)
 
     @property
     def base_url(self) -> str:
@@ -74,16 +108,35 @@ class ChatCompletionsServer(LoopbackServer):
         if handler.command != "POST" or not handler.path.endswith("/chat/completions"):
             return _send_json(handler, 404, {"error": {"message": f"no route {handler.path}"}})
         with self._lock:
+            self.in_flight += 1
+            self.peak = max(self.peak, self.in_flight)
+        out = threading.Event()
+
+        def answered() -> None:  # once, before the answer goes out: a client's next request never counts twice
+            if not out.is_set():
+                out.set()
+                with self._lock:
+                    self.in_flight -= 1
+
+        try:
+            self._answer(handler, body, answered)
+        finally:
+            answered()
+
+    def _answer(self, handler: BaseHTTPRequestHandler, body: bytes, answered: Callable[[], None]) -> None:
+        with self._lock:
             fault = self._faults.pop(0) if self._faults else None
         if fault in ("429", "500", "401"):
             headers = {"Retry-After": "1", "retry-after-ms": "20"} if fault == "429" else {}
+            answered()
             return _send_json(handler, int(fault), {"error": {"message": f"injected {fault}"}}, headers)
         request = json.loads(body)
         if fault == "404" or request.get("model") != self.name:
+            answered()
             return _send_json(handler, 404, {"error": {"message": f"model {request.get('model')!r} not found"}})
         if fault == "timeout":
             time.sleep(self.timeout_s)
-        time.sleep(self.delay)
+        time.sleep(self.latency())
         if self._memo is not None and fault is None:
             key = body.decode()
             answer = self._memo.get(key) or self._memo.setdefault(key, self.complete(request))
@@ -94,6 +147,7 @@ class ChatCompletionsServer(LoopbackServer):
         data = json.dumps(answer).encode()
         if fault == "bad-json":
             data = data[: len(data) // 2] + b" " * (len(data) - len(data) // 2)
+        answered()
         send_bytes(handler, data, content_type="application/json",
                    drop_after=len(data) // 2 if fault == "truncated" else None)  # fmt: skip
 
