@@ -435,6 +435,11 @@ class ChatVLM:
             if deltas is not None:  # M-RoPE: text positions continue at cut + delta on every axis
                 pos = torch.arange(cut, cut + width, device=self.device)[None, :] + deltas.reshape(-1)[which][:, None]
                 kwargs["position_ids"] = pos[None].expand(3, -1, -1)
+            # the LM head and softmax only where an answer token is read (every row's, across the batch)
+            read = sorted({offset + j - 1 for _, m, _, offset in batch for j in range(len(requests[m].target))} - {-1})
+            column = {p: i for i, p in enumerate(read)} if keep else {p: p for p in read}
+            if keep:
+                kwargs["logits_to_keep"] = torch.tensor(read, dtype=torch.long, device=self.device)
             logits = self.model(
                 input_ids=ids, attention_mask=att, past_key_values=past, use_cache=True, **kwargs
             ).logits
@@ -442,7 +447,7 @@ class ChatVLM:
             for b, (_, m, _, offset) in enumerate(batch):
                 for j, t in enumerate(requests[m].target):
                     if offset + j >= 1:
-                        out[m][j] = float(logp[b, offset + j - 1, t])
+                        out[m][j] = float(logp[b, column[offset + j - 1], t])
         return list(out.items())
 
     def generate(self, images: Sequence[Image.Image], prompt: str, max_new_tokens: int) -> str:
