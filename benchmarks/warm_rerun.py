@@ -26,6 +26,7 @@ import time
 from pathlib import Path
 
 from eval_memory import write_visla
+from spotdiff.processes import pin_threads
 
 
 def seconds(argv: list[str]) -> float:
@@ -54,8 +55,10 @@ def main() -> None:
     parser.add_argument("--cases", type=int, default=2000)
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--model", default="minilm", help="a model spec (default: the real all-MiniLM-L6-v2)")
+    parser.add_argument("--threads", type=int, help="torch threads of every run (default: the thread budget's)")
     args = parser.parse_args()
-    print(f"load average {load()}")
+    threads = pin_threads(args.threads)  # the runs inherit OMP_NUM_THREADS
+    print(f"load average {load()}; {threads} torch thread(s)")
     times: dict[str, list[float]] = {"help": [], "cold": [], "warm": []}
     with tempfile.TemporaryDirectory() as tmp:
         root = Path(tmp)

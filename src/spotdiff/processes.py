@@ -212,6 +212,22 @@ def torch_threads(n: int | None) -> Iterator[None]:
             torch.set_num_threads(before)
 
 
+def pin_threads(threads: int | None = None) -> int:
+    """Pin torch's intra-op threads for a speed script, so that its ratios repeat: ``threads`` (default: the
+    budget's choice for a model on the CPU, :func:`thread_budget`) set in this process and, through
+    ``OMP_NUM_THREADS``, in its child processes and the evaluations' budget. Returns the number pinned.
+
+    Args:
+        threads: the torch threads of every side the script measures.
+    """
+    import torch
+
+    n = thread_budget(threads, device="cpu").threads
+    os.environ["OMP_NUM_THREADS"] = str(n)
+    torch.set_num_threads(n)
+    return n
+
+
 def can_fork() -> bool:
     """Whether worker processes can be forked here (Linux and other POSIX systems)."""
     return "fork" in multiprocessing.get_all_start_methods()
