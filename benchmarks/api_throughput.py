@@ -34,7 +34,6 @@ from pathlib import Path
 from spotdiff.cases import PILImage
 from spotdiff.diagnose.engine import Engine
 from spotdiff.scorers import ScorerOptions, load_scorer
-from spotdiff.scorers.api import encode_image
 from spotdiff.scorers.chat import ChatVLM
 from spotdiff.testing.openai_server import ChatCompletionsServer
 from spotdiff.testing.tiny_models import tiny_images
@@ -111,8 +110,8 @@ def main(argv: list[str] | None = None) -> int:
     try:
         base_url = conn.recv()
         probe = load_scorer(f"api:tiny-vlm@{base_url}", ScorerOptions())
-        urls = [encode_image(ref.load(), probe.max_side)[0] for ref in images]
-        bodies = [probe._body([u], probe.question.format(t), 1) for u in urls for t in texts]
+        parts, _, _ = probe._encode([ref.load() for ref in images])  # the requests api: sends, built beforehand
+        bodies = [probe._body(p, probe.question.format(t), 1) for p in parts for t in texts]
         plain_rate(base_url, bodies, 16)  # warm-up: the model runs once per request ...
         spotdiff_rate(base_url, pairs, args.concurrency)  # ... and both clients import what they use
         ours: list[float] = []
