@@ -237,6 +237,7 @@ def main() -> None:
     parser.add_argument("--device", default="cpu")
     parser.add_argument("--threads", type=int, default=None, help="torch threads, every side (CPU: 1, else the budget)")
     parser.add_argument("--image-tokens", type=int, nargs="+", default=[16, 144])
+    parser.add_argument("--cases", type=int, nargs=2, metavar=("N2", "N9"), help="2x2, 9x9 cases (100 4; quick 10 1)")
     parser.add_argument("--quick", action="store_true", help="fewer cases and rounds")
     args = parser.parse_args()
     if args.threads is None:  # one CPU thread: on a shared machine a second one made the ratios swing tenfold
@@ -248,7 +249,8 @@ def main() -> None:
     torch.set_num_threads(args.threads)
     print(f"load average at start: {', '.join(f'{x:.2f}' for x in os.getloadavg())}")
     print(f"device {args.device}, {args.threads} torch thread(s), {args.rounds} rounds, batch size {args.batch_size}")
-    shapes = {"2 x 2": (2, 10 if args.quick else 40), "9 x 9": (9, 1 if args.quick else 4)}
+    n2, n9 = args.cases or ((10, 1) if args.quick else (100, 4))
+    shapes = {"2 x 2": (2, n2), "9 x 9": (9, n9)}
     head = ("model", "image tokens", "cases", "pairs", "t2v_metrics loop (s)", "spotdiff no-reuse (s)",
             "spotdiff reuse (s)", "speed-up over t2v_metrics", "speed-up over no-reuse", "max |dlog|")  # fmt: skip
     print(" | ".join(head))
