@@ -105,6 +105,14 @@ class Group:
         self.dist.all_gather_object(out, value)
         return out
 
+    def finish(self) -> None:
+        """After the last collective of a run that succeeded: every rank waits for the others, then the group is
+        closed, so that no rank tears gloo down while another still talks to it (a rank then sometimes aborted
+        at exit: "terminate called without an active exception", its work done)."""
+        if self.created and self.dist.is_initialized():
+            self.dist.barrier()
+        self.close()
+
     def close(self) -> None:
         if self.created and self.dist.is_initialized():
             self.dist.destroy_process_group()

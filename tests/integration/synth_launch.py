@@ -54,6 +54,7 @@ def main() -> None:
     for out, (engine, options) in spec.items():
         cls = ENGINES.get(engine)
         synthesize(cls(_config(cls, options)), Path(out), quiet=True)
+    dist.barrier()  # no rank tears down gloo while another still talks to it
     dist.destroy_process_group()
 
 

@@ -120,6 +120,7 @@ def run_eval_distributed(config: EvalConfig, env: DistEnv | None = None) -> Eval
                 return _prefill(config, env, holder["scorer"], cache_dir, token)
 
             per_rank = step(group, work)
+            group.finish()
         finally:
             group.close()
         if not env.is_main:

@@ -265,6 +265,7 @@ def synthesize(engine: SynthEngine, out: Path, *, overwrite: bool = False, quiet
         if hasattr(engine.config, "device"):
             engine.config = replace(engine.config, device=rank_device(engine.config.device, env.local_rank))
         record = _synthesize(engine, Path(out), ident, overwrite, quiet or not env.is_main)
+        group.finish()
     finally:
         _LAUNCH.reset(token)
         group.close()
