@@ -83,6 +83,12 @@ def _tags(subset: str, fmt: str) -> dict[str, str]:
     return {"subset": subset, "kind": _KIND[subset], "family": _FAMILY[subset], "format": fmt}
 
 
+#: The paper and repository, shared with the clip reading of the same pairs (``eqben-clips``).
+PAPER = (
+    "Wang, Lin, Li, Lin, Yang, Zhang, Liu, Wang. Equivariant Similarity for Vision-Language Foundation Models. "
+    "ICCV 2023"
+)
+REFERENCE = "https://github.com/Wangt-CN/EqBen"
 CITATION = """\
 @inproceedings{wang2023equivariant,
   title     = {Equivariant Similarity for Vision-Language Foundation Models},
@@ -164,11 +170,8 @@ case: 2 images x 2 texts [caption0, caption1], diagonal truth; id = record index
 tags: subset, kind (natural/synthetic), family (eqbenkubric for the 3 Kubric splits), format""",
         description="EqBen: image pairs with visual-minimal changes from video and synthetic engines, 2 x 2 "
         "Winoground-style cases (Wang et al., Equivariant Similarity for VL Foundation Models, ICCV 2023)",
-        paper=(
-            "Wang, Lin, Li, Lin, Yang, Zhang, Liu, Wang. Equivariant Similarity for Vision-Language "
-            "Foundation Models. ICCV 2023"
-        ),
-        reference="https://github.com/Wangt-CN/EqBen",
+        paper=PAPER,
+        reference=REFERENCE,
         citation=CITATION,
         main_score=("group", "group"),
         reproduces="EqBen Table 2 and Fig. 6",

@@ -14,7 +14,7 @@ from pathlib import Path
 
 from spotdiff.benchmarks._io import field, find_file, images_dir, read_json
 from spotdiff.benchmarks.base import BENCHMARKS, Benchmark, BenchmarkMetadata, LoadReport, pair_case
-from spotdiff.benchmarks.eqben import CITATION
+from spotdiff.benchmarks.eqben import CITATION, PAPER, REFERENCE
 from spotdiff.benchmarks.sources import ManualSource, Part
 from spotdiff.cases import Case
 from spotdiff.errors import ConfigError, DataError
@@ -56,11 +56,8 @@ case: 2 clips x 2 captions [caption0, caption1], diagonal truth; clip k = the wi
 tags: subset, video""",
         description="EqBen's natural subsets (EQ-AG, EQ-GEBC, EQ-YouCook2) as pairs of clips around their frames, "
         "from a folder spotdiff synth eqben-video wrote and the user's videos (Wang et al., ICCV 2023)",
-        paper=(
-            "Wang, Lin, Li, Lin, Yang, Zhang, Liu, Wang. Equivariant Similarity for Vision-Language "
-            "Foundation Models. ICCV 2023"
-        ),
-        reference="https://github.com/Wangt-CN/EqBen",
+        paper=PAPER,
+        reference=REFERENCE,
         citation=CITATION,
         main_score=("group", "group"),
         reproduces="no table: EqBen scores frames (benchmark eqben); this reads the same pairs as clips",
