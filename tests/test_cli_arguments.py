@@ -113,3 +113,29 @@ def test_split_command_reads_a_command_line_as_the_parser_does(argv: list[str], 
     from spotdiff.commands import split_command
 
     assert split_command(build_parser(), argv) == read
+
+
+def test_a_command_builds_only_its_own_parser() -> None:
+    """``spotdiff eval ...`` imports no other command's module; ``--help``, ``-v`` first and an unknown name
+    still see every command (issue 34: a warm re-run pays for what it runs)."""
+    import json
+    import subprocess
+    import sys
+
+    probe = (
+        "import json, sys; from spotdiff.commands import build_parser, _command; "
+        "[build_parser(_command(a)) for a in ({argv!r},)]; "
+        "print(json.dumps(sorted(m.rsplit('.', 1)[1] for m in sys.modules if m.startswith('spotdiff.commands.'))))"
+    )
+
+    def commands_imported(argv: list[str]) -> list[str]:
+        out = subprocess.run([sys.executable, "-c", probe.format(argv=argv)], capture_output=True, text=True)
+        assert out.returncode == 0, out.stderr
+        return [m for m in json.loads(out.stdout) if not m.startswith("_")]
+
+    assert commands_imported(["-v", "runs", "--store", "x.sqlite"]) == ["runs"]
+    every = commands_imported(["--help"])
+    assert {"eval", "runs", "synth", "demo"} <= set(every)
+    assert commands_imported(["--help", "runs"]) == every
+    assert commands_imported(["nosuch"]) == every
+    assert sorted(build_parser("runs")._subparsers._group_actions[0].choices) == ["runs"]

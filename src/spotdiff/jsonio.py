@@ -29,6 +29,11 @@ from spotdiff.errors import DataError
 
 def to_jsonable(value: Any) -> Any:
     """A JSON-safe copy: NaN and infinities become None, numpy values Python numbers, keys strings."""
+    kind = type(value)
+    if kind is str or kind is int or kind is bool or value is None:  # the common leaves, checked first
+        return value
+    if kind is float:
+        return value if math.isfinite(value) else None
     if isinstance(value, dict):
         return {str(k): to_jsonable(v) for k, v in value.items()}
     if isinstance(value, (list, tuple)):

@@ -41,6 +41,19 @@ def test_put_get_count_keys_and_reopen(tmp_path: Path) -> None:
         assert other.get("text", ["a"]) == {}  # rows are kept per model digest
 
 
+@pytest.mark.parametrize("chunk", [2, 30_000])
+def test_get_reads_keys_in_queries_of_any_size(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, chunk: int) -> None:
+    """Keys are looked up ``_CHUNK`` at a time (within SQLite's bound variables): every found value once."""
+    monkeypatch.setattr("spotdiff.diagnose.cache._CHUNK", chunk)
+    keys = [f"k{i}" for i in range(7)]
+    with Cache(tmp_path, "m") as cache:
+        cache.put("text", [(k, _row(k)) for k in keys])
+        got = cache.get("text", [*keys, "missing"])
+    assert sorted(got) == sorted(keys)
+    for k in keys:
+        np.testing.assert_array_equal(got[k], _row(k))
+
+
 def test_merge_from_adds_rows_once(tmp_path: Path) -> None:
     with Cache(tmp_path / "a", "m") as a, Cache(tmp_path / "b", "m") as b:
         a.put("text", [("x", np.ones(2, np.float32))])

@@ -40,7 +40,13 @@ class Parser(argparse.ArgumentParser):
         self.register("action", "store", _StoreOnce)
 
 
-def build_parser() -> argparse.ArgumentParser:
+def build_parser(command: str | None = None) -> argparse.ArgumentParser:
+    """The parser of ``spotdiff``: every sub-command's, or only ``command``'s when it names one (a run then
+    imports no other command's module; ``spotdiff --help`` and an unknown name still see them all).
+
+    >>> sorted(build_parser("runs")._subparsers._group_actions[0].choices)
+    ['runs']
+    """
     parser = Parser(
         prog="spotdiff",
         description="Does a vision-language or text-embedding model see a minimal change?",
@@ -48,10 +54,16 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--version", action="version", version=f"spotdiff {__version__}")
     parser.add_argument("-v", "--verbose", action="store_true", help="log debug messages")
     subparsers = parser.add_subparsers(dest="command", metavar="COMMAND")
-    for info in sorted(pkgutil.iter_modules(__path__), key=lambda m: m.name):
-        if not info.name.startswith("_"):
-            importlib.import_module(f"spotdiff.commands.{info.name}").register(subparsers)
+    names = [m.name for m in sorted(pkgutil.iter_modules(__path__), key=lambda m: m.name) if not m.name.startswith("_")]
+    for name in [command] if command in names else names:
+        importlib.import_module(f"spotdiff.commands.{name}").register(subparsers)
     return parser
+
+
+def _command(argv: Sequence[str]) -> str | None:
+    """The sub-command a command line runs: its first word after ``-v``, if any (else None)."""
+    words = [w for w in argv if w not in ("-v", "--verbose")]
+    return words[0] if words and not words[0].startswith("-") else None
 
 
 def split_command(parser: argparse.ArgumentParser, argv: Sequence[str]) -> tuple[list[str], list[str], dict]:
@@ -97,7 +109,8 @@ def split_command(parser: argparse.ArgumentParser, argv: Sequence[str]) -> tuple
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = build_parser()
+    argv = sys.argv[1:] if argv is None else list(argv)
+    parser = build_parser(_command(argv))
     args = parser.parse_args(argv)
     logging.basicConfig(
         level=logging.DEBUG if args.verbose else logging.INFO,

@@ -15,7 +15,6 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
-from scipy.stats import binomtest
 
 from spotdiff.benchmarks import BENCHMARKS
 from spotdiff.diagnose.store import Run, RunStore
@@ -30,6 +29,7 @@ from spotdiff.protocols import (
     UnitTable,
     evaluate_table,
     get_protocol,
+    mcnemar,
     paired_comparison,
 )
 from spotdiff.report.labels import RunKey, run_labels
@@ -503,9 +503,7 @@ def _fast_mcnemar(a: RunData, b: RunData, metric: str, scope: str | None) -> _Mc
     va, vb = xa[d], xb[d]
     if not (np.all((va == 0) | (va == 1)) and np.all((vb == 0) | (vb == 1))):
         return None
-    a_only = int(np.sum((va == 1) & (vb == 0)))
-    b_only = int(np.sum((va == 0) & (vb == 1)))
-    p = 1.0 if a_only + b_only == 0 else float(binomtest(a_only, a_only + b_only, 0.5).pvalue)
+    p, _, _ = mcnemar(va, vb)
     diff = float((va.mean() - vb.mean()) * 100.0) if va.size else math.nan
     return _McNemar(diff, min(p, 1.0), int(d.sum()), len(np.unique(cases_a[d])))
 

@@ -11,7 +11,6 @@ import math
 from typing import Any
 
 import numpy as np
-from scipy.special import logsumexp
 
 from spotdiff.cases import NoiseImage
 from spotdiff.errors import ConfigError
@@ -89,6 +88,8 @@ def log_prior_from_scores(log_scores: np.ndarray) -> np.ndarray:
     ``log_scores`` is ``[n_images, n_texts]`` of log VisualGPTScores; returns ``[n_texts]``.
     The average is over the scores themselves (not their logs), as Eq. 6 writes it.
     """
+    from scipy.special import logsumexp  # scipy's import is a fifth of a second: only a prior pays it
+
     s = np.asarray(log_scores, dtype=np.float64)
     if s.ndim != 2 or s.shape[0] == 0:
         raise ValueError(f"expected a non-empty [n_images, n_texts] matrix, got shape {s.shape}")
