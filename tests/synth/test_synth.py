@@ -311,3 +311,33 @@ def test_errors_are_clear(tmp_path):
         FolderObjectSource(tmp_path / "nope")
     assert set(ENGINES.names()) >= {"spec", "eqben", "visla", "corpus"}
     assert GRID_POSITIONS[4] == "center"
+
+
+def test_an_engine_is_declared_in_its_class_statement():
+    """Options, loader and review writer as class keywords, the description its docstring; a config with
+    --from-review needs a writer; a canvas engine's own options reach its writer by name."""
+    from dataclasses import dataclass
+
+    from spotdiff.synth import CanvasConfig, ReviewOptions, SynthEngine
+    from spotdiff.synth.canvas.eqben import EqbenConfig, EqbenEngine, write_from_review
+
+    assert (EqbenEngine.config_class, EqbenEngine.benchmark, EqbenEngine.reviewed) == (
+        EqbenConfig, "eqben", write_from_review,
+    )  # fmt: skip
+    assert EqbenEngine.description.startswith("EqBen-Kubric-style location") and "\n" not in EqbenEngine.description
+
+    @dataclass(frozen=True)
+    class Reviewed(ReviewOptions, CanvasConfig):
+        extra: int = 3
+
+    with pytest.raises(TypeError, match="names no reviewed writer"):
+
+        class Unwritable(SynthEngine, config=Reviewed):
+            def make(self, out: Path) -> dict:
+                return {}
+
+    arguments = Reviewed(n=2, seed=5, image_size=32, workers=1).arguments()
+    assert {k: v for k, v in arguments.items() if k != "pipeline"} == {
+        "n": 2, "seed": 5, "size": 32, "workers": 1, "extra": 3,
+    }  # fmt: skip
+    assert EqbenConfig(subsets=("location",), sd_pairs=4).arguments().keys() >= {"subsets", "sd_pairs", "pipeline"}

@@ -73,27 +73,6 @@ def count_option(default: int, help: str) -> Any:
     return option(default, help, kind="count", aliases=("--count",))
 
 
-def from_review_option(what: str) -> Any:
-    """The ``--from-review`` option of an engine whose output people review (``spotdiff review``)."""
-    return option(
-        None,
-        f"write {what} accepted in a reviewed sheet: review.csv, or several reviewers' review.NAME.csv files "
-        "(see --review-rule)",
-        kind="paths",
-        metavar="FILE",
-    )
-
-
-def review_rule_option() -> Any:
-    """The ``--review-rule`` option: how several reviewers' decisions make one (recorded in synth.json)."""
-    return option(
-        "all",
-        "with several --from-review files: keep an item every reviewer accepted (all) or more than half did "
-        "(majority; a tie rejects)",
-        choices=RULES,
-    )
-
-
 def subsets_option(known: tuple[str, ...]) -> Any:
     """The ``--subsets`` option of an engine whose subsets are ``known``."""
     return option(None, f"comma-separated subsets (default: all of {', '.join(known)})", kind="names")
@@ -129,6 +108,27 @@ def _plain(value: Any) -> Any:
 
 
 GENERATIVE = "generative backend (--backend generative)"
+
+
+@dataclass(frozen=True)
+class ReviewOptions:
+    """The options of an engine whose output people review (``spotdiff review``): with ``--from-review`` the
+    engine writes what the sheets accept (its :attr:`SynthEngine.reviewed` writer) instead of making new items."""
+
+    from_review: tuple[Path, ...] | None = option(
+        None,
+        "write the items (pairs, sets or triplets) accepted in a reviewed sheet: review.csv, or several reviewers' "
+        "review.NAME.csv files (see --review-rule)",
+        kind="paths",
+        metavar="FILE",
+    )
+    #: how several reviewers' decisions make one (recorded in synth.json)
+    review_rule: str = option(
+        "all",
+        "with several --from-review files: keep an item every reviewer accepted (all) or more than half did "
+        "(majority; a tie rejects)",
+        choices=RULES,
+    )
 
 
 @dataclass(frozen=True)
@@ -228,6 +228,12 @@ class CanvasConfig(SynthConfig):
             "workers": self.workers,
         }
 
+    def arguments(self) -> dict[str, Any]:
+        """The keyword arguments of the engine's ``write_<engine>`` function: :meth:`common`'s and, by their names,
+        the options the engine's config declares itself (the review options aside)."""
+        shared = {f.name for f in fields(CanvasConfig)} | {f.name for f in fields(ReviewOptions)}
+        return {**{f.name: getattr(self, f.name) for f in fields(self) if f.name not in shared}, **self.common()}
+
 
 def _group(config: SynthConfig, name: str) -> str | None:
     return next(f.metadata.get("group") for f in fields(config) if f.name == name)
@@ -240,7 +246,16 @@ def default_of(config_class: type[SynthConfig], name: str) -> Any:
 
 
 class SynthEngine(ABC):
-    """Base class of synthesis engines: built from a :class:`SynthConfig`, ``write(out)`` a dataset."""
+    """Base class of synthesis engines: built from a :class:`SynthConfig`, ``write(out)`` a dataset.
+
+    An engine is declared in its class statement: its options (``config``), the loader that reads its output
+    (``benchmark``) and, for an engine whose output people review, the writer of what reviewed sheets accept
+    (``reviewed``) as class keywords; its one-line description (``spotdiff synth -h``) as its docstring::
+
+        @ENGINES.register("eqben")
+        class EqbenEngine(SynthEngine, config=EqbenConfig, benchmark="eqben", reviewed=write_from_review):
+            '''EqBen-Kubric-style location / counting / attribute+size pairs (EqBen App. B.4, Fig. 14)'''
+    """
 
     name: ClassVar[str] = ""
     description: ClassVar[str] = ""
@@ -248,6 +263,20 @@ class SynthEngine(ABC):
     benchmark: ClassVar[str | None] = None
     #: the engine's options, with their defaults
     config_class: ClassVar[type[SynthConfig]] = SynthConfig
+
+    def __init_subclass__(
+        cls,
+        *,
+        config: type[SynthConfig],
+        benchmark: str | None = None,
+        reviewed: Callable[[Path, Sequence[Path], str], dict[str, Any]] | None = None,
+        **kwargs: Any,
+    ) -> None:
+        super().__init_subclass__(**kwargs)
+        if reviewed is None and issubclass(config, ReviewOptions):
+            raise TypeError(f"{cls.__name__}: its config has --from-review but the engine names no reviewed writer")
+        cls.config_class, cls.benchmark, cls.reviewed = config, benchmark, reviewed
+        cls.description = " ".join((cls.__doc__ or "").split())
 
     def __init__(self, config: SynthConfig) -> None:
         if any(f.name == "workers" for f in fields(config)):
@@ -259,21 +288,18 @@ class SynthEngine(ABC):
         """Refuse bad options and unusable models before anything heavy runs (the config's ``validate``)."""
         self.config.validate()
 
-    #: an engine whose output people review (``spotdiff review``): the function writing the items that
-    #: reviewed sheets accept, ``reviewed(out, sheets, rule)``, run instead of :meth:`make` when the
-    #: config's ``from_review`` (:func:`from_review_option`) names sheets
+    #: an engine whose output people review (``spotdiff review``; its config is a :class:`ReviewOptions`): the
+    #: function writing the items that reviewed sheets accept, ``reviewed(out, sheets, rule)``, run instead of
+    #: :meth:`make` when the config's ``from_review`` names sheets
     reviewed: ClassVar[Callable[[Path, Sequence[Path], str], dict[str, Any]] | None] = None
 
     def write(self, out: Path) -> dict[str, Any]:
         """Write the dataset under ``out``, from reviewed sheets with ``--from-review``; return a short summary
         (also saved as ``synth.json``)."""
-        sheets = getattr(self.config, "from_review", None)
-        if sheets is None:
+        c = self.config
+        if not isinstance(c, ReviewOptions) or c.from_review is None:
             return self.make(out)
-        reviewed = type(self).reviewed
-        if reviewed is None:
-            raise TypeError(f"engine {self.name!r} has a from_review option but no reviewed writer")
-        return {"engine": self.name, **reviewed(out, sheets, self.config.review_rule)}  # type: ignore[attr-defined]
+        return {"engine": self.name, **type(self).reviewed(out, c.from_review, c.review_rule)}  # type: ignore[misc]
 
     @abstractmethod
     def make(self, out: Path) -> dict[str, Any]:
@@ -285,12 +311,11 @@ ENGINES: Registry[type[SynthEngine]] = Registry("synthesis engine", "spotdiff.sy
 __all__ = [
     "ENGINES",
     "CanvasConfig",
+    "ReviewOptions",
     "SynthConfig",
     "SynthEngine",
     "count_option",
     "default_of",
-    "from_review_option",
     "option",
-    "review_rule_option",
     "subsets_option",
 ]

@@ -89,9 +89,8 @@ class CorpusConfig(CanvasConfig):
 
 
 @ENGINES.register("corpus")
-class CorpusEngine(SynthEngine):
-    description = "image-caption training pairs (captions.jsonl) from instances disjoint from the test engines"
-    config_class = CorpusConfig
+class CorpusEngine(SynthEngine, config=CorpusConfig):
+    """image-caption training pairs (captions.jsonl) from instances disjoint from the test engines"""
 
     def make(self, out: Path) -> dict:
-        return write_corpus(out, **self.config.common())
+        return write_corpus(out, **self.config.arguments())

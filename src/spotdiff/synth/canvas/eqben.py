@@ -14,11 +14,10 @@ from spotdiff.errors import ConfigError, SpotdiffError
 from spotdiff.synth import (
     ENGINES,
     CanvasConfig,
+    ReviewOptions,
     SynthEngine,
     count_option,
-    from_review_option,
     option,
-    review_rule_option,
     subsets_option,
 )
 from spotdiff.synth.canvas.geometry import Measured, boxes_overlap, relative_position
@@ -559,24 +558,17 @@ def write_eqben(
 
 
 @dataclass(frozen=True)
-class EqbenConfig(CanvasConfig):
+class EqbenConfig(ReviewOptions, CanvasConfig):
     """The options of the ``eqben`` engine."""
 
     n: int = count_option(10, "pairs per subset")
     subsets: tuple[str, ...] | None = subsets_option(SUBSETS)
     sd_pairs: int | None = option(None, "EQ-SD caption pairs to write, text only (default: --n)", kind="count")
-    from_review: tuple[Path, ...] | None = from_review_option("the pairs")
-    review_rule: str = review_rule_option()
 
 
 @ENGINES.register("eqben")
-class EqbenEngine(SynthEngine):
-    benchmark = "eqben"
-    description = "EqBen-Kubric-style location / counting / attribute+size pairs (EqBen App. B.4, Fig. 14)"
-    config_class = EqbenConfig
-
-    reviewed = write_from_review
+class EqbenEngine(SynthEngine, config=EqbenConfig, benchmark="eqben", reviewed=write_from_review):
+    """EqBen-Kubric-style location / counting / attribute+size pairs (EqBen App. B.4, Fig. 14)"""
 
     def make(self, out: Path) -> dict:
-        c = self.config
-        return write_eqben(out, **c.common(), subsets=c.subsets, sd_pairs=c.sd_pairs)
+        return write_eqben(out, **self.config.arguments())

@@ -20,11 +20,10 @@ from spotdiff.errors import ConfigError, DataError, SpotdiffError
 from spotdiff.synth import (
     ENGINES,
     CanvasConfig,
+    ReviewOptions,
     SynthEngine,
     count_option,
-    from_review_option,
     option,
-    review_rule_option,
     subsets_option,
 )
 from spotdiff.synth.canvas.geometry import (
@@ -583,27 +582,20 @@ def _reviewed_case(sheet: Path, sub: str, item: ReviewItem, cases: dict[str, dic
 
 
 @dataclass(frozen=True)
-class SpecConfig(CanvasConfig):
+class SpecConfig(ReviewOptions, CanvasConfig):
     """The options of the ``spec`` engine."""
 
     n: int = count_option(10, "candidate sets per subset")
     subsets: tuple[str, ...] | None = subsets_option(SUBSETS)
     cls: bool = option(True, "skip the cls/ classification images")
-    from_review: tuple[Path, ...] | None = from_review_option("the sets")
-    review_rule: str = review_rule_option()
 
 
 @ENGINES.register("spec")
-class SpecEngine(SynthEngine):
-    benchmark = "spec"
-    description = "SPEC's six subsets (size, position, existence, count) from the canvas pipeline (SPEC Sec. 3)"
-    config_class = SpecConfig
-
-    reviewed = write_from_review
+class SpecEngine(SynthEngine, config=SpecConfig, benchmark="spec", reviewed=write_from_review):
+    """SPEC's six subsets (size, position, existence, count) from the canvas pipeline (SPEC Sec. 3)"""
 
     def make(self, out: Path) -> dict:
-        c = self.config
-        return write_spec(out, **c.common(), subsets=c.subsets, cls=c.cls)
+        return write_spec(out, **self.config.arguments())
 
 
 __all__ = [

@@ -95,10 +95,8 @@ class ZeroShotConfig(CanvasConfig):
 
 
 @ENGINES.register("zeroshot")
-class ZeroShotEngine(SynthEngine):
-    benchmark = "zeroshot-classification"
-    description = "a held-out zero-shot classification set: one object per image, balanced classes, a prompt ensemble"
-    config_class = ZeroShotConfig
+class ZeroShotEngine(SynthEngine, config=ZeroShotConfig, benchmark="zeroshot-classification"):
+    """a held-out zero-shot classification set: one object per image, balanced classes, a prompt ensemble"""
 
     def make(self, out: Path) -> dict:
-        return write_zeroshot(out, **self.config.common())
+        return write_zeroshot(out, **self.config.arguments())

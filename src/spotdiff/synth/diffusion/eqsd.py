@@ -21,12 +21,11 @@ from PIL import Image
 from spotdiff.errors import ConfigError
 from spotdiff.synth import (
     ENGINES,
+    ReviewOptions,
     SynthConfig,
     SynthEngine,
     count_option,
-    from_review_option,
     option,
-    review_rule_option,
 )
 from spotdiff.synth.canvas.eqben import sd_caption_pairs
 from spotdiff.synth.diffusion.models import (
@@ -64,7 +63,7 @@ def check_pair(scorer: Any, images: tuple[Image.Image, Image.Image], captions: t
 
 
 @dataclass(frozen=True)
-class EqsdConfig(SynthConfig):
+class EqsdConfig(ReviewOptions, SynthConfig):
     """The options of the ``eqsd`` engine: exactly those it reads."""
 
     n: int = count_option(10, "caption pairs (each distinct within the run)")
@@ -90,8 +89,6 @@ class EqsdConfig(SynthConfig):
         "to set_aside.json (default: no check)",
         metavar="MODEL",
     )
-    from_review: tuple[Path, ...] | None = from_review_option("the pairs")
-    review_rule: str = review_rule_option()
     device: str = option("auto", "auto (CUDA when available), cpu or cuda[:N]")
     dtype: str = option(
         "auto", "Stable Diffusion's precision: auto (fp16 on CUDA, fp32 on the CPU), fp32, fp16 or bf16", choices=DTYPES
@@ -217,12 +214,8 @@ def _review_item(i: int, record: dict[str, str], verdict: dict | None) -> Review
 
 
 @ENGINES.register("eqsd")
-class EqsdEngine(SynthEngine):
-    benchmark = "eqben"
-    description = "EqBen EQ-SD pairs by prompt-to-prompt word swap on Stable Diffusion (EqBen App. B.5, Fig. 15)"
-    config_class = EqsdConfig
-
-    reviewed = write_from_review
+class EqsdEngine(SynthEngine, config=EqsdConfig, benchmark="eqben", reviewed=write_from_review):
+    """EqBen EQ-SD pairs by prompt-to-prompt word swap on Stable Diffusion (EqBen App. B.5, Fig. 15)"""
 
     def make(self, out: Path) -> dict:
         return write_eqsd(out, self.config)

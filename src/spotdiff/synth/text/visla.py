@@ -24,11 +24,10 @@ from spotdiff.jsonio import iter_jsonl, write_jsonl
 from spotdiff.synth import (
     ENGINES,
     CanvasConfig,
+    ReviewOptions,
     SynthEngine,
     count_option,
-    from_review_option,
     option,
-    review_rule_option,
 )
 from spotdiff.synth.canvas.eqben import EqbenBuilder, measured_relation
 from spotdiff.synth.canvas.layout import Placement, Rendered, placement_at, placement_box
@@ -544,7 +543,7 @@ def write_visla(
 
 
 @dataclass(frozen=True)
-class VislaConfig(CanvasConfig):
+class VislaConfig(ReviewOptions, CanvasConfig):
     """The options of the ``visla`` engine."""
 
     n: int = count_option(20, "scenes (Spatial) or (P1, N) pairs (Generic, --pairs)")
@@ -565,20 +564,12 @@ class VislaConfig(CanvasConfig):
     llm: str | None = option(None, "Generic mode: the chat LM (an lm: spec; default smollm2)", metavar="SPEC")
     images: Path | None = option(None, "Generic mode: the pairs' images, copied into --out", kind="path", metavar="DIR")
     max_new_tokens: int = option(48, "Generic mode: the most tokens per answer", kind="positive")
-    from_review: tuple[Path, ...] | None = from_review_option("the triplets (the Generic or Spatial TSV)")
-    review_rule: str = review_rule_option()
 
 
 @ENGINES.register("visla")
-class VislaEngine(SynthEngine):
-    benchmark = "visla-spatial"
-    description = (
-        "VISLA-style (P1, P2, N) triplets: Spatial from relation annotations (Sec. 3.3), Generic written by an LLM "
-        "(--pairs, Sec. 3.2)"
-    )
-    config_class = VislaConfig
-
-    reviewed = write_from_review
+class VislaEngine(SynthEngine, config=VislaConfig, benchmark="visla-spatial", reviewed=write_from_review):
+    """VISLA-style (P1, P2, N) triplets: Spatial from relation annotations (Sec. 3.3), Generic written by an LLM
+    (--pairs, Sec. 3.2)"""
 
     def make(self, out: Path) -> dict:
         c = self.config

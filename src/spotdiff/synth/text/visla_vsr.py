@@ -214,10 +214,8 @@ class VsrConfig(SynthConfig):
 
 
 @ENGINES.register("visla-vsr")
-class VsrEngine(SynthEngine):
-    benchmark = "visla-spatial"
-    description = "VISLA Spatial triplets mined from VSR's captions, negatives ranked by Jaccard (Sec. 3.3)"
-    config_class = VsrConfig
+class VsrEngine(SynthEngine, config=VsrConfig, benchmark="visla-spatial"):
+    """VISLA Spatial triplets mined from VSR's captions, negatives ranked by Jaccard (Sec. 3.3)"""
 
     def make(self, out: Path) -> dict:
         c = self.config

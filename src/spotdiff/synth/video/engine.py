@@ -22,12 +22,11 @@ import numpy as np
 from spotdiff.errors import ConfigError
 from spotdiff.synth import (
     ENGINES,
+    ReviewOptions,
     SynthConfig,
     SynthEngine,
     count_option,
-    from_review_option,
     option,
-    review_rule_option,
 )
 from spotdiff.synth.eqben_review import write_from_review
 from spotdiff.synth.output import save_npy, save_png, write_json
@@ -47,7 +46,7 @@ ON_BAD_VIDEO = ("skip", "stop")
 
 
 @dataclass(frozen=True)
-class EqbenVideoConfig(SynthConfig):
+class EqbenVideoConfig(ReviewOptions, SynthConfig):
     """The options of the ``eqben-video`` engine; each rule's reading names the sentence it comes from."""
 
     n: int = count_option(1000, "the most pairs")
@@ -118,8 +117,6 @@ class EqbenVideoConfig(SynthConfig):
     youcook2_format: str = option(
         "npy", "EQ-YouCook2: frames as EqBen released them (npy, BGR arrays) or as PNG", choices=("npy", "png")
     )
-    from_review: tuple[Path, ...] | None = from_review_option("the pairs")
-    review_rule: str = review_rule_option()
 
     def validate(self) -> None:
         """--annotations and --videos exist and fit --source (with --from-review: neither is read)."""
@@ -351,12 +348,8 @@ def _drop_unpaired_frames(out: Path, made: list[dict], pairs: list[dict]) -> Non
 
 
 @ENGINES.register("eqben-video")
-class EqbenVideoEngine(SynthEngine):
-    benchmark = "eqben"
-    description = "EqBen natural-video pairs from Action Genome, Kinetics-GEBC or YouCook2 and your videos"
-    config_class = EqbenVideoConfig
-
-    reviewed = write_from_review
+class EqbenVideoEngine(SynthEngine, config=EqbenVideoConfig, benchmark="eqben", reviewed=write_from_review):
+    """EqBen natural-video pairs from Action Genome, Kinetics-GEBC or YouCook2 and your videos"""
 
     def make(self, out: Path) -> dict:
         return write_eqben_video(out, self.config)
