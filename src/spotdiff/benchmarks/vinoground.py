@@ -49,6 +49,12 @@ DATA = Part(
     note="the whole gated hub dataset HanSolo9682/Vinoground (its two video archives unpacked), shared with "
     "vinoground-lmm; no commit could be read when this was declared: the fetch records the one it downloads",
 )
+PAPER = (
+    "Zhang, Cai, Lee. Vinoground: Scrutinizing LMMs over Dense Temporal Reasoning with Short Videos. arXiv:2410.02763, "
+    "2024"
+)
+REFERENCE = "https://github.com/Vinoground/Vinoground"
+LICENSE = "the hub dataset card's terms (gated); the videos are clips of YouTube videos"
 DATA_NOTES = (
     "Gated: log in at huggingface.co, accept the conditions on the dataset page, create a read token and set "
     "HF_TOKEN (or run `hf auth login`)."
@@ -105,13 +111,12 @@ case: 2 videos [pos, neg] x 2 captions [pos_cap, neg_cap], caption k describes v
 tags: subset, major, minor (the minor categories joined by ";", empty when none), pos_vid, neg_vid""",
         description="Vinoground: 500 pairs of short videos whose captions differ only in temporal order; text, "
         "video and group score (Zhang et al., Vinoground, 2024)",
-        paper="Zhang, Cai, Lee. Vinoground: Scrutinizing LMMs over Dense Temporal Reasoning with Short Videos. "
-        "arXiv:2410.02763, 2024",
-        reference="https://github.com/Vinoground/Vinoground",
+        paper=PAPER,
+        reference=REFERENCE,
         citation=CITATION,
         main_score=("group", "group"),
         reproduces="Vinoground Table 2's CLIP-style models (text, video and group score)",
-        license="the hub dataset card's terms (gated); the videos are clips of YouTube videos",
+        license=LICENSE,
         parts=(DATA,),
         data_notes=DATA_NOTES,
         metric_sources=(
@@ -207,13 +212,12 @@ case: 4 videos x 4 questions [text pos, text neg, video pos, video neg], questio
 tags: subset, major, minor, answers, reader, pairs""",
         description="Vinoground for chat models: the authors' text-score and video-score questions (A/B), text, "
         "video and group score (Zhang et al., Vinoground, 2024)",
-        paper="Zhang, Cai, Lee. Vinoground: Scrutinizing LMMs over Dense Temporal Reasoning with Short Videos. "
-        "arXiv:2410.02763, 2024",
-        reference="https://github.com/Vinoground/Vinoground",
+        paper=PAPER,
+        reference=REFERENCE,
         citation=CITATION,
         main_score=("vinoground", "group"),
         reproduces="Vinoground Table 2's LMMs (text, video and group score of generated answers: gen_*)",
-        license="the hub dataset card's terms (gated); the videos are clips of YouTube videos",
+        license=LICENSE,
         parts=(DATA,),
         data_notes=DATA_NOTES,
         metric_sources=(
