@@ -1,7 +1,7 @@
 """Evaluation-engine speed and memory, measured side by side in one run (issue "Diagnose").
 
-Prints four figures, each a ratio of two measurements taken in this process on the same model and
-the same items, the sides interleaved round by round so machine noise affects both alike; every
+Without ``--device``, prints four CPU figures, each a ratio of two measurements taken in this process on the
+same model and the same items, the sides interleaved round by round so machine noise affects both alike; every
 side is sized (the item count grows) until the side a ratio is read against takes ``--seconds``,
 and each figure is the median of ``--rounds`` rounds:
 
@@ -19,10 +19,33 @@ and each figure is the median of ``--rounds`` rounds:
 4. peak resident memory of text-only runs of 10k and 100k cases (goal: it streams, memory does
    not grow with the number of cases).
 
-The model is a small random CLIP (96-pixel ViT, 4 layers, width 256) built from a config and
-saved with ``save_pretrained``, loaded through ``hf-clip:PATH`` like any user checkpoint; the
-memory runs use a tiny sentence-transformer.
-Usage: ``python benchmarks/eval_speed.py [--quick] [--seconds S] [--rounds R]``.
+With ``--device D`` (``cuda`` on a GPU machine; ``cpu`` runs the same code on the CPU, as a smoke test), figure
+1 only, on that device, in ``--dtype`` (``auto``: float16 on CUDA, float32 elsewhere) with batches of
+``--batch-size`` (default 256, as ``spotdiff eval --batch-size 256``: its own default is 32, ``auto`` the
+largest that fits) on every side, as images/s (and texts/s) and their ratios (goal for images >= 0.9):
+
+* the limit: the model's forward pass alone (``get_image_features`` / ``get_text_features``) on the same
+  batches already preprocessed by the engine's own input pipeline and already on the device in the model's
+  dtype: no decoding, no host-to-device copy, the clock stopped after ``torch.cuda.synchronize()``;
+* the harness: ``Engine.embed_images`` on ``FileImage`` references to photo-like JPEG files of 640 x 480 on
+  disk (written beforehand, so read from the page cache) and ``Engine.embed_texts`` on four texts per image,
+  with the defaults ``spotdiff eval`` gives on that machine (:func:`spotdiff.processes.thread_budget`: on a
+  GPU one torch thread and every usable core a decode worker; decoding on the CPU, pinned memory, four
+  batches in flight), each round hashing every file (content keys), decoding, preprocessing, tokenising,
+  running the model and storing the rows in a fresh cache; and the same images with ``--gpu-decode``
+  (JPEGs decoded and preprocessed on the model's device).
+
+The item count grows until the harness's image side takes ``--seconds``. Figures 2-4 are CPU figures and are
+not run with ``--device``.
+
+The model is a small random CLIP (96-pixel ViT, 4 layers, width 256) or, with ``--model vit-b-32``, a random
+CLIP of ViT-B/32's architecture (transformers' ``CLIPConfig`` defaults: 224 pixels, patch 32, 12 layers of
+width 768; text 12 layers of width 512), built from a config and saved with ``save_pretrained``, loaded
+through ``hf-clip:PATH`` like any user checkpoint (a tiny tokenizer: the vocabulary is small); the memory runs
+use a tiny sentence-transformer.
+Usage: ``python benchmarks/eval_speed.py [--quick] [--seconds S] [--rounds R] [--model small|vit-b-32]
+[--device D [--dtype T] [--batch-size B]]``; on a GPU machine, from the repository root:
+``PYTHONPATH=src python benchmarks/eval_speed.py --device cuda --dtype fp16 --model vit-b-32 --quick``.
 """
 
 from __future__ import annotations
@@ -43,34 +66,60 @@ import numpy as np
 
 ROOT = Path(__file__).resolve().parents[1]
 
-from spotdiff.cases import ArrayImage, Case  # noqa: E402
-from spotdiff.diagnose.cache import CACHE_FILE  # noqa: E402
+from spotdiff.cases import ArrayImage, Case, FileImage  # noqa: E402
+from spotdiff.diagnose.cache import CACHE_FILE, batch_positions  # noqa: E402
 from spotdiff.diagnose.engine import Engine  # noqa: E402
-from spotdiff.processes import pin_threads  # noqa: E402
+from spotdiff.diagnose.pipeline import InputPipeline  # noqa: E402
+from spotdiff.errors import ConfigError  # noqa: E402
+from spotdiff.processes import pin_threads, thread_budget, torch_threads, usable_cores  # noqa: E402
 from spotdiff.protocols import get_protocol  # noqa: E402
 from spotdiff.scorers import ScorerOptions, load_scorer  # noqa: E402
-from spotdiff.testing.tiny_models import make_tiny_image_processor, make_tiny_sentence_transformer, make_tiny_tokenizer  # noqa: E402
+from spotdiff.scorers.hf_dual import pooled  # noqa: E402
+from spotdiff.scorers.runtime import resolve_device, resolve_dtype  # noqa: E402
+from spotdiff.testing.tiny_models import (  # noqa: E402
+    make_tiny_image_processor,
+    make_tiny_sentence_transformer,
+    make_tiny_tokenizer,
+    write_photos,
+)
 
 WORDS = (
     "a the red blue green small large cat dog cup bowl left right above below two three four on of"
 ).split()
 
 
-def make_small_clip(out: Path) -> Path:
+_SMALL_TOWER = {"hidden_size": 256, "intermediate_size": 1024, "num_hidden_layers": 4, "num_attention_heads": 4}
+#: The random CLIPs the script builds: transformers ``CLIPConfig`` tower settings (``vit-b-32``: its defaults,
+#: ViT-B/32's architecture), the texts' maximum length, and how the output names them.
+CLIPS = {
+    "small": {"text": _SMALL_TOWER, "vision": {**_SMALL_TOWER, "image_size": 96, "patch_size": 16},
+              "projection_dim": 128, "max_length": 32, "about": "small random CLIP (96px ViT-4L-256, text 4L-256)"},
+    "vit-b-32": {"text": {}, "vision": {}, "projection_dim": 512, "max_length": 77,
+                 "about": "random CLIP of ViT-B/32's architecture (224px, patch 32, ViT 12L-768, text 12L-512)"},
+}  # fmt: skip
+#: The JPEG files of the device figure: COCO's size.
+PHOTO_SIZE = (640, 480)
+#: Texts per image, in figure 1 on either path.
+TEXTS_PER_IMAGE = 4
+
+
+def make_clip(out: Path, name: str) -> Path:
+    """The random CLIP ``CLIPS[name]`` saved in ``out`` with ``save_pretrained``, a tiny tokenizer and a CLIP
+    image processor at its image size beside it, as a user's checkpoint folder."""
     import torch
     from transformers import CLIPConfig, CLIPModel
 
-    tok = make_tiny_tokenizer(out, max_length=32)
-    tower = {"hidden_size": 256, "intermediate_size": 1024, "num_hidden_layers": 4, "num_attention_heads": 4}
+    clip = CLIPS[name]
+    tok = make_tiny_tokenizer(out, max_length=clip["max_length"])
     config = CLIPConfig(
-        text_config={**tower, "vocab_size": len(tok), "max_position_embeddings": 32, "pad_token_id": 0,
-                     "bos_token_id": 2, "eos_token_id": 3},
-        vision_config={**tower, "image_size": 96, "patch_size": 16},
-        projection_dim=128,
+        text_config={**clip["text"], "vocab_size": len(tok), "max_position_embeddings": clip["max_length"],
+                     "pad_token_id": 0, "bos_token_id": 2, "eos_token_id": 3},
+        vision_config=clip["vision"],
+        projection_dim=clip["projection_dim"],
     )  # fmt: skip
     torch.manual_seed(0)
     CLIPModel(config).eval().save_pretrained(out)
-    make_tiny_image_processor(out, kind="clip", size=96)
+    make_tiny_image_processor(out, kind="clip", size=config.vision_config.image_size)
     return out
 
 
@@ -119,7 +168,7 @@ def harness_vs_forward(model: str, n_images: int, seconds: float, rounds: int) -
     def setup(n: int) -> list:
         refs = [r for c in spec_cases(max(1, n // 8), 8, seed=1) for r in c.images]
         rng = np.random.default_rng(2)
-        texts = [f"{random_text(rng)} {i}" for i in range(4 * len(refs))]
+        texts = [f"{random_text(rng)} {i}" for i in range(TEXTS_PER_IMAGE * len(refs))]
         pil = [r.load() for r in refs]
         pixels = [prepare_images(pil[s : s + 64]) for s in range(0, len(pil), 64)]
         tokens = [prepare_texts(texts[s : s + 64]) for s in range(0, len(texts), 64)]
@@ -144,6 +193,111 @@ def harness_vs_forward(model: str, n_images: int, seconds: float, rounds: int) -
           f"{sizes['texts']} texts; the harness also decodes, hashes, preprocesses and tokenises them): forward "
           f"{t_forward:.2f}s, harness {t_harness:.2f}s, throughput ratio {t_forward / t_harness:.2f} "
           f"(the limit is 1; medians of {rounds})")  # fmt: skip
+
+
+def synchronize(device: str) -> None:
+    """Wait for the work queued on ``device`` (CUDA computes asynchronously; elsewhere a call returns when done)."""
+    if device.startswith("cuda"):
+        import torch
+
+        torch.cuda.synchronize(device)
+
+
+def device_inputs(scorer, refs: list, texts: list[str], workers: int) -> tuple[list, list]:
+    """The pixels of ``refs`` (through the engine's own input pipeline with ``workers`` decode workers) and the
+    tokens of ``texts``, in the scorer's batches, on its device in its dtype, the copies finished."""
+    device, batch = scorer.device, scorer.batch_size
+    pipeline = InputPipeline(workers, device=device)
+    images = pipeline.images(refs, batch_positions(range(len(refs)), batch), scorer.image_preprocessor())
+    pixels = [prepared.to(device, scorer.dtype) for prepared in images]
+    tokens = pipeline.texts(texts, batch_positions(range(len(texts)), batch), scorer.text_preprocessor())
+    tokens = [prepared.to(device) for prepared in tokens]
+    synchronize(device)
+    return pixels, tokens
+
+
+def device_sides(scorer, paths: list[Path], threads: int | None, gpu_decode: bool) -> dict:
+    """The sides of the device figure on the images at ``paths`` and their texts (module docstring), by name."""
+    import torch
+
+    device, model = scorer.device, scorer.model
+    budget = thread_budget(threads, device=device)  # what each Engine below chooses too
+    rng = np.random.default_rng(2)
+    texts = [f"{random_text(rng)} {i}" for i in range(TEXTS_PER_IMAGE * len(paths))]
+    pixels, tokens = device_inputs(scorer, [FileImage(p) for p in paths], texts, budget.workers)
+
+    def forward(images: bool) -> None:
+        synchronize(device)
+        with torch.inference_mode(), torch_threads(budget.threads):
+            for batch in pixels if images else tokens:
+                pooled(model.get_image_features(pixel_values=batch) if images else model.get_text_features(**batch))
+            synchronize(device)
+
+    def harness_images(decode_device: str | None) -> None:
+        refs = [FileImage(p) for p in paths]  # fresh references: each file's content key is hashed, as in a run
+        with Engine(scorer, None, progress=False, threads=threads, decode_device=decode_device) as engine:
+            engine.embed_images(refs)
+
+    def harness_texts() -> None:
+        with Engine(scorer, None, progress=False, threads=threads) as engine:
+            engine.embed_texts(texts)
+
+    forward(True)  # warm-up (CUDA kernels, allocator)
+    forward(False)
+    sides = {"forward images": lambda: forward(True), "harness images": lambda: harness_images(None)}
+    if gpu_decode:
+        sides["harness images, --gpu-decode"] = lambda: harness_images(device)
+    return {**sides, "forward texts": lambda: forward(False), "harness texts": harness_texts}
+
+
+def device_limit(model: str, options: ScorerOptions, tmp: Path, threads: int | None, seconds: float, rounds: int,
+                 header: dict) -> None:  # fmt: skip
+    """Figure 1 on ``options.device`` (module docstring), after a header line naming the device and the budget."""
+    import torch
+    import transformers
+
+    scorer = load_scorer(model, options)
+    device, batch = scorer.device, scorer.batch_size
+    budget = thread_budget(threads, device=device)
+    gpu_decode = scorer.image_preprocessor().on_tensors()
+    gpu = torch.cuda.get_device_name(device) if device.startswith("cuda") else None
+    print(json.dumps({**header, "device": device, "gpu": gpu, "dtype": str(scorer.dtype).removeprefix("torch."),
+                      "batch_size": batch, "images": "JPEG {}x{}".format(*PHOTO_SIZE), "texts_per_image":
+                      TEXTS_PER_IMAGE, **budget.as_dict(), "torch": torch.__version__,
+                      "transformers": transformers.__version__}), flush=True)  # fmt: skip
+    folder, written, names = tmp / "photos", 0, []
+
+    def setup(n: int) -> list:
+        nonlocal written
+        paths = write_photos(folder, n, start=written, size=PHOTO_SIZE, workers=usable_cores())
+        written = max(written, n)
+        sides = device_sides(scorer, paths, threads, gpu_decode)
+        names[:] = list(sides)
+        return list(sides.values())
+
+    n, times = measure(setup, 4 * batch, seconds, rounds, gauge=1)
+    t = dict(zip(names, times, strict=True))
+    n_texts = TEXTS_PER_IMAGE * n
+
+    def rate(items: int, side: str) -> str:
+        return f"{items / t[side]:,.0f}/s ({t[side]:.2f}s)"
+
+    print(f"1. the limit on {device}: the harness as `spotdiff eval` runs by default here ({budget.workers} decode "
+          f"worker(s), {budget.threads} torch thread(s); it hashes, decodes, preprocesses, tokenises, runs the model "
+          f"and caches) against the model's forward pass on the same batches of {batch} already preprocessed on the "
+          f"device; {n:,} JPEG files of {PHOTO_SIZE[0]} x {PHOTO_SIZE[1]} and {n_texts:,} texts, medians of "
+          f"{rounds}:")  # fmt: skip
+    line = (f"   images: forward {rate(n, 'forward images')}, harness {rate(n, 'harness images')}, "
+            f"ratio {t['forward images'] / t['harness images']:.2f} (goal >= 0.9)")  # fmt: skip
+    if gpu_decode:
+        side = "harness images, --gpu-decode"
+        line += f"; with --gpu-decode {rate(n, side)}, ratio {t['forward images'] / t[side]:.2f}"
+    else:
+        line += "; --gpu-decode not measured: this image processor does not run on tensors (no torchvision?)"
+    print(line)
+    print(f"   texts: forward {rate(n_texts, 'forward texts')}, harness {rate(n_texts, 'harness texts')}, "
+          f"ratio {t['forward texts'] / t['harness texts']:.2f}")  # fmt: skip
+    print("figures 2-4 (the peer, the warm re-run, streaming memory) are CPU figures: run without --device for them")
 
 
 class _Image2Text:
@@ -377,6 +531,26 @@ def memory_streaming(sizes: list[int], tmp: Path) -> None:
     print(f"   peak memory ratio {sizes[-1] // sizes[0]}x cases -> {peaks[-1] / peaks[0]:.2f}x memory")
 
 
+def fail(message: str) -> None:
+    """End the script with one line on stderr and exit status 2 (as ``spotdiff`` reports a bad option)."""
+    print(f"{Path(__file__).name}: error: {message}", file=sys.stderr)
+    raise SystemExit(2)
+
+
+def device_options(args: argparse.Namespace) -> ScorerOptions | None:
+    """The scorer options of the device figure (None without ``--device``); a device or dtype the scorers refuse
+    (CUDA asked for and not available) ends the script at once, in one line."""
+    if args.device is None:
+        if args.dtype is not None or args.batch_size is not None:
+            fail("--dtype and --batch-size go with --device (the CPU figures run in float32, in batches of 64)")
+        return None
+    try:
+        resolve_dtype(args.dtype or "auto", resolve_device(args.device))
+    except ConfigError as exc:
+        fail(str(exc))
+    return ScorerOptions(device=args.device, dtype=args.dtype or "auto", batch_size=args.batch_size or 256)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="3-second sides, 3 rounds, smaller memory runs")
@@ -384,16 +558,26 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, help="rounds per figure, medians reported (default 5, quick 3)")
     parser.add_argument("--threads", type=int, help="torch threads of every side (default: the thread budget's)")
     parser.add_argument("--workers", type=int, default=8, help="DataLoader workers of SPEC's loop (SPEC's default: 8)")
+    parser.add_argument("--model", choices=sorted(CLIPS), default="small", help="the random CLIP (default small)")
+    parser.add_argument("--device", help="figure 1 only, on this device (cuda, cuda:N, cpu; default: figures 1-4 on "
+                        "the CPU)")  # fmt: skip
+    parser.add_argument("--dtype", help="with --device: the model's dtype (fp16, bf16, fp32; default auto: fp16 on "
+                        "CUDA)")  # fmt: skip
+    parser.add_argument("--batch-size", type=int, help="with --device: the batch size of every side (default 256)")
     args = parser.parse_args()
-    threads = pin_threads(args.threads)
+    options = device_options(args)  # before anything is built: CUDA asked for and missing fails at once
     q = args.quick
     seconds = args.seconds or (3.0 if q else 10.0)
     rounds = args.rounds or (3 if q else 5)
+    header = {"model": CLIPS[args.model]["about"], "quick": q, "seconds": seconds, "rounds": rounds}
+    threads = pin_threads(args.threads) if options is None else None  # with --device: the budget a user gets
     with tempfile.TemporaryDirectory() as d:
         tmp = Path(d)
-        model = "hf-clip:" + str(make_small_clip(tmp / "clip"))
-        print(json.dumps({"model": "small random CLIP (96px ViT-4L-256, text 4L-256)", "quick": q,
-                          "seconds": seconds, "rounds": rounds, "torch_threads": threads}))  # fmt: skip
+        model = "hf-clip:" + str(make_clip(tmp / "clip", args.model))
+        if options is not None:
+            device_limit(model, options, tmp, args.threads, seconds, rounds, header)
+            return
+        print(json.dumps({**header, "torch_threads": threads}))
         harness_vs_forward(model, 128, seconds, rounds)
         speedup_over_loops(model, 8, tmp, args.workers, seconds, rounds)
         warm_vs_cold(model, 8, tmp, seconds, rounds)

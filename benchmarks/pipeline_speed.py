@@ -42,7 +42,7 @@ from spotdiff.diagnose.pipeline import InputPipeline, default_workers
 from spotdiff.scorers import EmbeddingScorer, ScorerOptions
 from spotdiff.scorers.base import Prepared
 from spotdiff.scorers.hf_dual import HFImagePreprocessor
-from spotdiff.testing.tiny_models import make_tiny_image_processor
+from spotdiff.testing.tiny_models import make_tiny_image_processor, write_photos
 
 BATCH = 32
 
@@ -70,20 +70,6 @@ class TimedModel(EmbeddingScorer):
 
     def encode_texts(self, texts: Sequence | Prepared) -> np.ndarray:
         return np.zeros((len(texts), 8), np.float32)
-
-
-def write_photos(folder: Path, n: int, seed: int = 0) -> list[Path]:
-    """``n`` 640 x 480 JPEGs: smooth random scenes with sensor-like noise (about 60 KB each)."""
-    folder.mkdir(parents=True, exist_ok=True)
-    rng = np.random.default_rng(seed)
-    paths = []
-    for i in range(n):
-        scene = Image.fromarray(rng.integers(0, 256, (12, 16, 3), dtype=np.uint8)).resize((640, 480), Image.BICUBIC)
-        pixels = np.asarray(scene, dtype=np.int16) + rng.normal(0, 6, (480, 640, 3)).astype(np.int16)
-        path = folder / f"{i:05d}.jpg"
-        Image.fromarray(np.clip(pixels, 0, 255).astype(np.uint8)).save(path, quality=90)
-        paths.append(path)
-    return paths
 
 
 def timed(fn: Callable[[], object]) -> float:
@@ -128,7 +114,7 @@ def main() -> None:
     processor = make_tiny_image_processor(kind="clip", size=224)
     instant = TimedModel(processor, 0.0)
     with tempfile.TemporaryDirectory() as tmp:
-        paths = write_photos(Path(tmp) / "photos", n_images)
+        paths = write_photos(Path(tmp) / "photos", n_images, workers=workers)
         size = sum(p.stat().st_size for p in paths) / len(paths) / 1024
         print(json.dumps({"images": n_images, "jpeg_kib": round(size, 1), "batch": BATCH, "workers": workers,
                           "cores": os.cpu_count(), "preprocessing": "CLIPImageProcessor 224 px", "rounds": rounds}))
