@@ -12,7 +12,7 @@ import copy
 import inspect
 import re
 import warnings
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -159,6 +159,8 @@ class ChatVLM:
             if i is not None
         }
         self.core = getattr(model, "model", model)  # holds rope_deltas for M-RoPE models
+        self._split_known = True  # whether _split_rows splits this processor's batches (until one says no)
+        self._answers: dict[str, tuple[int, ...]] = {}
 
     @property
     def batch_size(self) -> int:
@@ -229,20 +231,19 @@ class ChatVLM:
         return self.processor.apply_chat_template(messages, add_generation_prompt=True, tokenize=False)
 
     def answer_ids(self, answer: str) -> tuple[int, ...]:
-        """``tokenizer(answer, add_special_tokens=False)``: the tokens scored after the prompt."""
-        ids = tuple(self.tokenizer(answer, add_special_tokens=False)["input_ids"])
-        if not ids:
-            raise ConfigError(f"answer {answer!r} has no tokens")
+        """``tokenizer(answer, add_special_tokens=False)``: the tokens scored after the prompt (kept per answer)."""
+        ids = self._answers.get(answer)
+        if ids is None:
+            ids = tuple(self.tokenizer(answer, add_special_tokens=False)["input_ids"])
+            if not ids:
+                raise ConfigError(f"answer {answer!r} has no tokens")
+            self._answers[answer] = ids
         return ids
 
     def _add_special(self, prompt: str) -> bool:
         # as ProcessorMixin.apply_chat_template(tokenize=True): no second BOS when the template wrote one
         bos = self.tokenizer.bos_token
         return not (bos is not None and prompt.startswith(bos))
-
-    def _text_ids(self, prompt: str) -> list[int]:
-        """The prompt's tokens with each image placeholder still one token."""
-        return list(self.tokenizer(prompt, add_special_tokens=self._add_special(prompt))["input_ids"])
 
     def process(self, prompts: Sequence[str], images: Sequence[Sequence[Image.Image | Clip]]) -> dict[str, Any]:
         """The processor's tensors for prompts and their images (right-padded), on the device; prompts
@@ -305,15 +306,14 @@ class ChatVLM:
             if not r.target:
                 raise ValueError("a request needs at least one target token")
             groups.setdefault(r.images, []).append(k)
-        whole: list[int] = []
         with torch.inference_mode():
             plans: dict[tuple, list[_Prefix]] = {}
-            for imgs, members in groups.items():
-                plan = self._plan_prefix([images[i] for i in imgs], members, requests) if reuse else None
-                if plan is None:
-                    whole.extend(members)
-                else:
+            if reuse:
+                found, whole = self._plan_prefixes(images, groups, requests)
+                for plan in found:
                     plans.setdefault(plan.shape_key, []).append(plan)
+            else:
+                whole = [k for members in groups.values() for k in members]
             for same_shape in plans.values():
                 for start in range(0, len(same_shape), self.batch_size):
                     for k, lp in self._with_prefixes(same_shape[start : start + self.batch_size], requests):
@@ -376,22 +376,69 @@ class ChatVLM:
             out.append(logp[b, pos, tgt].double().cpu().numpy())
         return out
 
+    def _plan_prefixes(
+        self, images: Sequence[Any], groups: dict[tuple[int, ...], list[int]], requests: Sequence[Request]
+    ) -> tuple[list[_Prefix], list[int]]:
+        """The shared prefix of each image tuple's requests (``groups``: tuple -> request indices), processed
+        ``batch_size`` tuples per processor call; and the requests whose prefix cannot be split off (run whole)."""
+        ids = self._token_ids(requests[k].prompt for members in groups.values() for k in members)
+        whole: list[int] = []
+        split: list[tuple[tuple[int, ...], list[int], int]] = []  # (image tuple, requests, common prefix length)
+        for imgs, members in groups.items():
+            texts = [ids[requests[k].prompt] for k in members]
+            k = _common_prefix_length(texts)
+            if k == 0 or any(t in self.image_token_ids for t_ids in texts for t in t_ids[k:]):
+                whole.extend(members)  # an image after the point where the prompts differ
+            else:
+                split.append((imgs, members, k))
+        plans: list[_Prefix] = []
+        for start in range(0, len(split), self.batch_size):
+            chunk = split[start : start + self.batch_size]
+            prompts = [requests[members[0]].prompt for _, members, _ in chunk]
+            pieces = self._processed_apart(prompts, [[images[i] for i in imgs] for imgs, _, _ in chunk])
+            for (_, members, k), piece in zip(chunk, pieces, strict=True):
+                texts = [ids[requests[m].prompt] for m in members]
+                plan = self._plan_prefix(piece, members, texts, k, requests)
+                if plan is None:
+                    whole.extend(members)
+                else:
+                    plans.append(plan)
+        return plans, whole
+
+    def _token_ids(self, prompts: Iterable[str]) -> dict[str, list[int]]:
+        """Each distinct prompt's tokens, each image placeholder still one token (one tokenizer call)."""
+        by_special: dict[bool, list[str]] = {}
+        for prompt in dict.fromkeys(prompts):
+            by_special.setdefault(self._add_special(prompt), []).append(prompt)
+        out: dict[str, list[int]] = {}
+        for special, texts in by_special.items():
+            out.update(zip(texts, self.tokenizer(texts, add_special_tokens=special)["input_ids"], strict=True))
+        return out
+
+    def _processed_apart(self, prompts: list[str], images: list[list[Any]]) -> list[dict[str, Any]]:
+        """Each prompt's processor tensors, as if processed alone (right padding aside), from one processor
+        call; one call per prompt for a processor whose outputs :func:`_split_rows` cannot split (known after
+        its first batch)."""
+        if len(prompts) > 1 and self._split_known:
+            pieces = _split_rows(self.process(prompts, images), [len(x) for x in images])
+            if pieces is not None:
+                return pieces
+            self._split_known = False
+        return [self.process([p], [x]) for p, x in zip(prompts, images, strict=True)]
+
     def _plan_prefix(
-        self, images: list[Image.Image], members: list[int], requests: Sequence[Request]
+        self, enc: dict[str, Any], members: list[int], texts: list[list[int]], k: int, requests: Sequence[Request]
     ) -> _Prefix | None:
-        """The shared prefix of one image tuple's requests, processed; None when it cannot be split."""
-        texts = [self._text_ids(requests[k].prompt) for k in members]
-        k = _common_prefix_length(texts)
-        if k == 0 or any(t in self.image_token_ids for ids in texts for t in ids[k:]):
-            return None  # an image after the point where the prompts differ
-        enc = self.process([requests[members[0]].prompt], [images])
+        """One image tuple's shared prefix from its processed first prompt (``enc``, one row, maybe right-padded)
+        and its requests' tokens (``texts``, common to ``k`` tokens); None when it cannot be split."""
         if "token_type_ids" in enc:
             return None  # prefix-LM: the prompt attends bidirectionally, a cached prefix would differ
-        full = enc["input_ids"].shape[1]
+        width = enc["input_ids"].shape[1]
+        full = int(enc["attention_mask"].sum()) if "attention_mask" in enc else width
         cut = full - (len(texts[0]) - k)
-        if cut <= 0 or enc["input_ids"][0, cut:].tolist() != texts[0][k:]:
+        if cut <= 0 or enc["input_ids"][0, cut:full].tolist() != texts[0][k:]:
             return None  # the processor's expansion does not keep the prompt's tail token for token
-        inputs = {key: v[:, :cut] if self._token_aligned(v, 1, full) else v for key, v in enc.items()}
+        inputs = {key: v[:, :cut] if self._token_aligned(v, 1, width) else v for key, v in enc.items()}
         conts = [ids[k:] + list(requests[m].target) for ids, m in zip(texts, members, strict=True)]
         offsets = [len(ids) - k for ids in texts]  # prompt tokens after the prefix
         return _Prefix(inputs, cut, members, conts, offsets)
@@ -498,6 +545,39 @@ def _common_prefix_length(seqs: Sequence[Sequence[int]]) -> int:
         if any(s[i] != t for s in seqs):
             return i
     return n
+
+
+def _split_rows(enc: dict[str, Any], counts: Sequence[int]) -> list[dict[str, Any]] | None:
+    """A batched processor output cut into each prompt's own (``counts``: each prompt's images): per-token
+    tensors by row (right padding kept), the others by image, or by patch where one ``*_grid_thw`` tensor gives
+    each image's patches (Qwen-VL's concatenated ``pixel_values``). None for any other layout."""
+    import torch
+
+    rows, ids = len(counts), enc.get("input_ids")
+    if ids is None or "attention_mask" not in enc:
+        return None  # the rows' lengths are not known
+    by_row = list(range(rows + 1))
+    by_item = np.cumsum([0, *counts]).tolist()
+    grids = [v for key, v in enc.items() if key.endswith("grid_thw") and torch.is_tensor(v)]
+    by_patch = None
+    if len(grids) == 1 and grids[0].dim() == 2 and grids[0].shape[0] == by_item[-1]:
+        patches = np.cumsum([0, *grids[0].prod(dim=-1).tolist()]).tolist()
+        by_patch = [patches[i] for i in by_item]
+    out: list[dict[str, Any]] = [{} for _ in counts]
+    for key, value in enc.items():
+        if not torch.is_tensor(value) or value.dim() == 0:
+            return None
+        if ChatVLM._token_aligned(value, rows, ids.shape[1]):
+            bounds = by_row
+        elif value.shape[0] == by_item[-1]:  # one entry per image (or, when equal, per patch: one each)
+            bounds = by_item
+        elif by_patch is not None and value.shape[0] == by_patch[-1]:
+            bounds = by_patch
+        else:
+            return None
+        for r, piece in enumerate(out):
+            piece[key] = value[bounds[r] : bounds[r + 1]]
+    return out
 
 
 _CHOICE = re.compile(r"^\(?([A-Z])\)?[.:]?$")
