@@ -197,17 +197,21 @@ def test_prefix_reuse_processes_prompts_apart_when_a_batch_cannot_be_split(vlm_d
 
 
 def test_split_rows_cuts_a_batch_per_prompt():
-    """Per-token tensors by row, per-image tensors by each prompt's images, Qwen-VL's concatenated patches by
-    the grid; a tensor of another layout, or no attention mask, cannot be split."""
+    """Per-token tensors by row (cut to the prefix), per-image tensors by each prompt's images, Qwen-VL's
+    concatenated patches by the grid; a tensor of another layout, or no attention mask, cannot be split."""
     ids = torch.arange(12).reshape(3, 4)
     grid = torch.tensor([[1, 2, 2], [1, 2, 4], [1, 1, 2], [1, 2, 2]])  # 4, 8, 2 and 4 patches
     enc = {"input_ids": ids, "attention_mask": torch.ones_like(ids), "pixel_values": torch.arange(18)[:, None],
            "image_grid_thw": grid, "image_sizes": torch.arange(4)}  # fmt: skip
-    rows = chat_module._split_rows(enc, [1, 2, 1])
-    assert [r["input_ids"].tolist() for r in rows] == [[[0, 1, 2, 3]], [[4, 5, 6, 7]], [[8, 9, 10, 11]]]
+    batch = chat_module._split_rows(enc, [1, 2, 1])
+    rows = [batch.rows(r, r + 1, cut=3) for r in range(3)]
+    assert [r["input_ids"].tolist() for r in rows] == [[[0, 1, 2]], [[4, 5, 6]], [[8, 9, 10]]]
     assert [r["image_sizes"].tolist() for r in rows] == [[0], [1, 2], [3]]
     assert [r["image_grid_thw"].shape[0] for r in rows] == [1, 2, 1]
     assert [r["pixel_values"][:, 0].tolist() for r in rows] == [[0, 1, 2, 3], list(range(4, 14)), [14, 15, 16, 17]]
+    both = batch.rows(1, 3, cut=4)  # two consecutive prompts: views of the batch, not copies
+    assert both["input_ids"].tolist() == [[4, 5, 6, 7], [8, 9, 10, 11]] and both["image_sizes"].tolist() == [1, 2, 3]
+    assert both["pixel_values"].data_ptr() == enc["pixel_values"][4].data_ptr() and len(both["pixel_values"]) == 14
     assert chat_module._split_rows({**enc, "extra": torch.zeros(5)}, [1, 2, 1]) is None
     assert chat_module._split_rows({"input_ids": ids, "pixel_values": torch.zeros(4, 2)}, [1, 2, 1]) is None
 

@@ -395,10 +395,10 @@ class ChatVLM:
         for start in range(0, len(split), self.batch_size):
             chunk = split[start : start + self.batch_size]
             prompts = [requests[members[0]].prompt for _, members, _ in chunk]
-            pieces = self._processed_apart(prompts, [[images[i] for i in imgs] for imgs, _, _ in chunk])
-            for (_, members, k), piece in zip(chunk, pieces, strict=True):
+            sources = self._processed_apart(prompts, [[images[i] for i in imgs] for imgs, _, _ in chunk])
+            for (_, members, k), (source, row) in zip(chunk, sources, strict=True):
                 texts = [ids[requests[m].prompt] for m in members]
-                plan = self._plan_prefix(piece, members, texts, k, requests)
+                plan = self._plan_prefix(source, row, members, texts, k, requests)
                 if plan is None:
                     whole.extend(members)
                 else:
@@ -415,55 +415,63 @@ class ChatVLM:
             out.update(zip(texts, self.tokenizer(texts, add_special_tokens=special)["input_ids"], strict=True))
         return out
 
-    def _processed_apart(self, prompts: list[str], images: list[list[Any]]) -> list[dict[str, Any]]:
-        """Each prompt's processor tensors, as if processed alone (right padding aside), from one processor
-        call; one call per prompt for a processor whose outputs :func:`_split_rows` cannot split (known after
-        its first batch)."""
+    def _processed_apart(self, prompts: list[str], images: list[list[Any]]) -> list[tuple[_Processed, int]]:
+        """Each prompt's processor tensors as (a processor call's output, the prompt's row in it): one call for
+        all, split by :func:`_split_rows`; one call per prompt for a processor whose output it cannot split
+        (known after its first batch)."""
         if len(prompts) > 1 and self._split_known:
-            pieces = _split_rows(self.process(prompts, images), [len(x) for x in images])
-            if pieces is not None:
-                return pieces
+            batch = _split_rows(self.process(prompts, images), [len(x) for x in images])
+            if batch is not None:
+                return [(batch, row) for row in range(len(prompts))]
             self._split_known = False
-        return [self.process([p], [x]) for p, x in zip(prompts, images, strict=True)]
+        return [(_Processed.alone(self.process([p], [x])), 0) for p, x in zip(prompts, images, strict=True)]
 
     def _plan_prefix(
-        self, enc: dict[str, Any], members: list[int], texts: list[list[int]], k: int, requests: Sequence[Request]
+        self, source: _Processed, row: int, members: list[int], texts: list[list[int]], k: int, reqs: Sequence[Request]
     ) -> _Prefix | None:
-        """One image tuple's shared prefix from its processed first prompt (``enc``, one row, maybe right-padded)
-        and its requests' tokens (``texts``, common to ``k`` tokens); None when it cannot be split."""
+        """One image tuple's shared prefix from its processed first prompt (row ``row`` of ``source``, maybe
+        right-padded) and its requests' tokens (``texts``, common to ``k`` tokens); None when it cannot be split."""
+        enc = source.enc
         if "token_type_ids" in enc:
             return None  # prefix-LM: the prompt attends bidirectionally, a cached prefix would differ
-        width = enc["input_ids"].shape[1]
-        full = int(enc["attention_mask"].sum()) if "attention_mask" in enc else width
+        ids = enc["input_ids"][row]
+        full = int(enc["attention_mask"][row].sum()) if "attention_mask" in enc else ids.shape[0]
         cut = full - (len(texts[0]) - k)
-        if cut <= 0 or enc["input_ids"][0, cut:full].tolist() != texts[0][k:]:
+        if cut <= 0 or ids[cut:full].tolist() != texts[0][k:]:
             return None  # the processor's expansion does not keep the prompt's tail token for token
-        inputs = {key: v[:, :cut] if self._token_aligned(v, 1, width) else v for key, v in enc.items()}
-        conts = [ids[k:] + list(requests[m].target) for ids, m in zip(texts, members, strict=True)]
-        offsets = [len(ids) - k for ids in texts]  # prompt tokens after the prefix
-        return _Prefix(inputs, cut, members, conts, offsets)
+        conts = [t[k:] + list(reqs[m].target) for t, m in zip(texts, members, strict=True)]
+        offsets = [len(t) - k for t in texts]  # prompt tokens after the prefix
+        return _Prefix(source, row, cut, members, conts, offsets)
 
     def _with_prefixes(self, plans: list[_Prefix], requests: Sequence[Request]) -> list[tuple[int, np.ndarray]]:
         """Prefixes of equal shape in one forward pass (KV cache kept), then every request's
         remaining prompt and answer tokens against its own prefix's cache, ``batch_size`` rows at a time."""
         import torch
 
-        inputs = {key: torch.cat([p.inputs[key] for p in plans]) for key in plans[0].inputs}
+        head = plans[0]
+        if all(p.source is head.source and p.row == head.row + g for g, p in enumerate(plans)):
+            inputs = head.source.rows(head.row, head.row + len(plans), head.cut)  # one call's prompts in order
+        else:
+            parts = [p.inputs for p in plans]
+            inputs = {key: torch.cat([part[key] for part in parts]) for key in parts[0]}
         keep = {"logits_to_keep": 1} if "logits_to_keep" in inspect.signature(self.model.forward).parameters else {}
         first = self.model(**inputs, use_cache=True, **keep)
         cache = first.past_key_values
-        last = torch.log_softmax(first.logits[:, -1].float(), dim=-1)  # [n_prefixes, V]
         deltas = getattr(self.core, "rope_deltas", None) if hasattr(self.core, "get_rope_index") else None
         cut = plans[0].cut
         out: dict[int, np.ndarray] = {}
         rows: list[tuple[int, int, list[int], int]] = []  # (prefix, request, continuation, offset)
+        direct: dict[int, tuple[int, int, int]] = {}  # request: its first answer token follows the prefix directly
         for g, plan in enumerate(plans):
             for m, cont, offset in zip(plan.members, plan.conts, plan.offsets, strict=True):
                 out[m] = np.empty(len(requests[m].target), dtype=np.float64)
-                if offset == 0:  # the first answer token follows the prefix directly
-                    out[m][0] = float(last[g, requests[m].target[0]])
+                if offset == 0:
+                    direct[m] = (g, -1, requests[m].target[0])
                 if len(cont) > 1:
                     rows.append((g, m, cont, offset))
+        if direct:
+            for m, lp in zip(direct, _log_probs(first.logits, list(direct.values())), strict=True):
+                out[m][0] = lp
         rows.sort(key=lambda row: len(row[2]))
         for start in range(0, len(rows), self.batch_size):
             batch = rows[start : start + self.batch_size]
@@ -490,11 +498,14 @@ class ChatVLM:
             logits = self.model(
                 input_ids=ids, attention_mask=att, past_key_values=past, use_cache=True, **kwargs
             ).logits
-            logp = torch.log_softmax(logits.float(), dim=-1)
+            picks, where = [], []
             for b, (_, m, _, offset) in enumerate(batch):
                 for j, t in enumerate(requests[m].target):
                     if offset + j >= 1:
-                        out[m][j] = float(logp[b, column[offset + j - 1], t])
+                        picks.append((b, column[offset + j - 1], t))
+                        where.append((m, j))
+            for (m, j), lp in zip(where, _log_probs(logits, picks), strict=True):
+                out[m][j] = lp
         return list(out.items())
 
     def generate(self, images: Sequence[Image.Image], prompt: str, max_new_tokens: int) -> str:
@@ -519,16 +530,51 @@ class ChatVLM:
         return str(getattr(self.config, "model_type", ""))
 
 
+@dataclass(frozen=True)
+class _Processed:
+    """One processor call's tensors for one or more prompts: ``tokens`` names the per-token ones (a row per
+    prompt); ``spans[key]``: prompt ``r``'s entries of another lie at ``spans[key][r]:spans[key][r + 1]`` along
+    its first axis (a key in neither: every prompt takes the value as it is)."""
+
+    enc: dict[str, Any]
+    tokens: frozenset[str]
+    spans: dict[str, list[int]]
+
+    @classmethod
+    def alone(cls, enc: dict[str, Any]) -> _Processed:
+        """The output of a call for one prompt."""
+        width = enc["input_ids"].shape[1]
+        return cls(enc, frozenset(k for k, v in enc.items() if ChatVLM._token_aligned(v, 1, width)), {})
+
+    def rows(self, lo: int, hi: int, cut: int) -> dict[str, Any]:
+        """The tensors of prompts ``lo`` to ``hi - 1`` (views), their tokens cut to the first ``cut``."""
+        out = {}
+        for key, value in self.enc.items():
+            if key in self.tokens:
+                out[key] = value[lo:hi, :cut]
+            elif key in self.spans:
+                out[key] = value[self.spans[key][lo] : self.spans[key][hi]]
+            else:
+                out[key] = value
+        return out
+
+
 @dataclass
 class _Prefix:
-    """One image tuple's shared prompt prefix, processed (``inputs`` cut to ``cut`` tokens), and its
-    requests' continuations (remaining prompt tokens, then the answer)."""
+    """One image tuple's shared prompt prefix, processed (row ``row`` of ``source``, cut to ``cut`` tokens), and
+    its requests' continuations (remaining prompt tokens, then the answer)."""
 
-    inputs: dict[str, Any]
+    source: _Processed
+    row: int
     cut: int
     members: list[int]
     conts: list[list[int]]
     offsets: list[int]
+
+    @property
+    def inputs(self) -> dict[str, Any]:
+        """The prefix's tensors, for the model."""
+        return self.source.rows(self.row, self.row + 1, self.cut)
 
     @property
     def shape_key(self) -> tuple:
@@ -547,37 +593,42 @@ def _common_prefix_length(seqs: Sequence[Sequence[int]]) -> int:
     return n
 
 
-def _split_rows(enc: dict[str, Any], counts: Sequence[int]) -> list[dict[str, Any]] | None:
-    """A batched processor output cut into each prompt's own (``counts``: each prompt's images): per-token
-    tensors by row (right padding kept), the others by image, or by patch where one ``*_grid_thw`` tensor gives
-    each image's patches (Qwen-VL's concatenated ``pixel_values``). None for any other layout."""
+def _split_rows(enc: dict[str, Any], counts: Sequence[int]) -> _Processed | None:
+    """Where each prompt's tensors lie in a batched processor output (``counts``: each prompt's images):
+    per-token tensors by row (right padding kept), the others by image, or by patch where one ``*_grid_thw``
+    tensor gives each image's patches (Qwen-VL's concatenated ``pixel_values``). None for any other layout."""
     import torch
 
     rows, ids = len(counts), enc.get("input_ids")
     if ids is None or "attention_mask" not in enc:
         return None  # the rows' lengths are not known
-    by_row = list(range(rows + 1))
     by_item = np.cumsum([0, *counts]).tolist()
     grids = [v for key, v in enc.items() if key.endswith("grid_thw") and torch.is_tensor(v)]
     by_patch = None
     if len(grids) == 1 and grids[0].dim() == 2 and grids[0].shape[0] == by_item[-1]:
         patches = np.cumsum([0, *grids[0].prod(dim=-1).tolist()]).tolist()
         by_patch = [patches[i] for i in by_item]
-    out: list[dict[str, Any]] = [{} for _ in counts]
+    tokens, spans = set(), {}
     for key, value in enc.items():
         if not torch.is_tensor(value) or value.dim() == 0:
             return None
         if ChatVLM._token_aligned(value, rows, ids.shape[1]):
-            bounds = by_row
+            tokens.add(key)
         elif value.shape[0] == by_item[-1]:  # one entry per image (or, when equal, per patch: one each)
-            bounds = by_item
+            spans[key] = by_item
         elif by_patch is not None and value.shape[0] == by_patch[-1]:
-            bounds = by_patch
+            spans[key] = by_patch
         else:
             return None
-        for r, piece in enumerate(out):
-            piece[key] = value[bounds[r] : bounds[r + 1]]
-    return out
+    return _Processed(enc, frozenset(tokens), spans)
+
+
+def _log_probs(logits: Any, picks: Sequence[tuple[int, int, int]]) -> list[float]:
+    """``log_softmax(logits[b, c])[t]`` for each ``(b, c, t)`` of ``picks``, normalised only where read."""
+    import torch
+
+    b, c, t = (torch.tensor(x, device=logits.device) for x in zip(*picks, strict=True))
+    return torch.log_softmax(logits[b, c].float(), dim=-1).gather(1, t[:, None])[:, 0].tolist()
 
 
 _CHOICE = re.compile(r"^\(?([A-Z])\)?[.:]?$")
