@@ -160,7 +160,6 @@ class ChatVLM:
         }
         self.core = getattr(model, "model", model)  # holds rope_deltas for M-RoPE models
         self._split_known = True  # whether _split_rows splits this processor's batches (until one says no)
-        self._answers: dict[str, tuple[int, ...]] = {}
 
     @property
     def batch_size(self) -> int:
@@ -231,13 +230,10 @@ class ChatVLM:
         return self.processor.apply_chat_template(messages, add_generation_prompt=True, tokenize=False)
 
     def answer_ids(self, answer: str) -> tuple[int, ...]:
-        """``tokenizer(answer, add_special_tokens=False)``: the tokens scored after the prompt (kept per answer)."""
-        ids = self._answers.get(answer)
-        if ids is None:
-            ids = tuple(self.tokenizer(answer, add_special_tokens=False)["input_ids"])
-            if not ids:
-                raise ConfigError(f"answer {answer!r} has no tokens")
-            self._answers[answer] = ids
+        """``tokenizer(answer, add_special_tokens=False)``: the tokens scored after the prompt."""
+        ids = tuple(self.tokenizer(answer, add_special_tokens=False)["input_ids"])
+        if not ids:
+            raise ConfigError(f"answer {answer!r} has no tokens")
         return ids
 
     def _add_special(self, prompt: str) -> bool:
