@@ -18,7 +18,7 @@ from collections import OrderedDict
 from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 import numpy as np
 from PIL import Image
@@ -56,6 +56,9 @@ class ImageRef(ABC):
     Two references with the same content (same file bytes and crop, same array) have the same key,
     so the engine encodes each distinct image once whatever its position in the data.
     """
+
+    #: Already decoded in memory: loading it is a copy, nothing for the input pipeline's workers to do ahead.
+    in_memory: ClassVar[bool] = False
 
     @abstractmethod
     def load(self) -> Image.Image:
@@ -314,6 +317,7 @@ class NpyImage(ImageRef):
 class ArrayImage(ImageRef):
     """An in-memory HxWx3 (or HxW) uint8 array."""
 
+    in_memory: ClassVar[bool] = True
     array: np.ndarray
     bgr: bool = False
     name: str = "<array>"
@@ -335,6 +339,7 @@ class ArrayImage(ImageRef):
 class PILImage(ImageRef):
     """An already-decoded PIL image held in memory."""
 
+    in_memory: ClassVar[bool] = True
     image: Image.Image
     name: str = "<pil>"
 

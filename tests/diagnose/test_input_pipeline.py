@@ -8,6 +8,7 @@ exercised through the same code on CPU tensors.
 from __future__ import annotations
 
 import multiprocessing
+import os
 import threading
 import time
 from pathlib import Path
@@ -146,7 +147,10 @@ def test_workers_are_capped_at_the_cores(caplog) -> None:
 
 
 def test_stopping_early_stops_the_workers(tmp_path: Path) -> None:
-    refs = [ArrayImage(np.full((8, 8, 3), i, np.uint8), name=f"a{i}") for i in range(12)]
+    refs = []
+    for i in range(12):  # files: images in memory would start no workers
+        Image.fromarray(np.full((8, 8, 3), i, np.uint8)).save(tmp_path / f"a{i}.png")
+        refs.append(FileImage(tmp_path / f"a{i}.png"))
     pipeline = InputPipeline(2)
     stream = pipeline.images(refs, [[i, i + 1] for i in range(0, 12, 2)], None)
     first = next(stream)
@@ -156,6 +160,39 @@ def test_stopping_early_stops_the_workers(tmp_path: Path) -> None:
     while multiprocessing.active_children() and time.monotonic() < deadline:
         time.sleep(0.05)
     assert not multiprocessing.active_children()
+
+
+class _PidArray(ArrayImage):
+    """An array image that records the process that loaded it."""
+
+    def load(self) -> Image.Image:
+        image = super().load()
+        image.info["pid"] = os.getpid()  # travels with the image when a worker pickles it
+        return image
+
+
+class _PidFile(FileImage):
+    """An image file that records the process that loaded it."""
+
+    def load(self) -> Image.Image:
+        image = super().load()
+        image.info["pid"] = os.getpid()
+        return image
+
+
+def test_images_in_memory_start_no_workers(tmp_path: Path) -> None:
+    """Images already decoded, with nothing to prepare, are handed over by the calling process (a worker would
+    only pickle them through a pipe); files are still decoded by the workers."""
+    arrays = [np.full((8, 8, 3), i, np.uint8) for i in range(8)]
+    batches = [[0, 1, 2], [3, 4, 5], [6, 7]]
+    got = list(InputPipeline(2).images([_PidArray(a) for a in arrays], batches, None))
+    assert [[int(np.asarray(im)[0, 0, 0]) for im in batch] for batch in got] == batches
+    assert {im.info["pid"] for batch in got for im in batch} == {os.getpid()}
+    for i, a in enumerate(arrays):
+        Image.fromarray(a).save(tmp_path / f"{i}.png")
+    files = list(InputPipeline(2).images([_PidFile(tmp_path / f"{i}.png") for i in range(8)], batches, None))
+    assert [[int(np.asarray(im)[0, 0, 0]) for im in batch] for batch in files] == batches
+    assert os.getpid() not in {im.info["pid"] for batch in files for im in batch}
 
 
 def test_text_tokenisation_runs_ahead_in_order_and_bounded() -> None:

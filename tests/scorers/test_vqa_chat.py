@@ -21,6 +21,7 @@ from spotdiff.diagnose.engine import Engine
 from spotdiff.errors import ConfigError
 from spotdiff.protocols import get_protocol
 from spotdiff.scorers import ScorerOptions, load_scorer
+from spotdiff.scorers import chat as chat_module
 from spotdiff.scorers.vqa import DEFAULT_ANSWER, DEFAULT_QUESTION
 from spotdiff.testing.tiny_models import tiny_images
 from spotdiff.testing.tiny_vlms import TINY_VLMS, make_tiny_vlm
@@ -137,6 +138,82 @@ def test_prefix_reuse_equals_whole_sequences(arch, vlm_dirs, images):
     finally:
         handle.remove()
     assert seen == [2, 1]
+
+
+class CountedProcessor:
+    """A chat VLM's processor that records how many prompts each call processes; everything else passes through."""
+
+    def __init__(self, inner) -> None:
+        self.inner, self.calls = inner, []
+
+    def __call__(self, *args, **kwargs):
+        self.calls.append(len(kwargs["text"]))
+        return self.inner(*args, **kwargs)
+
+    def __getattr__(self, name):
+        return getattr(self.inner, name)
+
+
+def sized_images(images):
+    """Four images of four sizes and shapes (Qwen2-VL: 16, 8, 12 and 12 image tokens)."""
+    return [images[0], images[1].resize((64, 40)), images[2].resize((24, 56)), images[0].resize((40, 24))]
+
+
+@pytest.mark.parametrize("arch", TINY_VLMS)
+def test_prefix_reuse_processes_a_chunk_of_images_in_one_call(arch, vlm_dirs, images):
+    """The prefixes of a chunk's images go through the processor in one call, split per image after it; each
+    score still equals the processor's own single-image reference and the whole-sequence path."""
+    spec = f"vqa:{vlm_dirs[arch]}"
+    reuse = load_scorer(spec, ScorerOptions(device="cpu", batch_size=4))
+    counted = CountedProcessor(reuse.chat.processor)
+    reuse.chat.processor = counted
+    sized, texts = sized_images(images), [TEXTS[:2], TEXTS[2:4], TEXTS[1:4], TEXTS[3:5]]
+    got = reuse.score_pairs(sized, texts)
+    assert counted.calls == [4]  # not one call per image
+    yes = reuse.chat.answer_ids("Yes")
+    for i, ts in enumerate(texts):
+        for j, t in enumerate(ts):
+            lp = direct_logprobs(reuse.chat.model, counted.inner, [sized[i]], DEFAULT_QUESTION.format(t), yes)
+            assert np.log(got[i][j]) == pytest.approx(lp.mean(), abs=1e-4)
+    whole = load_scorer(spec + "?reuse=no", ScorerOptions(device="cpu", batch_size=4))
+    for x, y in zip(got, whole.score_pairs(sized, texts), strict=True):
+        np.testing.assert_allclose(np.log(x), np.log(y), atol=1e-4, rtol=0)
+
+
+def test_prefix_reuse_processes_prompts_apart_when_a_batch_cannot_be_split(vlm_dirs, images, monkeypatch):
+    """A processor whose batched outputs are of a layout not known to split: its first batch tells, then each
+    prompt is processed alone, with the same scores."""
+    spec = f"vqa:{vlm_dirs['qwen2_vl']}"
+    texts = [TEXTS[:2], TEXTS[2:4], TEXTS[1:4], TEXTS[3:5]]
+    want = load_scorer(spec, ScorerOptions(device="cpu", batch_size=2)).score_pairs(sized_images(images), texts)
+    reuse = load_scorer(spec, ScorerOptions(device="cpu", batch_size=2))
+    counted = CountedProcessor(reuse.chat.processor)
+    reuse.chat.processor = counted
+    monkeypatch.setattr(chat_module, "_split_rows", lambda enc, counts: None)
+    got = reuse.score_pairs(sized_images(images), texts)
+    assert counted.calls == [2, 1, 1, 1, 1]  # the first chunk's batched call, then one per prompt
+    for x, y in zip(got, want, strict=True):
+        np.testing.assert_allclose(np.log(x), np.log(y), atol=1e-6, rtol=0)
+
+
+def test_split_rows_cuts_a_batch_per_prompt():
+    """Per-token tensors by row (cut to the prefix), per-image tensors by each prompt's images, Qwen-VL's
+    concatenated patches by the grid; a tensor of another layout, or no attention mask, cannot be split."""
+    ids = torch.arange(12).reshape(3, 4)
+    grid = torch.tensor([[1, 2, 2], [1, 2, 4], [1, 1, 2], [1, 2, 2]])  # 4, 8, 2 and 4 patches
+    enc = {"input_ids": ids, "attention_mask": torch.ones_like(ids), "pixel_values": torch.arange(18)[:, None],
+           "image_grid_thw": grid, "image_sizes": torch.arange(4)}  # fmt: skip
+    batch = chat_module._split_rows(enc, [1, 2, 1])
+    rows = [batch.rows(r, r + 1, cut=3) for r in range(3)]
+    assert [r["input_ids"].tolist() for r in rows] == [[[0, 1, 2]], [[4, 5, 6]], [[8, 9, 10]]]
+    assert [r["image_sizes"].tolist() for r in rows] == [[0], [1, 2], [3]]
+    assert [r["image_grid_thw"].shape[0] for r in rows] == [1, 2, 1]
+    assert [r["pixel_values"][:, 0].tolist() for r in rows] == [[0, 1, 2, 3], list(range(4, 14)), [14, 15, 16, 17]]
+    both = batch.rows(1, 3, cut=4)  # two consecutive prompts: views of the batch, not copies
+    assert both["input_ids"].tolist() == [[4, 5, 6, 7], [8, 9, 10, 11]] and both["image_sizes"].tolist() == [1, 2, 3]
+    assert both["pixel_values"].data_ptr() == enc["pixel_values"][4].data_ptr() and len(both["pixel_values"]) == 14
+    assert chat_module._split_rows({**enc, "extra": torch.zeros(5)}, [1, 2, 1]) is None
+    assert chat_module._split_rows({"input_ids": ids, "pixel_values": torch.zeros(4, 2)}, [1, 2, 1]) is None
 
 
 def test_vqa_through_the_engine_and_protocols(vlm_dirs, images):

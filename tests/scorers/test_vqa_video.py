@@ -53,6 +53,25 @@ def test_vqascore_of_a_clip_equals_the_processors_video_path(models, video, arch
                                     abs=1e-4)  # fmt: skip
 
 
+@pytest.mark.parametrize("arch", VIDEO_VLMS)
+def test_prefix_reuse_processes_several_clips_in_one_call(models, video, tmp_path, monkeypatch, arch: str) -> None:
+    """Two clips' prefixes go through the processor in one call (their frames split per clip after it: Qwen2-VL's
+    patches by ``video_grid_thw``, the LLaVA families' by clip); each score equals the processor's own path."""
+    scorer = load_scorer(f"vqa:{models[arch]}", ScorerOptions(device="cpu", batch_size=4))
+    blue = VideoRef(encode_numbered(tmp_path / "blue.mp4", 12, 4, coloured((20, 140, 230))))
+    clips = [SampledVideo(ref, scorer.frame_rule()).load() for ref in (video, blue)]
+    texts = [["a red ball", "a dog on a mat"], ["a blue sky", "a cat"]]
+    calls: list[int] = []
+    process = scorer.chat.process
+    monkeypatch.setattr(scorer.chat, "process", lambda prompts, images: calls.append(len(prompts)) or
+                        process(prompts, images))  # fmt: skip
+    got = scorer.score_pairs(clips, texts)
+    assert calls == [2]
+    for clip, ts, row in zip(clips, texts, got, strict=True):
+        want = [next_token_logprobs(scorer.chat, [clip], scorer.question.format(t), ["Yes"])[0] for t in ts]
+        assert np.log(row) == pytest.approx(np.array(want, dtype=float), abs=1e-4)
+
+
 def test_frame_rules_of_chat_models(models, video) -> None:
     qwen = load_scorer(f"vqa:{models['qwen2_vl']}?frames=processor:3", ScorerOptions())
     assert qwen.frame_rule().indices(12, 4.0) == [0, 3, 6, 9]  # Qwen2-VL rounds 3 frames to its temporal patch: 4

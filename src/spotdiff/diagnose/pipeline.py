@@ -6,10 +6,11 @@ worker processes decode the images and apply the model's own preprocessing (clip
 pins memory and keeps two batches per worker in flight). spotdiff does the same, batch by batch:
 
 * images: a DataLoader (``batch_size=None``) with ``workers`` processes (default: every core this
-  process may use) over pieces of the engine's batches: each batch is cut into one piece per
-  worker, so all workers decode each batch together and the first one is ready after one piece's
-  worth of decoding, whatever the number of workers; the pieces (in page-locked memory when the
-  model runs on CUDA) are copied to the device and concatenated there, in order. At most
+  process may use; none for images already in memory with nothing to prepare) over pieces of the
+  engine's batches: each batch is cut into one piece per worker, so all workers decode each batch
+  together and the first one is ready after one piece's worth of decoding, whatever the number of
+  workers; the pieces (in page-locked memory when the model runs on CUDA) are copied to the device
+  and concatenated there, in order. At most
   ``prefetch`` pieces per worker, so about ``prefetch`` batches, are in flight. A worker decodes
   its piece and runs the scorer's image preprocessor (:meth:`spotdiff.scorers.Scorer.image_preprocessor`)
   when it has one, so the calling process only copies pixels to the device (without blocking) and
@@ -171,15 +172,17 @@ class InputPipeline:
 
         Each batch is split into one piece per worker, so every worker works on the first batch and
         the model waits for one piece's worth of decoding before it starts, whatever the number of
-        workers; the pieces are joined again in order.
+        workers; the pieces are joined again in order. Images already in memory with nothing to prepare
+        are handed over by the calling process: a worker would only copy them through a pipe.
         """
         import torch
         from torch.utils.data import DataLoader
 
         jpeg = self.decode_device is not None and prepare is not None and prepare.on_tensors()
-        pieces, counts = _split(batches, self.workers)
+        idle = prepare is None and all(ref.in_memory for ref in refs)
+        pieces, counts = _split(batches, 1 if idle else self.workers)
         dataset = _ImageBatches(refs, pieces, prepare, jpeg)
-        workers = min(self.workers, len(pieces)) if len(pieces) > 1 else 0
+        workers = min(self.workers, len(pieces)) if len(pieces) > 1 and not idle else 0
         loader = DataLoader(
             dataset,
             batch_size=None,

@@ -12,7 +12,7 @@ import copy
 import inspect
 import re
 import warnings
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -159,6 +159,7 @@ class ChatVLM:
             if i is not None
         }
         self.core = getattr(model, "model", model)  # holds rope_deltas for M-RoPE models
+        self._split_known = True  # whether _split_rows splits this processor's batches (until one says no)
 
     @property
     def batch_size(self) -> int:
@@ -240,10 +241,6 @@ class ChatVLM:
         bos = self.tokenizer.bos_token
         return not (bos is not None and prompt.startswith(bos))
 
-    def _text_ids(self, prompt: str) -> list[int]:
-        """The prompt's tokens with each image placeholder still one token."""
-        return list(self.tokenizer(prompt, add_special_tokens=self._add_special(prompt))["input_ids"])
-
     def process(self, prompts: Sequence[str], images: Sequence[Sequence[Image.Image | Clip]]) -> dict[str, Any]:
         """The processor's tensors for prompts and their images (right-padded), on the device; prompts
         without images (a text-only turn) are passed as text alone. Clips are the processor's videos: their
@@ -305,15 +302,14 @@ class ChatVLM:
             if not r.target:
                 raise ValueError("a request needs at least one target token")
             groups.setdefault(r.images, []).append(k)
-        whole: list[int] = []
         with torch.inference_mode():
             plans: dict[tuple, list[_Prefix]] = {}
-            for imgs, members in groups.items():
-                plan = self._plan_prefix([images[i] for i in imgs], members, requests) if reuse else None
-                if plan is None:
-                    whole.extend(members)
-                else:
+            if reuse:
+                found, whole = self._plan_prefixes(images, groups, requests)
+                for plan in found:
                     plans.setdefault(plan.shape_key, []).append(plan)
+            else:
+                whole = [k for members in groups.values() for k in members]
             for same_shape in plans.values():
                 for start in range(0, len(same_shape), self.batch_size):
                     for k, lp in self._with_prefixes(same_shape[start : start + self.batch_size], requests):
@@ -376,47 +372,102 @@ class ChatVLM:
             out.append(logp[b, pos, tgt].double().cpu().numpy())
         return out
 
+    def _plan_prefixes(
+        self, images: Sequence[Any], groups: dict[tuple[int, ...], list[int]], requests: Sequence[Request]
+    ) -> tuple[list[_Prefix], list[int]]:
+        """The shared prefix of each image tuple's requests (``groups``: tuple -> request indices), processed
+        ``batch_size`` tuples per processor call; and the requests whose prefix cannot be split off (run whole)."""
+        ids = self._token_ids(requests[k].prompt for members in groups.values() for k in members)
+        whole: list[int] = []
+        split: list[tuple[tuple[int, ...], list[int], int]] = []  # (image tuple, requests, common prefix length)
+        for imgs, members in groups.items():
+            texts = [ids[requests[k].prompt] for k in members]
+            k = _common_prefix_length(texts)
+            if k == 0 or any(t in self.image_token_ids for t_ids in texts for t in t_ids[k:]):
+                whole.extend(members)  # an image after the point where the prompts differ
+            else:
+                split.append((imgs, members, k))
+        plans: list[_Prefix] = []
+        for start in range(0, len(split), self.batch_size):
+            chunk = split[start : start + self.batch_size]
+            prompts = [requests[members[0]].prompt for _, members, _ in chunk]
+            sources = self._processed_apart(prompts, [[images[i] for i in imgs] for imgs, _, _ in chunk])
+            for (_, members, k), (source, row) in zip(chunk, sources, strict=True):
+                texts = [ids[requests[m].prompt] for m in members]
+                plan = self._plan_prefix(source, row, members, texts, k, requests)
+                if plan is None:
+                    whole.extend(members)
+                else:
+                    plans.append(plan)
+        return plans, whole
+
+    def _token_ids(self, prompts: Iterable[str]) -> dict[str, list[int]]:
+        """Each distinct prompt's tokens, each image placeholder still one token (one tokenizer call)."""
+        by_special: dict[bool, list[str]] = {}
+        for prompt in dict.fromkeys(prompts):
+            by_special.setdefault(self._add_special(prompt), []).append(prompt)
+        out: dict[str, list[int]] = {}
+        for special, texts in by_special.items():
+            out.update(zip(texts, self.tokenizer(texts, add_special_tokens=special)["input_ids"], strict=True))
+        return out
+
+    def _processed_apart(self, prompts: list[str], images: list[list[Any]]) -> list[tuple[_Processed, int]]:
+        """Each prompt's processor tensors as (a processor call's output, the prompt's row in it): one call for
+        all, split by :func:`_split_rows`; one call per prompt for a processor whose output it cannot split
+        (known after its first batch)."""
+        if len(prompts) > 1 and self._split_known:
+            batch = _split_rows(self.process(prompts, images), [len(x) for x in images])
+            if batch is not None:
+                return [(batch, row) for row in range(len(prompts))]
+            self._split_known = False
+        return [(_Processed.alone(self.process([p], [x])), 0) for p, x in zip(prompts, images, strict=True)]
+
     def _plan_prefix(
-        self, images: list[Image.Image], members: list[int], requests: Sequence[Request]
+        self, source: _Processed, row: int, members: list[int], texts: list[list[int]], k: int, reqs: Sequence[Request]
     ) -> _Prefix | None:
-        """The shared prefix of one image tuple's requests, processed; None when it cannot be split."""
-        texts = [self._text_ids(requests[k].prompt) for k in members]
-        k = _common_prefix_length(texts)
-        if k == 0 or any(t in self.image_token_ids for ids in texts for t in ids[k:]):
-            return None  # an image after the point where the prompts differ
-        enc = self.process([requests[members[0]].prompt], [images])
+        """One image tuple's shared prefix from its processed first prompt (row ``row`` of ``source``, maybe
+        right-padded) and its requests' tokens (``texts``, common to ``k`` tokens); None when it cannot be split."""
+        enc = source.enc
         if "token_type_ids" in enc:
             return None  # prefix-LM: the prompt attends bidirectionally, a cached prefix would differ
-        full = enc["input_ids"].shape[1]
+        ids = enc["input_ids"][row]
+        full = int(enc["attention_mask"][row].sum()) if "attention_mask" in enc else ids.shape[0]
         cut = full - (len(texts[0]) - k)
-        if cut <= 0 or enc["input_ids"][0, cut:].tolist() != texts[0][k:]:
+        if cut <= 0 or ids[cut:full].tolist() != texts[0][k:]:
             return None  # the processor's expansion does not keep the prompt's tail token for token
-        inputs = {key: v[:, :cut] if self._token_aligned(v, 1, full) else v for key, v in enc.items()}
-        conts = [ids[k:] + list(requests[m].target) for ids, m in zip(texts, members, strict=True)]
-        offsets = [len(ids) - k for ids in texts]  # prompt tokens after the prefix
-        return _Prefix(inputs, cut, members, conts, offsets)
+        conts = [t[k:] + list(reqs[m].target) for t, m in zip(texts, members, strict=True)]
+        offsets = [len(t) - k for t in texts]  # prompt tokens after the prefix
+        return _Prefix(source, row, cut, members, conts, offsets)
 
     def _with_prefixes(self, plans: list[_Prefix], requests: Sequence[Request]) -> list[tuple[int, np.ndarray]]:
         """Prefixes of equal shape in one forward pass (KV cache kept), then every request's
         remaining prompt and answer tokens against its own prefix's cache, ``batch_size`` rows at a time."""
         import torch
 
-        inputs = {key: torch.cat([p.inputs[key] for p in plans]) for key in plans[0].inputs}
+        head = plans[0]
+        if all(p.source is head.source and p.row == head.row + g for g, p in enumerate(plans)):
+            inputs = head.source.rows(head.row, head.row + len(plans), head.cut)  # one call's prompts in order
+        else:
+            parts = [p.inputs for p in plans]
+            inputs = {key: torch.cat([part[key] for part in parts]) for key in parts[0]}
         keep = {"logits_to_keep": 1} if "logits_to_keep" in inspect.signature(self.model.forward).parameters else {}
         first = self.model(**inputs, use_cache=True, **keep)
         cache = first.past_key_values
-        last = torch.log_softmax(first.logits[:, -1].float(), dim=-1)  # [n_prefixes, V]
         deltas = getattr(self.core, "rope_deltas", None) if hasattr(self.core, "get_rope_index") else None
         cut = plans[0].cut
         out: dict[int, np.ndarray] = {}
         rows: list[tuple[int, int, list[int], int]] = []  # (prefix, request, continuation, offset)
+        direct: dict[int, tuple[int, int, int]] = {}  # request: its first answer token follows the prefix directly
         for g, plan in enumerate(plans):
             for m, cont, offset in zip(plan.members, plan.conts, plan.offsets, strict=True):
                 out[m] = np.empty(len(requests[m].target), dtype=np.float64)
-                if offset == 0:  # the first answer token follows the prefix directly
-                    out[m][0] = float(last[g, requests[m].target[0]])
+                if offset == 0:
+                    direct[m] = (g, -1, requests[m].target[0])
                 if len(cont) > 1:
                     rows.append((g, m, cont, offset))
+        if direct:
+            for m, lp in zip(direct, _log_probs(first.logits, list(direct.values())), strict=True):
+                out[m][0] = lp
         rows.sort(key=lambda row: len(row[2]))
         for start in range(0, len(rows), self.batch_size):
             batch = rows[start : start + self.batch_size]
@@ -443,11 +494,14 @@ class ChatVLM:
             logits = self.model(
                 input_ids=ids, attention_mask=att, past_key_values=past, use_cache=True, **kwargs
             ).logits
-            logp = torch.log_softmax(logits.float(), dim=-1)
+            picks, where = [], []
             for b, (_, m, _, offset) in enumerate(batch):
                 for j, t in enumerate(requests[m].target):
                     if offset + j >= 1:
-                        out[m][j] = float(logp[b, column[offset + j - 1], t])
+                        picks.append((b, column[offset + j - 1], t))
+                        where.append((m, j))
+            for (m, j), lp in zip(where, _log_probs(logits, picks), strict=True):
+                out[m][j] = lp
         return list(out.items())
 
     def generate(self, images: Sequence[Image.Image], prompt: str, max_new_tokens: int) -> str:
@@ -472,16 +526,51 @@ class ChatVLM:
         return str(getattr(self.config, "model_type", ""))
 
 
+@dataclass(frozen=True)
+class _Processed:
+    """One processor call's tensors for one or more prompts: ``tokens`` names the per-token ones (a row per
+    prompt); ``spans[key]``: prompt ``r``'s entries of another lie at ``spans[key][r]:spans[key][r + 1]`` along
+    its first axis (a key in neither: every prompt takes the value as it is)."""
+
+    enc: dict[str, Any]
+    tokens: frozenset[str]
+    spans: dict[str, list[int]]
+
+    @classmethod
+    def alone(cls, enc: dict[str, Any]) -> _Processed:
+        """The output of a call for one prompt."""
+        width = enc["input_ids"].shape[1]
+        return cls(enc, frozenset(k for k, v in enc.items() if ChatVLM._token_aligned(v, 1, width)), {})
+
+    def rows(self, lo: int, hi: int, cut: int) -> dict[str, Any]:
+        """The tensors of prompts ``lo`` to ``hi - 1`` (views), their tokens cut to the first ``cut``."""
+        out = {}
+        for key, value in self.enc.items():
+            if key in self.tokens:
+                out[key] = value[lo:hi, :cut]
+            elif key in self.spans:
+                out[key] = value[self.spans[key][lo] : self.spans[key][hi]]
+            else:
+                out[key] = value
+        return out
+
+
 @dataclass
 class _Prefix:
-    """One image tuple's shared prompt prefix, processed (``inputs`` cut to ``cut`` tokens), and its
-    requests' continuations (remaining prompt tokens, then the answer)."""
+    """One image tuple's shared prompt prefix, processed (row ``row`` of ``source``, cut to ``cut`` tokens), and
+    its requests' continuations (remaining prompt tokens, then the answer)."""
 
-    inputs: dict[str, Any]
+    source: _Processed
+    row: int
     cut: int
     members: list[int]
     conts: list[list[int]]
     offsets: list[int]
+
+    @property
+    def inputs(self) -> dict[str, Any]:
+        """The prefix's tensors, for the model."""
+        return self.source.rows(self.row, self.row + 1, self.cut)
 
     @property
     def shape_key(self) -> tuple:
@@ -498,6 +587,44 @@ def _common_prefix_length(seqs: Sequence[Sequence[int]]) -> int:
         if any(s[i] != t for s in seqs):
             return i
     return n
+
+
+def _split_rows(enc: dict[str, Any], counts: Sequence[int]) -> _Processed | None:
+    """Where each prompt's tensors lie in a batched processor output (``counts``: each prompt's images):
+    per-token tensors by row (right padding kept), the others by image, or by patch where one ``*_grid_thw``
+    tensor gives each image's patches (Qwen-VL's concatenated ``pixel_values``). None for any other layout."""
+    import torch
+
+    rows, ids = len(counts), enc.get("input_ids")
+    if ids is None or "attention_mask" not in enc:
+        return None  # the rows' lengths are not known
+    by_item = np.cumsum([0, *counts]).tolist()
+    grids = [v for key, v in enc.items() if key.endswith("grid_thw") and torch.is_tensor(v)]
+    by_patch = None
+    if len(grids) == 1 and grids[0].dim() == 2 and grids[0].shape[0] == by_item[-1]:
+        patches = np.cumsum([0, *grids[0].prod(dim=-1).tolist()]).tolist()
+        by_patch = [patches[i] for i in by_item]
+    tokens, spans = set(), {}
+    for key, value in enc.items():
+        if not torch.is_tensor(value) or value.dim() == 0:
+            return None
+        if ChatVLM._token_aligned(value, rows, ids.shape[1]):
+            tokens.add(key)
+        elif value.shape[0] == by_item[-1]:  # one entry per image (or, when equal, per patch: one each)
+            spans[key] = by_item
+        elif by_patch is not None and value.shape[0] == by_patch[-1]:
+            spans[key] = by_patch
+        else:
+            return None
+    return _Processed(enc, frozenset(tokens), spans)
+
+
+def _log_probs(logits: Any, picks: Sequence[tuple[int, int, int]]) -> list[float]:
+    """``log_softmax(logits[b, c])[t]`` for each ``(b, c, t)`` of ``picks``, normalised only where read."""
+    import torch
+
+    b, c, t = (torch.tensor(x, device=logits.device) for x in zip(*picks, strict=True))
+    return torch.log_softmax(logits[b, c].float(), dim=-1).gather(1, t[:, None])[:, 0].tolist()
 
 
 _CHOICE = re.compile(r"^\(?([A-Z])\)?[.:]?$")

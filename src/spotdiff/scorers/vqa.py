@@ -124,11 +124,12 @@ class VQAScorer(PairScorer):
             texts_per_image: each image's texts.
             video: the images are clips (the chat template's video input).
         """
-        chat = self.chat
+        answers = [[self.answer.format(t) for t in texts] for texts in texts_per_image]
+        targets = {a: self.chat.answer_ids(a) for a in dict.fromkeys(a for row in answers for a in row)}
         return [
-            Request((i,), self._render(self.question.format(t), video), chat.answer_ids(self.answer.format(t)))
-            for i, texts in enumerate(texts_per_image)
-            for t in texts
+            Request((i,), self._render(self.question.format(t), video), targets[a])
+            for i, (texts, row) in enumerate(zip(texts_per_image, answers, strict=True))
+            for t, a in zip(texts, row, strict=True)
         ]
 
     def _render(self, question: str, video: bool) -> str:
