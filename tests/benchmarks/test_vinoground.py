@@ -10,7 +10,6 @@ import dataclasses
 import io
 import json
 import re
-import zipfile
 from pathlib import Path
 
 import numpy as np
@@ -22,25 +21,13 @@ from spotdiff.errors import DataError
 from spotdiff.protocols import get_protocol
 from spotdiff.protocols.stats import evaluate
 from spotdiff.scorers.chat import read_first_char
-from spotdiff.testing.hub_repos import vinoground_repo
+from spotdiff.testing.hub_repos import unpack_repo, vinoground_repo
 from spotdiff.video.clips import VideoRef
-
-
-def unpack(files: dict[str, bytes], root: Path) -> Path:
-    """The hub repository's files in ``root``, its archives unzipped there (as ``spotdiff data fetch`` leaves
-    them, and as the authors' README says: ``unzip vinoground_videos.zip``)."""
-    root.mkdir(parents=True, exist_ok=True)
-    for name, data in files.items():
-        if name.endswith(".zip"):
-            zipfile.ZipFile(io.BytesIO(data)).extractall(root)
-        else:
-            (root / name).write_bytes(data)
-    return root
 
 
 @pytest.fixture(scope="module")
 def data(tmp_path_factory) -> Path:
-    return unpack(vinoground_repo(n=4), tmp_path_factory.mktemp("vinoground"))
+    return unpack_repo(vinoground_repo(n=4), tmp_path_factory.mktemp("vinoground"))
 
 
 def test_reads_the_hub_layout(data: Path, tmp_path: Path) -> None:
@@ -64,7 +51,7 @@ def test_reads_the_hub_layout(data: Path, tmp_path: Path) -> None:
 
 
 def test_bad_rows_name_file_line_and_field(tmp_path: Path) -> None:
-    root = unpack(vinoground_repo(n=3), tmp_path)
+    root = unpack_repo(vinoground_repo(n=3), tmp_path)
     path = root / "vinoground.csv"
     text = path.read_text()
     path.write_text(text.replace("\n2,viewpoint,", "\n7,viewpoint,"))
@@ -124,7 +111,7 @@ def test_lmm_reads_the_authors_prompts(data: Path, tmp_path: Path) -> None:
     assert case_pairs(odd) == [(0, 0), (1, 1), (2, 2), (3, 3)]
     lmms = get_benchmark("vinoground-lmm")(data, suffix="lmms-eval").load()[0]
     assert lmms.texts[0] == text[0]["question"] + "\nPlease only output one English character."
-    moved = unpack(vinoground_repo(n=4), tmp_path / "lmms")  # lmms-eval's places for the two prompt files
+    moved = unpack_repo(vinoground_repo(n=4), tmp_path / "lmms")  # lmms-eval's places for the two prompt files
     (moved / "vinoground_textscore.json").rename(moved / "vinoground_videos/vinoground_textscore.json")
     (moved / "vinoground_videoscore.json").rename(moved / "vinoground_videos_concated/vinoground_videoscore.json")
     assert [c.texts for c in get_benchmark("vinoground-lmm")(moved).load()] == [c.texts for c in cases]
@@ -137,7 +124,7 @@ def test_lmm_reads_the_authors_prompts(data: Path, tmp_path: Path) -> None:
      (lambda items: items.pop(), "expected a JSON list of 2 questions per pair")],
 )  # fmt: skip
 def test_lmm_bad_prompts_name_file_item_and_field(tmp_path: Path, edit, message: str) -> None:
-    root = unpack(vinoground_repo(n=4), tmp_path)
+    root = unpack_repo(vinoground_repo(n=4), tmp_path)
     path = root / "vinoground_videoscore.json"
     items = json.loads(path.read_text())
     edit(items)

@@ -81,19 +81,10 @@ def test_a_model_of_images_is_refused_in_one_line(tmp_path, models, data, capsys
 def test_vinoground_lmm_asks_each_question_about_its_own_video_only(tmp_path) -> None:
     """A tiny Qwen2-VL through vqa: on vinoground-lmm: 4 (video, question) pairs a pair, never the 12 others;
     the matrix NaN where nothing was asked, and no case counted as a NaN score."""
-    import io
-    import zipfile
-
-    from spotdiff.testing.hub_repos import vinoground_repo
+    from spotdiff.testing.hub_repos import unpack_repo, vinoground_repo
     from spotdiff.testing.tiny_vlms import make_tiny_vlm
 
-    data = tmp_path / "vinoground"
-    data.mkdir()
-    for name, blob in vinoground_repo(n=3).items():
-        if name.endswith(".zip"):
-            zipfile.ZipFile(io.BytesIO(blob)).extractall(data)
-        else:
-            (data / name).write_bytes(blob)
+    data = unpack_repo(vinoground_repo(n=3), tmp_path / "vinoground")
     model = "vqa:" + str(make_tiny_vlm("qwen2_vl", tmp_path / "qwen")) + "?generate=2&frames=processor:4"
     kw = {"use_store": False, "n_boot": 0, "progress": False, "workers": 0}
     result = evaluate(model, "vinoground-lmm", data, cache=tmp_path / "cache", **kw)

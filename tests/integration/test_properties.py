@@ -491,16 +491,9 @@ def _valid_dataset(bench: str, root: Path) -> list[Path]:
 def _valid_video_dataset(bench: str, root: Path) -> list[Path]:
     """A valid dataset of a video benchmark in ``root``, and its files that may be damaged."""
     if bench in ("vinoground", "vinoground-lmm"):  # the hub dataset, archives unpacked
-        import io
-        import zipfile
+        from spotdiff.testing.hub_repos import unpack_repo, vinoground_repo
 
-        from spotdiff.testing.hub_repos import vinoground_repo
-
-        for rel, blob in vinoground_repo(n=2, frames=2).items():
-            if rel.endswith(".zip"):
-                zipfile.ZipFile(io.BytesIO(blob)).extractall(root)
-            else:
-                (root / rel).write_bytes(blob)
+        unpack_repo(vinoground_repo(n=2, frames=2), root)
         return [root / "vinoground.csv", root / "vinoground_textscore.json", root / "vinoground_videoscore.json"]
     if bench == "vitatecs":
         from spotdiff.testing.videos import write_vitatecs

@@ -6,7 +6,6 @@ from __future__ import annotations
 import base64
 import io
 import re
-import zipfile
 from pathlib import Path
 
 from PIL import Image
@@ -14,20 +13,14 @@ from PIL import Image
 from spotdiff.cli import main
 from spotdiff.diagnose.store import RunStore
 from spotdiff.report.gallery import STRIP_FRAMES
-from spotdiff.testing.hub_repos import vinoground_repo
+from spotdiff.testing.hub_repos import unpack_repo, vinoground_repo
 from spotdiff.testing.tiny_models import make_tiny_clip
 from spotdiff.testing.tiny_vlms import make_tiny_vlm
 from spotdiff.testing.videos import write_vitatecs
 
 
 def test_clip_and_a_video_chat_model_share_store_grid_and_report(tmp_path: Path) -> None:
-    vinoground = tmp_path / "vinoground"
-    vinoground.mkdir()
-    for name, blob in vinoground_repo(n=4).items():
-        if name.endswith(".zip"):
-            zipfile.ZipFile(io.BytesIO(blob)).extractall(vinoground)
-        else:
-            (vinoground / name).write_bytes(blob)
+    vinoground = unpack_repo(vinoground_repo(n=4), tmp_path / "vinoground")
     vitatecs = write_vitatecs(tmp_path / "vitatecs")
     clip = "hf-clip:" + str(make_tiny_clip(tmp_path / "clip")) + "?frames=uniform:4"
     chat = "vqa:" + str(make_tiny_vlm("qwen2_vl", tmp_path / "qwen")) + "?frames=processor:4"

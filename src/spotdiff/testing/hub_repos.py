@@ -256,6 +256,24 @@ def naturalbench_retrieval_repo(n: int = 4, seed: int = 0) -> dict[str, bytes]:
     return {"NaturalBench-Retrieval.zip": buf.getvalue()}
 
 
+def unpack_repo(files: dict[str, bytes], root: str | Path) -> Path:
+    """A repository's ``files`` written in ``root``, its archives unzipped there (as ``spotdiff data fetch``
+    leaves them, and as Vinoground's README says: ``unzip vinoground_videos.zip``).
+
+    Args:
+        files: the repository's files by path, as :func:`vinoground_repo` gives them.
+        root: the folder (made when missing).
+    """
+    root = Path(root)
+    root.mkdir(parents=True, exist_ok=True)
+    for name, data in files.items():
+        if name.endswith(".zip"):
+            zipfile.ZipFile(io.BytesIO(data)).extractall(root)
+        else:
+            (root / name).write_bytes(data)
+    return root
+
+
 def _zip(files: dict[str, bytes]) -> bytes:
     buf = io.BytesIO()
     with zipfile.ZipFile(buf, "w", zipfile.ZIP_DEFLATED) as zf:
