@@ -263,6 +263,10 @@ class SynthEngine(ABC):
     benchmark: ClassVar[str | None] = None
     #: the engine's options, with their defaults
     config_class: ClassVar[type[SynthConfig]] = SynthConfig
+    #: an engine whose output people review (``spotdiff review``; its config is a :class:`ReviewOptions`): the
+    #: function writing the items that reviewed sheets accept, ``reviewed(out, sheets, rule)``, run instead of
+    #: :meth:`make` when the config's ``from_review`` names sheets
+    reviewed: ClassVar[Callable[[Path, Sequence[Path], str], dict[str, Any]] | None] = None
 
     def __init_subclass__(
         cls,
@@ -287,11 +291,6 @@ class SynthEngine(ABC):
     def check(self) -> None:
         """Refuse bad options and unusable models before anything heavy runs (the config's ``validate``)."""
         self.config.validate()
-
-    #: an engine whose output people review (``spotdiff review``; its config is a :class:`ReviewOptions`): the
-    #: function writing the items that reviewed sheets accept, ``reviewed(out, sheets, rule)``, run instead of
-    #: :meth:`make` when the config's ``from_review`` names sheets
-    reviewed: ClassVar[Callable[[Path, Sequence[Path], str], dict[str, Any]] | None] = None
 
     def write(self, out: Path) -> dict[str, Any]:
         """Write the dataset under ``out``, from reviewed sheets with ``--from-review``; return a short summary
