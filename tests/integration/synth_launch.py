@@ -14,6 +14,7 @@ import sys
 from pathlib import Path
 
 import torch.distributed as dist
+import torch.distributed.fsdp  # noqa: F401  (before the group, as spotdiff.ranks.Group does: see there)
 
 from spotdiff.synth import ENGINES
 from spotdiff.synth import run as synth_run

@@ -166,3 +166,25 @@ def test_every_option_passes_torchruns_parser():
                 argv = ["--nproc-per-node", "2", "-m", "spotdiff", "synth", name, flag, "1"]
                 parsed = torchrun.parse_args(argv)
                 assert flag in parsed.training_script_args, (name, flag)
+
+
+@pytest.mark.skipif(not Path("/proc/self/task").is_dir(), reason="counts threads in /proc")
+def test_a_finished_group_leaves_no_gloo_threads_for_teardown(tmp_path):
+    """torch.distributed.fsdp imported after the group exists (diffusers does) held it, so gloo's threads outlived
+    destroy_process_group into interpreter teardown, where a rank sometimes aborted (SIGABRT) with its work done.
+    The group spotdiff creates is freed when a run finishes: no gloo thread is left on either rank."""
+    script = tmp_path / "group_launch.py"
+    script.write_text(
+        "import os\n"
+        "from spotdiff.ranks import Group, detect\n"
+        "group = Group(detect())\n"
+        "import torch.distributed.fsdp  # noqa: F401  (what diffusers imports)\n"
+        "group.finish()\n"
+        "names = [open(f'/proc/self/task/{t}/comm').read() for t in os.listdir('/proc/self/task')]\n"
+        f"out = {str(tmp_path)!r} + '/rank' + os.environ['RANK']\n"
+        "open(out, 'w').write(str(sum('gloo' in n for n in names)))\n",
+        encoding="utf-8",
+    )
+    proc = _torchrun(str(script), timeout=120)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert [(tmp_path / f"rank{r}").read_text() for r in (0, 1)] == ["0", "0"]  # gloo threads left on each rank
