@@ -15,6 +15,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from spotdiff.benchmarks import BENCHMARKS, get_benchmark
+from spotdiff.benchmarks._io import first_true
 from spotdiff.benchmarks.aro import SKIP_IDENTICAL, SKIP_NO_NEGATIVE
 from spotdiff.benchmarks.crepe import SKIP_EMPTY
 from spotdiff.benchmarks.retrieval import pre_caption
@@ -506,6 +507,14 @@ def test_aro_order_drops_identical_perturbations(tmp_path):
     bench, cases = load("aro-coco-order", tmp_path, pos_tagger="heuristic", tokenizer="regex")
     assert bench.report.skipped[SKIP_NO_NEGATIVE] == 1  # "dog": every shuffle is the identity
     assert [c.id for c in cases] == ["val2014/x.jpg#1"]
+
+
+def test_first_true_marks_the_first_of_k_texts_in_one_shared_read_only_array():
+    assert first_true(1).tolist() == [[True]]
+    assert first_true(4).tolist() == [[True, False, False, False]]
+    assert first_true(4) is first_true(4)  # one array per size, shared by the cases of that size
+    with pytest.raises(ValueError, match="read-only"):
+        first_true(4)[0, 1] = True
 
 
 def test_aro_order_options(tmp_path):

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import os
 from collections.abc import Iterable, Iterator, Mapping
+from functools import cache
 from pathlib import Path
 from typing import Any
 
@@ -253,6 +254,17 @@ def frozen_truth(rows: Any) -> np.ndarray:
     truth = np.array(rows, dtype=bool)
     truth.setflags(write=False)
     return truth
+
+
+@cache
+def first_true(k: int) -> np.ndarray:
+    """The read-only truth of 1 image x ``k`` texts whose first text is the true one; one array per ``k``,
+    shared by every case of that size.
+
+    Args:
+        k: the number of texts.
+    """
+    return frozen_truth([[j == 0 for j in range(k)]])
 
 
 def option_int(options: Mapping[str, object], name: str, default: int) -> int:

@@ -18,6 +18,7 @@ import numpy as np
 from spotdiff.benchmarks._io import (
     field,
     find_file,
+    first_true,
     frozen_truth,
     option_bool,
     option_choice,
@@ -314,7 +315,6 @@ class _Order(_Mirrored, _KarpathyBenchmark):
     def _mieb_cases(self, files: list[Path]) -> Iterator[Case]:
         tags = {"subset": "test", "dataset": self.dataset, "perturbations": "mieb"}
         columns = ("correct_caption", *MIEB_HARD_TEXTS)
-        truth_cache: dict[int, np.ndarray] = {}
         n = 0
         for path, row, record in iter_rows(files, columns, ("images",)):
             self.report.records += 1
@@ -332,12 +332,9 @@ class _Order(_Mirrored, _KarpathyBenchmark):
                 self.report.skip(SKIP_NO_NEGATIVE)
                 n += 1
                 continue
-            truth = truth_cache.get(len(texts))
-            if truth is None:
-                truth = truth_cache[len(texts)] = frozen_truth([[True] + [False] * (len(texts) - 1)])
             image: ImageRef = record["images"]
-            yield Case(id=f"mieb/{n}", texts=tuple(texts), truth=truth, images=(image,), tags=dict(tags),
-                       roles=tuple(roles))
+            yield Case(id=f"mieb/{n}", texts=tuple(texts), truth=first_true(len(texts)), images=(image,),
+                       tags=dict(tags), roles=tuple(roles))
             n += 1
 
     def _official_cases(self) -> Iterator[Case]:
@@ -356,7 +353,6 @@ class _Order(_Mirrored, _KarpathyBenchmark):
             "tokenizer": shuffler.tokenizer,
             "seed": str(seed),
         }
-        truth_cache: dict[int, np.ndarray] = {}
         for i, (image, captions) in enumerate(records):
             ref = FileImage(base / image)
             for j, caption in enumerate(captions):
@@ -377,13 +373,10 @@ class _Order(_Mirrored, _KarpathyBenchmark):
                 if len(texts) == 1:
                     self.report.skip(SKIP_NO_NEGATIVE)
                     continue
-                truth = truth_cache.get(len(texts))
-                if truth is None:
-                    truth = truth_cache[len(texts)] = frozen_truth([[True] + [False] * (len(texts) - 1)])
                 yield Case(
                     id=f"{image}#{j}",
                     texts=tuple(texts),
-                    truth=truth,
+                    truth=first_true(len(texts)),
                     images=(ref,),
                     tags=dict(tags),
                     roles=tuple(roles),

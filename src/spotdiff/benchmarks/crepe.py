@@ -12,9 +12,7 @@ import re
 from collections.abc import Iterator
 from pathlib import Path
 
-import numpy as np
-
-from spotdiff.benchmarks._io import images_dir, nonempty_strings, option_bool, option_choice, read_csv_rows
+from spotdiff.benchmarks._io import first_true, images_dir, nonempty_strings, option_bool, option_choice, read_csv_rows
 from spotdiff.benchmarks.base import BENCHMARKS, Benchmark, BenchmarkMetadata, LoadReport
 from spotdiff.benchmarks.shared import images_part
 from spotdiff.benchmarks.sources import GIT_TREE, Checksum, Part, RemoteFile, Unpack, UrlSource, github_raw
@@ -197,7 +195,6 @@ tags: subset, split, neg_type, complexity (productivity), compounds + train_data
         images = self._image_base()
         refs: dict[tuple, FileImage] = {}
         paths: dict[str, Path] = {}
-        truths: dict[int, np.ndarray] = {}
 
         def image_path(image_id: str) -> Path:
             path = paths.get(image_id)
@@ -253,17 +250,10 @@ tags: subset, split, neg_type, complexity (productivity), compounds + train_data
                     image = refs.get(key)
                     if image is None:
                         image = refs[key] = FileImage(image_path(image_id), bbox=tuple(box))  # type: ignore[arg-type]
-                    k = 1 + len(negatives)
-                    truth = truths.get(k)
-                    if truth is None:
-                        truth = np.zeros((1, k), dtype=bool)
-                        truth[0, 0] = True
-                        truth.setflags(write=False)
-                        truths[k] = truth
                     yield Case(
                         id=f"{name}/{n}",
                         texts=(caption, *negatives),
-                        truth=truth,
+                        truth=first_true(1 + len(negatives)),
                         images=(image,),
                         tags={"subset": name, **extra},
                     )

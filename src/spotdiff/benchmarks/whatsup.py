@@ -10,9 +10,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from pathlib import Path, PurePosixPath
 
-import numpy as np
-
-from spotdiff.benchmarks._io import field, frozen_truth, images_dir, nonempty_strings, read_json
+from spotdiff.benchmarks._io import field, first_true, images_dir, nonempty_strings, read_json
 from spotdiff.benchmarks.base import BENCHMARKS, Benchmark, BenchmarkMetadata, LoadReport
 from spotdiff.benchmarks.sources import ManualSource, Part
 from spotdiff.cases import SET_TAG, SLOT_TAG, Case, FileImage
@@ -174,7 +172,6 @@ protocol whatsup: accuracy (individual), pair_accuracy (both images of a pair of
         present = {p.name for p in self.data_files()}
         chosen = [subset] if subset else [s for s in SUBSETS if FILES[s][0] in present]
         images = images_dir(self.root, self.options, default="")
-        truths: dict[int, np.ndarray] = {}
         for name in chosen:
             file, folder, kind = FILES[name]
             path = self.root / file
@@ -188,13 +185,10 @@ protocol whatsup: accuracy (individual), pair_accuracy (both images of a pair of
                 image, texts = _record(kind, record, path, idx)
                 name_of = {"controlled": image, "coco": f"{image.zfill(12)}.jpg", "vg": f"{image}.jpg"}
                 image_file = images / folder / name_of[kind]
-                k = len(texts)
-                if k not in truths:
-                    truths[k] = frozen_truth([[j == 0 for j in range(k)]])
                 tags = {"subset": name, "preposition": preposition(name, image, texts[0])}
                 if kind == "controlled":
                     tags.update(set_tags(name, image, path, idx))
-                yield Case(f"{name}/{idx}", texts, truths[k], (FileImage(image_file),), tags)
+                yield Case(f"{name}/{idx}", texts, first_true(len(texts)), (FileImage(image_file),), tags)
 
 
 def _record(kind: str, record: object, path: Path, idx: int) -> tuple[str, tuple[str, ...]]:
