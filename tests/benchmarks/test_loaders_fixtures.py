@@ -9,6 +9,8 @@ from collections import Counter
 from pathlib import Path
 
 import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
 import pytest
 import torch
 from hypothesis import given, settings
@@ -16,7 +18,7 @@ from hypothesis import strategies as st
 
 from spotdiff.benchmarks import BENCHMARKS, get_benchmark
 from spotdiff.benchmarks._io import first_true
-from spotdiff.benchmarks.aro import SKIP_IDENTICAL, SKIP_NO_NEGATIVE
+from spotdiff.benchmarks.aro import MIEB_HARD_TEXTS, SKIP_IDENTICAL, SKIP_NO_NEGATIVE
 from spotdiff.benchmarks.crepe import SKIP_EMPTY
 from spotdiff.benchmarks.retrieval import pre_caption
 from spotdiff.benchmarks.word_order import (
@@ -43,6 +45,7 @@ from spotdiff.testing.formats import (
     write_spec,
     write_winoground,
 )
+from spotdiff.testing.hub_repos import mteb_order_repo
 
 NAMES = (
     "eqben",
@@ -507,6 +510,24 @@ def test_aro_order_drops_identical_perturbations(tmp_path):
     bench, cases = load("aro-coco-order", tmp_path, pos_tagger="heuristic", tokenizer="regex")
     assert bench.report.skipped[SKIP_NO_NEGATIVE] == 1  # "dog": every shuffle is the identity
     assert [c.id for c in cases] == ["val2014/x.jpg#1"]
+
+
+def test_aro_order_mieb_rows_without_a_negative_are_counted_and_the_ids_stay_row_numbers(tmp_path):
+    ((name, data),) = mteb_order_repo(n=4).items()
+    path = tmp_path / "mieb" / name
+    path.parent.mkdir(parents=True)
+    path.write_bytes(data)
+    table = pq.read_table(path)
+    columns = table.to_pydict()
+    for j in range(1, 5):  # row 1: every hard text is its true caption
+        columns[f"hard_text_{j}"][1] = columns["correct_caption"][1]
+    pq.write_table(pa.table(columns, schema=table.schema), path)
+    bench, cases = load("aro-coco-order", tmp_path, perturbations="mieb")
+    assert [c.id for c in cases] == ["mieb/0", "mieb/2", "mieb/3"]
+    assert [len(c.texts) for c in cases] == [4, 5, 5]  # row 0's first hard text is its true caption (the fixture)
+    assert bench.report.records == 4
+    assert bench.report.skipped == {SKIP_IDENTICAL: 1 + 4, SKIP_NO_NEGATIVE: 1}
+    assert cases[1].roles == ("true", *MIEB_HARD_TEXTS) and cases[1].truth.tolist() == [[True] + [False] * 4]
 
 
 def test_first_true_marks_the_first_of_k_texts_in_one_shared_read_only_array():

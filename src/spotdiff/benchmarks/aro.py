@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import logging
 from abc import abstractmethod
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from pathlib import Path
 
 import numpy as np
@@ -312,30 +312,43 @@ class _Order(_Mirrored, _KarpathyBenchmark):
             raise ConfigError(f"{self.name}: MTEB's mirror (perturbations=mieb) holds the test split only")
         return find_parquet(self.root, MIEB_PARQUET, what=f"MTEB {self.name} (fetch it with --part mieb)")
 
+    def _case(self, case_id: str, true: str, perturbations: Iterable[tuple[str, str]], image: ImageRef,
+              tags: dict[str, str], keep_identical: bool = False) -> Case | None:
+        """1 image x [true caption, perturbations], the true one first; a perturbation equal to it is dropped
+        (counted) unless ``keep_identical``; None (counted) when no perturbation is left.
+
+        Args:
+            case_id: the case's id.
+            true: the true caption.
+            perturbations: ``(role, text)`` of each perturbation, read as they are consumed.
+            image: the image.
+            tags: the case's tags (each case gets its own copy).
+            keep_identical: keep perturbations equal to the true caption (``--ties argmax``, as ARO).
+        """
+        texts, roles = [true], ["true"]
+        for role, text in perturbations:
+            if text == true and not keep_identical:
+                self.report.skip(SKIP_IDENTICAL)
+                continue
+            texts.append(text)
+            roles.append(role)
+        if len(texts) == 1:
+            self.report.skip(SKIP_NO_NEGATIVE)
+            return None
+        return Case(id=case_id, texts=tuple(texts), truth=first_true(len(texts)), images=(image,), tags=dict(tags),
+                    roles=tuple(roles))
+
     def _mieb_cases(self, files: list[Path]) -> Iterator[Case]:
         tags = {"subset": "test", "dataset": self.dataset, "perturbations": "mieb"}
         columns = ("correct_caption", *MIEB_HARD_TEXTS)
-        n = 0
-        for path, row, record in iter_rows(files, columns, ("images",)):
+        for n, (path, row, record) in enumerate(iter_rows(files, columns, ("images",))):
             self.report.records += 1
             where = f"row {row}"
             true = field(record, "correct_caption", str, file=path, record_id=where)
-            texts, roles = [true], ["true"]
-            for column in MIEB_HARD_TEXTS:
-                text = field(record, column, str, file=path, record_id=where)
-                if text == true:
-                    self.report.skip(SKIP_IDENTICAL)
-                    continue
-                texts.append(text)
-                roles.append(column)
-            if len(texts) == 1:
-                self.report.skip(SKIP_NO_NEGATIVE)
-                n += 1
-                continue
-            image: ImageRef = record["images"]
-            yield Case(id=f"mieb/{n}", texts=tuple(texts), truth=first_true(len(texts)), images=(image,),
-                       tags=dict(tags), roles=tuple(roles))
-            n += 1
+            hard = ((c, field(record, c, str, file=path, record_id=where)) for c in MIEB_HARD_TEXTS)
+            case = self._case(f"mieb/{n}", true, hard, record["images"], tags)
+            if case is not None:
+                yield case
 
     def _official_cases(self) -> Iterator[Case]:
         split = self._split()
@@ -362,25 +375,11 @@ class _Order(_Mirrored, _KarpathyBenchmark):
                 if not true.strip():
                     raise DataError(f"caption {j} is empty after pre_caption: {caption!r:.60}",
                                     file=ann, record=i, field="caption")
-                texts, roles = [true], ["true"]
-                for role, text in zip(TextShuffler.PERTURBATIONS, shuffler.perturb(caption, rng), strict=True):
-                    text = pre_caption(text, max_words)
-                    if text == true and not keep_identical:
-                        self.report.skip(SKIP_IDENTICAL)
-                        continue
-                    texts.append(text)
-                    roles.append(role)
-                if len(texts) == 1:
-                    self.report.skip(SKIP_NO_NEGATIVE)
-                    continue
-                yield Case(
-                    id=f"{image}#{j}",
-                    texts=tuple(texts),
-                    truth=first_true(len(texts)),
-                    images=(ref,),
-                    tags=dict(tags),
-                    roles=tuple(roles),
-                )
+                perturbed = zip(TextShuffler.PERTURBATIONS, shuffler.perturb(caption, rng), strict=True)
+                shuffled = ((role, pre_caption(text, max_words)) for role, text in perturbed)
+                case = self._case(f"{image}#{j}", true, shuffled, ref, tags, keep_identical)
+                if case is not None:
+                    yield case
 
 
 _ORDER_LAYOUT = """\
