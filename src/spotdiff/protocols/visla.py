@@ -7,6 +7,9 @@ P1-N / P2-N is which (Table 3): docs/protocols.md.
 
 from __future__ import annotations
 
+from abc import abstractmethod
+from typing import ClassVar
+
 import numpy as np
 
 from spotdiff.cases import Case
@@ -40,12 +43,27 @@ def triplet(case: Case, protocol: str) -> tuple[int, int, int]:
     return int(pos[0]), int(pos[1]), int(neg[0])
 
 
-def _outcome(p1_n: bool, p2_n: bool) -> dict[str, float]:
-    return {"accuracy": float(p1_n and p2_n), "p1_n": float(p1_n), "p2_n": float(p2_n)}
+class _Triplet(Protocol):
+    """A VISLA triplet protocol: :meth:`_comparisons` decides P1-N and P2-N on a case's scores of
+    ``shape``; ``accuracy`` is both."""
+
+    ties_within_lines = True
+    metrics = ("accuracy", "p1_n", "p2_n")
+    #: The shape of a case's score matrix.
+    shape: ClassVar[tuple[int, int]]
+
+    def outcomes(self, case: Case, scores: np.ndarray) -> list[dict[str, float]]:
+        p1, p2, n = triplet(case, self.name)
+        p1_n, p2_n = self._comparisons(as_scores(case, scores, self.shape, self.needs), p1, p2, n)
+        return [{"accuracy": float(p1_n and p2_n), "p1_n": float(p1_n), "p2_n": float(p2_n)}]
+
+    @abstractmethod
+    def _comparisons(self, s: np.ndarray, p1: int, p2: int, n: int) -> tuple[bool, bool]:
+        """``(P1-N, P2-N)``: P1 above N, P2 above N, on the scores ``s`` (indices of the case's texts)."""
 
 
 @PROTOCOLS.register("visla-t2t")
-class VislaT2T(Protocol):
+class VislaT2T(_Triplet):
     """VISLA text-to-text triplet accuracy, P1-N and P2-N (VISLA Sec. 4, App. B, Table 3).
 
     ``scores`` is the 3 x 3 text-text similarity of (P1, P2, N): query P1 must rank P2 above N,
@@ -61,29 +79,23 @@ class VislaT2T(Protocol):
     """
 
     needs = "text-text"
-    ties_within_lines = True
-    metrics = ("accuracy", "p1_n", "p2_n")
+    shape = (3, 3)
     description = "VISLA T2T: negative ranked last for both positive queries; P1-N, P2-N; ties fail"
 
-    def outcomes(self, case: Case, scores: np.ndarray) -> list[dict[str, float]]:
-        p1, p2, n = triplet(case, self.name)
-        s = as_scores(case, scores, (3, 3), self.needs)
+    def _comparisons(self, s: np.ndarray, p1: int, p2: int, n: int) -> tuple[bool, bool]:
         p2_n = beats(s[p1], np.array([p2]), np.array([n]), self.ties)  # query P1: P2 above N
         p1_n = beats(s[p2], np.array([p1]), np.array([n]), self.ties)  # query P2: P1 above N
-        return [_outcome(p1_n, p2_n)]
+        return p1_n, p2_n
 
 
 @PROTOCOLS.register("visla-i2t")
-class VislaI2T(Protocol):
+class VislaI2T(_Triplet):
     """VISLA image-to-text triplet accuracy, P1-N and P2-N (VISLA Sec. 4, App. B)."""
 
     needs = "image-text"
-    ties_within_lines = True
-    metrics = ("accuracy", "p1_n", "p2_n")
+    shape = (1, 3)
     description = "VISLA I2T: negative ranked below both positives for the image query; ties fail"
 
-    def outcomes(self, case: Case, scores: np.ndarray) -> list[dict[str, float]]:
-        p1, p2, n = triplet(case, self.name)
-        s = as_scores(case, scores, (1, 3), self.needs)[0]
+    def _comparisons(self, s: np.ndarray, p1: int, p2: int, n: int) -> tuple[bool, bool]:
         below = np.array([n])
-        return [_outcome(beats(s, np.array([p1]), below, self.ties), beats(s, np.array([p2]), below, self.ties))]
+        return beats(s[0], np.array([p1]), below, self.ties), beats(s[0], np.array([p2]), below, self.ties)
