@@ -14,7 +14,7 @@ from pathlib import Path
 
 from spotdiff.benchmarks._io import first_true, images_dir, nonempty_strings, option_bool, option_choice, read_csv_rows
 from spotdiff.benchmarks.base import BENCHMARKS, Benchmark, BenchmarkMetadata, LoadReport
-from spotdiff.benchmarks.shared import images_part
+from spotdiff.benchmarks.shared import NO_LICENCE, images_part
 from spotdiff.benchmarks.sources import GIT_TREE, Checksum, Part, RemoteFile, Unpack, UrlSource, github_raw
 from spotdiff.cases import Case, FileImage
 from spotdiff.errors import ConfigError, DataError
@@ -86,7 +86,6 @@ CITATION = """\
 
 
 _REPOSITORY = ("RAIVNLab/CREPE", "1fa81c425f442396fe304f170c8eb6dc0747c814")
-_NO_LICENCE = "no licence file in the repository"
 _ANNOTATIONS = UrlSource(
     tuple(
         RemoteFile(github_raw(*_REPOSITORY, f"data/{name}.zip"), f"{name}.zip", Checksum.parse(f"git:{blob}", GIT_TREE),
@@ -133,9 +132,9 @@ tags: subset, split, neg_type, complexity (productivity), compounds + train_data
         citation=CITATION,
         main_score=("i2t-top1", "accuracy"),
         reproduces="CREPE Figs. 3-5; VisualGPTScore Table 2",
-        license=f"{_NO_LICENCE}; Visual Genome images CC BY 4.0",
+        license=f"{NO_LICENCE}; Visual Genome images CC BY 4.0",
         parts=(
-            Part("annotations", "annotations", _ANNOTATIONS, license=_NO_LICENCE),
+            Part("annotations", "annotations", _ANNOTATIONS, license=NO_LICENCE),
             images_part(("visual-genome", "")),
         ),
         ties="strict by default; --ties argmax gives a tie to the candidate listed first (the true caption); "

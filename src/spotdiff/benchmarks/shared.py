@@ -25,6 +25,8 @@ from spotdiff.benchmarks.sources import (
 SHARED = "_shared"
 #: The manifest ``spotdiff data fetch`` writes in every folder it fetches (:mod:`spotdiff.data.home`).
 MANIFEST = "spotdiff-manifest.json"
+#: The annotations' licence where the official repository states none.
+NO_LICENCE = "no licence file in the repository"
 
 _COCO_NOTE = "records of the archive by several downloaders (LAVIS, torch for R, CVAT scripts); not checked here"
 

@@ -15,7 +15,7 @@ from rapidfuzz.distance import Levenshtein
 
 from spotdiff.benchmarks._io import frozen_truth, images_dir, iter_lines
 from spotdiff.benchmarks.base import BENCHMARKS, Benchmark, BenchmarkMetadata, LoadReport
-from spotdiff.benchmarks.shared import images_part
+from spotdiff.benchmarks.shared import NO_LICENCE, images_part
 from spotdiff.benchmarks.sources import Part, github_files
 from spotdiff.cases import Case, FileImage
 from spotdiff.errors import DataError
@@ -150,7 +150,6 @@ P1 = the positive with the smaller character Levenshtein distance to N (ties kee
 
 
 _VISLA = ("Sri-Harsha/visla_benchmark", "adedd6974a3448ac9881466f801483dda13282e1")
-_NO_LICENCE = "no licence file in the repository"
 
 
 def _declare(subset: str, file_name: str, size: int, sha256: str, images: Part, *, description: str,
@@ -163,11 +162,11 @@ def _declare(subset: str, file_name: str, size: int, sha256: str, images: Part, 
         paper=_PAPER,
         reference=_REFERENCE,
         citation=CITATION,
-        license=f"{_NO_LICENCE}; COCO images under the Flickr terms",
+        license=f"{NO_LICENCE}; COCO images under the Flickr terms",
         protocols=("visla-i2t", "visla-t2t"),
         main_score=("visla-i2t", "accuracy"),
         layout=layout,
-        parts=(Part("annotations", "annotations", annotations, license=_NO_LICENCE), images),
+        parts=(Part("annotations", "annotations", annotations, license=NO_LICENCE), images),
         subsets=(subset,),
         reproduces=f"VISLA Tables 2-3 ({subset})",
         ties=VISLA_TIES,

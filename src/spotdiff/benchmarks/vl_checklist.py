@@ -22,7 +22,7 @@ from spotdiff.benchmarks._io import (
     read_text,
 )
 from spotdiff.benchmarks.base import BENCHMARKS, Benchmark, BenchmarkMetadata, LoadReport
-from spotdiff.benchmarks.shared import images_part, pinned_annotations
+from spotdiff.benchmarks.shared import NO_LICENCE, images_part, pinned_annotations
 from spotdiff.benchmarks.sources import ManualSource, Part
 from spotdiff.cases import Case, FileImage
 from spotdiff.errors import ConfigError, DataError
@@ -87,7 +87,6 @@ CITATION = """\
 
 
 _REPOSITORY = ("om-ai-lab/VL-CheckList", "6f8d6a3281c401b89e4e154f46c6974ec2df3a82")
-_NO_LICENCE = "no licence file in the repository"
 
 
 _HAKE = Part(
@@ -142,9 +141,9 @@ tags: subset, category, source (vg/vaw/swig/hake), corpus (yaml name), variant (
         citation=CITATION,
         main_score=("i2t-top1", "accuracy"),
         reproduces="VL-CheckList Table 2; VisualGPTScore Table 2",
-        license=f"{_NO_LICENCE}; images under their datasets' terms",
+        license=f"{NO_LICENCE}; images under their datasets' terms",
         parts=(
-            pinned_annotations(_REPOSITORY, "vl-checklist", _NO_LICENCE),
+            pinned_annotations(_REPOSITORY, "vl-checklist", NO_LICENCE),
             images_part(("visual-genome", ""), link="images/vg", name="images-vg"),
             images_part(("swig-images-512", ""), link="images/swig", name="images-swig"),
             _HAKE,
