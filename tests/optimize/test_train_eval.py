@@ -162,6 +162,20 @@ def test_eval_target_and_keep_parsing(tmp_path, data, zs_data):  # noqa: F811
         config(tmp_path, eval_every=2).validate()
 
 
+def test_eval_target_config_carries_the_target_and_the_run(data, zs_data):  # noqa: F811
+    root, _, _ = data
+    t = parse_eval_target(f"spec={root / 'spec'}:count?protocol=spec&limit=3")
+    c = t.config(model="m@step2", seed=7, progress=False)
+    assert (c.model, c.benchmark, c.data, c.subset, c.protocol, c.limit, c.seed, c.progress) == (
+        "m@step2", "spec", root / "spec", "count", "spec", 3, 7, False
+    )
+    z = parse_eval_target(f"zeroshot-classification={zs_data}?dataset=imagenet1k&split=test")
+    zc = z.config(model="")
+    assert zc.options == {"dataset": "imagenet1k", "split": "test"}
+    zc.options["split"] = "val"  # a run's options are its own copy: the target is not changed
+    assert z.options["split"] == "test"
+
+
 def test_siglip_finetunes_with_the_sigmoid_loss(tmp_path, data):  # noqa: F811
     _, pairs, cases = data
     path = make_tiny_siglip(tmp_path / "siglip")

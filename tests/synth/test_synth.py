@@ -99,6 +99,8 @@ def test_captions_differ_only_in_the_concept_words():
         assert all("apple" in t for t in texts)
     assert caption("count", 1, "bus", plural="buses") == "there is one bus in the image"
     assert caption("count", 3, "bus", plural="buses") == "there are three buses in the image"
+    assert caption("relative_size", "equal to", "apple", "owl") == "a photo of an apple that is the same size as an owl"
+    assert caption("relative_spatial", "left of", "umbrella", "car") == "a photo of an umbrella to the left of a car"
     assert with_article("apple") == "an apple" and pluralize("strawberry") == "strawberries"
     assert counted(2, "fish", "fish") == "two fish"
 

@@ -45,6 +45,15 @@ class EvalTarget:
     def slug(self) -> str:
         return self.label.replace(":", "-").replace("/", "-")
 
+    def config(self, **run: Any) -> EvalConfig:
+        """The :class:`~spotdiff.diagnose.runner.EvalConfig` of an evaluation of this target.
+
+        Args:
+            run: the other fields of the run (``model`` at least).
+        """
+        return EvalConfig(benchmark=self.benchmark, data=self.data, subset=self.subset, protocol=self.protocol,
+                          limit=self.limit, options=dict(self.options), **run)  # fmt: skip
+
 
 def parse_eval_target(text: str) -> EvalTarget:
     """Parse ``NAME=DIR[:SUBSET][?KEY=VALUE&...]`` and check the benchmark, subset and protocol.
@@ -69,8 +78,7 @@ def parse_eval_target(text: str) -> EvalTarget:
     target = EvalTarget(
         f"{name}:{subset}" if subset else name, name, Path(data), subset, protocol, limit_n, options
     )
-    resolve(EvalConfig(model="", benchmark=name, data=target.data, subset=subset, protocol=protocol,
-                       options=dict(options)))  # fmt: skip
+    resolve(target.config(model=""))
     return target
 
 
@@ -171,9 +179,7 @@ class KeepBest:
         target = next((t for t in targets if t.label == label), None)
         if target is None:
             raise ConfigError(f"--keep {text!r}: no --eval labelled {label!r}; labels: {labels}")
-        _, protocol = resolve(EvalConfig(model="", benchmark=target.benchmark, data=target.data,
-                                         subset=target.subset, protocol=target.protocol,
-                                         options=dict(target.options)))  # fmt: skip
+        _, protocol = resolve(target.config(model=""))
         if metric not in protocol.metrics:
             raise ConfigError(f"--keep {text!r}: protocol {protocol.name} has no metric {metric!r}; "
                               f"it has {', '.join(protocol.metrics)}")  # fmt: skip
@@ -245,21 +251,15 @@ class TrainingEvaluator:
         records = []
         try:
             for target in self.targets:
-                config = EvalConfig(
+                config = target.config(
                     model=scorer.spec,
-                    benchmark=target.benchmark,
-                    data=target.data,
-                    subset=target.subset,
-                    protocol=target.protocol,
                     out=self.out / "evals" / target.slug / f"step-{step:07d}",
                     batch_size=self.batch_size,
                     device=str(device),
-                    limit=target.limit,
                     seed=self.seed,
                     store=self.store,
                     n_boot=self.n_boot,
                     progress=False,
-                    options=dict(target.options),
                     extra_info={"training": {**info, "label": target.label}},
                     training=self.training_id,
                     step=step,

@@ -60,7 +60,11 @@ MAX_ATTEMPTS = 40
 CLS_TEMPLATE = "a photo of a {}."
 
 _SIZE_WORDS = {"small": "small", "medium": "medium-sized", "large": "large"}
-_REL_SIZE_WORDS = {"smaller than": "smaller than", "equal to": "the same size as", "larger than": "larger than"}
+_REL_SIZE_WORDS = {
+    "smaller than": "that is smaller than",
+    "equal to": "that is the same size as",
+    "larger than": "that is larger than",
+}
 _GRID_WORDS = {
     "top-left": "in the top left corner",
     "top": "at the top",
@@ -73,6 +77,8 @@ _GRID_WORDS = {
     "bottom-right": "in the bottom right corner",
 }
 _REL_POS_WORDS = {"left of": "to the left of", "right of": "to the right of", "above": "above", "below": "below"}
+#: the words between the target and the reference object of a relative subset's caption, per label
+_RELATION_WORDS = {"relative_size": _REL_SIZE_WORDS, "relative_spatial": _REL_POS_WORDS}
 
 
 def caption(subset: str, label: Any, target: str, other: str | None = None, plural: str | None = None) -> str:
@@ -87,12 +93,10 @@ def caption(subset: str, label: Any, target: str, other: str | None = None, plur
     """
     if subset == "absolute_size":
         return f"a photo of {with_article(_SIZE_WORDS[label] + ' ' + target)}"
-    if subset == "relative_size":
-        return f"a photo of {with_article(target)} that is {_REL_SIZE_WORDS[label]} {with_article(str(other))}"
     if subset == "absolute_spatial":
         return f"a photo of {with_article(target)} {_GRID_WORDS[label]} of the image"
-    if subset == "relative_spatial":
-        return f"a photo of {with_article(target)} {_REL_POS_WORDS[label]} {with_article(str(other))}"
+    if subset in _RELATION_WORDS:
+        return f"a photo of {with_article(target)} {_RELATION_WORDS[subset][label]} {with_article(str(other))}"
     if subset == "existence":
         return f"there is {'no' if label == 'no' else 'at least one'} {target} in the image"
     if subset == "count":
