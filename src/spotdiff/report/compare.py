@@ -62,16 +62,22 @@ def load_run(ref: str, store: RunStore | str | Path | None = None) -> tuple[Run,
         return load_run(ref, opened)
 
 
-def compare_runs(run_a: str, run_b: str, *, store: RunStore | str | Path | None = None, **options: Any) -> Comparison:
-    """Compare ``run_a`` with ``run_b`` (run ids or result folders) on every metric and scope.
-
-    Args:
-        run_a, run_b: run ids (or unique prefixes) or result folders (A - B is reported).
-        store: the run store (an open :class:`RunStore` or its path; the default store when None).
-        options: :func:`compare_loaded`'s ``metrics``, ``subsets``, ``n_boot``, ``n_perm`` and ``seed``.
-    """
+def compare_runs(
+    run_a: str,
+    run_b: str,
+    *,
+    store: RunStore | str | Path | None = None,
+    metrics: Sequence[str] | None = None,
+    subsets: Sequence[str] | None = None,
+    n_boot: int | None = None,
+    n_perm: int = 10_000,
+    seed: int | None = None,
+) -> Comparison:
+    """Compare ``run_a`` with ``run_b`` (run ids or result folders) on every metric and scope."""
     (a, units_a), (b, units_b) = load_run(run_a, store), load_run(run_b, store)
-    return compare_loaded(a, units_a, b, units_b, **options)
+    return compare_loaded(
+        a, units_a, b, units_b, metrics=metrics, subsets=subsets, n_boot=n_boot, n_perm=n_perm, seed=seed
+    )
 
 
 def compare_loaded(
