@@ -41,7 +41,9 @@ images >= 0.9), decomposed so that it says what bounds the figure on JPEG files:
   CPU-decoding pipeline reaches on that machine;
 * the harness on arrays: ``Engine.embed_images`` on in-memory random ``uint8`` arrays (``ArrayImage``) already
   at the model's input size, so nothing to decode or resize: the harness's own cost (hashing, batching, the
-  pipeline's inter-process copies, host-to-device copies, the cache), against the forward on those arrays.
+  pipeline's inter-process copies, host-to-device copies, the cache), against the forward on those arrays; and
+  the same with the workers handing over the processor's float32 pixels instead of resized ``uint8`` ones
+  finished on the device (the pipeline before issue 34's hand-over), the hand-over's gain side by side.
 
 A last line reads the ratios: the harness on arrays against the forward, and on the files against the peer.
 Each group (the files, the arrays) has its own count, grown until its harness side takes ``--seconds`` (default
@@ -347,12 +349,18 @@ def array_sides(scorer, arrays: list[np.ndarray], threads: int | None) -> dict:
     def refs() -> list[ArrayImage]:  # fresh references: each array's content key is hashed, as in a run
         return [ArrayImage(a, name=f"array {i}") for i, a in enumerate(arrays)]
 
-    def harness() -> None:
+    def harness(uint8: bool | None) -> None:
         with Engine(scorer, None, progress=False, threads=threads) as engine:
+            if uint8 is not None:  # the workers' hand-over set as asked (the engine's default: uint8 on CUDA)
+                engine.pipeline = InputPipeline(budget.workers, device=scorer.device, uint8=uint8)
             engine.embed_images(refs())
 
     pixels, _ = device_inputs(scorer, refs()[: FORWARD_POOL * scorer.batch_size], [], budget.workers)
-    return {"harness arrays": harness, "forward arrays": forward_side(scorer, pixels, len(arrays), budget.threads)}
+    return {
+        "harness arrays": lambda: harness(None),
+        "forward arrays": forward_side(scorer, pixels, len(arrays), budget.threads),
+        "harness arrays, float32 hand-over": lambda: harness(False),
+    }
 
 
 def sized(make_sides, start: int, cap: int, seconds: float, rounds: int) -> tuple[int, dict[str, float]]:
@@ -440,7 +448,10 @@ def report_device(device: str, budget, batch: int, side: int, rounds: int, count
           f"{ratio('peer images', 'forward images'):.2f}")  # fmt: skip
     print(f"   images, {count(n_arrays, MAX_ARRAYS)} in-memory uint8 arrays of {side} x {side}, the model's input "
           f"size (nothing to decode or resize): forward {rate(n_arrays, 'forward arrays')}, harness "
-          f"{rate(n_arrays, 'harness arrays')}, ratio {ratio('harness arrays', 'forward arrays'):.2f}")  # fmt: skip
+          f"{rate(n_arrays, 'harness arrays')}, ratio {ratio('harness arrays', 'forward arrays'):.2f}; with the "
+          f"workers handing over float32 pixels (normalised in the workers, not on the device) "
+          f"{rate(n_arrays, 'harness arrays, float32 hand-over')}, ratio "
+          f"{ratio('harness arrays, float32 hand-over', 'forward arrays'):.2f}")  # fmt: skip
     print(f"   texts, {n_texts:,}: forward {rate(n_texts, 'forward texts')}, harness {rate(n_texts, 'harness texts')}, "
           f"ratio {ratio('harness texts', 'forward texts'):.2f}")  # fmt: skip
     arrays, files = ratio("harness arrays", "forward arrays"), ratio("harness images", "forward images")

@@ -25,6 +25,7 @@ from spotdiff.diagnose.engine import Engine
 from spotdiff.diagnose.pipeline import InputPipeline, default_workers
 from spotdiff.errors import ConfigError, DataError
 from spotdiff.scorers import EmbeddingScorer, ScorerOptions, load_scorer
+from spotdiff.scorers.base import Prepared
 from spotdiff.scorers.hf_dual import HFImagePreprocessor
 from spotdiff.scorers.openclip import OpenClipImagePreprocessor
 from spotdiff.testing.tiny_models import (
@@ -72,19 +73,23 @@ def image_cases(tmp_path_factory: pytest.TempPathFactory) -> list[Case]:
     return cases
 
 
-def _matrices(scorer, cases: list[Case], need: str, workers: int) -> tuple[list[np.ndarray], dict]:
+def _matrices(
+    scorer, cases: list[Case], need: str, workers: int, uint8: bool | None = None
+) -> tuple[list[np.ndarray], dict]:
     with Engine(scorer, progress=False, workers=workers) as engine:  # a fresh (temporary) cache each time
+        engine.pipeline = InputPipeline(workers, uint8=uint8)  # uint8 True: pixels finished as on a GPU
         return list(engine.case_matrices(cases, need)), dict(engine.stats)
 
 
 @pytest.mark.parametrize(("model", "need"), [("hf-clip", "image-text"), ("blip-itm", "match-prob"),
                                              ("open-clip", "image-text")])  # fmt: skip
 def test_scores_are_identical_with_one_and_several_workers(models, image_cases, model: str, need: str) -> None:
-    """Worker processes change where preprocessing runs, never a score: bit-identical matrices."""
+    """Worker processes, and pixels handed over in uint8 and finished where the model runs, change where
+    preprocessing runs, never a score: bit-identical matrices."""
     scorer = load_scorer(models[model], ScorerOptions(device="cpu", batch_size=3))
     reference, stats = _matrices(scorer, image_cases, need, workers=0)
-    for workers in (1, 2):
-        got, got_stats = _matrices(scorer, image_cases, need, workers=workers)
+    for workers, uint8 in ((1, None), (2, None), (2, True)):
+        got, got_stats = _matrices(scorer, image_cases, need, workers=workers, uint8=uint8)
         assert got_stats == stats
         for a, b in zip(got, reference, strict=True):
             assert np.array_equal(a, b)
@@ -227,9 +232,13 @@ def test_worker_dataset_pickles_for_spawned_workers(models, image_cases) -> None
     refs = [r for c in image_cases for r in c.images][:4]
     for model in ("hf-clip", "open-clip"):
         prepare = load_scorer(models[model], ScorerOptions(device="cpu")).image_preprocessor()
-        dataset = _ImageBatches(refs, [[0, 1], [2, 3]], prepare, False)
+        assert prepare.splits()
+        dataset = _ImageBatches(refs, [[0, 1], [2, 3]], prepare, jpeg=False, split=True)
         copy = pickle.loads(pickle.dumps(dataset))
         assert torch.equal(copy[1].data, dataset[1].data)
+        piece = pickle.loads(pickle.dumps(dataset[1]))  # uint8 pixels and their finishing, as a worker returns them
+        assert piece.data.dtype == torch.uint8
+        assert torch.equal(piece.to("cpu"), prepare([refs[2].load(), refs[3].load()]).data)
 
 
 def test_workers_option_is_checked() -> None:
@@ -388,3 +397,84 @@ def test_auto_batch_size_on_cpu_is_the_default_with_a_message(models, tmp_path: 
     result = run_eval(config)
     assert "using batch size 32" in capsys.readouterr().out
     assert result.engine_stats["computed"] > 0 and DEFAULT_BATCH_SIZE == 32
+
+
+# ----------------------------------------------------------------------------- uint8 from the workers
+def _split_preprocessors() -> dict:
+    import open_clip
+
+    kinds = ("clip", "siglip", "blip")
+    prepares = {kind: HFImagePreprocessor(make_tiny_image_processor(kind=kind, size=32)) for kind in kinds}
+    prepares["open-clip"] = OpenClipImagePreprocessor(open_clip.image_transform(32, is_train=False))
+    return prepares
+
+
+@pytest.mark.parametrize("kind", ["clip", "siglip", "blip", "open-clip"])
+def test_resized_uint8_pixels_finished_on_the_device_are_the_processors_own(kind: str) -> None:
+    """The workers' half (resize, crop) in uint8 and the device's half (rescale, normalise) give the
+    processor's own pixels to the bit, in float32 and in the model's float16, at a quarter of the bytes."""
+    prepare = _split_preprocessors()[kind]
+    assert prepare.splits()
+    rng = np.random.default_rng(4)
+    images = [_photo(rng, w, h) for w, h in [(61, 40), (32, 32), (25, 90)]]
+    whole, half = prepare(images), prepare.resized(images)
+    assert half.data.dtype == torch.uint8 and half.data.shape == whole.data.shape
+    assert half.data.nbytes * 4 == whole.data.nbytes
+    for dtype in (None, torch.float16):
+        assert torch.equal(half.to("cpu", dtype), whole.to("cpu", dtype))
+    joined = Prepared.join([prepare.resized(images[:1]), prepare.resized(images[1:])])
+    assert torch.equal(joined.to("cpu"), whole.to("cpu"))  # pieces concatenated, then finished
+
+
+def test_clips_split_as_their_frames_do() -> None:
+    """A batch of clips through the clip-aware wrapper: the frames' uint8 pixels with the frame counts, finished to
+    the wrapper's own pixels; a batch of images passes to the inner preprocessor's split."""
+    from spotdiff.scorers.video import ClipPixels
+    from spotdiff.video.clips import Clip
+
+    prepare = ClipPixels(_split_preprocessors()["clip"])
+    rng = np.random.default_rng(6)
+    frames = [_photo(rng, 48, 40) for _ in range(5)]
+    clips = [
+        Clip(tuple(frames[:3]), (0, 1, 2), (0.0, 0.5, 1.0), 3, 2.0, "a"),
+        Clip(tuple(frames[3:]), (0, 1), (0.0, 0.5), 2, 2.0, "b"),
+    ]
+    assert prepare.splits()
+    whole, half = prepare(clips), prepare.resized(clips)
+    assert half.data["pixel_values"].dtype == torch.uint8 and half.data["frames"].tolist() == [3, 2]
+    got, want = half.to("cpu", torch.float16), whole.to("cpu", torch.float16)
+    assert torch.equal(got["pixel_values"], want["pixel_values"]) and torch.equal(got["frames"], want["frames"])
+    assert torch.equal(prepare.resized(frames).to("cpu"), prepare(frames).to("cpu"))
+
+
+def test_only_the_standard_chains_split() -> None:
+    """A processor that pads, one on the PIL backend, a training transform or a chain that resizes after
+    the to-tensor step is run whole in the workers."""
+    from torchvision import transforms as T
+    from transformers import CLIPImageProcessorPil
+
+    padded = make_tiny_image_processor(kind="clip", size=32)
+    padded.do_pad = True
+    assert not HFImagePreprocessor(padded).splits()
+    assert not HFImagePreprocessor(CLIPImageProcessorPil()).splits()
+    assert not OpenClipImagePreprocessor(T.Compose([T.RandomResizedCrop(32), T.ToTensor()])).splits()
+    late = T.Compose([T.ToTensor(), T.Resize(32), T.Normalize((0.5,) * 3, (0.5,) * 3)])
+    assert OpenClipImagePreprocessor(late).on_tensors() and not OpenClipImagePreprocessor(late).splits()
+
+
+def test_workers_hand_over_uint8_pieces(tmp_path: Path) -> None:
+    """Through two worker processes the pieces arrive as uint8 (float32 on the CPU by default) and the batches
+    they make are the processor's."""
+    prepare = _split_preprocessors()["clip"]
+    rng = np.random.default_rng(5)
+    refs = []
+    for i in range(6):
+        _photo(rng, 40 + 3 * i, 36).save(tmp_path / f"{i}.png")
+        refs.append(FileImage(tmp_path / f"{i}.png"))
+    reference = prepare([r.load() for r in refs]).data
+    for uint8, dtype in ((True, torch.uint8), (None, torch.float32)):  # None: on CUDA only (this is the CPU)
+        batches = list(InputPipeline(2, uint8=uint8).images(refs, [[0, 1, 2, 3], [4, 5]], prepare))
+        assert [len(b) for b in batches] == [4, 2]
+        assert all(piece.dtype == dtype for piece in batches[0].data)
+        assert torch.equal(torch.cat([b.to("cpu") for b in batches]), reference)
+    assert InputPipeline(0, device="cuda").pin == torch.cuda.is_available()  # the default's test

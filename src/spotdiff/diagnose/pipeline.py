@@ -14,8 +14,14 @@ pins memory and keeps two batches per worker in flight). spotdiff does the same,
   ``prefetch`` pieces per worker, so about ``prefetch`` batches, are in flight. A worker decodes
   its piece and runs the scorer's image preprocessor (:meth:`spotdiff.scorers.Scorer.image_preprocessor`)
   when it has one, so the calling process only copies pixels to the device (without blocking) and
-  runs the forward pass. With ``decode_device`` set (``spotdiff eval --gpu-decode``), workers read
-  the JPEG bytes and the calling process decodes them on that device (``torchvision.io.decode_jpeg``,
+  runs the forward pass. For a model on CUDA, where that preprocessing is resizing and cropping
+  followed by arithmetic (:meth:`~spotdiff.scorers.base.ImagePreprocessor.splits`: CLIP's and SigLIP's
+  processors, open_clip's transform), workers stop at the resized ``uint8`` pixels and the rescaling
+  and normalising run on the GPU, as timm's ``PrefetchLoader`` and FFCV do: a quarter of float32's
+  bytes go through shared memory, page-locked memory and the bus. (On the CPU the arithmetic would
+  only move from the workers to the model's process.) With
+  ``decode_device`` set (``spotdiff eval --gpu-decode``), workers read the JPEG bytes and the calling
+  process decodes them on that device (``torchvision.io.decode_jpeg``,
   nvJPEG on CUDA) and preprocesses them as tensor operations there.
 * texts: one thread tokenises the next batches (the fast tokenizers run in Rust, without the GIL)
   while the model encodes the current one, at most ``prefetch + 1`` batches ahead.
@@ -106,9 +112,15 @@ class _ImageBatches:
     workers are spawned rather than forked."""
 
     def __init__(
-        self, refs: Sequence[ImageRef], pieces: Sequence[Sequence[int]], prepare: ImagePreprocessor | None, jpeg: bool
+        self,
+        refs: Sequence[ImageRef],
+        pieces: Sequence[Sequence[int]],
+        prepare: ImagePreprocessor | None,
+        *,
+        jpeg: bool,
+        split: bool,
     ) -> None:
-        self.refs, self.pieces, self.prepare, self.jpeg = refs, pieces, prepare, jpeg
+        self.refs, self.pieces, self.prepare, self.jpeg, self.split = refs, pieces, prepare, jpeg, split
 
     def __len__(self) -> int:
         return len(self.pieces)
@@ -120,7 +132,9 @@ class _ImageBatches:
             if raw is not None:
                 return _Jpegs(raw)
         images = [ref.load() for ref in refs]
-        return self.prepare(images) if self.prepare is not None else images
+        if self.prepare is None:
+            return images
+        return self.prepare.resized(images) if self.split else self.prepare(images)
 
     def __getitem__(self, i: int) -> Any:
         try:
@@ -139,6 +153,8 @@ class InputPipeline:
         decode_device: decode JPEG files there (GPU decoding), or None to decode in the workers.
         prefetch: pieces in flight per worker (about as many whole batches), and text batches
             tokenised ahead.
+        uint8: workers hand over resized ``uint8`` pixels, finished where the model runs, when the preprocessor
+            :meth:`~spotdiff.scorers.base.ImagePreprocessor.splits`; None: when the model runs on CUDA.
     """
 
     def __init__(
@@ -148,6 +164,7 @@ class InputPipeline:
         device: str = "cpu",
         decode_device: str | None = None,
         prefetch: int = PREFETCH,
+        uint8: bool | None = None,
     ) -> None:
         if workers is not None and workers < 0:
             raise ConfigError(f"--workers must be 0 or more, got {workers}")
@@ -155,6 +172,7 @@ class InputPipeline:
         self.device = str(device)
         self.decode_device = decode_device
         self.prefetch = max(1, int(prefetch))
+        self._uint8 = uint8
 
     @functools.cached_property
     def pin(self) -> bool:
@@ -181,7 +199,8 @@ class InputPipeline:
         jpeg = self.decode_device is not None and prepare is not None and prepare.on_tensors()
         idle = prepare is None and all(ref.in_memory for ref in refs)
         pieces, counts = _split(batches, 1 if idle else self.workers)
-        dataset = _ImageBatches(refs, pieces, prepare, jpeg)
+        split = prepare is not None and prepare.splits() and (self.pin if self._uint8 is None else self._uint8)
+        dataset = _ImageBatches(refs, pieces, prepare, jpeg=jpeg, split=split)
         workers = min(self.workers, len(pieces)) if len(pieces) > 1 and not idle else 0
         loader = DataLoader(
             dataset,

@@ -113,6 +113,25 @@ class HFImagePreprocessor(ImagePreprocessor):
         pixels = self.processor(images=list(images), device=device, return_tensors="pt")["pixel_values"]
         return Prepared(pixels, len(images))
 
+    def splits(self) -> bool:
+        """Whether the processor runs the torchvision backend's own chain (resize, centre crop, then its fused
+        rescale and normalise; no padding), which stops before the arithmetic when told not to rescale."""
+        from transformers.image_processing_backends import TorchvisionBackend
+
+        p = self.processor
+        standard = type(p)._preprocess is TorchvisionBackend._preprocess
+        return self.on_tensors() and standard and not getattr(p, "do_pad", False)
+
+    def resized(self, images: Sequence[Image.Image]) -> Prepared:
+        images = [rgb(im) for im in images]
+        out = self.processor(images=images, do_rescale=False, do_normalize=False, return_tensors="pt")
+        return Prepared(out["pixel_values"], len(images), self.finish)
+
+    def finish(self, pixels: Any) -> Any:
+        p = self.processor
+        rescale, normalize = (p.do_rescale, p.rescale_factor), (p.do_normalize, p.image_mean, p.image_std)
+        return p.rescale_and_normalize(pixels, *rescale, *normalize)
+
 
 class HFTokenize:
     """A Hugging Face tokenizer as the text stage: texts -> padded ``input_ids`` and ``attention_mask``.

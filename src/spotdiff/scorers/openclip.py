@@ -174,6 +174,38 @@ class OpenClipImagePreprocessor(ImagePreprocessor):
     def on_tensors(self) -> bool:
         return self._steps() is not None
 
+    def splits(self) -> bool:
+        """Whether the standard chain's resizing and cropping all come before its to-tensor step."""
+        from torchvision import transforms as T
+
+        steps = self._steps() or []
+        kinds = [isinstance(step, T.Resize | T.CenterCrop) for step in steps if not isinstance(step, T.Normalize)]
+        return any(isinstance(step, T.ToTensor) for step in steps) and kinds == sorted(kinds, reverse=True)
+
+    def resized(self, images: Sequence[Image.Image]) -> Prepared:
+        import torch
+        from torchvision import transforms as T
+        from torchvision.transforms.functional import pil_to_tensor
+
+        geometry = [step for step in self._steps() or [] if isinstance(step, T.Resize | T.CenterCrop)]
+        out = []
+        for image in images:
+            x = rgb(image)
+            for step in geometry:
+                x = step(x)
+            out.append(pil_to_tensor(x))
+        return Prepared(torch.stack(out), len(images), self.finish)
+
+    def finish(self, pixels: Any) -> Any:
+        from torchvision import transforms as T
+        from torchvision.transforms import functional as F
+
+        x = pixels.float().div(255)  # ToTensor's own arithmetic
+        for step in self._steps() or []:
+            if isinstance(step, T.Normalize):
+                x = F.normalize(x, step.mean, step.std)
+        return x
+
     def from_uint8(self, images: Sequence[Any], device: str) -> Prepared:
         import torch
         from torchvision import transforms as T

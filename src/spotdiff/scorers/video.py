@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import numpy as np
@@ -79,20 +79,34 @@ class ClipPixels(ImagePreprocessor):
     def __init__(self, inner: ImagePreprocessor) -> None:
         self.inner = inner
 
-    def __call__(self, items: Sequence[Any]) -> Prepared:
+    def _staged(self, items: Sequence[Any], stage: Callable[[Sequence[Any]], Prepared], finish: Any) -> Prepared:
         if not split_clips(items, type(self.inner).__name__):
-            return self.inner(items)
+            return stage(items)
         import torch
 
-        pixels = self.inner([frame for clip in items for frame in clip.frames])
+        pixels = stage([frame for clip in items for frame in clip.frames])
         counts = torch.tensor([len(clip) for clip in items], dtype=torch.long)
-        return Prepared({"pixel_values": pixels.data, "frames": counts}, len(items))
+        return Prepared({"pixel_values": pixels.data, "frames": counts}, len(items), finish)
+
+    def __call__(self, items: Sequence[Any]) -> Prepared:
+        return self._staged(items, self.inner, None)
 
     def on_tensors(self) -> bool:
         return self.inner.on_tensors()
 
     def from_uint8(self, images: Sequence[Any], device: str) -> Prepared:
         return self.inner.from_uint8(images, device)
+
+    def splits(self) -> bool:
+        return self.inner.splits()
+
+    def resized(self, items: Sequence[Any]) -> Prepared:
+        return self._staged(items, self.inner.resized, self.finish)
+
+    def finish(self, pixels: Any) -> Any:
+        if isinstance(pixels, dict):  # a batch of clips: their frames' pixels, and the frame counts as they are
+            return {**pixels, "pixel_values": self.inner.finish(pixels["pixel_values"])}
+        return self.inner.finish(pixels)
 
 
 def mean_of_frames(rows: np.ndarray, counts: Any) -> np.ndarray:
