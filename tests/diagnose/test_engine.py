@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import hashlib
+import threading
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -11,7 +12,7 @@ import pytest
 
 from spotdiff import processes
 from spotdiff.benchmarks import get_benchmark
-from spotdiff.cases import ArrayImage, Case
+from spotdiff.cases import ArrayImage, Case, content_keys
 from spotdiff.diagnose import engine as engine_module
 from spotdiff.diagnose.engine import (
     ChoiceNeed,
@@ -353,3 +354,33 @@ def test_pair_scorer_runs_vision_once_per_image(models, data, monkeypatch, need:
     cases = get_benchmark("winoground")(data["winoground"]).load()
     list(Engine(scorer, None, progress=False).case_matrices(cases, need))
     assert sum(calls) == len({r.key for c in cases for r in c.images})
+
+
+class _ThreadedArray(ArrayImage):
+    """An array whose key records the thread that computed it."""
+
+    @property
+    def key(self) -> str:  # type: ignore[override]
+        hashed_on.add(threading.get_ident())
+        return super().key
+
+
+hashed_on: set[int] = set()
+
+
+def test_image_keys_are_hashed_on_the_pipelines_cores_in_order() -> None:
+    """Content keys come back aligned with the references, duplicates included, and are computed on the
+    pipeline's worker count of threads (hashlib hashes large buffers without the GIL)."""
+    arrays = [np.full((16, 16, 3), i % 50, np.uint8) for i in range(200)]  # 50 distinct, each 4 times
+    serial = [ArrayImage(a).key for a in arrays]
+    assert len(set(serial)) == 50
+    hashed_on.clear()
+    assert content_keys([_ThreadedArray(a) for a in arrays], 4) == serial
+    assert len(hashed_on) > 1 and threading.get_ident() not in hashed_on
+    hashed_on.clear()
+    assert content_keys([_ThreadedArray(a) for a in arrays[:10]], 4) == serial[:10]  # few: no pool
+    assert hashed_on == {threading.get_ident()}
+    strided = np.arange(6 * 8 * 3, dtype=np.uint8).reshape(6, 8, 3)[:, ::2]  # hashed in place, as its copy's bytes
+    assert ArrayImage(strided).key == ArrayImage(strided.copy()).key
+    digest = hashlib.sha256(f"uint8:{strided.shape}:False".encode() + strided.tobytes()).hexdigest()
+    assert ArrayImage(strided).key == "array:" + digest  # the key cached runs were stored under

@@ -15,7 +15,7 @@ import tempfile
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, Any, ClassVar, TypeVar
 
 import numpy as np
 
@@ -28,6 +28,7 @@ from spotdiff.cases import (
     case_pairs,
     case_prompts,
     case_reader,
+    content_keys,
 )
 from spotdiff.diagnose.cache import Cache, CachedRequests
 from spotdiff.diagnose.pipeline import InputPipeline
@@ -168,6 +169,9 @@ class Need(ABC):
     (:meth:`prefill`, only the items ``keep`` accepts) and how their rows assemble into each case's
     matrix (:meth:`matrices`)."""
 
+    #: Whether the need reads the cases' images (their content keys are computed ahead, on several threads).
+    reads_images: ClassVar[bool] = True
+
     def __init__(self, need: str) -> None:
         self.need = need
 
@@ -195,6 +199,8 @@ class Need(ABC):
 class TextTextNeed(Need):
     """``text-text``: each case's texts against each other, by embedding similarity."""
 
+    reads_images = False
+
     def prefill(self, engine: Engine, cases: Sequence[Case], keep: Callable[[str], bool]) -> None:
         engine.embed_texts(_owned_texts(cases, keep))
 
@@ -206,6 +212,8 @@ class TextTextNeed(Need):
 
 class TextPriorNeed(Need):
     """``text-prior``: a ``[1, n_texts]`` row of ``log P(t)`` per case."""
+
+    reads_images = False
 
     def prefill(self, engine: Engine, cases: Sequence[Case], keep: Callable[[str], bool]) -> None:
         engine.text_prior(_owned_texts(cases, keep))
@@ -453,7 +461,8 @@ class Engine:
     def embed_images(self, images: Sequence[ImageRef]) -> np.ndarray:
         """Embeddings of ``images`` (rows aligned with the input), each unique image encoded once."""
         _serves(self.scorer, ImageTextEmbedding, "does not produce embeddings")
-        unique = list({ref.key: ref for ref in images}.values())
+        keys = content_keys(images, self.pipeline.workers)
+        unique = list(dict(zip(keys, images, strict=True)).values())
         rows = self._encode("image", unique, [ref.key for ref in unique], "img")
         return np.stack([rows[ref.key] for ref in images]) if images else np.zeros((0, 0), np.float32)
 
@@ -686,6 +695,14 @@ class Engine:
         if chunk:
             yield chunk
 
+    def _checked(self, serve: Need, chunk: list[Case]) -> list[Case]:
+        """``chunk`` once ``serve`` accepts it, its images' content keys computed on the pipeline's cores when
+        ``serve`` reads them (each reference keeps its own)."""
+        serve.check(self, chunk)
+        if serve.reads_images:
+            content_keys([ref for case in chunk for ref in case.images], self.pipeline.workers)
+        return chunk
+
     def sampled(self, case: Case) -> Case:
         """``case`` with its clips bound to the scorer's frame rule, their frames cached in the cache folder
         (:func:`~spotdiff.video.clips.sampled_case`): the keys the engine dedups and caches them by.
@@ -700,8 +717,7 @@ class Engine:
         check_capability(self.scorer, need)
         serve = need_for(self.scorer, need)
         for chunk in self._chunks(map(self.sampled, cases)):
-            serve.check(self, chunk)
-            matrices = serve.matrices(self, chunk)
+            matrices = serve.matrices(self, self._checked(serve, chunk))
             self.commit()
             yield from matrices
 
@@ -715,8 +731,7 @@ class Engine:
         check_capability(self.scorer, need)
         serve = need_for(self.scorer, need)
         for chunk in self._chunks(map(self.sampled, cases)):
-            serve.check(self, chunk)
-            serve.prefill(self, chunk, owns or (lambda key: True))
+            serve.prefill(self, self._checked(serve, chunk), owns or (lambda key: True))
             self.commit()
 
     def commit(self) -> None:
