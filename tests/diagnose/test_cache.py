@@ -135,6 +135,36 @@ def test_merges_replace_rows_written_before_digests_by_checked_ones(tmp_path: Pa
         assert list(got) == ["a"] and np.array_equal(got["a"], _row("a"))
 
 
+def test_a_new_file_keeps_rows_of_kilobytes_in_a_rowid_table_of_large_pages(tmp_path: Path) -> None:
+    """Issue 34: new files are rowid tables in PAGE_SIZE pages (a WITHOUT ROWID table overflowed every embedding
+    row); a file of the layout before is read, written and merged as it is, both ways."""
+    from spotdiff.diagnose.cache import PAGE_SIZE
+
+    with Cache(tmp_path / "new", "m") as new:
+        new.put("text", [("a", _row("a"))])
+    with sqlite3.connect(tmp_path / "new" / CACHE_FILE) as db:
+        assert db.execute("PRAGMA page_size").fetchone()[0] == PAGE_SIZE == 16384
+        (sql,) = db.execute("SELECT sql FROM sqlite_master WHERE name = 'items'").fetchone()
+        assert "WITHOUT ROWID" not in sql and db.execute("SELECT rowid FROM items").fetchall() == [(1,)]
+    (tmp_path / "old").mkdir()
+    with sqlite3.connect(tmp_path / "old" / CACHE_FILE) as db:  # the layout before, with digests
+        db.execute(
+            "CREATE TABLE items (model TEXT NOT NULL, kind TEXT NOT NULL, key TEXT NOT NULL, value BLOB NOT NULL,"
+            " digest INTEGER, PRIMARY KEY (model, kind, key)) WITHOUT ROWID"
+        )
+    with Cache(tmp_path / "old", "m") as old:
+        old.put("text", [("b", _row("b"))])
+        old.commit()
+        assert old.merge_from(tmp_path / "new" / CACHE_FILE) == 1
+        assert sorted(old.get("text", ["a", "b"])) == ["a", "b"]
+    with sqlite3.connect(tmp_path / "old" / CACHE_FILE) as db:  # kept as it was
+        assert db.execute("PRAGMA page_size").fetchone()[0] == 4096
+    with Cache(tmp_path / "new", "m") as new:
+        assert new.merge_from(tmp_path / "old" / CACHE_FILE) == 1
+        got = new.get("text", ["a", "b"])
+        assert all(np.array_equal(got[k], _row(k)) for k in "ab")
+
+
 def test_batch_positions_by_item_and_by_group() -> None:
     assert batch_positions([0, 2, 3, 5, 6], 2) == [[0, 2], [3, 5], [6]]
     groups = ["a", "a", "b", "b", "b", "c", "d"]

@@ -28,7 +28,9 @@ _SQLITE_BUSY = 5
 BUSY_SECONDS = 60.0
 
 
-def connect(path: Path, remedy: str, setup: Sequence[str] = (), *, journal: str | None = None) -> sqlite3.Connection:
+def connect(
+    path: Path, remedy: str, setup: Sequence[str] = (), *, journal: str | None = None, page_size: int | None = None
+) -> sqlite3.Connection:
     """A connection to ``path`` (autocommit, 60 s busy timeout) whose file passed ``PRAGMA quick_check``.
 
     Args:
@@ -37,6 +39,8 @@ def connect(path: Path, remedy: str, setup: Sequence[str] = (), *, journal: str 
         setup: SQL scripts run once the file is checked (pragmas, the schema).
         journal: the journal mode the file must be in (``"wal"``, ``"delete"``), set by
             :func:`set_journal_mode` before ``setup``; None leaves the file's mode alone.
+        page_size: the page size of a file created here (set before the journal mode, which fixes it in
+            WAL); an existing file keeps its own.
     """
     try:
         db = sqlite3.connect(path, timeout=BUSY_SECONDS, isolation_level=None)
@@ -47,6 +51,8 @@ def connect(path: Path, remedy: str, setup: Sequence[str] = (), *, journal: str 
         problems = [row[0] for row in db.execute("PRAGMA quick_check")]
         if problems != ["ok"]:
             raise sqlite3.DatabaseError("; ".join(problems[:3]))
+        if page_size is not None:
+            db.execute(f"PRAGMA page_size={int(page_size)}")
         if journal is not None:
             set_journal_mode(db, journal)
         for script in setup:
