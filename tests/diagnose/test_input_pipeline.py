@@ -323,6 +323,19 @@ def test_engine_decodes_jpegs_on_the_decode_device(models, tmp_path: Path) -> No
     assert np.array_equal(plain[-1], decoded[-1])  # the crop took the same path as before
 
 
+def test_gpu_decoding_pieces_and_the_cpu_pieces_beside_them_are_alike(tmp_path: Path) -> None:
+    """With GPU decoding the pieces of a batch that take the CPU path (a PNG) come finished as the decoded JPEGs
+    do, not as uint8: the batch is joined from pieces of one kind."""
+    prepare = _split_preprocessors()["clip"]
+    paths = _jpegs(tmp_path, 2)
+    _photo(np.random.default_rng(7), 50, 40).save(tmp_path / "a.png")
+    refs = [FileImage(p) for p in (paths[0], tmp_path / "a.png", paths[1], tmp_path / "a.png")]
+    pipeline = InputPipeline(2, decode_device="cpu", uint8=True)
+    (batch,) = list(pipeline.images(refs, [[0, 1, 2, 3]], prepare))
+    assert all(piece.dtype == torch.float32 for piece in batch.data) and batch.finish is None
+    assert torch.equal(batch.to("cpu")[1], prepare([refs[1].load()]).data[0])
+
+
 def test_gpu_decoding_needs_tensor_preprocessing() -> None:
     with pytest.raises(ConfigError, match="GPU decoding"):  # a scorer that preprocesses nothing itself
         Engine(FakeGpuScorer(1), progress=False, decode_device="cuda")

@@ -199,7 +199,9 @@ class InputPipeline:
         jpeg = self.decode_device is not None and prepare is not None and prepare.on_tensors()
         idle = prepare is None and all(ref.in_memory for ref in refs)
         pieces, counts = _split(batches, 1 if idle else self.workers)
-        split = prepare is not None and prepare.splits() and (self.pin if self._uint8 is None else self._uint8)
+        uint8 = self.pin if self._uint8 is None else self._uint8
+        # not beside GPU decoding, whose pieces come finished: one batch's pieces must be alike to be joined
+        split = uint8 and not jpeg and prepare is not None and prepare.splits()
         dataset = _ImageBatches(refs, pieces, prepare, jpeg=jpeg, split=split)
         workers = min(self.workers, len(pieces)) if len(pieces) > 1 and not idle else 0
         loader = DataLoader(
