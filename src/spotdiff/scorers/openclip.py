@@ -198,32 +198,40 @@ class OpenClipImagePreprocessor(ImagePreprocessor):
 
     def finish(self, pixels: Any) -> Any:
         from torchvision import transforms as T
-        from torchvision.transforms import functional as F
 
-        x = pixels.float().div(255)  # ToTensor's own arithmetic
+        x = pixels
         for step in self._steps() or []:
-            if isinstance(step, T.Normalize):
-                x = F.normalize(x, step.mean, step.std)
+            if not isinstance(step, T.Resize | T.CenterCrop):  # done by resized
+                x = _on_tensor(step, x)
         return x
 
     def from_uint8(self, images: Sequence[Any], device: str) -> Prepared:
         import torch
-        from torchvision import transforms as T
-        from torchvision.transforms import functional as F
 
         steps = self._steps() or []
         out = []
         for image in images:
             x = image.to(device)
             for step in steps:
-                if isinstance(step, T.Resize | T.CenterCrop):
-                    x = step(x)
-                elif isinstance(step, T.ToTensor):
-                    x = x.float() / 255.0
-                elif isinstance(step, T.Normalize):
-                    x = F.normalize(x, step.mean, step.std)
+                x = _on_tensor(step, x)
             out.append(x)
         return Prepared(torch.stack(out), len(images))
+
+
+def _on_tensor(step: Any, x: Any) -> Any:
+    """One step of the standard chain (:meth:`OpenClipImagePreprocessor._steps`) on a ``[3, H, W]`` or
+    ``[n, 3, H, W]`` tensor: a resize or crop as it is, to-tensor's own ``/ 255`` of ``uint8`` pixels, a
+    normalise; an RGB no-op leaves it."""
+    from torchvision import transforms as T
+    from torchvision.transforms import functional as F
+
+    if isinstance(step, T.Resize | T.CenterCrop):
+        return step(x)
+    if isinstance(step, T.ToTensor):
+        return x.float().div(255)
+    if isinstance(step, T.Normalize):
+        return F.normalize(x, step.mean, step.std)
+    return x
 
 
 class OpenClipTokenize:
