@@ -11,6 +11,7 @@ video-score questions (``vinoground_textscore.json``, ``vinoground_videoscore.js
 from __future__ import annotations
 
 from collections.abc import Iterator
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -49,16 +50,7 @@ DATA = Part(
     note="the whole gated hub dataset HanSolo9682/Vinoground (its two video archives unpacked), shared with "
     "vinoground-lmm; no commit could be read when this was declared: the fetch records the one it downloads",
 )
-PAPER = (
-    "Zhang, Cai, Lee. Vinoground: Scrutinizing LMMs over Dense Temporal Reasoning with Short Videos. arXiv:2410.02763, "
-    "2024"
-)
-REFERENCE = "https://github.com/Vinoground/Vinoground"
-LICENSE = "the hub dataset card's terms (gated); the videos are clips of YouTube videos"
-DATA_NOTES = (
-    "Gated: log in at huggingface.co, accept the conditions on the dataset page, create a read token and set "
-    "HF_TOKEN (or run `hf auth login`)."
-)
+
 
 
 def data_folder(root: Path) -> Path:
@@ -111,14 +103,16 @@ case: 2 videos [pos, neg] x 2 captions [pos_cap, neg_cap], caption k describes v
 tags: subset, major, minor (the minor categories joined by ";", empty when none), pos_vid, neg_vid""",
         description="Vinoground: 500 pairs of short videos whose captions differ only in temporal order; text, "
         "video and group score (Zhang et al., Vinoground, 2024)",
-        paper=PAPER,
-        reference=REFERENCE,
+        paper="Zhang, Cai, Lee. Vinoground: Scrutinizing LMMs over Dense Temporal Reasoning with Short Videos. "
+        "arXiv:2410.02763, 2024",
+        reference="https://github.com/Vinoground/Vinoground",
         citation=CITATION,
         main_score=("group", "group"),
         reproduces="Vinoground Table 2's CLIP-style models (text, video and group score)",
-        license=LICENSE,
+        license="the hub dataset card's terms (gated); the videos are clips of YouTube videos",
         parts=(DATA,),
-        data_notes=DATA_NOTES,
+        data_notes="Gated: log in at huggingface.co, accept the conditions on the dataset page, create a read token "
+        "and set HF_TOKEN (or run `hf auth login`).",
         metric_sources=(
             (
                 "group",
@@ -195,10 +189,11 @@ def read_prompts(path: Path, n: int) -> list[dict[str, str]]:
 @BENCHMARKS.register("vinoground-lmm")
 class VinogroundLMM(Benchmark):
     option_names = ("suffix",)  # the -o options it reads
-    metadata = BenchmarkMetadata(
+    #: The same data, paper and licence as :class:`Vinoground`'s; the cases are the authors' questions to chat models.
+    metadata = replace(
+        Vinoground.metadata,
         title="Vinoground for chat models (Zhang et al., 2024)",
         protocols=("vinoground",),
-        subsets=SUBSETS,
         layout="""\
 DIR/vinoground.csv as for vinoground, with the authors' prompts DIR/vinoground_textscore.json and
   DIR/vinoground_videoscore.json (or in vinoground_videos/ and vinoground_videos_concated/, lmms-eval's places):
@@ -212,14 +207,8 @@ case: 4 videos x 4 questions [text pos, text neg, video pos, video neg], questio
 tags: subset, major, minor, answers, reader, pairs""",
         description="Vinoground for chat models: the authors' text-score and video-score questions (A/B), text, "
         "video and group score (Zhang et al., Vinoground, 2024)",
-        paper=PAPER,
-        reference=REFERENCE,
-        citation=CITATION,
         main_score=("vinoground", "group"),
         reproduces="Vinoground Table 2's LMMs (text, video and group score of generated answers: gen_*)",
-        license=LICENSE,
-        parts=(DATA,),
-        data_notes=DATA_NOTES,
         metric_sources=(
             (
                 "vinoground",
