@@ -52,10 +52,14 @@ Each group (the files, the arrays) has its own count, grown until its harness si
 
 The model is a small random CLIP (96-pixel ViT, 4 layers, width 256) or, with ``--model vit-b-32``, a random
 CLIP of ViT-B/32's architecture (transformers' ``CLIPConfig`` defaults: 224 pixels, patch 32, 12 layers of
-width 768; text 12 layers of width 512), built from a config and saved with ``save_pretrained``, loaded
-through ``hf-clip:PATH`` like any user checkpoint (a tiny tokenizer: the vocabulary is small); the memory runs
-use a tiny sentence-transformer.
-Usage: ``python benchmarks/eval_speed.py [--quick] [--seconds S] [--rounds R] [--model small|vit-b-32]
+width 768; text 12 layers of width 512) or, with ``--model vit-l-14``, of ViT-L/14's (patch 14, 24 layers of
+width 1024; text 12 layers of width 768; openai/clip-vit-large-patch14's sizes): about 19 times ViT-B/32's
+image compute (162 against 8.6 GFLOPs counting 2 per multiply-add: 257 tokens against 50), so that the
+device figure on JPEG files weighs the harness against a forward that CPU decoding can feed, where ViT-B/32's
+measures the decoding. Each is built from a config and saved with ``save_pretrained``, loaded through
+``hf-clip:PATH`` like any user checkpoint (a tiny tokenizer: the vocabulary is small); the memory runs use a
+tiny sentence-transformer.
+Usage: ``python benchmarks/eval_speed.py [--quick] [--seconds S] [--rounds R] [--model small|vit-b-32|vit-l-14]
 [--device D [--dtype T] [--batch-size B]]``; on a GPU machine, from the repository root:
 ``PYTHONPATH=src python benchmarks/eval_speed.py --device cuda --dtype fp16 --model vit-b-32 --quick``.
 """
@@ -73,6 +77,7 @@ import tempfile
 import time
 import zlib
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -102,12 +107,18 @@ WORDS = (
 
 _SMALL_TOWER = {"hidden_size": 256, "intermediate_size": 1024, "num_hidden_layers": 4, "num_attention_heads": 4}
 #: The random CLIPs the script builds: transformers ``CLIPConfig`` tower settings (``vit-b-32``: its defaults,
-#: ViT-B/32's architecture), the texts' maximum length, and how the output names them.
+#: ViT-B/32's architecture; ``vit-l-14``: openai/clip-vit-large-patch14's config.json), the texts' maximum length,
+#: and how the output names them.
 CLIPS = {
     "small": {"text": _SMALL_TOWER, "vision": {**_SMALL_TOWER, "image_size": 96, "patch_size": 16},
               "projection_dim": 128, "max_length": 32, "about": "small random CLIP (96px ViT-4L-256, text 4L-256)"},
     "vit-b-32": {"text": {}, "vision": {}, "projection_dim": 512, "max_length": 77,
                  "about": "random CLIP of ViT-B/32's architecture (224px, patch 32, ViT 12L-768, text 12L-512)"},
+    "vit-l-14": {"text": {"hidden_size": 768, "intermediate_size": 3072, "num_attention_heads": 12},
+                 "vision": {"hidden_size": 1024, "intermediate_size": 4096, "num_attention_heads": 16,
+                            "num_hidden_layers": 24, "patch_size": 14},
+                 "projection_dim": 768, "max_length": 77,
+                 "about": "random CLIP of ViT-L/14's architecture (224px, patch 14, ViT 24L-1024, text 12L-768)"},
 }  # fmt: skip
 #: The JPEG files of the device figure: COCO's size.
 PHOTO_SIZE = (640, 480)
@@ -122,20 +133,27 @@ FORWARD_POOL = 8
 IMAGE_GOAL = 0.9
 
 
-def make_clip(out: Path, name: str) -> Path:
-    """The random CLIP ``CLIPS[name]`` saved in ``out`` with ``save_pretrained``, a tiny tokenizer and a CLIP
-    image processor at its image size beside it, as a user's checkpoint folder."""
-    import torch
-    from transformers import CLIPConfig, CLIPModel
+def clip_config(name: str, vocab_size: int) -> Any:
+    """The transformers ``CLIPConfig`` of ``CLIPS[name]`` with a text vocabulary of ``vocab_size``."""
+    from transformers import CLIPConfig
 
     clip = CLIPS[name]
-    tok = make_tiny_tokenizer(out, max_length=clip["max_length"])
-    config = CLIPConfig(
-        text_config={**clip["text"], "vocab_size": len(tok), "max_position_embeddings": clip["max_length"],
+    return CLIPConfig(
+        text_config={**clip["text"], "vocab_size": vocab_size, "max_position_embeddings": clip["max_length"],
                      "pad_token_id": 0, "bos_token_id": 2, "eos_token_id": 3},
         vision_config=clip["vision"],
         projection_dim=clip["projection_dim"],
     )  # fmt: skip
+
+
+def make_clip(out: Path, name: str) -> Path:
+    """The random CLIP ``CLIPS[name]`` saved in ``out`` with ``save_pretrained``, a tiny tokenizer and a CLIP
+    image processor at its image size beside it, as a user's checkpoint folder."""
+    import torch
+    from transformers import CLIPModel
+
+    tok = make_tiny_tokenizer(out, max_length=CLIPS[name]["max_length"])
+    config = clip_config(name, len(tok))
     torch.manual_seed(0)
     CLIPModel(config).eval().save_pretrained(out)
     make_tiny_image_processor(out, kind="clip", size=config.vision_config.image_size)

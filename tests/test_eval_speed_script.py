@@ -93,3 +93,19 @@ def test_bound_names_what_limits_the_jpeg_figure(es, arrays, files, peer, start,
     for part in parts:
         assert part in line
     assert ("machinery bounds it next" in line) == (start.startswith("decoding and") and arrays < es.IMAGE_GOAL)
+
+
+@pytest.mark.parametrize(("name", "vision_m", "text_m"), [("vit-b-32", 87.85, 63.43), ("vit-l-14", 303.97, 123.65)])
+def test_the_named_clips_have_their_architectures_sizes(es, name: str, vision_m: float, text_m: float) -> None:
+    """The random CLIPs are as large as the real ones: open_clip's model profile gives ViT-B-32 87.85M image and
+    63.43M text parameters, ViT-L-14 303.97M and 123.65M (with a 49,408-token vocabulary); built on the meta
+    device, nothing is allocated."""
+    import torch
+    from transformers import CLIPModel
+
+    with torch.device("meta"):
+        model = CLIPModel(es.clip_config(name, vocab_size=49_408))
+    vision = sum(p.numel() for p in (*model.vision_model.parameters(), *model.visual_projection.parameters()))
+    text = sum(p.numel() for p in (*model.text_model.parameters(), *model.text_projection.parameters()))
+    assert vision / 1e6 == pytest.approx(vision_m, rel=0.01)
+    assert text / 1e6 == pytest.approx(text_m, rel=0.01)
