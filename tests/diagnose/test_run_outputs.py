@@ -130,7 +130,7 @@ def test_a_failing_overwrite_keeps_the_previous_runs_files(
     def boom(*args, **kwargs):
         raise DataError("boom while aggregating")
 
-    monkeypatch.setattr(runner, "evaluate_units", boom)  # the new run fails after its cases were scored
+    monkeypatch.setattr(runner, "evaluate_table", boom)  # the new run fails after its cases were scored
     assert main(eval_argv(setup, "b", out, "--overwrite")) == 2
     assert "boom while aggregating" in capsys.readouterr().err
     assert {p.name: p.read_bytes() for p in out.iterdir()} == before  # the previous run's files, untouched

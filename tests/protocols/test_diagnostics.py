@@ -15,7 +15,7 @@ from spotdiff.cases import ArrayImage, Case
 from spotdiff.diagnose.runner import EvalConfig, RunRecorder
 from spotdiff.protocols import UnitTable, get_protocol
 from spotdiff.protocols.diagnostics import BOW_SCOPE, RunDiagnostics, bag_of_words_identical, diagnostic_notes
-from spotdiff.protocols.stats import evaluate_units
+from spotdiff.protocols.stats import evaluate_table
 from spotdiff.report.table import format_metrics_table
 
 _IMAGE = ArrayImage(np.zeros((2, 2, 3), np.uint8))
@@ -151,7 +151,8 @@ def test_bag_of_words_scope_in_the_aggregates() -> None:
     for uid, correct in outcomes.items():
         tags = {"subset": "s", "bag_of_words": "identical"} if uid in bow else {"subset": "s"}
         table.add(uid, uid, tags, {"accuracy": correct})
-    metrics, aggregates = evaluate_units("i2t-top1", table, n_boot=50)
+    evaluation = evaluate_table("i2t-top1", table, n_boot=50)
+    metrics, aggregates = evaluation.metrics, evaluation.aggregates()
     assert list(metrics) == ["all", BOW_SCOPE, "s"]
     assert metrics["all"]["accuracy"] == 50.0
     assert math.isclose(metrics[BOW_SCOPE]["accuracy"], 200 / 3)

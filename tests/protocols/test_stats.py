@@ -122,6 +122,21 @@ def test_unit_table_streaming_matches_evaluate():
     assert evaluate_table("valse-prob", table, n_boot=100, seed=5).metrics == direct.metrics
 
 
+def test_evaluation_builds_the_unit_names_only_when_asked(monkeypatch) -> None:
+    """A run writing only metrics and aggregates never builds a string per unit; records still name every unit."""
+    table = UnitTable()
+    for k in range(6):
+        table.add(f"c{k}/0", f"c{k}", {"subset": "ab"[k % 2]}, {"accuracy": float(k % 3 == 0)})
+    built = []
+    real = UnitTable.unit_ids
+    monkeypatch.setattr(UnitTable, "unit_ids", property(lambda t: built.append(1) or real.fget(t)))
+    evaluation = evaluate_table("i2t-top1", table, n_boot=20)
+    assert evaluation.metrics["all"]["accuracy"] == pytest.approx(100 / 3) and evaluation.aggregates()
+    assert evaluation.n_units == 6 and built == []
+    assert [r["unit"] for r in evaluation.records()] == [f"c{k}/0" for k in range(6)] and built == [1]
+    assert evaluation.unit_ids.tolist() == [f"c{k}/0" for k in range(6)] and built == [1]  # built once
+
+
 # ------------------------------------------------------------------------------- bootstrap
 @settings(max_examples=40, deadline=None)
 @given(

@@ -42,7 +42,7 @@ from spotdiff.jsonio import (
 from spotdiff.protocols import Protocol, UnitTable, get_protocol
 from spotdiff.protocols.columns import IdSet
 from spotdiff.protocols.diagnostics import BOW_TAG, RunDiagnostics, bag_of_words_identical
-from spotdiff.protocols.stats import check_n_boot, evaluate_units
+from spotdiff.protocols.stats import check_n_boot, evaluate_table
 from spotdiff.provenance import environment
 from spotdiff.scorers import Scorer, ScorerOptions, load_scorer, quiet_progress
 from spotdiff.scorers.deferred import recall, remember
@@ -392,9 +392,9 @@ class RunRecorder:
         if self.n_cases == 0:
             raise DataError("no cases to evaluate", file=self.config.data)
         self._check_nan()
-        metrics, aggregates = evaluate_units(
-            self.protocol, self.table, n_boot=self.config.n_boot, seed=self.config.seed, groups=self.groups
-        )
+        evaluation = evaluate_table(self.protocol, self.table, n_boot=self.config.n_boot, seed=self.config.seed,
+                                    n_cases=self.n_cases, groups=self.groups)  # fmt: skip
+        metrics, aggregates = evaluation.metrics, evaluation.aggregates()
         self.info.update(
             {
                 "load_report": load_report,

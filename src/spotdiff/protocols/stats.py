@@ -13,6 +13,7 @@ import warnings
 import zlib
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
+from functools import cached_property
 from typing import Any
 
 import numpy as np
@@ -76,7 +77,8 @@ class Evaluation:
 
     Attributes:
         protocol: the protocol instance.
-        unit_ids: unit names, aligned with every array below (unique).
+        table: the units aggregated; :attr:`unit_ids` reads their names from it when first asked (a Python
+            string per unit, which a run that only writes the metrics never builds).
         case_ids: each unit's case id.
         subsets: each unit's subset.
         values: metric -> per-unit float array (0/1 for strict outcomes, NaN where undefined); only
@@ -94,7 +96,7 @@ class Evaluation:
     """
 
     protocol: Protocol
-    unit_ids: np.ndarray
+    table: UnitTable = field(repr=False)
     case_ids: np.ndarray
     subsets: np.ndarray
     values: dict[str, np.ndarray]
@@ -108,9 +110,14 @@ class Evaluation:
     seed: int = 0
     ci: float = 0.95
 
+    @cached_property
+    def unit_ids(self) -> np.ndarray:
+        """Unit names, aligned with every array of the evaluation (unique)."""
+        return self.table.unit_ids
+
     @property
     def n_units(self) -> int:
-        return len(self.unit_ids)
+        return len(self.case_ids)
 
     def metrics_json(self, digits: int = 2) -> dict[str, dict[str, Any]]:
         """The metrics rounded to ``digits`` for display, NaN as ``None``."""
@@ -495,25 +502,6 @@ def evaluate(
     return evaluate_table(protocol, table, n_boot=n_boot, seed=seed, ci=ci, n_cases=len(cases), groups=groups)
 
 
-def evaluate_units(
-    protocol: Protocol | str,
-    table: UnitTable,
-    *,
-    n_boot: int = 1000,
-    seed: int = 0,
-    ci: float = 0.95,
-    groups: Mapping[str, Sequence[str]] | None = None,
-) -> tuple[dict[str, dict[str, Any]], dict[str, Any]]:
-    """``(metrics, aggregates)``: the metrics (full precision) of :func:`evaluate_table` and what each
-    scope is (:meth:`Evaluation.aggregates`), without building the :class:`Evaluation` (whose id
-    arrays cost a Python string per unit). The arguments are :func:`evaluate_table`'s.
-    """
-    protocol = _checked(protocol, ci)
-    values, tags = table.arrays(protocol)
-    metrics, _, means, missing = _aggregate(protocol, values, tags, n_boot=n_boot, seed=seed, ci=ci, groups=groups)
-    return metrics, describe_aggregates(means, missing, protocol.ties, bag_of_words=BOW_SCOPE in metrics)
-
-
 def _checked(protocol: Protocol | str, ci: float) -> Protocol:
     if not 0.0 < ci < 1.0:
         raise ConfigError(f"ci must be in (0, 1), got {ci}")
@@ -615,7 +603,7 @@ def evaluate_table(
     )
     return Evaluation(
         protocol=protocol,
-        unit_ids=table.unit_ids,
+        table=table,
         case_ids=tags["case"],
         subsets=tags["subset"],
         values=values,
