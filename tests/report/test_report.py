@@ -509,6 +509,9 @@ def test_compare_runs(tiny_store: dict) -> None:
     assert a in text and b in text and "mcnemar-exact" in text
     with pytest.raises(Exception, match="not comparable"):
         compare_runs(a, tiny_store["ids"][("aro-vg-relation", 0)], store=store)
+    loaded = [(store.get(r), list(store.units(r))) for r in (a, b)]  # a report's runs, already in memory
+    assert compare_runs(*loaded, n_boot=200).results == cmp.results
+    assert compare_runs(loaded[0], b, store=store, n_boot=200).results == cmp.results
 
 
 def test_compare_on_common_units(tmp_path: Path) -> None:

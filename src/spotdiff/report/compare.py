@@ -62,9 +62,13 @@ def load_run(ref: str, store: RunStore | str | Path | None = None) -> tuple[Run,
         return load_run(ref, opened)
 
 
+#: A run with its unit records, as :func:`load_run` returns them.
+LoadedRun = tuple[Run, list[dict]]
+
+
 def compare_runs(
-    run_a: str,
-    run_b: str,
+    run_a: str | Path | LoadedRun,
+    run_b: str | Path | LoadedRun,
     *,
     store: RunStore | str | Path | None = None,
     metrics: Sequence[str] | None = None,
@@ -73,61 +77,21 @@ def compare_runs(
     n_perm: int = 10_000,
     seed: int | None = None,
 ) -> Comparison:
-    """Compare ``run_a`` with ``run_b`` (run ids or result folders) on every metric and scope."""
-    (a, units_a), (b, units_b) = load_run(run_a, store), load_run(run_b, store)
-    return compare_loaded(
-        a, units_a, b, units_b, metrics=metrics, subsets=subsets, n_boot=n_boot, n_perm=n_perm, seed=seed
-    )
-
-
-def compare_loaded(
-    a: Run,
-    units_a: list[dict],
-    b: Run,
-    units_b: list[dict],
-    *,
-    metrics: Sequence[str] | None = None,
-    subsets: Sequence[str] | None = None,
-    n_boot: int | None = None,
-    n_perm: int = 10_000,
-    seed: int | None = None,
-) -> Comparison:
-    """:func:`compare_runs` on runs already loaded with their unit records (a report's two runs).
+    """Compare ``run_a`` with ``run_b`` on every metric and scope (A - B is reported).
 
     Args:
-        a, b: the runs (A - B is reported).
-        units_a, units_b: their unit records.
+        run_a, run_b: run ids (or unique prefixes) in ``store``, result folders, or runs already loaded
+            with their unit records (:data:`LoadedRun`, as a report holds its two runs).
+        store: the run store holding run ids (an open :class:`RunStore` or its path; the default when None).
         metrics: the metrics to compare (default: the protocol's).
         subsets: the scopes to compare (default: every scope, or only ``all`` for one subset).
         n_boot: bootstrap resamples of the interval (default: run A's).
         n_perm: random swaps of a sign-flip test.
         seed: the bootstrap seed (default: run A's).
     """
-    if a.id == b.id:
-        raise ConfigError("compare needs two different runs")
-    if (a.benchmark, a.protocol) != (b.benchmark, b.protocol):
-        raise ConfigError(
-            f"runs are not comparable: {a.id} is {a.benchmark}/{a.protocol}, {b.id} is {b.benchmark}/{b.protocol}"
-        )
-    if run_ties(a) != run_ties(b):
-        raise ConfigError(f"runs are not comparable: {a.id} used --ties {run_ties(a)}, {b.id} --ties {run_ties(b)}")
-    for r in (a, b):
-        if r.status != "done":
-            raise ConfigError(f"run {r.id} is not finished ({r.status})")
-    notes = []
-    if a.data_digest != b.data_digest:
-        notes.append("the runs read different data (data digests differ)")
-    ids_a, ids_b = {u["unit_id"] for u in units_a}, {u["unit_id"] for u in units_b}
-    common = ids_a & ids_b
-    if not common:
-        raise DataError(f"runs {a.id} and {b.id} share no units")
-    if common != ids_a or common != ids_b:
-        notes.append(
-            f"compared on the {len(common)} units present in both runs "
-            f"({len(ids_a - common)} only in A, {len(ids_b - common)} only in B)"
-        )
-        units_a = [u for u in units_a if u["unit_id"] in common]
-        units_b = [u for u in units_b if u["unit_id"] in common]
+    (a, units_a), (b, units_b) = (run if isinstance(run, tuple) else load_run(run, store) for run in (run_a, run_b))
+    _check_comparable(a, b)
+    notes, units_a, units_b = _common_units(a, units_a, b, units_b)
     protocol = get_protocol(a.protocol, run_ties(a))
     n_boot = int((a.info or {}).get("n_boot", 1000)) if n_boot is None else n_boot
     seed = a.seed if seed is None else seed
@@ -154,6 +118,40 @@ def compare_loaded(
         for m in names
     ]
     return Comparison(a, b, results, notes)
+
+
+def _check_comparable(a: Run, b: Run) -> None:
+    """Two different finished runs of one benchmark, protocol and tie rule, or a :class:`ConfigError`."""
+    if a.id == b.id:
+        raise ConfigError("compare needs two different runs")
+    if (a.benchmark, a.protocol) != (b.benchmark, b.protocol):
+        raise ConfigError(
+            f"runs are not comparable: {a.id} is {a.benchmark}/{a.protocol}, {b.id} is {b.benchmark}/{b.protocol}"
+        )
+    if run_ties(a) != run_ties(b):
+        raise ConfigError(f"runs are not comparable: {a.id} used --ties {run_ties(a)}, {b.id} --ties {run_ties(b)}")
+    for r in (a, b):
+        if r.status != "done":
+            raise ConfigError(f"run {r.id} is not finished ({r.status})")
+
+
+def _common_units(a: Run, units_a: list[dict], b: Run, units_b: list[dict]) -> tuple[list[str], list[dict], list[dict]]:
+    """``(notes, units_a, units_b)``: the units present in both runs, and notes on what differs."""
+    notes = []
+    if a.data_digest != b.data_digest:
+        notes.append("the runs read different data (data digests differ)")
+    ids_a, ids_b = {u["unit_id"] for u in units_a}, {u["unit_id"] for u in units_b}
+    common = ids_a & ids_b
+    if not common:
+        raise DataError(f"runs {a.id} and {b.id} share no units")
+    if common != ids_a or common != ids_b:
+        notes.append(
+            f"compared on the {len(common)} units present in both runs "
+            f"({len(ids_a - common)} only in A, {len(ids_b - common)} only in B)"
+        )
+        units_a = [u for u in units_a if u["unit_id"] in common]
+        units_b = [u for u in units_b if u["unit_id"] in common]
+    return notes, units_a, units_b
 
 
 def _f(x: float, signed: bool = False) -> str:

@@ -3,7 +3,7 @@
 * A demo folder (``findings.json`` given): each finding's claim, whether it reproduced, its numbers
   and tests (:mod:`.findings`), then the table of main scores.
 * Two runs of one benchmark and protocol: their paired differences on every metric and scope
-  (:func:`spotdiff.report.compare.compare_loaded`, as ``spotdiff compare`` prints them).
+  (:func:`spotdiff.report.compare.compare_runs`, as ``spotdiff compare`` prints them).
 * Otherwise (a grid): runs x benchmarks, each benchmark's main score pooled over all units with its
   95% CI, the best cell of a column marked as in the result tables.
 
@@ -20,7 +20,7 @@ from spotdiff.benchmarks import BENCHMARKS
 from spotdiff.errors import SpotdiffError
 from spotdiff.protocols import TESTS
 from spotdiff.report.collect import ALPHA, ResultTable, RunData
-from spotdiff.report.compare import compare_loaded
+from spotdiff.report.compare import compare_runs
 from spotdiff.report.findings import FindingView, findings_order, read_findings
 from spotdiff.report.table import TIE_NOTES
 
@@ -107,7 +107,7 @@ def grid_table(tables: Sequence[ResultTable], benchmarks: Sequence[str], alpha: 
 
 def comparison_table(a: RunData, b: RunData, labels: Mapping[str, str]) -> SummaryTable:
     """The paired differences of two runs (A - B) on every metric and scope, as ``spotdiff compare``."""
-    cmp = compare_loaded(a.run, a.units, b.run, b.units)
+    cmp = compare_runs((a.run, a.units), (b.run, b.units))
     header = ["scope", "metric", "A", "B", "A − B [95% CI]", "p", "test", "cases / units"]
     rows = [
         [
