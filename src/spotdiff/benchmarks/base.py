@@ -25,6 +25,18 @@ from spotdiff.registry import Registry
 from spotdiff.video.clips import VideoRef
 
 
+@dataclass(kw_only=True)
+class CaseSelection:
+    """Which cases of which benchmark a command reads: what ``spotdiff eval``, ``spotdiff bias`` and a training
+    run's ``--eval`` targets share (keyword fields, before each one's own)."""
+
+    benchmark: str
+    data: Path
+    subset: str | None = None
+    protocol: str | None = None
+    limit: int | None = None
+
+
 @dataclass
 class LoadReport:
     """What a load read and what it skipped, by rule; printed by the CLI and saved with a run."""

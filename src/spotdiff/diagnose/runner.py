@@ -21,6 +21,7 @@ from pathlib import Path
 import numpy as np
 
 from spotdiff.benchmarks import Benchmark, get_benchmark
+from spotdiff.benchmarks.base import CaseSelection
 from spotdiff.cases import Case
 from spotdiff.data import data_provenance
 from spotdiff.diagnose.autobatch import DEFAULT_BATCH_SIZE, resolve_batch_size
@@ -60,20 +61,15 @@ RUN_MARKER = ".spotdiff-run.json"
 
 
 @dataclass
-class EvalConfig:
-    """Everything that defines a run (recorded with it)."""
+class EvalConfig(CaseSelection):
+    """Everything that defines a run (recorded with it): the cases (:class:`CaseSelection`), the model and how."""
 
     model: str
-    benchmark: str
-    data: Path
-    subset: str | None = None
-    protocol: str | None = None
     out: Path | None = None
     #: Items per model batch, or ``"auto"``: the largest that fits on the GPU (:mod:`.autobatch`).
     batch_size: int | str = DEFAULT_BATCH_SIZE
     device: str = "auto"
     dtype: str = "auto"
-    limit: int | None = None
     cache: Path | None = None
     seed: int = 0
     store: Path | None = None

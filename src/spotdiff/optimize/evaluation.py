@@ -11,7 +11,7 @@ import json
 import logging
 import random
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qsl
@@ -20,6 +20,7 @@ import numpy as np
 import torch
 from PIL import Image
 
+from spotdiff.benchmarks.base import CaseSelection
 from spotdiff.diagnose.runner import EvalConfig, resolve, run_eval
 from spotdiff.errors import ConfigError, writing
 from spotdiff.jsonio import dumps, iter_jsonl, write_json, write_jsonl
@@ -29,16 +30,11 @@ from spotdiff.scorers.weights import state_dict_digest
 log = logging.getLogger(__name__)
 
 
-@dataclass(frozen=True)
-class EvalTarget:
-    """One ``--eval NAME=DIR[:SUBSET][?KEY=VALUE&...]``: a benchmark, its data, subset and options."""
+@dataclass
+class EvalTarget(CaseSelection):
+    """One ``--eval NAME=DIR[:SUBSET][?KEY=VALUE&...]``: the cases (:class:`CaseSelection`), a label and options."""
 
     label: str
-    benchmark: str
-    data: Path
-    subset: str | None = None
-    protocol: str | None = None
-    limit: int | None = None
     options: dict[str, str] = field(default_factory=dict)
 
     @property
@@ -51,8 +47,8 @@ class EvalTarget:
         Args:
             run: the other fields of the run (``model`` at least).
         """
-        return EvalConfig(benchmark=self.benchmark, data=self.data, subset=self.subset, protocol=self.protocol,
-                          limit=self.limit, options=dict(self.options), **run)  # fmt: skip
+        cases = {f.name: getattr(self, f.name) for f in fields(CaseSelection)}
+        return EvalConfig(**cases, options=dict(self.options), **run)
 
 
 def parse_eval_target(text: str) -> EvalTarget:
@@ -75,9 +71,8 @@ def parse_eval_target(text: str) -> EvalTarget:
         limit_n = int(limit) if limit is not None else None
     except ValueError as exc:
         raise ConfigError(f"--eval {text!r}: limit must be an integer") from exc
-    target = EvalTarget(
-        f"{name}:{subset}" if subset else name, name, Path(data), subset, protocol, limit_n, options
-    )
+    target = EvalTarget(label=f"{name}:{subset}" if subset else name, benchmark=name, data=Path(data), subset=subset,
+                        protocol=protocol, limit=limit_n, options=options)  # fmt: skip
     resolve(target.config(model=""))
     return target
 

@@ -13,6 +13,7 @@ from typing import Any
 import numpy as np
 
 from spotdiff.benchmarks import get_benchmark
+from spotdiff.benchmarks.base import CaseSelection
 from spotdiff.cases import Case
 from spotdiff.diagnose.engine import Engine, check_capability
 from spotdiff.errors import ConfigError, DataError
@@ -124,15 +125,11 @@ def bias_protocol(bench_cls: Any, requested: str | None) -> str:
 
 
 @dataclass
-class BiasConfig:
-    """What ``spotdiff bias`` runs (the flags of the same names)."""
+class BiasConfig(CaseSelection):
+    """What ``spotdiff bias`` runs (the flags of the same names): the cases (:class:`CaseSelection`), the model
+    and how."""
 
-    benchmark: str
-    data: Path
     model: str
-    subset: str | None = None
-    protocol: str | None = None
-    limit: int | None = None
     sample: int | None = None
     images: Path | None = None
     batch_size: int = 32
