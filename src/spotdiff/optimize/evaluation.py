@@ -11,7 +11,7 @@ import json
 import logging
 import random
 from collections.abc import Sequence
-from dataclasses import dataclass, field, fields
+from dataclasses import KW_ONLY, dataclass, field, fields
 from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qsl
@@ -181,10 +181,11 @@ class KeepBest:
         return cls(label, metric)
 
 
+@dataclass
 class TrainingEvaluator:
     """Evaluates the model being trained on every target and records each evaluation (module docstring).
 
-    Args:
+    Attributes:
         targets: the ``--eval`` benchmarks.
         out: the training folder.
         training_id: the training run's id (recorded with every evaluation).
@@ -194,28 +195,20 @@ class TrainingEvaluator:
         keep: the ``--keep best:`` rule, if any.
     """
 
-    def __init__(
-        self,
-        targets: Sequence[EvalTarget],
-        *,
-        out: Path,
-        training_id: str,
-        model_label: str,
-        store: Path | None = None,
-        seed: int = 0,
-        n_boot: int = 1000,
-        batch_size: int = 64,
-        keep: KeepBest | None = None,
-    ) -> None:
-        self.targets = list(targets)
-        self.out = Path(out)
-        self.training_id = training_id
-        self.model_label = model_label
-        self.store = store
-        self.seed = seed
-        self.n_boot = n_boot
-        self.batch_size = batch_size
-        self.keep = keep
+    targets: Sequence[EvalTarget]
+    _: KW_ONLY
+    out: Path
+    training_id: str
+    model_label: str
+    store: Path | None = None
+    seed: int = 0
+    n_boot: int = 1000
+    batch_size: int = 64
+    keep: KeepBest | None = None
+
+    def __post_init__(self) -> None:
+        self.targets = list(self.targets)
+        self.out = Path(self.out)
         self.log_path = self.out / "eval_log.jsonl"
 
     def records(self) -> list[dict]:
