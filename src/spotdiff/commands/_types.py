@@ -1,6 +1,7 @@
 """Argument types shared by the sub-commands: each bad value is refused by argparse with one line
 (``spotdiff eval: error: argument --seed: ...``) before any work starts. One function per kind of
-value; the ``--store`` option is declared once (:func:`add_store_option`).
+value; the ``--store`` option is declared once (:func:`add_store_option`), and a sub-command described by a
+module docstring is added by :func:`add_documented_parser`.
 """
 
 from __future__ import annotations
@@ -135,3 +136,11 @@ def add_store_option(parser: argparse.ArgumentParser | argparse._ArgumentGroup, 
     parser.add_argument(
         "--store", type=store_file, metavar="FILE", help=f"run store file of the {what} (default {STORE_DEFAULT})"
     )
+
+
+def add_documented_parser(
+    subparsers: argparse._SubParsersAction, name: str, doc: str | None, help: str | None
+) -> argparse.ArgumentParser:
+    """Add sub-command ``name`` whose ``--help`` shows ``doc`` (its module's docstring) as written, line breaks and
+    lists kept, after the one-line ``help`` that the parent's ``--help`` lists."""
+    return subparsers.add_parser(name, help=help, description=doc, formatter_class=argparse.RawDescriptionHelpFormatter)

@@ -12,17 +12,13 @@ import getpass
 import json
 from pathlib import Path
 
-from spotdiff.commands._types import port
+from spotdiff.commands._types import add_documented_parser, port
 from spotdiff.errors import ConfigError
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
-    p = subparsers.add_parser(
-        "review",
-        help="review synthesized data in the browser (a local page; --agreement compares reviewers)",
-        description=__doc__,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
-    )
+    summary = "review synthesized data in the browser (a local page; --agreement compares reviewers)"
+    p = add_documented_parser(subparsers, "review", __doc__, summary)
     p.add_argument("out", type=Path, metavar="OUT", help="the folder a spotdiff synth run wrote")
     p.add_argument(
         "--reviewer",

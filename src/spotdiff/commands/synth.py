@@ -32,7 +32,14 @@ from dataclasses import fields
 from pathlib import Path
 from typing import Any
 
-from spotdiff.commands._types import folder, nonnegative_int, positive_float, positive_int, seed
+from spotdiff.commands._types import (
+    add_documented_parser,
+    folder,
+    nonnegative_int,
+    positive_float,
+    positive_int,
+    seed,
+)
 from spotdiff.synth import ENGINES, SynthConfig, SynthEngine
 from spotdiff.synth.run import synthesize
 
@@ -112,18 +119,11 @@ def engine_config(cls: type[SynthEngine], args: argparse.Namespace) -> SynthConf
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
-    p = subparsers.add_parser(
-        "synth",
-        help="synthesize minimal-change data (SPEC, EqBen, VISLA formats, training corpora, zero-shot sets)",
-        description=__doc__,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
-    )
+    summary = "synthesize minimal-change data (SPEC, EqBen, VISLA formats, training corpora, zero-shot sets)"
+    p = add_documented_parser(subparsers, "synth", __doc__, summary)
     engines = p.add_subparsers(dest="engine", metavar="ENGINE")
     for name, cls in ENGINES.items():
-        e = engines.add_parser(
-            name, help=cls.description, description=(cls.__module__ and sys.modules[cls.__module__].__doc__)
-        )
-        e.formatter_class = argparse.RawDescriptionHelpFormatter
+        e = add_documented_parser(engines, name, sys.modules[cls.__module__].__doc__, cls.description)
         e.add_argument(
             "--out",
             required=True,
