@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import ClassVar
 
-from spotdiff.benchmarks._io import IMAGE_ROOT, ImageRoots, frozen_truth, images_dir, read_json_unique
+from spotdiff.benchmarks._io import IMAGE_ROOT, ImageRoots, first_true, frozen_truth, images_dir, read_json_unique
 from spotdiff.benchmarks.metadata import BenchmarkMetadata
 from spotdiff.cases import Case, FileImage, ImageRef, NpyImage, check_ties, file_digest
 from spotdiff.errors import ConfigError, DataError
@@ -59,7 +59,6 @@ class LoadReport:
 
 
 _PAIR_TRUTH = frozen_truth([[True, False], [False, True]])
-_FIRST_TRUE = frozen_truth([[True, False]])
 
 
 def pair_case(case_id: str, captions: tuple[str, str], images: tuple[ImageRef, ImageRef], tags: dict[str, str]) -> Case:
@@ -235,7 +234,7 @@ class SubsetFilesBenchmark(Benchmark):
         if image is None:
             image = self._image_refs[image_file] = FileImage(self._image_root / image_file)
         return Case(
-            id=f"{subset}/{key}", texts=texts, truth=_FIRST_TRUE, images=(image,), tags=tags, roles=self.case_roles
+            id=f"{subset}/{key}", texts=texts, truth=first_true(2), images=(image,), tags=tags, roles=self.case_roles
         )
 
     def _data_dir(self) -> Path:

@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from pathlib import Path
 
-from spotdiff.benchmarks._io import field, frozen_truth, images_dir
+from spotdiff.benchmarks._io import field, first_true, images_dir
 from spotdiff.benchmarks.base import BENCHMARKS, Benchmark, BenchmarkMetadata, LoadReport
 from spotdiff.benchmarks.shared import pinned_annotations
 from spotdiff.benchmarks.sources import ManualSource, Part
@@ -25,7 +25,6 @@ from spotdiff.video.clips import VideoRef
 SUBSETS = ("Direction", "Intensity", "Sequence", "Localization", "Compositionality", "Type")
 SOURCES = ("MSRVTT", "VATEX")
 _REPOSITORY = ("lscpku/VITATECS", "58bff59bb1d3ed287983fca8ca7589498f4db6b2")
-_TRUTH = frozen_truth([[True, False]])
 _FIELDS = ("src_dataset", "video_name", "caption", "counterfactual", "aspect")
 
 CITATION = """\
@@ -131,4 +130,5 @@ tags: subset, src_dataset, video_name""",
                 tags = {"subset": aspect, "src_dataset": source, "video_name": values["video_name"]}
                 video = VideoRef(videos / source / values["video_name"])
                 texts = (values["caption"], values["counterfactual"])
-                yield Case(f"{aspect}/{lineno}", texts, _TRUTH, (video,), tags, roles=("caption", "counterfactual"))
+                roles = ("caption", "counterfactual")
+                yield Case(f"{aspect}/{lineno}", texts, first_true(2), (video,), tags, roles=roles)

@@ -13,7 +13,7 @@ from pathlib import Path
 import yaml
 
 from spotdiff.benchmarks._io import (
-    frozen_truth,
+    first_true,
     images_dir,
     option_bool,
     option_choice,
@@ -27,7 +27,6 @@ from spotdiff.benchmarks.sources import ManualSource, Part
 from spotdiff.cases import Case, FileImage
 from spotdiff.errors import ConfigError, DataError
 
-_TRUTH = frozen_truth([[True, False]])
 _ROLES = ("pos", "neg")
 
 SUBSETS = (
@@ -343,7 +342,7 @@ tags: subset, category, source (vg/vaw/swig/hake), corpus (yaml name), variant (
                 yield Case(
                     id=f"{prefix}/{idx}/{i}",
                     texts=(pos[i], neg[i]),
-                    truth=_TRUTH,
+                    truth=first_true(2),
                     images=(image,),
                     tags=tags,
                     roles=_ROLES,
