@@ -33,7 +33,7 @@ test: $(STAMP)
 	HF_HUB_OFFLINE=1 $(VENV)/bin/python -m pytest -n 2 --dist loadscope -q
 
 lint: $(STAMP)
-	$(VENV)/bin/ruff check src tests benchmarks
+	$(VENV)/bin/ruff check src tests measurements
 	$(VENV)/bin/lint-imports
 
 docs: $(STAMP)

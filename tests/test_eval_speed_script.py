@@ -1,4 +1,4 @@
-"""``benchmarks/eval_speed.py``: how its device figure sizes its sides, runs the forward side, and reads the
+"""``measurements/eval_speed.py``: how its device figure sizes its sides, runs the forward side, and reads the
 ratios (the script is loaded by path; no model is built)."""
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ from types import ModuleType, SimpleNamespace
 
 import pytest
 
-SCRIPT = Path(__file__).resolve().parents[1] / "benchmarks" / "eval_speed.py"
+SCRIPT = Path(__file__).resolve().parents[1] / "measurements" / "eval_speed.py"
 
 
 @pytest.fixture(scope="module")

@@ -52,7 +52,7 @@ CREATE TABLE IF NOT EXISTS items (
 """
 #: The page size of a cache file created here: a page holds several rows of a few kilobytes, without overflow
 #: pages (30,000 rows of 512 float32 written 3.4x as fast as in a WITHOUT ROWID table of 4 KiB pages, the file
-#: half the size: ``python benchmarks/cache_write_speed.py``).
+#: half the size: ``python measurements/cache_write_speed.py``).
 PAGE_SIZE = 16384
 #: Columns of a row; ``digest`` (the CRC-32 of ``value``) is NULL in rows written before it existed.
 _COLUMNS = "model, kind, key, value, digest"

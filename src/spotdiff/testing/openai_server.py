@@ -2,7 +2,7 @@
 chat VLM's real forward pass (real logits, real top-k), with faults to inject.
 
 It stands in for vLLM / SGLang / llama.cpp's server in the tests of ``api:`` (:mod:`spotdiff.scorers.api`)
-and in ``benchmarks/api_throughput.py``. Usage: docs/testing.md.
+and in ``measurements/api_throughput.py``. Usage: docs/testing.md.
 """
 
 from __future__ import annotations

@@ -8,7 +8,7 @@ through the same ``run_eval`` on the same data (a zero-shot set written by ``spo
 zeroshot``), without a cache; the script checks they give the same metrics and prints wall-clock
 times (best of ``--repeat``) and their ratio.
 
-    python benchmarks/train_eval_speed.py [--preset small|CONFIG.json] [--n 132] [--repeat 3]
+    python measurements/train_eval_speed.py [--preset small|CONFIG.json] [--n 132] [--repeat 3]
 """
 
 from __future__ import annotations

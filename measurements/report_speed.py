@@ -12,7 +12,7 @@ The timed part is what ``spotdiff report`` does: read the runs and units from th
 tables with their paired significance tests, draw every figure, pick the galleries with thumbnails,
 and write report.html, report.md, the figures and the CSV/LaTeX tables.
 
-Usage: ``python benchmarks/report_speed.py [--models 50] [--benchmarks 10] [--cases 300] [--out DIR]``.
+Usage: ``python measurements/report_speed.py [--models 50] [--benchmarks 10] [--cases 300] [--out DIR]``.
 """
 
 from __future__ import annotations

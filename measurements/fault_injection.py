@@ -29,10 +29,10 @@ Four classes of fault (``--fault``), each a clean run and ``--n`` trials compare
 
 Example (the numbers in docs/scaling.md)::
 
-    python benchmarks/fault_injection.py --n 10 --data ../shared/data/visla --limit 300
-    python benchmarks/fault_injection.py --fault plan --n 5
-    python benchmarks/fault_injection.py --fault disk-full --n 6
-    python benchmarks/fault_injection.py --fault read-only --n 4
+    python measurements/fault_injection.py --n 10 --data ../shared/data/visla --limit 300
+    python measurements/fault_injection.py --fault plan --n 5
+    python measurements/fault_injection.py --fault disk-full --n 6
+    python measurements/fault_injection.py --fault read-only --n 4
 
 Prints one line per trial, how many qualified, and the summary ``faults survived with nothing lost
 (FAULT): K/Q``; writes the details as JSON with ``--json``. Exit status 0 when K == Q and Q > 0.

@@ -15,7 +15,7 @@ clients, not the tiny model on the CPU: a warm-up round runs the model once per 
 
 The sides alternate round by round (a busy machine slows all alike); each figure is the median of
 ``--repeats`` rounds. Prints the load average, items per second of each, and the ratio ``api: / best plain``
-(goal >= 0.9). Usage: ``python benchmarks/api_throughput.py [--images 64] [--texts 4] [--latency 0.05]``.
+(goal >= 0.9). Usage: ``python measurements/api_throughput.py [--images 64] [--texts 4] [--latency 0.05]``.
 """
 
 from __future__ import annotations

@@ -12,7 +12,7 @@ Rows are ``--dim`` float32 (512: CLIP ViT-B; 384: MiniLM), ``--rows`` of them un
 main cache is. Rounds alternate the two sides; the medians are printed with the files' sizes (WAL folded in) and
 a last line ``write ratio W; read ratio R; size ratio S`` (before / today: above 1, today is better).
 
-    python benchmarks/cache_write_speed.py [--rows 30000] [--dim 512] [--rounds 5]
+    python measurements/cache_write_speed.py [--rows 30000] [--dim 512] [--rounds 5]
 """
 
 from __future__ import annotations

@@ -20,7 +20,7 @@ It prints the load average with the figures and ends with ``decode-bound ratio R
 R2``. ``--quick`` is the same measurement on fewer images and rounds (under 3 minutes on 2 cores).
 Decoding and the model overlap except while the first batch is decoded and the last one encoded, so
 the overlap ratio of ``B`` balanced batches is at most ``B / (B + 1)``: 0.97 for 32 batches.
-Usage: ``python benchmarks/pipeline_speed.py [--quick]``.
+Usage: ``python measurements/pipeline_speed.py [--quick]``.
 """
 
 from __future__ import annotations

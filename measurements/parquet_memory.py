@@ -6,7 +6,7 @@ case, computes every image key (which hashes every image's bytes), and decodes e
 file order. Prints the file sizes and the peak RSS growth of each step over the process's baseline:
 memory should follow the row-group size, not the file size. Linux only (reads /proc/self/statm).
 
-    python benchmarks/parquet_memory.py [--rows 200]
+    python measurements/parquet_memory.py [--rows 200]
 """
 
 from __future__ import annotations

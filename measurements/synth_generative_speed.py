@@ -1,4 +1,4 @@
-"""How close SPEC's generative engine comes to its models: ``python benchmarks/synth_generative_speed.py``.
+"""How close SPEC's generative engine comes to its models: ``python measurements/synth_generative_speed.py``.
 
 For each batch size (``--batch-sizes 1,8``: prompts, photos or backgrounds per model call), side by side
 in one run:

@@ -59,9 +59,9 @@ device figure on JPEG files weighs the harness against a forward that CPU decodi
 measures the decoding. Each is built from a config and saved with ``save_pretrained``, loaded through
 ``hf-clip:PATH`` like any user checkpoint (a tiny tokenizer: the vocabulary is small); the memory runs use a
 tiny sentence-transformer.
-Usage: ``python benchmarks/eval_speed.py [--quick] [--seconds S] [--rounds R] [--model small|vit-b-32|vit-l-14]
+Usage: ``python measurements/eval_speed.py [--quick] [--seconds S] [--rounds R] [--model small|vit-b-32|vit-l-14]
 [--device D [--dtype T] [--batch-size B]]``; on a GPU machine, from the repository root:
-``PYTHONPATH=src python benchmarks/eval_speed.py --device cuda --dtype fp16 --model vit-b-32 --quick``.
+``PYTHONPATH=src python measurements/eval_speed.py --device cuda --dtype fp16 --model vit-b-32 --quick``.
 """
 
 from __future__ import annotations

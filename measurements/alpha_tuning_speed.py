@@ -5,7 +5,7 @@ as :func:`spotdiff.diagnose.debias.cross_validate_alpha` runs it, plus building 
 an image-to-text top-1 benchmark (:func:`spotdiff.diagnose.debias.i2t_alpha_curve`). Prints wall-clock and
 CPU time (best of ``--repeat``) and the machine's load, since a busy machine slows both.
 
-    python benchmarks/alpha_tuning_speed.py [--cases 10000] [--negatives 1] [--splits 10]
+    python measurements/alpha_tuning_speed.py [--cases 10000] [--negatives 1] [--splits 10]
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""How fast the SPEC canvas engine renders: ``python benchmarks/synth_speed.py [--cases 1000]``.
+"""How fast the SPEC canvas engine renders: ``python measurements/synth_speed.py [--cases 1000]``.
 
 Renders ``--cases`` SPEC-style cases spread evenly over the six subsets (SPEC Sec. 3.3), writes
 them in SPEC's format (PNG images, image2text/text2image/classification/metadata JSON, and the
