@@ -83,6 +83,7 @@ import numpy as np
 
 ROOT = Path(__file__).resolve().parents[1]
 
+from rows import GOAL, profile_bound, row, write_rows  # noqa: E402
 from spotdiff.cases import ArrayImage, Case, FileImage  # noqa: E402
 from spotdiff.diagnose.cache import CACHE_FILE, batch_positions  # noqa: E402
 from spotdiff.diagnose.engine import Engine  # noqa: E402
@@ -106,19 +107,25 @@ WORDS = (
 
 
 _SMALL_TOWER = {"hidden_size": 256, "intermediate_size": 1024, "num_hidden_layers": 4, "num_attention_heads": 4}
-#: The random CLIPs the script builds: transformers ``CLIPConfig`` tower settings (``vit-b-32``: its defaults,
-#: ViT-B/32's architecture; ``vit-l-14``: openai/clip-vit-large-patch14's config.json), the texts' maximum length,
-#: and how the output names them.
+_SO400M_TOWER = {"hidden_size": 1152, "intermediate_size": 4304, "num_hidden_layers": 27, "num_attention_heads": 16}
+#: The random dual encoders the script builds: the transformers family (``CLIPConfig``, ``SiglipConfig``), the tower
+#: settings (``vit-b-32``: CLIPConfig's defaults, ViT-B/32's architecture; ``vit-l-14``: openai/clip-vit-large-patch14's
+#: config.json; ``siglip-so400m``: google/siglip-so400m-patch14-384's, as open_clip's ViT-SO400M-14-SigLIP-384), the
+#: texts' maximum length, and how the output names them.
 CLIPS = {
-    "small": {"text": _SMALL_TOWER, "vision": {**_SMALL_TOWER, "image_size": 96, "patch_size": 16},
+    "small": {"family": "clip", "text": _SMALL_TOWER, "vision": {**_SMALL_TOWER, "image_size": 96, "patch_size": 16},
               "projection_dim": 128, "max_length": 32, "about": "small random CLIP (96px ViT-4L-256, text 4L-256)"},
-    "vit-b-32": {"text": {}, "vision": {}, "projection_dim": 512, "max_length": 77,
+    "vit-b-32": {"family": "clip", "text": {}, "vision": {}, "projection_dim": 512, "max_length": 77,
                  "about": "random CLIP of ViT-B/32's architecture (224px, patch 32, ViT 12L-768, text 12L-512)"},
-    "vit-l-14": {"text": {"hidden_size": 768, "intermediate_size": 3072, "num_attention_heads": 12},
+    "vit-l-14": {"family": "clip", "text": {"hidden_size": 768, "intermediate_size": 3072, "num_attention_heads": 12},
                  "vision": {"hidden_size": 1024, "intermediate_size": 4096, "num_attention_heads": 16,
                             "num_hidden_layers": 24, "patch_size": 14},
                  "projection_dim": 768, "max_length": 77,
                  "about": "random CLIP of ViT-L/14's architecture (224px, patch 14, ViT 24L-1024, text 12L-768)"},
+    "siglip-so400m": {"family": "siglip", "text": _SO400M_TOWER,
+                      "vision": {**_SO400M_TOWER, "patch_size": 14, "image_size": 384}, "max_length": 64,
+                      "about": "random SigLIP of so400m-patch14-384's architecture (384px, patch 14, ViT 27L-1152, "
+                               "text 27L-1152)"},
 }  # fmt: skip
 #: The JPEG files of the device figure: COCO's size.
 PHOTO_SIZE = (640, 480)
@@ -130,34 +137,39 @@ MAX_PHOTOS, MAX_ARRAYS = 20_000, 40_000
 #: Batches the device figure's forward sides take in turn (device memory and their preprocessing stay bounded).
 FORWARD_POOL = 8
 #: The issue's goal: the harness's images/s at least this share of the forward pass's.
-IMAGE_GOAL = 0.9
+IMAGE_GOAL = GOAL
+#: A side below its goal is profiled once more on at most this many batches (:func:`rows.profile_bound`).
+PROFILE_BATCHES = 8
 
 
 def clip_config(name: str, vocab_size: int) -> Any:
-    """The transformers ``CLIPConfig`` of ``CLIPS[name]`` with a text vocabulary of ``vocab_size``."""
-    from transformers import CLIPConfig
+    """The transformers config (``CLIPConfig`` or ``SiglipConfig``) of ``CLIPS[name]`` with a text vocabulary of
+    ``vocab_size`` (the tiny tokenizer's ids: [PAD] 0, [CLS] 2, [SEP] 3)."""
+    from transformers import CLIPConfig, SiglipConfig
 
     clip = CLIPS[name]
-    return CLIPConfig(
-        text_config={**clip["text"], "vocab_size": vocab_size, "max_position_embeddings": clip["max_length"],
-                     "pad_token_id": 0, "bos_token_id": 2, "eos_token_id": 3},
-        vision_config=clip["vision"],
-        projection_dim=clip["projection_dim"],
-    )  # fmt: skip
+    text = {**clip["text"], "vocab_size": vocab_size, "max_position_embeddings": clip["max_length"],
+            "pad_token_id": 0, "bos_token_id": 2, "eos_token_id": 3}  # fmt: skip
+    if clip["family"] == "siglip":
+        return SiglipConfig(text_config=text, vision_config=clip["vision"])
+    return CLIPConfig(text_config=text, vision_config=clip["vision"], projection_dim=clip["projection_dim"])
 
 
-def make_clip(out: Path, name: str) -> Path:
-    """The random CLIP ``CLIPS[name]`` saved in ``out`` with ``save_pretrained``, a tiny tokenizer and a CLIP
-    image processor at its image size beside it, as a user's checkpoint folder."""
+def make_clip(out: Path, name: str, dtype: Any = None) -> str:
+    """The random model ``CLIPS[name]`` saved in ``out`` with ``save_pretrained`` (in ``dtype``, by default float32),
+    a tiny tokenizer and the family's image processor at its image size beside it, as a user's checkpoint folder:
+    its spec (``hf-clip:PATH`` or ``hf-siglip:PATH``)."""
     import torch
-    from transformers import CLIPModel
+    from transformers import CLIPModel, SiglipModel
 
+    family = CLIPS[name]["family"]
     tok = make_tiny_tokenizer(out, max_length=CLIPS[name]["max_length"])
     config = clip_config(name, len(tok))
     torch.manual_seed(0)
-    CLIPModel(config).eval().save_pretrained(out)
-    make_tiny_image_processor(out, kind="clip", size=config.vision_config.image_size)
-    return out
+    model = (SiglipModel if family == "siglip" else CLIPModel)(config).eval()
+    model.to(dtype or torch.float32).save_pretrained(out)
+    make_tiny_image_processor(out, kind=family, size=config.vision_config.image_size)
+    return f"hf-{family}:{out}"
 
 
 def random_text(rng: np.random.Generator, n_words: int = 8) -> str:
@@ -326,36 +338,55 @@ def clip_benchmark_images(scorer, paths: list[Path], workers: int):
     return torch.cat(rows)
 
 
+def harness_images(scorer, paths: list[Path], threads: int | None, decode_device: str | None) -> None:
+    """``Engine.embed_images`` on fresh references to ``paths`` (each file's content key is hashed, as in a run),
+    decoding on ``decode_device`` (None: the CPU workers)."""
+    with Engine(scorer, None, progress=False, threads=threads, decode_device=decode_device) as engine:
+        engine.embed_images([FileImage(p) for p in paths])
+
+
+def harness_texts(scorer, texts: list[str], threads: int | None) -> None:
+    """``Engine.embed_texts`` on ``texts``."""
+    with Engine(scorer, None, progress=False, threads=threads) as engine:
+        engine.embed_texts(texts)
+
+
+def harness_arrays(scorer, arrays: list[np.ndarray], threads: int | None, uint8: bool | None) -> None:
+    """``Engine.embed_images`` on fresh references to ``arrays`` (each array's content key is hashed, as in a run),
+    the workers' hand-over as ``uint8`` asks (None: the engine's default, uint8 on CUDA)."""
+    with Engine(scorer, None, progress=False, threads=threads) as engine:
+        if uint8 is not None:
+            budget = thread_budget(threads, device=scorer.device)
+            engine.pipeline = InputPipeline(budget.workers, device=scorer.device, uint8=uint8)
+        engine.embed_images([ArrayImage(a, name=f"array {i}") for i, a in enumerate(arrays)])
+
+
+def texts_for(n_images: int) -> list[str]:
+    """The texts of figure 1: ``TEXTS_PER_IMAGE`` per image, the same for the same count."""
+    rng = np.random.default_rng(2)
+    return [f"{random_text(rng)} {i}" for i in range(TEXTS_PER_IMAGE * n_images)]
+
+
 def file_sides(scorer, paths: list[Path], threads: int | None, gpu_decode: bool) -> dict:
     """The sides on the JPEG files at ``paths`` and four texts per file (module docstring), by name, the gauge
     (the harness's images) first."""
     device, batch = scorer.device, scorer.batch_size
     budget = thread_budget(threads, device=device)  # what each Engine below chooses too
-    rng = np.random.default_rng(2)
-    texts = [f"{random_text(rng)} {i}" for i in range(TEXTS_PER_IMAGE * len(paths))]
+    texts = texts_for(len(paths))
     pool = FORWARD_POOL * batch
     pixels, tokens = device_inputs(scorer, [FileImage(p) for p in paths[:pool]], texts[:pool], budget.workers)
 
-    def harness_images(decode_device: str | None) -> None:
-        refs = [FileImage(p) for p in paths]  # fresh references: each file's content key is hashed, as in a run
-        with Engine(scorer, None, progress=False, threads=threads, decode_device=decode_device) as engine:
-            engine.embed_images(refs)
-
-    def harness_texts() -> None:
-        with Engine(scorer, None, progress=False, threads=threads) as engine:
-            engine.embed_texts(texts)
-
     sides = {
-        "harness images": lambda: harness_images(None),
+        "harness images": lambda: harness_images(scorer, paths, threads, None),
         "forward images": forward_side(scorer, pixels, len(paths), budget.threads),
     }
     if gpu_decode:  # the device's JPEG decoder and the preprocessing on tensors there, started before the clock
         prepare = scorer.image_preprocessor()
         list(InputPipeline(0, device=device, decode_device=device).images([FileImage(paths[0])], [[0]], prepare))
-        sides["harness images, --gpu-decode"] = lambda: harness_images(device)
+        sides["harness images, --gpu-decode"] = lambda: harness_images(scorer, paths, threads, device)
     sides["peer images"] = lambda: clip_benchmark_images(scorer, paths, budget.workers)
     sides["forward texts"] = forward_side(scorer, tokens, len(texts), budget.threads)
-    sides["harness texts"] = harness_texts
+    sides["harness texts"] = lambda: harness_texts(scorer, texts, threads)
     return sides
 
 
@@ -363,21 +394,12 @@ def array_sides(scorer, arrays: list[np.ndarray], threads: int | None) -> dict:
     """The sides on in-memory ``uint8`` arrays already at the model's input size, by name, the gauge (the
     harness) first: what the harness adds without decoding or resizing."""
     budget = thread_budget(threads, device=scorer.device)
-
-    def refs() -> list[ArrayImage]:  # fresh references: each array's content key is hashed, as in a run
-        return [ArrayImage(a, name=f"array {i}") for i, a in enumerate(arrays)]
-
-    def harness(uint8: bool | None) -> None:
-        with Engine(scorer, None, progress=False, threads=threads) as engine:
-            if uint8 is not None:  # the workers' hand-over set as asked (the engine's default: uint8 on CUDA)
-                engine.pipeline = InputPipeline(budget.workers, device=scorer.device, uint8=uint8)
-            engine.embed_images(refs())
-
-    pixels, _ = device_inputs(scorer, refs()[: FORWARD_POOL * scorer.batch_size], [], budget.workers)
+    refs = [ArrayImage(a, name=f"array {i}") for i, a in enumerate(arrays[: FORWARD_POOL * scorer.batch_size])]
+    pixels, _ = device_inputs(scorer, refs, [], budget.workers)
     return {
-        "harness arrays": lambda: harness(None),
+        "harness arrays": lambda: harness_arrays(scorer, arrays, threads, None),
         "forward arrays": forward_side(scorer, pixels, len(arrays), budget.threads),
-        "harness arrays, float32 hand-over": lambda: harness(False),
+        "harness arrays, float32 hand-over": lambda: harness_arrays(scorer, arrays, threads, False),
     }
 
 
@@ -396,8 +418,10 @@ def sized(make_sides, start: int, cap: int, seconds: float, rounds: int) -> tupl
 
 
 def device_limit(model: str, options: ScorerOptions, tmp: Path, threads: int | None, seconds: float, rounds: int,
-                 header: dict) -> None:  # fmt: skip
-    """Figure 1 on ``options.device`` (module docstring), after a header line naming the device and the budget."""
+                 header: dict) -> list[dict]:  # fmt: skip
+    """Figure 1 on ``options.device`` (module docstring), after a header line naming the device and the budget: its
+    rows (:func:`rows.row`), each harness side below the goal profiled once more on at most ``PROFILE_BATCHES``
+    batches (:func:`rows.profile_bound`) for what bounds it."""
     import torch
     import transformers
 
@@ -407,10 +431,10 @@ def device_limit(model: str, options: ScorerOptions, tmp: Path, threads: int | N
     gpu_decode = scorer.image_preprocessor().on_tensors()
     gpu = torch.cuda.get_device_name(device) if device.startswith("cuda") else None
     side = scorer.model.config.vision_config.image_size
-    print(json.dumps({**header, "device": device, "gpu": gpu, "dtype": str(scorer.dtype).removeprefix("torch."),
-                      "batch_size": batch, "images": "JPEG {}x{}".format(*PHOTO_SIZE), "arrays": f"{side}x{side}",
-                      "texts_per_image": TEXTS_PER_IMAGE, **budget.as_dict(), "torch": torch.__version__,
-                      "transformers": transformers.__version__}), flush=True)  # fmt: skip
+    header.update(device=device, gpu=gpu, dtype=str(scorer.dtype).removeprefix("torch."), batch_size=batch,
+                  images="JPEG {}x{}".format(*PHOTO_SIZE), arrays=f"{side}x{side}", texts_per_image=TEXTS_PER_IMAGE,
+                  **budget.as_dict(), torch=torch.__version__, transformers=transformers.__version__)  # fmt: skip
+    print(json.dumps(header), flush=True)
     folder, written, rng, blocks = tmp / "photos", 0, np.random.default_rng(3), []
 
     def files(n: int) -> dict:
@@ -429,15 +453,28 @@ def device_limit(model: str, options: ScorerOptions, tmp: Path, threads: int | N
     for group, make_sides, cap in (("files", files, MAX_PHOTOS), ("arrays", arrays, MAX_ARRAYS)):
         counts[group], t = sized(make_sides, 4 * batch, cap, seconds, rounds)
         times.update(t)
+    rows = report_device(device, budget, batch, side, rounds, counts, times, gpu_decode, header["model"])
+    paths = write_photos(folder, min(counts["files"], PROFILE_BATCHES * batch), start=written)
+    few = [a for block in blocks for a in block][: PROFILE_BATCHES * batch]
+    harness = {"harness images": lambda: harness_images(scorer, paths, threads, None),
+               "harness images, --gpu-decode": lambda: harness_images(scorer, paths, threads, device),
+               "harness arrays": lambda: harness_arrays(scorer, few, threads, None),
+               "harness texts": lambda: harness_texts(scorer, texts_for(len(paths)), threads)}  # fmt: skip
     blocks.clear()
-    report_device(device, budget, batch, side, rounds, counts, times, gpu_decode)
+    for r in rows:
+        if r["ratio"] is not None and r["goal"] is not None and r["ratio"] < r["goal"] and r["side"] in harness:
+            r["profile"] = profile_bound(harness[r["side"]], device)
+            r["bound"] = r["profile"]["bound"]
+            print(f"   {r['side']}: {r['bound']} (torch.profiler, {r['profile']['wall_s']:.2f}s pass)")
+    return rows
 
 
 def report_device(device: str, budget, batch: int, side: int, rounds: int, counts: dict, t: dict,
-                  gpu_decode: bool) -> None:  # fmt: skip
+                  gpu_decode: bool, model: str) -> list[dict]:  # fmt: skip
     """Figure 1's lines on a device: each side's items/s and the ratio of the harness's (or the peer's) to the
-    forward's, then what bounds the images/s on JPEG files."""
+    forward's, then what bounds the images/s on JPEG files; the same as rows."""
     n, n_arrays, n_texts = counts["files"], counts["arrays"], TEXTS_PER_IMAGE * counts["files"]
+    rows = device_rows(model, t, counts, gpu_decode)
 
     def rate(items: int, name: str) -> str:
         return f"{items / t[name]:,.0f}/s ({t[name]:.2f}s)"
@@ -476,6 +513,26 @@ def report_device(device: str, budget, batch: int, side: int, rounds: int, count
     peer = ratio("peer images", "forward images")
     print(f"   what bounds the JPEG figure: {bound(arrays, files, peer)}")
     print("figures 2-4 (the peer, the warm re-run, streaming memory) are CPU figures: run without --device for them")
+    return rows
+
+
+def device_rows(model: str, t: dict, counts: dict, gpu_decode: bool) -> list[dict]:
+    """Figure 1's sides as rows: items/s of each harness side (and the peer's) against the forward's on the same
+    items. The float32 hand-over and the peer are read against the forward too, with no goal of their own."""
+    n = {"files": counts["files"], "arrays": counts["arrays"], "texts": TEXTS_PER_IMAGE * counts["files"]}
+    sides = [("images/s, JPEG files", "harness images", "forward images", "files", IMAGE_GOAL),
+             ("images/s, JPEG files", "harness images, --gpu-decode", "forward images", "files", IMAGE_GOAL),
+             ("images/s, JPEG files", "peer images", "forward images", "files", None),
+             ("images/s, arrays at input size", "harness arrays", "forward arrays", "arrays", IMAGE_GOAL),
+             ("images/s, arrays at input size", "harness arrays, float32 hand-over", "forward arrays", "arrays", None),
+             ("texts/s", "harness texts", "forward texts", "texts", None)]  # fmt: skip
+    out = []
+    for figure, name, limit, group, goal in sides:
+        if name in t:
+            unit = figure.split(",")[0]
+            out.append(row(f"eval {figure}", model, name, n[group] / t[name], unit, limit=n[group] / t[limit],
+                           limit_side=limit, goal=goal, items=n[group], seconds=t[name]))  # fmt: skip
+    return out
 
 
 def bound(arrays: float, files: float, peer: float) -> str:
@@ -760,6 +817,7 @@ def main() -> None:
     parser.add_argument("--dtype", help="with --device: the model's dtype (fp16, bf16, fp32; default auto: fp16 on "
                         "CUDA)")  # fmt: skip
     parser.add_argument("--batch-size", type=int, help="with --device: the batch size of every side (default 256)")
+    parser.add_argument("--json", type=Path, help="with --device: also write figure 1's rows there (rows.py)")
     args = parser.parse_args()
     options = device_options(args)  # before anything is built: CUDA asked for and missing fails at once
     q = args.quick
@@ -767,13 +825,18 @@ def main() -> None:
         seconds, rounds = args.seconds or (3.0 if q else 10.0), args.rounds or (3 if q else 5)
     else:  # longer sides, fewer rounds: the start-up of every core's worker is amortised in the same time
         seconds, rounds = args.seconds or (6.0 if q else 10.0), args.rounds or 2
-    header = {"model": CLIPS[args.model]["about"], "quick": q, "seconds": seconds, "rounds": rounds}
+    header = {"model": args.model, "about": CLIPS[args.model]["about"], "quick": q, "seconds": seconds,
+              "rounds": rounds}
     threads = pin_threads(args.threads) if options is None else None  # with --device: the budget a user gets
     with tempfile.TemporaryDirectory() as d:
         tmp = Path(d)
-        model = "hf-clip:" + str(make_clip(tmp / "clip", args.model))
+        start = time.perf_counter()
+        dtype = None if options is None else resolve_dtype(options.dtype, resolve_device(options.device))
+        model = make_clip(tmp / "clip", args.model, dtype)  # saved in the dtype it runs in: half the bytes
+        header["build_s"] = time.perf_counter() - start
         if options is not None:
-            device_limit(model, options, tmp, args.threads, seconds, rounds, header)
+            rows = device_limit(model, options, tmp, args.threads, seconds, rounds, header)
+            write_rows(args.json, "eval_speed.py", rows, **header)
             return
         print(json.dumps({**header, "torch_threads": threads}))
         harness_vs_forward(model, 128, seconds, rounds)

@@ -4,6 +4,7 @@ ratios (the script is loaded by path; no model is built)."""
 from __future__ import annotations
 
 import importlib.util
+import sys
 from pathlib import Path
 from types import ModuleType, SimpleNamespace
 
@@ -14,6 +15,7 @@ SCRIPT = Path(__file__).resolve().parents[1] / "measurements" / "eval_speed.py"
 
 @pytest.fixture(scope="module")
 def es() -> ModuleType:
+    sys.path.insert(0, str(SCRIPT.parent))  # as when run as a script: its folder's rows.py
     spec = importlib.util.spec_from_file_location("eval_speed_script", SCRIPT)
     assert spec is not None and spec.loader is not None
     module = importlib.util.module_from_spec(spec)
@@ -95,17 +97,28 @@ def test_bound_names_what_limits_the_jpeg_figure(es, arrays, files, peer, start,
     assert ("machinery bounds it next" in line) == (start.startswith("decoding and") and arrays < es.IMAGE_GOAL)
 
 
-@pytest.mark.parametrize(("name", "vision_m", "text_m"), [("vit-b-32", 87.85, 63.43), ("vit-l-14", 303.97, 123.65)])
-def test_the_named_clips_have_their_architectures_sizes(es, name: str, vision_m: float, text_m: float) -> None:
-    """The random CLIPs are as large as the real ones: open_clip's model profile gives ViT-B-32 87.85M image and
-    63.43M text parameters, ViT-L-14 303.97M and 123.65M (with a 49,408-token vocabulary); built on the meta
-    device, nothing is allocated."""
+@pytest.mark.parametrize(
+    ("name", "vision_m", "text_m", "vocab"),
+    [
+        ("vit-b-32", 87.85, 63.43, 49_408),
+        ("vit-l-14", 303.97, 123.65, 49_408),
+        ("siglip-so400m", 428.23, 449.73, 32_000),
+    ],
+)
+def test_the_named_models_have_their_architectures_sizes(es, name: str, vision_m: float, text_m: float,
+                                                         vocab: int) -> None:  # fmt: skip
+    """The random models are as large as the real ones: open_clip's model profile gives ViT-B-32 87.85M image and
+    63.43M text parameters, ViT-L-14 303.97M and 123.65M (with a 49,408-token vocabulary); open_clip's
+    ``create_model("ViT-SO400M-14-SigLIP-384")`` on the meta device 428.23M and 449.73M (a 32,000-token vocabulary).
+    Built on the meta device, nothing is allocated."""
     import torch
-    from transformers import CLIPModel
+    from transformers import CLIPModel, SiglipModel
 
+    config = es.clip_config(name, vocab_size=vocab)
     with torch.device("meta"):
-        model = CLIPModel(es.clip_config(name, vocab_size=49_408))
-    vision = sum(p.numel() for p in (*model.vision_model.parameters(), *model.visual_projection.parameters()))
-    text = sum(p.numel() for p in (*model.text_model.parameters(), *model.text_projection.parameters()))
+        model = (SiglipModel if es.CLIPS[name]["family"] == "siglip" else CLIPModel)(config)
+    heads = {"vision": ("vision_model", "visual_projection"), "text": ("text_model", "text_projection")}
+    vision, text = (sum(p.numel() for part in parts if hasattr(model, part) for p in getattr(model, part).parameters())
+                    for parts in heads.values())  # fmt: skip
     assert vision / 1e6 == pytest.approx(vision_m, rel=0.01)
     assert text / 1e6 == pytest.approx(text_m, rel=0.01)
