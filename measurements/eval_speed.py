@@ -146,14 +146,15 @@ def clip_config(name: str, vocab_size: int) -> Any:
     )  # fmt: skip
 
 
-def make_clip(out: Path, name: str) -> Path:
+def make_clip(out: Path, name: str, vocab_size: int | None = None) -> Path:
     """The random CLIP ``CLIPS[name]`` saved in ``out`` with ``save_pretrained``, a tiny tokenizer and a CLIP
-    image processor at its image size beside it, as a user's checkpoint folder."""
+    image processor at its image size beside it, as a user's checkpoint folder; its text vocabulary has
+    ``vocab_size`` rows (default: the tiny tokenizer's, whose ids are all below it either way)."""
     import torch
     from transformers import CLIPModel
 
     tok = make_tiny_tokenizer(out, max_length=CLIPS[name]["max_length"])
-    config = clip_config(name, len(tok))
+    config = clip_config(name, vocab_size or len(tok))
     torch.manual_seed(0)
     CLIPModel(config).eval().save_pretrained(out)
     make_tiny_image_processor(out, kind="clip", size=config.vision_config.image_size)
