@@ -428,8 +428,9 @@ def run_rounds(model_dir: Path, captions: Path, csv: Path, arch: str | None, opt
         for name, run in runs.items():
             clock = Clock(opts.device, opts.warmup)
             run(clock, r)
-            sides[name].rounds.append(clock.result())
-            print(f"  round {r + 1}, {SIDES[name]}: {clock.steps / clock.result()['seconds']:.3f} steps/s",
+            result = clock.result()
+            sides[name].rounds.append(result)
+            print(f"  round {r + 1}, {SIDES[name]}: {result['steps'] / result['seconds']:.3f} steps/s",
                   file=sys.stderr, flush=True)  # fmt: skip
     return sides
 
