@@ -5,7 +5,7 @@ PY ?= python3.11
 VENV := .venv
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test lint docs venv browser
+.PHONY: demo test lint docs venv browser gpu-prepare gpu-run
 # the browser tests drive Debian's Chromium and chromedriver (no browser can be downloaded by pip); as root
 # or with sudo
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
@@ -38,3 +38,12 @@ lint: $(STAMP)
 
 docs: $(STAMP)
 	NO_MKDOCS_2_WARNING=1 $(VENV)/bin/mkdocs build --strict --quiet
+
+# The prepared GPU run (measurements/gpu_run.py, docs/performance.md). Here, with the registry: the wheels and files a
+# bare GPU image lacks, into .gpu/ (ignored by git, carried with the tree). There, with the image's own python3 (no
+# venv): the carried wheels installed, every speed figure at real model sizes, the table in $(OUT) (default gpu-run).
+gpu-prepare: $(STAMP)
+	$(VENV)/bin/python measurements/gpu_run.py prepare
+
+gpu-run:
+	python3 measurements/gpu_run.py run --device cuda --out $(or $(OUT),gpu-run)

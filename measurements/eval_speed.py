@@ -155,21 +155,27 @@ def clip_config(name: str, vocab_size: int) -> Any:
     return CLIPConfig(text_config=text, vision_config=clip["vision"], projection_dim=clip["projection_dim"])
 
 
-def make_clip(out: Path, name: str, dtype: Any = None) -> str:
+def make_clip(out: Path, name: str, dtype: Any = None, vocab_size: int | None = None) -> Path:
     """The random model ``CLIPS[name]`` saved in ``out`` with ``save_pretrained`` (in ``dtype``, by default float32),
-    a tiny tokenizer and the family's image processor at its image size beside it, as a user's checkpoint folder:
-    its spec (``hf-clip:PATH`` or ``hf-siglip:PATH``)."""
+    a tiny tokenizer and the family's image processor at its image size beside it, as a user's checkpoint folder
+    (load it with :func:`spec`). Its text vocabulary has ``vocab_size`` rows (default: the tiny tokenizer's, whose
+    ids are all below it either way)."""
     import torch
     from transformers import CLIPModel, SiglipModel
 
     family = CLIPS[name]["family"]
     tok = make_tiny_tokenizer(out, max_length=CLIPS[name]["max_length"])
-    config = clip_config(name, len(tok))
+    config = clip_config(name, vocab_size or len(tok))
     torch.manual_seed(0)
     model = (SiglipModel if family == "siglip" else CLIPModel)(config).eval()
     model.to(dtype or torch.float32).save_pretrained(out)
     make_tiny_image_processor(out, kind=family, size=config.vision_config.image_size)
-    return f"hf-{family}:{out}"
+    return out
+
+
+def spec(name: str, folder: Path) -> str:
+    """The model spec that loads ``CLIPS[name]`` saved in ``folder``: ``hf-clip:PATH`` or ``hf-siglip:PATH``."""
+    return f"hf-{CLIPS[name]['family']}:{folder}"
 
 
 def random_text(rng: np.random.Generator, n_words: int = 8) -> str:
@@ -832,7 +838,7 @@ def main() -> None:
         tmp = Path(d)
         start = time.perf_counter()
         dtype = None if options is None else resolve_dtype(options.dtype, resolve_device(options.device))
-        model = make_clip(tmp / "clip", args.model, dtype)  # saved in the dtype it runs in: half the bytes
+        model = spec(args.model, make_clip(tmp / "clip", args.model, dtype))  # saved in the dtype it runs in
         header["build_s"] = time.perf_counter() - start
         if options is not None:
             rows = device_limit(model, options, tmp, args.threads, seconds, rounds, header)
