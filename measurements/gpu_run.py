@@ -43,7 +43,7 @@ CARRY = ROOT / ".gpu"
 #: spotdiff's dependencies that its modules import, at constraints.txt's versions, with what they need in turn.
 WHEELS = ("transformers", "tokenizers", "huggingface-hub", "httpx2", "httpcore2", "truststore", "hf-xet", "click",
           "regex", "rapidfuzz", "diffusers", "importlib-metadata", "lazy-importer", "open-clip-torch", "ftfy",
-          "wcwidth")  # fmt: skip
+          "wcwidth", "webdataset", "braceexpand")  # fmt: skip
 #: The library versions the table records.
 LIBRARIES = ("torch", "transformers", "diffusers", "open_clip_torch", "accelerate", "numpy", "pillow")
 
