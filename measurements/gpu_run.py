@@ -61,27 +61,30 @@ def part_commands(device: str, json_dir: Path, tokenizer: Path | None) -> list[t
 
     tok = ["--tokenizer", str(tokenizer)] if tokenizer else []
     if device.startswith("cuda"):
-        ev = ["--device", device, "--dtype", "bf16", "--batch-size", "256", "--seconds", "2", "--rounds", "2"]
+        ev = ["--device", device, "--dtype", "bf16", "--batch-size", "256", "--seconds", "1.5", "--rounds", "2"]
+        vqa = ["--device", device, "--rounds", "3", *tok]
         return [
-            ("eval vit-b-32", script("eval_speed.py", "--model", "vit-b-32", *ev, *js("eval-vit-b-32")), 75),
-            ("eval vit-l-14", script("eval_speed.py", "--model", "vit-l-14", *ev, *js("eval-vit-l-14")), 75),
-            ("vqa qwen2-vl-2b", script("vqa_prefix_speed.py", "--model", "qwen2-vl-2b", "--device", device,
-                                       "--quick", *tok, *js("vqa-qwen2-vl-2b")), 75),
-            ("train vit-b-32", script("train_speed.py", "--model", "vit-b-32", "--device", device,
-                                      *js("train-vit-b-32")), 60),
+            ("eval vit-b-32", script("eval_speed.py", "--model", "vit-b-32", *ev, *js("eval-vit-b-32")), 60),
+            ("eval vit-l-14", script("eval_speed.py", "--model", "vit-l-14", *ev, *js("eval-vit-l-14")), 60),
+            ("vqa qwen2-vl-2b", script("vqa_prefix_speed.py", "--model", "qwen2-vl-2b", *vqa, "--image-tokens", "144",
+                                       "--cases", "10", "2", *js("vqa-qwen2-vl-2b")), 70),
+            ("train vit-b-32", script("train_speed.py", "--model", "vit-b-32", "--device", device, "--warmup", "2",
+                                      "--steps", "5", *js("train-vit-b-32")), 80),
             ("synth sd15", script("synth_generative_speed.py", "--preset", "sd15", "--device", device,
-                                  *js("synth-sd15")), 70),
+                                  *js("synth-sd15")), 60),
             ("eval siglip-so400m", script("eval_speed.py", "--model", "siglip-so400m", *ev,
-                                          *js("eval-siglip-so400m")), 70),
-            ("vqa llava-1.5-7b", script("vqa_prefix_speed.py", "--model", "llava-1.5-7b", "--device", device,
-                                        "--quick", *tok, *js("vqa-llava-1.5-7b")), 95),
+                                          *js("eval-siglip-so400m")), 55),
+            ("vqa llava-1.5-7b", script("vqa_prefix_speed.py", "--model", "llava-1.5-7b", *vqa, "--cases", "8", "1",
+                                        *js("vqa-llava-1.5-7b")), 95),
         ]  # fmt: skip
     ev = ["--device", "cpu", "--batch-size", "4", "--seconds", "0.2", "--rounds", "1"]
     return [
         ("eval small", script("eval_speed.py", "--model", "small", *ev, *js("eval-small")), 240),
-        ("vqa tiny", script("vqa_prefix_speed.py", "--device", "cpu", "--quick", "--rounds", "1", "--image-tokens",
-                            "16", "--cases", "2", "1", *js("vqa-tiny")), 240),
-        ("train small", script("train_speed.py", "--model", "small", "--device", "cpu", *js("train-small")), 240),
+        ("vqa tiny", script("vqa_prefix_speed.py", "--device", "cpu", "--rounds", "1", "--image-tokens", "16",
+                            "--cases", "2", "1", *js("vqa-tiny")), 240),
+        ("train small", script("train_speed.py", "--model", "small", "--device", "cpu", "--batch-size", "2",
+                               "--warmup", "1", "--steps", "1", "--rounds", "1", "--photo-size", "64x48",
+                               *js("train-small")), 240),
         ("synth tiny", script("synth_generative_speed.py", "--device", "cpu", "--batch-sizes", "1", "--sets", "1",
                               "--rounds", "1", *js("synth-tiny")), 240),
     ]  # fmt: skip
@@ -102,10 +105,10 @@ def prepare(python_version: str) -> None:
     subprocess.run([sys.executable, "-m", "pip", "download", "--quiet", "--no-deps", "--only-binary=:all:",
                     f"--python-version={python_version}", "--implementation=cp", *platforms, "--dest", str(wheels),
                     *(f"{name}=={pins[name]}" for name in WHEELS)], check=True)  # fmt: skip
-    from spotdiff.testing.tiny_vlms import smollm2_tokenizer_dir
+    from sized_models import write_tokenizer
 
     shutil.rmtree(CARRY / "tokenizer", ignore_errors=True)
-    shutil.copytree(smollm2_tokenizer_dir(), CARRY / "tokenizer")  # the chat models' tokenizer: no GGUF there
+    write_tokenizer(CARRY / "tokenizer")  # the chat models' tokenizer: there is no GGUF there
     commit = subprocess.run(["git", "-C", str(ROOT), "describe", "--always", "--dirty"], capture_output=True,
                             text=True, check=True).stdout.strip()  # fmt: skip
     (CARRY / "commit").write_text(commit + "\n", encoding="utf-8")

@@ -5,13 +5,12 @@ the device (``with torch.device(...)``) in bf16 (the chat models) or fp16 (Stabl
 ``save_pretrained`` (safetensors) and load them back through the path a user's checkpoint takes. The sizes
 are those of the published configs (Qwen/Qwen2-VL-2B-Instruct, llava-hf/llava-1.5-7b-hf,
 stable-diffusion-v1-5's UNet, VAE and CLIP ViT-L/14 text tower); :func:`parameter_count` builds each on the
-meta device. The chat models use SmolLM2's tokenizer (no hub download): ``python
-measurements/sized_models.py tokenizer DIR`` writes it from the test extra's GGUF, for a machine without it.
+meta device. The chat models use SmolLM2's tokenizer (no hub download): :func:`write_tokenizer` copies it from the
+test extra's GGUF, for a machine without it (``python measurements/gpu_run.py prepare`` writes ``.gpu/tokenizer``).
 """
 
 from __future__ import annotations
 
-import argparse
 import shutil
 import time
 from pathlib import Path
@@ -245,16 +244,3 @@ def write_tokenizer(out: Path) -> Path:
     folder of a machine without that package."""
     shutil.copytree(smollm2_tokenizer_dir(), out, dirs_exist_ok=True)
     return out
-
-
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    sub = parser.add_subparsers(dest="command", required=True)
-    sub.add_parser("tokenizer", help="write SmolLM2's tokenizer folder").add_argument("out", type=Path)
-    args = parser.parse_args(argv)
-    print(write_tokenizer(args.out))
-    return 0
-
-
-if __name__ == "__main__":
-    raise SystemExit(main())

@@ -422,7 +422,7 @@ def main() -> None:
                         help="tiny: a tiny random Qwen2-VL per image token count; tiny-llava: a tiny random "
                              "LLaVA; the others: random weights of the published sizes, built on --device in "
                              "bf16")  # fmt: skip
-    parser.add_argument("--tokenizer", type=Path, help="the sized models' tokenizer folder (sized_models.py tokenizer)")
+    parser.add_argument("--tokenizer", type=Path, help="sized models' tokenizer (gpu_run.py prepare: .gpu/tokenizer)")
     parser.add_argument("--rounds", type=int, default=None, help="rounds, each running the three sides (5; quick 3)")
     parser.add_argument("--batch-size", type=int, default=16, help="spotdiff: rows per forward; t2v_metrics: samples")
     parser.add_argument("--device", default="cpu")

@@ -20,10 +20,8 @@ import sized_models  # noqa: E402
 
 @pytest.fixture(scope="module")
 def tokenizer_dir(tmp_path_factory) -> Path:
-    """SmolLM2's tokenizer folder as ``sized_models.py tokenizer DIR`` writes it for the GPU machine."""
-    out = tmp_path_factory.mktemp("tokenizer")
-    assert sized_models.main(["tokenizer", str(out)]) == 0
-    return out
+    """SmolLM2's tokenizer folder as ``gpu_run.py prepare`` writes it for the GPU machine."""
+    return sized_models.write_tokenizer(tmp_path_factory.mktemp("tokenizer"))
 
 
 @pytest.mark.parametrize("name", ["qwen2-vl-2b", "llava-1.5-7b", "sd15-unet", "sd15-inpaint-unet", "sd15-vae",
