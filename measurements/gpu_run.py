@@ -86,7 +86,7 @@ def part_commands(device: str, json_dir: Path, tokenizer: Path | None) -> list[t
                                "--warmup", "1", "--steps", "1", "--rounds", "1", "--photo-size", "64x48",
                                *js("train-small")), 240),
         ("synth tiny", script("synth_generative_speed.py", "--device", "cpu", "--batch-sizes", "1", "--sets", "1",
-                              "--rounds", "1", *js("synth-tiny")), 240),
+                              "--rounds", "1", "--classes", "cat,dog", "--library-size", "2", *js("synth-tiny")), 240),
     ]  # fmt: skip
 
 
@@ -147,8 +147,8 @@ def environment(env: dict[str, str]) -> dict:
     if smi is not None and smi.returncode == 0:
         name, driver, memory = (x.strip() for x in smi.stdout.splitlines()[0].split(","))
         about.update(gpu=name, driver=driver, gpu_memory=memory)
-    commit = CARRY / "commit"
-    about["commit"] = commit.read_text().strip() if commit.exists() else _git_commit()
+    commit = CARRY / "commit"  # where the tree came without its .git: the commit prepare recorded
+    about["commit"] = _git_commit() or (commit.read_text().strip() if commit.exists() else None)
     about["cpu_cores"] = os.cpu_count()
     return about
 

@@ -373,7 +373,8 @@ def speed_rows(model: str, tokens: int, shape: str, pairs: int, row: dict, bound
     extra = {"image_tokens": tokens, "shape": shape, "pairs": pairs, "seconds": m, "dlog": row["dlog"]}
     out = []
     for other in ("t2v_metrics", "no-reuse"):
-        out.append(rows.row(f"VQAScore pairs/s, reuse over {other}", model, "spotdiff reuse", pairs / m["reuse"],
+        side = f"spotdiff reuse, {shape} cases, {tokens} image tokens"
+        out.append(rows.row(f"VQAScore pairs/s, reuse over {other}", model, side, pairs / m["reuse"],
                             "pairs/s", limit=pairs / m[other], limit_side=other, goal=None, bound=bound,
                             speedup_median_of_rounds=row["ratio"][other], **extra))  # fmt: skip
     return out
