@@ -359,11 +359,26 @@ def test_identity_digests_follow_the_files(models, tmp_path):
     )
 
 
+def test_auto_is_bfloat16_for_generative_models_on_a_gpu_that_supports_it(monkeypatch) -> None:
+    """Issue 47, item 3: on CUDA, ``auto`` picks bfloat16 for LMs and chat VLMs where the GPU supports it (their
+    activations can overflow float16), float16 for dual encoders and on GPUs without bfloat16."""
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    for supported in (True, False):
+        monkeypatch.setattr(torch.cuda, "is_bf16_supported", lambda supported=supported: supported)
+        assert resolve_dtype("auto", "cuda:1", generative=True) == (torch.bfloat16 if supported else torch.float16)
+        assert resolve_dtype("auto", "cuda:1") == torch.float16
+        assert resolve_dtype("auto", "cpu", generative=True) == torch.float32
+        assert resolve_dtype("fp16", "cuda", generative=True) == torch.float16
+
+
 def test_device_and_dtype_resolution(models):
     assert resolve_device("cpu") == "cpu"
     assert resolve_device("auto") == ("cuda" if torch.cuda.is_available() else "cpu")
     assert resolve_dtype("auto", "cpu") == torch.float32
     assert resolve_dtype("auto", "cuda") == torch.float16
+    assert resolve_dtype("auto", "cuda", generative=True) == (
+        torch.bfloat16 if torch.cuda.is_available() and torch.cuda.is_bf16_supported() else torch.float16
+    )
     assert resolve_dtype("bf16", "cpu") == torch.bfloat16
     with pytest.raises(ConfigError, match="dtype"):
         resolve_dtype("float8", "cpu")

@@ -35,7 +35,12 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--out", type=folder, help="write bias.json and scores.jsonl here")
     p.add_argument("--batch-size", type=int, default=32)
     p.add_argument("--device", default="auto", help="cpu, cuda, cuda:N, mps or auto (default)")
-    p.add_argument("--dtype", default="auto", help="auto (float16 on GPU), float32, float16, bfloat16")
+    p.add_argument(
+        "--dtype",
+        default="auto",
+        help="auto (on a GPU: bfloat16 for language models and chat VLMs where supported, else float16; float32 on "
+        "the CPU), float32, float16, bfloat16 (recorded with the model's identity)",
+    )
     p.add_argument("--cache", type=folder, help="persistent cache directory (default: none)")
     p.add_argument("--seed", type=seed, default=0, help="seed for the model, null images and the bootstrap")
     p.add_argument("--n-boot", type=n_boot, default=1000, help="bootstrap resamples for confidence intervals")

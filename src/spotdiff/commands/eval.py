@@ -117,7 +117,12 @@ def _execution_args(p: argparse.ArgumentParser) -> None:
         help="decode JPEG images on the model's CUDA device (nvJPEG) and preprocess them there",
     )
     p.add_argument("--device", default="auto", help="cpu, cuda, cuda:N, mps or auto (default)")
-    p.add_argument("--dtype", default="auto", help="auto (float16 on GPU), float32, float16, bfloat16")
+    p.add_argument(
+        "--dtype",
+        default="auto",
+        help="auto (on a GPU: bfloat16 for language models and chat VLMs where supported, else float16; float32 on "
+        "the CPU), float32, float16, bfloat16 (recorded with the model's identity)",
+    )
     p.add_argument("--limit", type=positive_int, help="evaluate the first N cases only")
     p.add_argument(
         "--cache",

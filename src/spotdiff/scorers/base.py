@@ -38,7 +38,9 @@ class ScorerOptions:
     """Runtime options shared by every scorer."""
 
     device: str = "cpu"
-    dtype: str = "auto"  # "auto" = float16 on CUDA, float32 elsewhere; or "float32"/"float16"/"bfloat16"
+    # "auto" = float32 off CUDA; on CUDA bfloat16 for LMs and chat VLMs where supported, else float16 (runtime.py);
+    # or "float32"/"float16"/"bfloat16"
+    dtype: str = "auto"
     batch_size: int = 32
     seed: int = 0
     extra: dict[str, Any] = field(default_factory=dict)

@@ -137,9 +137,10 @@ def model_identity_sources(name: str) -> list[Path]:
 
 
 def load_device_dtype(options: ScorerOptions) -> tuple[str, Any]:
-    """The device (``auto`` resolved) and torch dtype for ``options``."""
+    """The device (``auto`` resolved) and torch dtype for ``options``, of a generative model (``auto``: bfloat16 on a
+    GPU that supports it, :func:`~spotdiff.scorers.runtime.resolve_dtype`)."""
     device = resolve_device(options.device)
-    return device, resolve_dtype(options.dtype, device)
+    return device, resolve_dtype(options.dtype, device, generative=True)
 
 
 def gather_token_logprobs(logits, targets, mask):

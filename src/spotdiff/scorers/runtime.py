@@ -33,13 +33,19 @@ def resolve_device(name: str) -> str:
     return name
 
 
-def resolve_dtype(name: str, device: str) -> Any:
-    """The torch dtype an options string names; ``"auto"`` = float16 on CUDA, float32 elsewhere."""
+def resolve_dtype(name: str, device: str, *, generative: bool = False) -> Any:
+    """The torch dtype an options string names. ``"auto"`` is float32 off CUDA; on CUDA, bfloat16 for a
+    ``generative`` model (language models and chat VLMs, trained in bfloat16, whose activations can overflow
+    float16's range into NaN scores) where the GPU supports it, else float16 (dual encoders: CLIP_benchmark's
+    mixed precision, and three more mantissa bits than bfloat16 for the similarities a tie is read from)."""
     import torch
 
     name = (name or "auto").strip().lower()
     if name == "auto":
-        return torch.float16 if device.startswith("cuda") else torch.float32
+        if not device.startswith("cuda"):
+            return torch.float32
+        bf16 = generative and torch.cuda.is_available() and torch.cuda.is_bf16_supported()
+        return torch.bfloat16 if bf16 else torch.float16
     if name not in _DTYPES:
         raise ConfigError(f"unknown dtype {name!r}; expected auto, float32, float16 or bfloat16")
     return getattr(torch, _DTYPES[name])
