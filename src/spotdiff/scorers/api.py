@@ -36,8 +36,7 @@ from PIL import Image
 from spotdiff.cases import LETTER_READERS
 from spotdiff.errors import ConfigError, EndpointError
 from spotdiff.jsonio import json_row, row_json
-from spotdiff.scorers.base import SCORERS, PairScorer, ScorerOptions
-from spotdiff.scorers.chat import (
+from spotdiff.readers import (
     ANSWER_READERS,
     CHOICE_IMAGE_QUESTION,
     CHOICE_STYLES,
@@ -46,6 +45,7 @@ from spotdiff.scorers.chat import (
     choice_questions,
     read_choice,
 )
+from spotdiff.scorers.base import SCORERS, PairScorer, ScorerOptions
 from spotdiff.scorers.lm import parse_spec_options
 from spotdiff.scorers.vgpt import DESCRIBE_PROMPT
 from spotdiff.scorers.video import DEFAULT_FRAMES, frame_rule_option, split_clips
@@ -640,7 +640,7 @@ class ApiScorer(PairScorer):
             images: the case's K images.
             texts: its K texts.
             need: ``"choice"`` (caption and image questions) or ``"choice-text"`` (caption questions only).
-            style: the question style (:data:`~spotdiff.scorers.chat.CHOICE_STYLES`), the case's tag ``prompts``.
+            style: the question style (:data:`~spotdiff.readers.CHOICE_STYLES`), the case's tag ``prompts``.
         """
         return self._answered(self._plan_answer_choices(images, texts, need, style))
 
@@ -682,7 +682,7 @@ class ApiScorer(PairScorer):
         count only as themselves, as the choice path reads them: a lower-case "a" is an article; a
         candidate not listed gets the bound, counted in ``bounded``), and with ``generate=N`` a last
         column: the candidate the answer of up to N tokens gives, read by ``reader``
-        (:data:`~spotdiff.scorers.chat.ANSWER_READERS`), NaN when it gives none.
+        (:data:`~spotdiff.readers.ANSWER_READERS`), NaN when it gives none.
 
         Only the first token is read: candidates are single words or letters (Yes/No, A/B), which a
         chat tokenizer spells as one token; a candidate of several words is refused.

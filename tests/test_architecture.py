@@ -1,0 +1,46 @@
+"""The house rules a newcomer relies on (issue 43): each thing in the room named for it, and no room too large.
+
+The benchmarks' rules for reading answers and asking questions live in :mod:`spotdiff.readers`, by the names the
+cases' tags give, and no scorer module defines or imports one directly.
+"""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+from spotdiff.cases import PROMPT_STYLES, READERS
+from spotdiff.readers import ANSWER_READERS, CHOICE_STYLES
+
+SRC = Path(__file__).resolve().parents[1] / "src" / "spotdiff"
+
+
+def _imports(path: Path) -> set[str]:
+    """The modules a source file imports (``from X import y`` gives X)."""
+    out: set[str] = set()
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.Import):
+            out.update(alias.name for alias in node.names)
+        elif isinstance(node, ast.ImportFrom) and node.module:
+            out.add(node.module)
+    return out
+
+
+def test_every_reader_and_question_style_the_cases_name_lives_in_readers() -> None:
+    assert set(ANSWER_READERS) == set(READERS)
+    assert set(CHOICE_STYLES) == set(PROMPT_STYLES)
+    for name, reader in ANSWER_READERS.items():
+        assert reader.__module__.startswith("spotdiff.readers."), name
+    for name, style in CHOICE_STYLES.items():
+        assert style.read_text.__module__.startswith("spotdiff.readers."), name
+        assert style.read_image.__module__.startswith("spotdiff.readers."), name
+
+
+def test_no_scorer_module_holds_or_imports_a_benchmarks_reading_rule() -> None:
+    rules = {"extract_answer", "read_letter", "read_letter_lmms", "read_first_char", "vismin_matches", "parse_choice",
+             "colorswap_is_option_text", "colorswap_is_option_image", "choice_questions", "read_choice"}  # fmt: skip
+    for path in sorted((SRC / "scorers").rglob("*.py")):
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+        defined = {n.name for n in ast.walk(tree) if isinstance(n, (ast.FunctionDef, ast.ClassDef))}
+        assert not defined & (rules | {"ChoiceStyle", "ChoiceQuestion"}), path
+        assert not {m for m in _imports(path) if m.startswith("spotdiff.readers.")}, path
