@@ -1,7 +1,8 @@
 """The house rules a newcomer relies on (issue 43): each thing in the room named for it, and no room too large.
 
 The benchmarks' rules for reading answers and asking questions live in :mod:`spotdiff.readers`, by the names the
-cases' tags give, and no scorer module defines or imports one directly.
+cases' tags give, and no scorer module defines or imports one directly; what a review is lives in
+:mod:`spotdiff.review`, which the engines import and which imports no engine.
 """
 
 from __future__ import annotations
@@ -44,3 +45,17 @@ def test_no_scorer_module_holds_or_imports_a_benchmarks_reading_rule() -> None:
         defined = {n.name for n in ast.walk(tree) if isinstance(n, (ast.FunctionDef, ast.ClassDef))}
         assert not defined & (rules | {"ChoiceStyle", "ChoiceQuestion"}), path
         assert not {m for m in _imports(path) if m.startswith("spotdiff.readers.")}, path
+
+
+def test_a_review_is_defined_once_in_review_and_the_engines_reach_it_there() -> None:
+    """Items, sheets, decisions, rules and agreement live in spotdiff.review (below the engines, which import it);
+    no engine module defines one, and the review imports no engine."""
+    review = {"ReviewItem", "ReviewResult", "SheetRow", "SheetKind", "read_review", "read_reviews", "write_review",
+              "read_sheet", "write_sheet", "agreed_value", "pair_items", "review_items", "sheet_kind", "kappa"}
+    for path in sorted((SRC / "synth").rglob("*.py")):
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+        defined = {n.name for n in ast.walk(tree) if isinstance(n, (ast.FunctionDef, ast.ClassDef))}
+        assert not defined & review, path
+    for path in sorted((SRC / "review").rglob("*.py")):
+        assert not {m for m in _imports(path) if m.startswith("spotdiff.synth")}, path
+    assert "spotdiff.review.sheet" in _imports(SRC / "synth" / "text" / "visla_generic.py")
