@@ -59,3 +59,37 @@ def test_a_review_is_defined_once_in_review_and_the_engines_reach_it_there() -> 
     for path in sorted((SRC / "review").rglob("*.py")):
         assert not {m for m in _imports(path) if m.startswith("spotdiff.synth")}, path
     assert "spotdiff.review.sheet" in _imports(SRC / "synth" / "text" / "visla_generic.py")
+
+
+def _code_lines(lines: list[str], node: ast.AST) -> int:
+    """A function's lines of code: its lines but its docstring, blank lines and comment lines."""
+    body = node.body
+    skip: set[int] = set()
+    first = body[0] if body else None
+    if isinstance(first, ast.Expr) and isinstance(first.value, ast.Constant) and isinstance(first.value.value, str):
+        skip = set(range(first.lineno, first.end_lineno + 1))
+    return sum(
+        1
+        for n in range(node.lineno, node.end_lineno + 1)
+        if n not in skip and lines[n - 1].strip() and not lines[n - 1].strip().startswith("#")
+    )
+
+
+def test_no_module_over_800_lines_and_no_function_over_100_lines_of_code() -> None:
+    too_long, too_large = [], []
+    for path in sorted(SRC.rglob("*.py")):
+        text = path.read_text(encoding="utf-8")
+        lines = text.splitlines()
+        if len(lines) > 800:
+            too_long.append(f"{path.relative_to(SRC)}: {len(lines)} lines")
+        for node in ast.walk(ast.parse(text)):
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and _code_lines(lines, node) > 100:
+                too_large.append(f"{path.relative_to(SRC)}:{node.lineno} {node.name}: {_code_lines(lines, node)}")
+    assert not too_long, too_long
+    assert not too_large, too_large
+
+
+def test_the_line_counts_read_code_not_docstrings_nor_comments() -> None:
+    source = 'def f():\n    """Doc\n    more."""\n    # a comment\n\n    x = 1\n    return x\n'
+    (node,) = ast.parse(source).body
+    assert _code_lines(source.splitlines(), node) == 3  # def, x = 1, return x
