@@ -22,7 +22,7 @@ from spotdiff.cli import main
 from spotdiff.diagnose.engine import Engine
 from spotdiff.errors import ConfigError, DataError
 from spotdiff.protocols import get_protocol
-from spotdiff.readers import read_letter, read_letter_lmms
+from spotdiff.readers.mmvp import read_letter, read_letter_lmms
 from spotdiff.scorers import ScorerOptions, load_scorer
 from spotdiff.testing.formats import MMVP_HEADER, mmvp_rows, write_mmvp
 from spotdiff.testing.tiny_vlms import make_tiny_vlm, next_token_logprobs

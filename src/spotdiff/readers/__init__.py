@@ -6,34 +6,22 @@ A benchmark declaration names its reader (tag ``reader``, :data:`spotdiff.cases.
 ``first-char``) and :data:`CHOICE_STYLES` (spotdiff's own, VisMin's, ColorSwap's). One module per benchmark's
 authors' rules, :mod:`spotdiff.readers.choice` the choice path's questions. Moved here from
 ``spotdiff.scorers.chat`` (issue 43): a scorer family is only the model and reaches these rules by name, through
-this package (a ``lint-imports`` contract); a new benchmark's reader is a module here and a line below.
+this package and the choice path's machinery (a ``lint-imports`` contract: it imports no benchmark's module); a
+new benchmark's reader is a module here and a line below.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 
-from spotdiff.readers.choice import (
-    CHOICE_IMAGE_QUESTION,
-    CHOICE_TEXT_QUESTION,
-    SPOTDIFF,
-    ChoiceQuestion,
-    ChoiceStyle,
-    choice_questions,
-    parse_choice,
-    read_choice,
-)
-from spotdiff.readers.colorswap import COLORSWAP, colorswap_is_option_image, colorswap_is_option_text
+from spotdiff.readers.choice import SPOTDIFF, ChoiceStyle
+from spotdiff.readers.colorswap import COLORSWAP
 from spotdiff.readers.mmvp import read_letter, read_letter_lmms
 from spotdiff.readers.naturalbench import extract_answer
 from spotdiff.readers.vinoground import read_first_char
-from spotdiff.readers.vismin import VISMIN, vismin_matches
+from spotdiff.readers.vismin import VISMIN
 
-__all__ = [
-    "ANSWER_READERS", "CHOICE_IMAGE_QUESTION", "CHOICE_STYLES", "CHOICE_TEXT_QUESTION", "ChoiceQuestion", "ChoiceStyle",
-    "choice_questions", "colorswap_is_option_image", "colorswap_is_option_text", "extract_answer", "parse_choice",
-    "read_choice", "read_first_char", "read_letter", "read_letter_lmms", "vismin_matches",
-]  # fmt: skip
+__all__ = ["ANSWER_READERS", "CHOICE_STYLES"]
 
 #: The readers of generated answers by the names of :data:`spotdiff.cases.READERS`: the candidate's
 #: index, None when the text gives none.

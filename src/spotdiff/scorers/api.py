@@ -28,10 +28,9 @@ from PIL import Image
 
 from spotdiff.cases import LETTER_READERS
 from spotdiff.errors import ConfigError, EndpointError
-from spotdiff.readers import (
-    ANSWER_READERS,
+from spotdiff.readers import ANSWER_READERS, CHOICE_STYLES
+from spotdiff.readers.choice import (
     CHOICE_IMAGE_QUESTION,
-    CHOICE_STYLES,
     CHOICE_TEXT_QUESTION,
     ChoiceQuestion,
     choice_questions,

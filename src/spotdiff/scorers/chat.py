@@ -20,7 +20,8 @@ import numpy as np
 from PIL import Image
 
 from spotdiff.errors import ConfigError
-from spotdiff.readers import CHOICE_IMAGE_QUESTION, CHOICE_STYLES, CHOICE_TEXT_QUESTION, choice_questions, read_choice
+from spotdiff.readers import CHOICE_STYLES
+from spotdiff.readers.choice import CHOICE_IMAGE_QUESTION, CHOICE_TEXT_QUESTION, choice_questions, read_choice
 from spotdiff.scorers.base import ScorerOptions
 from spotdiff.scorers.lm import gguf_source, load_device_dtype
 from spotdiff.scorers.video import split_clips
