@@ -100,7 +100,7 @@ def cache_rows(cache_dir: Path) -> int:
 
 # ------------------------------------------------------------------------- SIGKILL and resume
 def _fault_injection():
-    spec = importlib.util.spec_from_file_location("fault_injection", ROOT / "benchmarks" / "fault_injection.py")
+    spec = importlib.util.spec_from_file_location("fault_injection", ROOT / "measurements" / "fault_injection.py")
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module
