@@ -520,7 +520,7 @@ SET_TAG, SLOT_TAG = "set", "set_preposition"
 
 #: The tag of a K x K case that names how a chat VLM is asked about it on the choice path (protocols
 #: ``choice``, ``mllm``): in spotdiff's wording, both candidate orders (``spotdiff``, the default), or in its
-#: benchmark's authors' (``vismin``, ``colorswap``). The styles: :data:`spotdiff.scorers.chat.CHOICE_STYLES`.
+#: benchmark's authors' (``vismin``, ``colorswap``). The styles: :data:`spotdiff.readers.CHOICE_STYLES`.
 PROMPTS_TAG = "prompts"
 PROMPT_STYLES = ("spotdiff", "vismin", "colorswap")
 
@@ -599,7 +599,7 @@ READER_TAG = "reader"
 #: option letter read in the order of lmms-eval's mmvp ``_extract_answer_letter`` ("The answer is B",
 #: "Option A", "(A) Left"), without its readings of the article "a" and of words' first letters (MMVP);
 #: ``first-char``, the answer's first character as the option letter (Vinoground's ``get_score_all.py``).
-#: The readers themselves: :data:`spotdiff.scorers.chat.ANSWER_READERS`.
+#: The readers themselves: :data:`spotdiff.readers.ANSWER_READERS`.
 READERS = ("words", "letter", "letter-lmms", "first-char")
 #: The readers of option letters: a case read by one must have the letters A, B, ... as its candidates.
 LETTER_READERS = ("letter", "letter-lmms", "first-char")

@@ -88,6 +88,14 @@ def write_json(path: str | Path, value: Any, *, indent: int | None = 2) -> Path:
     return Path(path)
 
 
+def atomic_write_text(path: str | Path, text: str) -> None:
+    """``text`` written to ``path`` (UTF-8, ``\n`` line ends) through :func:`atomic_path`, its folder made; no sweep
+    per file (a writer of many files sweeps the temporaries a killed attempt left once, at its end)."""
+    Path(path).parent.mkdir(parents=True, exist_ok=True)
+    with atomic_path(path, sweep=False) as partial:
+        partial.write_text(text, encoding="utf-8", newline="\n")
+
+
 @contextlib.contextmanager
 def atomic_path(path: str | Path, *, sweep: bool = True) -> Iterator[Path]:
     """The temporary file (:func:`temporary_path`) to write ``path`` into: renamed onto ``path`` when the

@@ -20,8 +20,9 @@ from spotdiff.benchmarks import get_benchmark
 from spotdiff.cases import PROMPT_STYLES
 from spotdiff.diagnose.runner import EvalConfig, run_eval
 from spotdiff.protocols import get_protocol
+from spotdiff.readers import CHOICE_STYLES
+from spotdiff.readers.choice import ChoiceQuestion, choice_questions, read_choice
 from spotdiff.scorers import ScorerOptions, load_scorer
-from spotdiff.scorers.chat import CHOICE_STYLES, ChoiceQuestion, choice_questions, read_choice
 from spotdiff.testing.formats import write_vismin
 from spotdiff.testing.hub_repos import colorswap_repo
 from spotdiff.testing.openai_server import ChatCompletionsServer

@@ -22,8 +22,8 @@ from spotdiff.cli import main
 from spotdiff.diagnose.engine import Engine
 from spotdiff.errors import ConfigError, DataError
 from spotdiff.protocols import get_protocol
+from spotdiff.readers.mmvp import read_letter, read_letter_lmms
 from spotdiff.scorers import ScorerOptions, load_scorer
-from spotdiff.scorers.chat import read_letter, read_letter_lmms
 from spotdiff.testing.formats import MMVP_HEADER, mmvp_rows, write_mmvp
 from spotdiff.testing.tiny_vlms import make_tiny_vlm, next_token_logprobs
 

@@ -21,7 +21,7 @@ from spotdiff.cases import ParquetImage
 from spotdiff.errors import ConfigError, DataError
 from spotdiff.protocols import get_protocol
 from spotdiff.protocols.stats import evaluate
-from spotdiff.scorers.chat import extract_answer
+from spotdiff.readers.naturalbench import extract_answer
 from spotdiff.testing.hub_repos import naturalbench_repo, naturalbench_retrieval_repo
 
 

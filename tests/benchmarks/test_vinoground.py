@@ -20,7 +20,7 @@ from spotdiff.cases import case_pairs
 from spotdiff.errors import DataError
 from spotdiff.protocols import get_protocol
 from spotdiff.protocols.stats import evaluate
-from spotdiff.scorers.chat import read_first_char
+from spotdiff.readers.vinoground import read_first_char
 from spotdiff.testing.hub_repos import unpack_repo, vinoground_repo
 from spotdiff.video.clips import VideoRef
 

@@ -132,7 +132,7 @@ def test_overwrite_replaces_the_previous_run_only_once_every_variant_is_written(
 ) -> None:
     """A debiased run that fails between its variants leaves the previous run's claim and files as they
     were (not a new claim beside the old metrics.json); one that succeeds replaces them."""
-    from spotdiff.diagnose import runner
+    from spotdiff.diagnose import recorder as runner
     from spotdiff.diagnose.debias import evaluate
     from spotdiff.errors import DataError
 

@@ -23,8 +23,8 @@ from spotdiff.diagnose.judge import Judge, judge_messages, verdict
 from spotdiff.diagnose.runner import EvalConfig, run_eval
 from spotdiff.diagnose.store import RunStore
 from spotdiff.errors import ConfigError
+from spotdiff.readers.mmvp import read_letter_lmms
 from spotdiff.scorers import ScorerOptions, load_scorer
-from spotdiff.scorers.chat import read_letter_lmms
 from spotdiff.testing.formats import mmvp_rows, write_mmvp
 from spotdiff.testing.openai_server import ChatCompletionsServer
 from spotdiff.testing.tiny_vlms import make_tiny_vlm

@@ -119,7 +119,7 @@ def test_overwrite_replaces_another_runs_files(setup: dict, two_runs: dict) -> N
 def test_a_failing_overwrite_keeps_the_previous_runs_files(
     setup: dict, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture
 ) -> None:
-    from spotdiff.diagnose import runner
+    from spotdiff.diagnose import recorder as runner
     from spotdiff.errors import DataError
 
     out = setup["root"] / "out_kept"

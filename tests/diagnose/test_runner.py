@@ -15,16 +15,8 @@ import pytest
 from spotdiff import jsonio
 from spotdiff.benchmarks import get_benchmark
 from spotdiff.cases import Case
-from spotdiff.diagnose.runner import (
-    RUN_MARKER,
-    EvalConfig,
-    RunRecorder,
-    claim_out_dir,
-    resolve_protocol,
-    run_config,
-    set_batch_size,
-    stream_cases,
-)
+from spotdiff.diagnose.recorder import RUN_MARKER, EvalConfig, RunRecorder, claim_out_dir, run_config
+from spotdiff.diagnose.runner import resolve_protocol, set_batch_size, stream_cases
 from spotdiff.diagnose.store import RunStore
 from spotdiff.errors import ConfigError, DataError
 from spotdiff.protocols import get_protocol

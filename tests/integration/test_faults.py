@@ -100,7 +100,7 @@ def cache_rows(cache_dir: Path) -> int:
 
 # ------------------------------------------------------------------------- SIGKILL and resume
 def _fault_injection():
-    spec = importlib.util.spec_from_file_location("fault_injection", ROOT / "benchmarks" / "fault_injection.py")
+    spec = importlib.util.spec_from_file_location("fault_injection", ROOT / "measurements" / "fault_injection.py")
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module
@@ -429,7 +429,7 @@ def _assert_failed_for_full_disk(tmp_path: Path, lines: list[str], full: Path) -
 def test_full_disk_on_out_is_one_error_and_the_run_failed_with_its_temporary_file_removed(
     clip: Path, data: Path, tmp_path: Path, capsys: pytest.CaptureFixture, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    import spotdiff.diagnose.runner as runner
+    import spotdiff.diagnose.recorder as runner
 
     monkeypatch.setattr(runner, "open", lambda path, *a, **k: _FullDisk(Path(path)), raising=False)
     status, lines = cli(capsys, *eval_args(clip, data, tmp_path, "--out", tmp_path / "out"))

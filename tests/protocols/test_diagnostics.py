@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 from spotdiff.cases import ArrayImage, Case
-from spotdiff.diagnose.runner import EvalConfig, RunRecorder
+from spotdiff.diagnose.recorder import EvalConfig, RunRecorder
 from spotdiff.protocols import UnitTable, get_protocol
 from spotdiff.protocols.diagnostics import BOW_SCOPE, RunDiagnostics, bag_of_words_identical, diagnostic_notes
 from spotdiff.protocols.stats import evaluate_table

@@ -13,7 +13,7 @@ import pytest
 from spotdiff.review.agreement import agreement
 from spotdiff.review.server import ReviewServer
 from spotdiff.review.session import ReviewSession
-from spotdiff.synth.review import read_sheet
+from spotdiff.review.sheet import read_sheet
 
 _PAIRS = {"image_fields": ("image0", "image1"), "text_fields": ("caption0", "caption1")}
 

@@ -27,7 +27,7 @@ from spotdiff.review import session as session_module
 from spotdiff.review.agreement import kappa
 from spotdiff.review.server import ReviewServer
 from spotdiff.review.session import ReviewSession
-from spotdiff.synth.review import ReviewItem, read_review, read_sheet, write_review
+from spotdiff.review.sheet import ReviewItem, read_review, read_sheet, write_review
 
 
 def call(server: ReviewServer, method: str, path: str, body=None, headers=None, token=True):

@@ -12,8 +12,8 @@ from spotdiff.cases import Case, PILImage
 from spotdiff.diagnose.engine import Engine, check_capability
 from spotdiff.errors import ConfigError
 from spotdiff.protocols import get_protocol
+from spotdiff.readers.choice import CHOICE_IMAGE_QUESTION, CHOICE_TEXT_QUESTION, parse_choice
 from spotdiff.scorers import ScorerOptions, load_scorer
-from spotdiff.scorers.chat import CHOICE_IMAGE_QUESTION, CHOICE_TEXT_QUESTION, parse_choice
 from spotdiff.testing.tiny_models import tiny_images
 from spotdiff.testing.tiny_vlms import make_tiny_vlm, next_token_logprobs
 

@@ -9,7 +9,7 @@ import re
 import pytest
 
 from spotdiff.errors import ConfigError, DataError
-from spotdiff.synth.review import (
+from spotdiff.review.sheet import (
     CSV_NAME,
     HTML_NAME,
     ReviewItem,

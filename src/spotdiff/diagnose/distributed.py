@@ -35,15 +35,8 @@ from pathlib import Path
 
 from spotdiff.diagnose.cache import CACHE_FILE, Cache, Shard, merge_shards
 from spotdiff.diagnose.engine import cache_digest, check_capability
-from spotdiff.diagnose.runner import (
-    EvalConfig,
-    EvalResult,
-    load_eval_scorer,
-    make_engine,
-    resolve,
-    run_eval,
-    stream_cases,
-)
+from spotdiff.diagnose.recorder import EvalConfig, EvalResult
+from spotdiff.diagnose.runner import load_eval_scorer, make_engine, resolve, run_eval, stream_cases
 from spotdiff.errors import ConfigError
 from spotdiff.ranks import DistEnv, Group, detect, owner, rank_device, step
 from spotdiff.scorers import Scorer

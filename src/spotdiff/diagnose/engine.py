@@ -35,6 +35,7 @@ from spotdiff.diagnose.pipeline import InputPipeline
 from spotdiff.errors import ConfigError, DataError
 from spotdiff.jsonio import json_row, row_json
 from spotdiff.processes import thread_budget, torch_threads
+from spotdiff.readers import CHOICE_STYLES
 from spotdiff.scorers.base import (
     SERVES,
     AnswerChoice,
@@ -48,7 +49,6 @@ from spotdiff.scorers.base import (
     TextEmbedding,
     TextPrior,
 )
-from spotdiff.scorers.chat import CHOICE_STYLES
 from spotdiff.video.clips import sampled_case
 
 if TYPE_CHECKING:

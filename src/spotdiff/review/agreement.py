@@ -17,8 +17,8 @@ from typing import Any
 import numpy as np
 
 from spotdiff.errors import ConfigError, DataError
-from spotdiff.review.session import sheet_kind
-from spotdiff.synth.review import CSV_NAME, DECISIONS, agreed_value, read_sheet, reviewer_sheets
+from spotdiff.review.kinds import sheet_kind
+from spotdiff.review.sheet import CSV_NAME, DECISIONS, agreed_value, read_sheet, reviewer_sheets
 
 
 def kappa(decisions: np.ndarray) -> tuple[str, float | None]:

@@ -1,19 +1,16 @@
 """One reviewer's review of one output folder: the sheet's items, and the reviewer's decisions saved at once.
 
-:func:`find_sheet` gives the folder's sheet (``review.csv``, which ``eqsd``, ``visla --pairs`` and
-``visla-vsr`` write; for a SPEC or EqBen folder without one it writes one from the published output) and
-:func:`sheet_kind` which engine's columns it has. A :class:`ReviewSession` holds one reviewer's
-decisions and edits in ``review.<name>.csv`` beside the sheet (the sheet's format, an undecided row's
-decision empty), rewritten whole at every decision (a temporary file renamed into place), so that
-closing the page or killing the server loses nothing.
+The folder's sheet and its columns are :mod:`spotdiff.review.kinds`' (``review.csv``, which ``eqsd``, ``visla
+--pairs`` and ``visla-vsr`` write; for a SPEC or EqBen folder without one, written from the published output).
+A :class:`ReviewSession` holds one reviewer's decisions and edits in ``review.<name>.csv`` beside the sheet (the
+sheet's format, an undecided row's decision empty), rewritten whole at every decision (a temporary file renamed
+into place), so that closing the page or killing the server loses nothing.
 """
 
 from __future__ import annotations
 
-import csv
 import io
 import threading
-from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
 from typing import Any
@@ -23,102 +20,14 @@ from PIL import Image
 
 from spotdiff.benchmarks.spec import SUBSETS
 from spotdiff.cases import FileImage, NpyImage
-from spotdiff.errors import ConfigError, DataError
-from spotdiff.synth import eqben_review
-from spotdiff.synth.canvas import spec
-from spotdiff.synth.review import (
-    CSV_NAME,
-    DECISIONS,
-    header,
-    inside,
-    read_sheet,
-    reviewer_sheet,
-    write_review,
-    write_sheet,
-)
-from spotdiff.synth.text import visla_generic
+from spotdiff.errors import DataError
+from spotdiff.review.kinds import PAIRS, SETS, find_sheet, sheet_kind
+from spotdiff.review.sets import read_cases
+from spotdiff.review.sheet import DECISIONS, inside, read_sheet, reviewer_sheet, write_sheet
 
 #: the image files the page shows (anything else a sheet names is not served)
 IMAGE_SUFFIXES = {".png": "image/png", ".jpg": "image/jpeg", ".jpeg": "image/jpeg", ".webp": "image/webp",
                   ".npy": "image/png"}  # fmt: skip
-
-
-@dataclass(frozen=True)
-class SheetKind:
-    """The columns of one engine family's sheet, and the ``spotdiff synth`` engine whose ``--from-review``
-    reads it (None: the engine that wrote the folder, from its ``synth.json``)."""
-
-    name: str
-    image_fields: tuple[str, ...]
-    text_fields: tuple[str, ...]
-    optional: tuple[str, ...] = ()
-    reader: str | None = None
-
-    @property
-    def columns(self) -> list[str]:
-        return header(self.image_fields, self.text_fields)
-
-    @property
-    def fields(self) -> dict[str, tuple[str, ...]]:
-        """The keyword arguments of the sheet readers."""
-        return {"image_fields": self.image_fields, "text_fields": self.text_fields}
-
-
-PAIRS = SheetKind("EqBen pairs", eqben_review.IMAGE_FIELDS, eqben_review.TEXT_FIELDS)
-SETS = SheetKind("SPEC sets", spec.SHEET_IMAGES, spec.SHEET_TEXTS, spec.OPTIONAL_FIELDS, reader="spec")
-KINDS = (
-    PAIRS,
-    SETS,
-    SheetKind("VISLA Generic triplets", visla_generic.IMAGE_FIELDS, visla_generic.TEXT_FIELDS, reader="visla"),
-    SheetKind("VISLA Spatial triplets", visla_generic.IMAGE_FIELDS, visla_generic.SPATIAL_TEXT_FIELDS, reader="visla"),
-)
-
-
-def find_sheet(out: Path) -> Path:
-    """The sheet of an output folder: its ``review.csv``; a SPEC or EqBen folder without one gets one, written
-    from its published files (every item suggested for acceptance: these engines have no automatic check).
-
-    Args:
-        out: the folder a ``spotdiff synth`` engine wrote.
-    """
-    out = Path(out)
-    if not out.is_dir():
-        raise ConfigError(f"{out} is not a folder: give the folder a spotdiff synth run wrote")
-    sheet = out / CSV_NAME
-    if sheet.is_file():
-        return sheet
-    if (out / eqben_review.PAIRS_FILE).is_file():
-        items, kind, title = eqben_review.pair_items(out), PAIRS, "EqBen pairs: review"
-    elif any((out / sub / "metadata.json").is_file() for sub in SUBSETS):
-        items, kind, title = spec.review_items(out), SETS, "SPEC sets: review"
-    else:
-        raise DataError(
-            f"no review sheet ({CSV_NAME}) and no SPEC or EqBen output to review; give the folder of a "
-            "spotdiff synth run (spec, eqben, eqben-video, eqsd, visla --pairs, visla-vsr)",
-            file=out,
-        )
-    try:
-        return write_review(out, items, image_fields=kind.image_fields, text_fields=kind.text_fields, title=title)[0]
-    except OSError as exc:
-        why = f"cannot write the review sheet: {exc.strerror or exc}; review a writable copy of the folder"
-        raise DataError(why, file=sheet) from None
-
-
-def sheet_kind(sheet: Path) -> SheetKind:
-    """Which engine family's columns the sheet has (its header row).
-
-    Args:
-        sheet: a ``review.csv``.
-    """
-    try:
-        with Path(sheet).open(encoding="utf-8", newline="") as fh:
-            got = [c.strip() for c in next(csv.reader(fh), [])]
-    except (OSError, csv.Error, UnicodeDecodeError) as exc:
-        raise DataError(f"cannot read the review sheet's header: {exc}", file=sheet) from None
-    for kind in KINDS:
-        if got == kind.columns:
-            return kind
-    raise DataError(f"not a review sheet spotdiff writes (header {got!r})", file=sheet, record="row 1")
 
 
 class ReviewSession:
@@ -286,7 +195,7 @@ def _spec_boxes(out: Path) -> dict[str, list[list[dict[str, Any]]]]:
     each marked ``changed`` unless the same object is in the same place in every image of the set."""
     boxes = {}
     for sub in SUBSETS:
-        for case in spec.read_cases(out, sub):
+        for case in read_cases(out, sub):
             try:
                 boxes[case["id"]] = _changed(case)
             except (KeyError, TypeError, ValueError) as exc:
@@ -310,4 +219,4 @@ def _changed(case: dict[str, Any]) -> list[list[dict[str, Any]]]:
     ]  # fmt: skip
 
 
-__all__ = ["KINDS", "ReviewSession", "SheetKind", "find_sheet", "sheet_kind"]
+__all__ = ["ReviewSession"]

@@ -16,8 +16,9 @@ import numpy as np
 from PIL import Image
 
 from spotdiff.errors import ConfigError
+from spotdiff.readers import ANSWER_READERS
 from spotdiff.scorers.base import SCORERS, PairScorer, ScorerOptions
-from spotdiff.scorers.chat import ANSWER_READERS, AnswerChooser, ChatVLM, NanCounter, Request
+from spotdiff.scorers.chat import AnswerChooser, ChatVLM, NanCounter, Request
 from spotdiff.scorers.lm import model_identity_digests, model_identity_sources, parse_spec_options
 from spotdiff.scorers.video import processor_frame_rule, split_clips
 from spotdiff.video.clips import FrameRule
@@ -158,7 +159,7 @@ class VQAScorer(PairScorer):
             images: the case's K images.
             texts: its K texts.
             need: ``"choice"`` (caption and image questions) or ``"choice-text"`` (caption questions only).
-            style: the question style (:data:`~spotdiff.scorers.chat.CHOICE_STYLES`), the case's tag ``prompts``.
+            style: the question style (:data:`~spotdiff.readers.CHOICE_STYLES`), the case's tag ``prompts``.
         """
         return self.chooser.answer_choices(images, texts, image_questions=need == "choice", style=style)
 
@@ -172,13 +173,13 @@ class VQAScorer(PairScorer):
         """Per image, ``[n_questions, n_answers (+ 1)]``: ``log P(answer | image, question)`` of each
         candidate answer (the question asked as it is, through the chat template), and with spec option
         ``generate=N`` a last column: the candidate a greedy answer of up to N tokens gives, read by
-        ``reader`` (:data:`~spotdiff.scorers.chat.ANSWER_READERS`), NaN when it gives none.
+        ``reader`` (:data:`~spotdiff.readers.ANSWER_READERS`), NaN when it gives none.
 
         Args:
             images: the images.
             questions: each image's questions.
             answers: the candidate answers (``("Yes", "No")``, ``("A", "B")``).
-            reader: how a generated answer is read, a name of :data:`~spotdiff.scorers.chat.ANSWER_READERS`.
+            reader: how a generated answer is read, a name of :data:`~spotdiff.readers.ANSWER_READERS`.
         """
         if len(images) != len(questions):
             raise ValueError(f"{len(images)} images but {len(questions)} question lists")

@@ -18,10 +18,10 @@ from typing import Any, ClassVar
 
 from spotdiff.processes import cap_workers
 from spotdiff.registry import Registry, name_class
+from spotdiff.review.sheet import RULES
 from spotdiff.synth.canvas.pipeline import BACKENDS, Pipeline, make_pipeline
 from spotdiff.synth.diffusion import models
 from spotdiff.synth.output import default_workers
-from spotdiff.synth.review import RULES
 
 #: the kinds of value an option takes (``spotdiff synth`` maps each to its argparse type)
 KINDS = ("int", "count", "positive", "seed", "float", "fraction", "str", "path", "paths", "names", "flag")

@@ -16,7 +16,7 @@ from typing import Any, TypeVar
 import numpy as np
 from PIL import Image
 
-from spotdiff.jsonio import atomic_path, json_default
+from spotdiff.jsonio import atomic_path, atomic_write_text, json_default
 from spotdiff.processes import can_fork, fork_map, usable_cores
 
 T = TypeVar("T")
@@ -62,11 +62,6 @@ def save_npy(array: np.ndarray, path: Path) -> None:
 
 def dumps(data: Any) -> str:
     return json.dumps(data, indent=2, ensure_ascii=False, default=json_default) + "\n"
-
-
-def atomic_write_text(path: Path, text: str) -> None:
-    with written(path) as partial:
-        partial.write_text(text, encoding="utf-8", newline="\n")
 
 
 def write_json(path: Path, data: Any) -> None:

@@ -18,7 +18,7 @@ from typing import Any
 import numpy as np
 
 from spotdiff.cases import Case, NoiseImage
-from spotdiff.diagnose.runner import MAX_SAVED_SCORES
+from spotdiff.diagnose.recorder import MAX_SAVED_SCORES
 from spotdiff.diagnose.store import RunStore
 from spotdiff.protocols import UnitTable, evaluate_table, get_protocol
 from spotdiff.version import __version__

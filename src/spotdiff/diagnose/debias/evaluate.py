@@ -1,7 +1,7 @@
 """``spotdiff eval --debias``: a VisualGPTScore run reported raw, with alpha = 1, and alpha-tuned.
 
 Each variant (raw, PMI, blind prior, tuned or fixed alpha) is recorded as its own run ``MODEL [variant]``
-by the one :class:`~spotdiff.diagnose.runner.RunRecorder`. The output folder is claimed once for all
+by the one :class:`~spotdiff.diagnose.recorder.RunRecorder`. The output folder is claimed once for all
 of them and taken (a replaced run's files removed) only once every variant and ``metrics.json`` are
 written. The variants, and why the tuned run is named in-sample: docs/debiasing.md.
 """
@@ -13,19 +13,16 @@ from dataclasses import dataclass, replace
 
 from spotdiff.diagnose.debias.variants import DebiasConfig, config_dict, debias_variants
 from spotdiff.diagnose.engine import check_capability
-from spotdiff.diagnose.runner import (
+from spotdiff.diagnose.recorder import (
     EvalConfig,
     EvalResult,
     RunRecorder,
     claim_out_dir,
-    load_eval_scorer,
-    make_engine,
-    resolve,
     run_config,
-    stream_cases,
     take_out_dir,
     write_metrics_json,
 )
+from spotdiff.diagnose.runner import load_eval_scorer, make_engine, resolve, stream_cases
 from spotdiff.diagnose.store import RunStore
 from spotdiff.errors import ConfigError, DataError
 from spotdiff.jsonio import write_json

@@ -24,7 +24,7 @@ from spotdiff.synth.canvas.geometry import Measured, boxes_overlap, relative_pos
 from spotdiff.synth.canvas.layout import Placement, Rendered, placement_at, placement_box
 from spotdiff.synth.canvas.objects import ObjectInstance
 from spotdiff.synth.canvas.pipeline import Composer, Infeasible, Pipeline, chosen_subsets, make_pipeline
-from spotdiff.synth.eqben_review import write_from_review
+from spotdiff.synth.eqben_pairs import write_from_review
 from spotdiff.synth.language import number_word, sentence, with_article
 from spotdiff.synth.output import case_rng, save_png, write_json
 from spotdiff.synth.run import make_items, resumable

@@ -7,7 +7,6 @@ output files: docs/synthesis.md.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -17,6 +16,8 @@ from spotdiff.benchmarks._io import field as json_field
 from spotdiff.benchmarks._io import read_json
 from spotdiff.benchmarks.spec import SPEC_K, SUBSETS
 from spotdiff.errors import ConfigError, DataError, SpotdiffError
+from spotdiff.review.sets import OPTIONAL_FIELDS, SHEET_IMAGES, SHEET_TEXTS, read_cases
+from spotdiff.review.sheet import RULES, ReviewItem, copy_images, read_reviews
 from spotdiff.synth import (
     ENGINES,
     CanvasConfig,
@@ -43,7 +44,6 @@ from spotdiff.synth.canvas.objects import ObjectInstance
 from spotdiff.synth.canvas.pipeline import Composer, Infeasible, Pipeline, chosen_subsets, make_pipeline
 from spotdiff.synth.language import counted, with_article
 from spotdiff.synth.output import save_png, write_json
-from spotdiff.synth.review import RULES, ReviewItem, copy_images, read_reviews
 from spotdiff.synth.run import make_items, resumable
 
 LABELS: dict[str, tuple] = {
@@ -486,57 +486,6 @@ def write_spec(
     }
 
 
-# ------------------------------------------------------------------------------------------------
-# the review sheet: one row per set, the K images and texts in columns image0.. and text0..
-
-#: the sheet's columns, as many as the largest set (SPEC_K); a smaller set leaves the last ones empty
-SHEET_IMAGES = tuple(f"image{k}" for k in range(max(SPEC_K.values())))
-SHEET_TEXTS = tuple(f"text{k}" for k in range(max(SPEC_K.values())))
-OPTIONAL_FIELDS = SHEET_IMAGES[min(SPEC_K.values()) :] + SHEET_TEXTS[min(SPEC_K.values()) :]
-
-
-def review_items(out: Path) -> list[ReviewItem]:
-    """The sets of a SPEC folder (each subset's ``metadata.json``) as review items: image cells relative to
-    ``out`` (``<subset>/images/...``), every label as measured on its image in the verdict.
-
-    Args:
-        out: the folder ``spotdiff synth spec`` wrote.
-    """
-    items = []
-    for sub in SUBSETS:
-        for case in read_cases(Path(out), sub):
-            pad = [""] * (len(SHEET_IMAGES) - len(case["images"]))
-            measured = ", ".join(f"{m['label']} -> {m['measured']}" for m in case["measured"])
-            objects = {role: f"{o.get('colour', '')} {o['category']}".strip() for role, o in case["objects"].items()}
-            items.append(
-                ReviewItem(
-                    id=case["id"],
-                    images=dict(zip(SHEET_IMAGES, [f"{sub}/{i}" for i in case["images"]] + pad, strict=True)),
-                    texts=dict(zip(SHEET_TEXTS, list(case["texts"]) + pad, strict=True)),
-                    verdict=f"labels measured on the images (label -> measured): {measured}",
-                    accept=True,
-                    details=json.dumps({"scene": case["scene"], "objects": objects, **case["extra"]}),
-                )
-            )
-    return items
-
-
-def read_cases(out: Path, sub: str) -> list[dict]:
-    """The cases of one subset's ``metadata.json`` (none when the folder has no such subset).
-
-    Args:
-        out: the folder ``spotdiff synth spec`` wrote.
-        sub: the subset.
-    """
-    path = out / sub / "metadata.json"
-    if not path.is_file():
-        return []
-    data = read_json(path)
-    if not isinstance(data, dict) or not isinstance(data.get("cases"), list):
-        raise DataError("not a SPEC metadata file: expected a list under 'cases'", file=path)
-    return data["cases"]
-
-
 def write_from_review(out: Path, reviews: Path | Sequence[Path], rule: str = RULES[0]) -> dict:
     """Write the SPEC subsets of the sets accepted in reviewed sheets (their texts as edited); the ``cls``
     task is not reviewed and not written.
@@ -545,7 +494,7 @@ def write_from_review(out: Path, reviews: Path | Sequence[Path], rule: str = RUL
         out: the output folder.
         reviews: the reviewed ``review.csv``, or several reviewers' files of it (the subsets' files and
             images are read from beside them).
-        rule: how several reviewers' decisions make one (:data:`spotdiff.synth.review.RULES`).
+        rule: how several reviewers' decisions make one (:data:`spotdiff.review.sheet.RULES`).
     """
     fields = {"image_fields": SHEET_IMAGES, "text_fields": SHEET_TEXTS, "optional": OPTIONAL_FIELDS}
     result = read_reviews(reviews, **fields, rule=rule)
@@ -611,8 +560,6 @@ __all__ = [
     "caption",
     "check_render",
     "measured_label",
-    "read_cases",
-    "review_items",
     "write_from_review",
     "write_spec",
 ]

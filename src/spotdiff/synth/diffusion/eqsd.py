@@ -19,6 +19,8 @@ import numpy as np
 from PIL import Image
 
 from spotdiff.errors import ConfigError
+from spotdiff.review.pairs import IMAGE_FIELDS, TEXT_FIELDS
+from spotdiff.review.sheet import ReviewItem, write_review
 from spotdiff.synth import (
     ENGINES,
     ReviewOptions,
@@ -37,9 +39,8 @@ from spotdiff.synth.diffusion.models import (
     weights_identity,
 )
 from spotdiff.synth.diffusion.p2p import render_pair
-from spotdiff.synth.eqben_review import IMAGE_FIELDS, TEXT_FIELDS, write_from_review
+from spotdiff.synth.eqben_pairs import write_from_review
 from spotdiff.synth.output import case_rng, save_png, write_json
-from spotdiff.synth.review import ReviewItem, write_review
 from spotdiff.synth.run import make_items, resumable
 
 #: Stable Diffusion v1.4, the model EqBen rendered EQ-SD with (App. B.5)
@@ -151,7 +152,7 @@ def write_eqsd(out: Path, config: EqsdConfig, pipeline: Any = None, scorer: Any 
 
     Pairs failing the check go to ``set_aside.json`` (with their scores), not ``all_select.json``;
     ``review.csv`` and ``review.html`` list every pair with the check's verdict, for the final cut the
-    paper made by hand (``spotdiff review``, then ``--from-review``: :mod:`spotdiff.synth.eqben_review`). A
+    paper made by hand (``spotdiff review``, then ``--from-review``: :mod:`spotdiff.synth.eqben_pairs`). A
     re-run after an interruption renders only the pairs not finished (the models load only if one is left).
 
     Args:

@@ -4,7 +4,7 @@ From (P1, N) pairs such as SugarCrepe's, a chat LM primed with the paper's role-
 rules and demonstrations (Fig. 4) writes a second positive P2; the evaluator prompt (Fig. 5) judges
 whether P2 keeps P1's meaning and may rewrite it. Answers are parsed strictly and every failure is
 counted by reason. The output is VISLA's published ``Generic_VISLA.tsv`` plus a review sheet
-(:mod:`spotdiff.synth.review`) that a person edits, read back by ``--from-review``.
+(:mod:`spotdiff.review.sheet`) that a person edits, read back by ``--from-review``.
 """
 
 from __future__ import annotations
@@ -21,16 +21,15 @@ from typing import Any
 from spotdiff.benchmarks.visla import VislaGeneric, VislaSpatial
 from spotdiff.errors import ConfigError, DataError
 from spotdiff.jsonio import write_jsonl
-from spotdiff.synth.review import RULES as REVIEW_RULES
-from spotdiff.synth.review import ReviewItem, copy_images, header, read_reviews, sheet_image, write_review
+from spotdiff.review.kinds import VISLA_IMAGE_FIELDS as IMAGE_FIELDS
+from spotdiff.review.kinds import VISLA_SPATIAL_TEXT_FIELDS as SPATIAL_TEXT_FIELDS
+from spotdiff.review.kinds import VISLA_TEXT_FIELDS as TEXT_FIELDS
+from spotdiff.review.sheet import RULES as REVIEW_RULES
+from spotdiff.review.sheet import ReviewItem, copy_images, header, read_reviews, sheet_image, write_review
 from spotdiff.synth.run import make_items, resumable
 
 TSV_NAME = VislaGeneric.file_name
 HEADER = VislaGeneric.header
-TEXT_FIELDS = ("p1", "p2", "n")
-#: the text columns of a Spatial sheet (``visla-vsr``): the fifth TSV column too
-SPATIAL_TEXT_FIELDS = ("p1", "p2", "n", "irrelevant")
-IMAGE_FIELDS = ("image",)
 DEFAULT_LLM = "smollm2"
 
 #: VISLA Fig. 2
@@ -417,7 +416,7 @@ def write_from_review(out: Path, reviews: Path | Sequence[Path], rule: str = REV
     Args:
         out: the output folder.
         reviews: the edited ``review.csv``, or several reviewers' files of it.
-        rule: how several reviewers' decisions make one (:data:`spotdiff.synth.review.RULES`).
+        rule: how several reviewers' decisions make one (:data:`spotdiff.review.sheet.RULES`).
     """
     out = Path(out)
     paths = [Path(reviews)] if isinstance(reviews, (str, Path)) else [Path(r) for r in reviews]

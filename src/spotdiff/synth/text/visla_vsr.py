@@ -25,8 +25,8 @@ from typing import Any
 from spotdiff.benchmarks.visla import VislaSpatial
 from spotdiff.errors import ConfigError, DataError
 from spotdiff.jsonio import iter_jsonl, write_jsonl
+from spotdiff.review.sheet import ReviewItem, copy_images, write_review
 from spotdiff.synth import ENGINES, SynthConfig, SynthEngine, count_option, option
-from spotdiff.synth.review import ReviewItem, copy_images, write_review
 from spotdiff.synth.text.visla import jaccard
 from spotdiff.synth.text.visla_generic import SPATIAL_TEXT_FIELDS, write_tsv
 

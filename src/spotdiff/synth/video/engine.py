@@ -28,7 +28,7 @@ from spotdiff.synth import (
     count_option,
     option,
 )
-from spotdiff.synth.eqben_review import write_from_review
+from spotdiff.synth.eqben_pairs import write_from_review
 from spotdiff.synth.output import save_npy, save_png, write_json
 from spotdiff.synth.run import make_items, resumable
 from spotdiff.synth.video import action_genome as ag

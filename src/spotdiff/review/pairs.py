@@ -3,20 +3,19 @@
 The pairs' sheet has the columns of EqBen's ``all_select.json`` (``image0``, ``image1``, ``caption0``,
 ``caption1``; image cells ``images/<subset>/<file>``). ``eqsd`` writes it with the check's verdicts;
 for the canvas and video engines, which write none, :func:`pair_items` derives it from the published
-output (``all_select.json``, and ``metadata.json`` for the details). :func:`write_from_review` writes
-``all_select.json`` and the images of the pairs one or several reviewers accepted.
+output (``all_select.json``, and ``metadata.json`` for the details). Moved here from
+``spotdiff.synth.eqben_review`` (issue 43); the engines' ``--from-review``, which writes the pairs one or several
+reviewers accepted, is :func:`spotdiff.synth.eqben_pairs.write_from_review`.
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
 from pathlib import Path
 
 from spotdiff.benchmarks._io import read_json
 from spotdiff.errors import DataError
-from spotdiff.synth.output import write_json
-from spotdiff.synth.review import RULES, ReviewItem, copy_images, read_reviews, sheet_image
+from spotdiff.review.sheet import ReviewItem
 
 #: the sheet's columns
 IMAGE_FIELDS = ("image0", "image1")
@@ -63,24 +62,4 @@ def pair_items(out: Path) -> list[ReviewItem]:
     return items
 
 
-def write_from_review(out: Path, reviews: Path | Sequence[Path], rule: str = RULES[0]) -> dict:
-    """Write ``all_select.json`` and the images of the pairs accepted in reviewed sheets.
-
-    Args:
-        out: the output folder.
-        reviews: the edited ``review.csv``, or several reviewers' files of it (the images are read from
-            beside them).
-        rule: how several reviewers' decisions make one (:data:`spotdiff.synth.review.RULES`).
-    """
-    result = read_reviews(reviews, image_fields=IMAGE_FIELDS, text_fields=TEXT_FIELDS, rule=rule)
-    sheet = Path(result.files[0])
-    records = []
-    for k, item in enumerate(result.accepted, start=1):
-        record = {f: sheet_image(item, f, sheet, k) for f in IMAGE_FIELDS}
-        records.append({**record, **{f: item.texts[f] for f in TEXT_FIELDS}})
-    copy_images([r[f] for r in records for f in IMAGE_FIELDS], sheet.parent / "images", out, sheet=sheet)
-    write_json(Path(out) / PAIRS_FILE, records)
-    return {"mode": "from a review", **result.summary(), "pairs": len(records)}
-
-
-__all__ = ["IMAGE_FIELDS", "TEXT_FIELDS", "pair_items", "write_from_review"]
+__all__ = ["IMAGE_FIELDS", "METADATA_FILE", "PAIRS_FILE", "TEXT_FIELDS", "pair_items"]

@@ -1,4 +1,7 @@
-"""The human step of the generative engines: a review sheet a person edits, read back strictly.
+"""What a review is: the items, the sheet a person edits, the decisions, the rules that make several reviewers'
+decisions one; read back strictly (moved here from ``spotdiff.synth.review``, issue 43). The human step of the
+generative engines: they write a sheet (:func:`write_review`) and their ``--from-review`` reads it back
+(:func:`read_reviews`); the review page (:mod:`spotdiff.review.session`) edits it.
 
 :func:`write_review` writes ``review.csv`` (the sheet a person edits: ``decision`` accept/reject and
 the text columns) and ``review.html`` (the same items with their images, offline: images by relative
@@ -21,7 +24,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from spotdiff.errors import ConfigError, DataError
-from spotdiff.synth.output import atomic_write_text
+from spotdiff.jsonio import atomic_write_text
 
 CSV_NAME = "review.csv"
 HTML_NAME = "review.html"
