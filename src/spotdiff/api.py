@@ -16,7 +16,6 @@ from spotdiff.benchmarks import Benchmark, LoadReport, get_benchmark
 from spotdiff.benchmarks.base import BenchmarkMetadata
 from spotdiff.cases import Case
 from spotdiff.data import resolve_data
-from spotdiff.diagnose.autobatch import DEFAULT_BATCH_SIZE
 from spotdiff.diagnose.cache import default_cache_dir
 from spotdiff.diagnose.runner import EvalConfig, EvalResult, run_eval, served_protocols, set_batch_size
 from spotdiff.errors import SpotdiffError
@@ -57,7 +56,7 @@ def load_model(spec: str, **options: Any) -> Scorer:
     """
     known = {k: options.pop(k) for k in _SCORER_FIELDS if k in options}
     known.setdefault("device", "auto")
-    batch_size = known.pop("batch_size", DEFAULT_BATCH_SIZE)
+    batch_size = known.pop("batch_size", None)
     scorer = load_scorer(spec, ScorerOptions(**known, extra=options))
     set_batch_size(scorer, batch_size, default_cache_dir())  # "auto": remembered in the default cache
     return scorer
@@ -237,7 +236,8 @@ def evaluate(
         protocol: the protocol (short names such as ``t2t`` allowed; default: the benchmark's first
             protocol the model serves).
         out: a folder for ``metrics.json`` and ``scores.jsonl`` (default: no files).
-        batch_size: items per model batch, or ``"auto"`` (default: a given scorer's own, else 32).
+        batch_size: items per model batch, or ``"auto"`` (default: a given scorer's own, else ``"auto"`` for a
+            model on CUDA and 32 elsewhere).
         device: ``auto``, ``cpu``, ``cuda``, ``cuda:1``, ...
         dtype: ``auto``, ``float32``, ``float16``, ``bfloat16``.
         limit: the first ``limit`` cases only.
@@ -270,7 +270,7 @@ def evaluate(
         subset=subset,
         protocol=protocol,
         out=_path(out),
-        batch_size=DEFAULT_BATCH_SIZE if batch_size is None else batch_size,
+        batch_size=batch_size,
         device=device,
         dtype=dtype,
         limit=limit,

@@ -93,9 +93,10 @@ def _execution_args(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--batch-size",
         type=_batch_size,
-        default=32,
-        help="items per model batch (default 32), or 'auto': on CUDA the largest that fits, found once per "
-        "model and device and remembered in the cache directory (on a CPU: the default)",
+        default=None,
+        help="items per model batch, or 'auto': on CUDA the largest that fits, found once per model and device and "
+        "remembered in the cache directory (on a CPU: 32). Default: auto for a model on CUDA, else 32 (recorded "
+        "with the run)",
     )
     p.add_argument(
         "--workers",

@@ -26,7 +26,6 @@ from spotdiff.benchmarks import get_benchmark
 from spotdiff.benchmarks.base import CaseSelection
 from spotdiff.cases import Case
 from spotdiff.data import data_provenance
-from spotdiff.diagnose.autobatch import DEFAULT_BATCH_SIZE
 from spotdiff.diagnose.sqlfile import is_disk_full
 from spotdiff.diagnose.store import RunStore
 from spotdiff.errors import ConfigError, DataError, ModelOutputError, disk_full
@@ -62,7 +61,7 @@ class EvalConfig(CaseSelection):
     model: str
     out: Path | None = None
     #: Items per model batch, or ``"auto"``: the largest that fits on the GPU (:mod:`.autobatch`).
-    batch_size: int | str = DEFAULT_BATCH_SIZE
+    batch_size: int | str | None = None  # None: auto on CUDA, DEFAULT_BATCH_SIZE elsewhere (runner.auto_batch)
     device: str = "auto"
     dtype: str = "auto"
     cache: Path | None = None

@@ -112,21 +112,35 @@ def stream_cases(bench: Benchmark, subset: str | None, limit: int | None) -> Ite
         yield case
 
 
-def set_batch_size(scorer: Scorer, batch_size: int | str, cache_dir: str | Path | None) -> None:
+def set_batch_size(scorer: Scorer, batch_size: int | str | None, cache_dir: str | Path | None) -> None:
     """Give ``scorer`` a batch size: a positive number, or ``"auto"``, resolved (and remembered in
-    ``cache_dir``) by :func:`~spotdiff.diagnose.autobatch.resolve_batch_size`.
+    ``cache_dir``) by :func:`~spotdiff.diagnose.autobatch.resolve_batch_size`; None, the default, is ``"auto"`` for
+    a model on CUDA and :data:`~spotdiff.diagnose.autobatch.DEFAULT_BATCH_SIZE` elsewhere (:func:`auto_batch`).
 
     Args:
         scorer: the model.
-        batch_size: a positive number or ``"auto"``.
+        batch_size: a positive number, ``"auto"`` or None.
         cache_dir: where an ``auto`` batch size is remembered, or None.
     """
-    if batch_size == "auto":
+    if auto_batch(batch_size, str(getattr(scorer, "device", scorer.options.device))):
         scorer.options.batch_size = resolve_batch_size(scorer, cache_dir)
+    elif batch_size is None:
+        scorer.options.batch_size = DEFAULT_BATCH_SIZE
     elif isinstance(batch_size, int) and not isinstance(batch_size, bool) and batch_size >= 1:
         scorer.options.batch_size = batch_size
     else:
         raise ConfigError(f"--batch-size must be a positive integer or 'auto', got {batch_size!r}")
+
+
+def auto_batch(batch_size: int | str | None, device: str) -> bool:
+    """Whether the batch size is searched (:mod:`~spotdiff.diagnose.autobatch`): asked for (``"auto"``), or not
+    given (None) for a model on CUDA, where the largest batch that fits is the fastest (issue 47; a number given
+    turns it off).
+
+    >>> auto_batch(None, "cuda:0"), auto_batch(None, "cpu"), auto_batch(64, "cuda"), auto_batch("auto", "cpu")
+    (True, False, False, True)
+    """
+    return batch_size == "auto" or (batch_size is None and device.startswith("cuda"))
 
 
 def load_eval_scorer(config: EvalConfig, device: str | None = None) -> Scorer:
@@ -143,7 +157,7 @@ def load_eval_scorer(config: EvalConfig, device: str | None = None) -> Scorer:
     if config.cache is not None:
         deferred = recall(config.cache, config.model, options, lambda: _build_scorer(config, options))
         if deferred is not None:
-            if config.batch_size != "auto":  # auto: the batch size found when the model was last loaded
+            if not auto_batch(config.batch_size, deferred.device):  # auto: the one found when last loaded
                 set_batch_size(deferred, config.batch_size, config.cache)
             return deferred
     return _build_scorer(config, options)
@@ -209,7 +223,8 @@ def run_eval(config: EvalConfig, scorer: Scorer | None = None) -> EvalResult:
     if config.cache is not None:
         merge_shards(config.cache)  # work left in shards by a killed sharded run is not lost
     data_digest = bench.data_digest()
-    info = {"batch_size": scorer.options.batch_size, "batch_size_auto": config.batch_size == "auto"}
+    device = str(getattr(scorer, "device", scorer.options.device))
+    info = {"batch_size": scorer.options.batch_size, "batch_size_auto": auto_batch(config.batch_size, device)}
     if judge is not None:
         info["judge"] = {"identity": judge.identity()}
     with (
