@@ -71,6 +71,8 @@ def test_a_fully_cached_run_builds_no_scorer(model: Path, tmp_path: Path, builds
     with RunStore(config.store) as store:
         info = store.get(again.run_id).info
     assert info["threads"]["torch_threads"] * max(1, info["threads"]["workers"]) <= info["threads"]["cores"]
+    # the defaults chosen for this run, recorded with it (issue 47): on the CPU, 32 and not searched, CPU decoding
+    assert (info["batch_size"], info["batch_size_auto"], info["gpu_decode"]) == (32, False, False)
     more = run_eval(_config(model, tmp_path, _visla(tmp_path / "visla8", 8)))  # two new cases: built once
     assert len(builds) == 2 and more.engine_stats == {"computed": 6, "cached": 18}
 

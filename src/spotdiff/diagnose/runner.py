@@ -224,7 +224,8 @@ def run_eval(config: EvalConfig, scorer: Scorer | None = None) -> EvalResult:
         merge_shards(config.cache)  # work left in shards by a killed sharded run is not lost
     data_digest = bench.data_digest()
     device = str(getattr(scorer, "device", scorer.options.device))
-    info = {"batch_size": scorer.options.batch_size, "batch_size_auto": auto_batch(config.batch_size, device)}
+    info = {"batch_size": scorer.options.batch_size, "batch_size_auto": auto_batch(config.batch_size, device),
+            "gpu_decode": config.gpu_decode}  # fmt: skip
     if judge is not None:
         info["judge"] = {"identity": judge.identity()}
     with (
