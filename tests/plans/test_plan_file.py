@@ -87,6 +87,17 @@ def test_a_plan_that_is_not_utf8_is_refused_naming_the_line(tmp_path: Path, caps
     assert "Traceback" not in err
 
 
+def test_a_title_with_a_line_break_is_refused_naming_the_stage(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
+    """Issue 44: a title is one line of text (it becomes a comment line of plan_commands.sh and a console line)."""
+    plan = tmp_path / "p.yaml"
+    plan.write_text(PLAN.replace("title: a small corpus", 'title: "list runs\\ntouch PWNED"'), encoding="utf-8")
+    assert main(["run", str(plan), "--dry-run"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and f"file {plan}, record corpus, field 'title': " in err[0], err
+    assert "a control character ('\\n')" in err[0] and not (tmp_path / "plan_commands.sh").exists()
+    assert not (tmp_path / "PWNED").exists()
+
+
 def test_unknown_override_is_refused() -> None:
     with pytest.raises(DataError, match="no variable 'steps'"):
         parse_plan(PLAN, overrides={"steps": "3"})

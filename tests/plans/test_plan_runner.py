@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import subprocess
 from pathlib import Path
 
 import pytest
@@ -29,6 +30,29 @@ def test_write_commands(tmp_path: Path) -> None:
     text = path.read_text()
     assert "spotdiff synth spec --out 'data/x y'" in text and 'cd "$(dirname "$0")"' in text
     assert os.access(path, os.X_OK)
+
+
+def _run_script(script: Path, tmp_path: Path) -> subprocess.CompletedProcess:
+    """Run a written plan script with a ``spotdiff`` on the PATH that does nothing (so only what the script
+    itself says runs)."""
+    stub = tmp_path / "bin" / "spotdiff"
+    stub.parent.mkdir(exist_ok=True)
+    stub.write_text("#!/bin/sh\nexit 0\n")
+    stub.chmod(0o755)
+    env = {**os.environ, "PATH": f"{stub.parent}{os.pathsep}{os.environ['PATH']}"}
+    return subprocess.run(["bash", str(script)], cwd=tmp_path, env=env, capture_output=True, text=True, check=False)
+
+
+def test_a_title_with_a_line_break_never_becomes_a_line_of_the_script(tmp_path: Path) -> None:
+    """Issue 44: a stage title ``"list runs\ntouch PWNED"`` was a line of plan_commands.sh, run with it. Every
+    comment of the script is one line, its control characters written as escapes."""
+    stages = [Stage("list", "list runs\ntouch PWNED\r\u2028`x`", [["runs", "--store", "a b.sqlite"]], [])]
+    script = write_commands(stages, tmp_path / "plan_commands.sh", title="plan 'x'\ntouch PWNED2")
+    done = _run_script(script, tmp_path)
+    assert done.returncode == 0, done.stderr
+    assert not (tmp_path / "PWNED").exists() and not (tmp_path / "PWNED2").exists()
+    text = script.read_text()
+    assert "# list: list runs\\ntouch PWNED\\r\\u2028`x`\n" in text and "# plan 'x'\\ntouch PWNED2\n" in text
 
 
 def test_runner_runs_skips_and_stops_on_failure(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:

@@ -189,6 +189,10 @@ def _stage(
     if not isinstance(params, dict):
         raise DataError("a mapping", file=source, record=name, field="params")
     title = str(item.get("title") or " ".join(commands[0][:2]))
+    control = next((c for c in str(item.get("title") or "") if not c.isprintable()), None)
+    if control is not None:  # a title is a comment line of plan_commands.sh and a console line
+        raise DataError(f"holds a control character ({control!r}); a title is one line of text", file=source,
+                        record=name, field="title")  # fmt: skip
     return Stage(name, title, commands, list(outputs), deps=tuple(after), params=dict(params))
 
 

@@ -581,6 +581,16 @@ def _runs_exist(store: Path, ids: list[str]) -> bool:
         return False
 
 
+def one_line(text: str) -> str:
+    """``text`` with every character that is not printable (a line break, a carriage return, an escape)
+    written as its Python escape, so that it stays one line of a script or a console.
+
+    >>> one_line("list runs\\ntouch PWNED")
+    'list runs\\\\ntouch PWNED'
+    """
+    return "".join(c if c.isprintable() else repr(c)[1:-1] for c in text)
+
+
 def write_commands(stages: Sequence[Stage], path: Path, *, title: str, epilogue: Sequence[str] = ()) -> Path:
     """The plan as an executable shell script of its commands, in an order that respects dependencies.
 
@@ -592,7 +602,7 @@ def write_commands(stages: Sequence[Stage], path: Path, *, title: str, epilogue:
     """
     lines = [
         "#!/usr/bin/env bash",
-        f"# {title}",
+        f"# {one_line(title)}",
         "# Paths are relative to this folder. Stages without a dependency between them may run at the",
         "# same time (the runner runs --workers of them at once, each with usable cores / workers torch threads).",
         "set -euo pipefail",
@@ -601,7 +611,7 @@ def write_commands(stages: Sequence[Stage], path: Path, *, title: str, epilogue:
         "",
     ]
     for st in stages:
-        lines.append(f"# {st.name}: {st.title}")
+        lines.append(f"# {st.name}: {one_line(st.title)}")
         lines += [f"spotdiff {shlex.join(c)}" for c in st.commands]
         lines.append("")
     lines += [*epilogue]
