@@ -75,15 +75,27 @@ def test_runner_runs_skips_and_stops_on_failure(tmp_path: Path, capsys: pytest.C
     assert "FAILED" in capsys.readouterr().out
 
 
-def test_a_password_in_a_command_is_not_logged_nor_recorded(tmp_path: Path) -> None:
+def test_a_password_in_a_command_is_not_logged_nor_recorded(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
     """A plan's command naming a served model with a password in its URL: the stage's log line and its
-    record name the model without it (the command itself gets it)."""
+    record name the model without it (the command itself gets it). Issue 44: given with ``--set``, it was
+    written into plan_commands.sh (``--dry-run`` too) and printed in the stage's console line."""
     spec = "api:m@http://alice:s3cret@gpu1:8000/v1"
     stage = Stage("served", "a served model", [["eval", "--model", spec]], [])
     records = Runner(tmp_path, [stage], run_command=lambda argv: 0, workers=1, echo=print).run()
     assert records["served"]["commands"] == [["eval", "--model", "api:m@http://gpu1:8000/v1"]]
     written = (tmp_path / "logs" / "served.log").read_text() + (tmp_path / "stages" / "served.json").read_text()
     assert "spotdiff eval --model api:m@http://gpu1:8000/v1" in written and "s3cret" not in written
+    plan = tmp_path / "study" / "plan.yaml"
+    plan.parent.mkdir()
+    plan.write_text("vars: {url: 'http://gpu1:8000/v1'}\nstages: [{name: s, run: 'eval --model api:m@{url} --help'}]\n")
+    password = ["--set", "url=http://alice:s3cret@gpu1:8000/v1"]
+    assert main(["run", str(plan), *password, "--dry-run"]) == 0
+    assert main(["run", str(plan), *password, "--workers", "1"]) == 0  # the stage prints eval's --help
+    said = capsys.readouterr()
+    assert said.out.count("spotdiff eval --model api:m@http://gpu1:8000/v1 --help") == 2  # the script, the run
+    assert "usage: spotdiff eval" in (plan.parent / "logs" / "s.log").read_text()
+    for text in [*(p.read_text() for p in plan.parent.rglob("*") if p.is_file()), said.out, said.err]:
+        assert "s3cret" not in text and "alice" not in text
 
 
 def _captions(root: Path) -> Path:

@@ -136,6 +136,16 @@ def preload() -> None:
         import spotdiff.report.build  # noqa: F401
 
 
+def command_line(argv: Sequence[str]) -> str:
+    """A command as it is shown (console, logs) and written (the plan's script): ``spotdiff`` and its words,
+    shell-quoted, each without the password a URL in it may hold (docs/security.md).
+
+    >>> command_line(["eval", "--model", "api:m@http://me:pw@gpu1/v1", "--out", "a b"])
+    "spotdiff eval --model api:m@http://gpu1/v1 --out 'a b'"
+    """
+    return "spotdiff " + shlex.join(redact_text(a) for a in argv)
+
+
 def _child(
     argv: list[str], cwd: Path, log: Path, threads: int, run_command: Callable[[list[str]], int]
 ) -> None:  # pragma: no cover - forked
@@ -157,7 +167,7 @@ def _child(
         import torch
 
         torch.set_num_threads(threads)
-        print(f"$ spotdiff {redact_text(shlex.join(argv))}", flush=True)  # the log holds no password
+        print(f"$ {command_line(argv)}", flush=True)
         code = run_command(argv)
     except SystemExit as exc:
         code = exc.code if isinstance(exc.code, int) else 1
@@ -290,7 +300,7 @@ class Runner:
         argv = self._command(stage, index)
         log = self.out / "logs" / f"{stage.name}.log"
         log.parent.mkdir(parents=True, exist_ok=True)
-        self.say(stage.name, f"$ spotdiff {shlex.join(argv)}")
+        self.say(stage.name, f"$ {command_line(argv)}")
         sys.stdout.flush()
         sys.stderr.flush()
         if self.use_fork:
@@ -612,7 +622,7 @@ def write_commands(stages: Sequence[Stage], path: Path, *, title: str, epilogue:
     ]
     for st in stages:
         lines.append(f"# {st.name}: {one_line(st.title)}")
-        lines += [f"spotdiff {shlex.join(c)}" for c in st.commands]
+        lines += [command_line(c) for c in st.commands]
         lines.append("")
     lines += [*epilogue]
     path.write_text("\n".join(lines), encoding="utf-8")

@@ -29,6 +29,7 @@ from spotdiff.naming import slugify
 from spotdiff.ranks import DistEnv, Group, detect, owner, rank_device, step
 from spotdiff.synth import SynthEngine
 from spotdiff.synth.output import atomic_write_text, dumps, parallel_map, progress, progress_enabled, write_json
+from spotdiff.urls import redact_values
 from spotdiff.version import __version__
 
 T = TypeVar("T")
@@ -173,7 +174,7 @@ def identity(engine: SynthEngine) -> dict[str, Any]:
     """What a run in a folder is: engine, the options that change the bytes, and the library versions."""
     return {
         "engine": engine.name,
-        "options": engine.config.options(),
+        "options": redact_values(engine.config.options()),  # a model's URL is recorded without its password
         "versions": dict(zip(VERSIONS, (__version__, PIL.__version__, np.__version__), strict=True)),
     }
 
@@ -283,7 +284,8 @@ def _synthesize(engine: SynthEngine, out: Path, ident: dict, overwrite: bool, qu
     with progress(not quiet):
         summary = engine.write(out)
     _on_every_rank(lambda: None)  # every rank has written its files
-    record = {**ident["versions"], "engine": engine.name, "options": ident["options"], "summary": summary}
+    record = {**ident["versions"], "engine": engine.name, "options": ident["options"],
+              "summary": redact_values(summary)}  # fmt: skip
     if main:
         write_json(out / RECORD, record)
         (out / MARKER).unlink()
