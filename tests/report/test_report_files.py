@@ -1,14 +1,16 @@
 """What ``spotdiff report`` writes, against someone else's store and an unlucky disk (issue 44): every file
-is replaced whole (a failed write leaves the one that was there), and a link in the report folder is
-replaced, never written through."""
+is replaced whole (a failed write leaves the one that was there), a link in the report folder is replaced,
+never written through, and every value from the store reaches report.html as text, in every attribute."""
 
 from __future__ import annotations
 
 import os
 import resource
 import signal
+import sqlite3
 import subprocess
 import sys
+from html.parser import HTMLParser
 from pathlib import Path
 
 import pytest
@@ -17,6 +19,9 @@ from spotdiff.cli import main
 from spotdiff.diagnose.store import RunStore
 from spotdiff.testing.formats import write_sugarcrepe
 from spotdiff.testing.synthetic_runs import fill_store
+
+#: a run id someone else's store may hold: it closes an attribute and opens an element that runs a script
+HOSTILE_ID = 'd8703"><img src=x onerror=alert(1)>'
 
 
 @pytest.fixture(scope="module")
@@ -75,3 +80,38 @@ def test_a_report_that_cannot_be_written_leaves_the_previous_one_whole(store: Pa
     errors = done.stderr.strip().splitlines()
     assert done.returncode == 2 and len(errors) == 1, errors
     assert "file too large" in errors[0] and str(out) in errors[0], errors
+
+
+class _Elements(HTMLParser):
+    """Every start tag of a page with its attributes, as a browser's parser reads them."""
+
+    def __init__(self) -> None:
+        super().__init__(convert_charrefs=True)
+        self.elements: list[tuple[str, dict[str, str | None]]] = []
+
+    def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
+        self.elements.append((tag, dict(attrs)))
+
+
+def test_values_from_a_store_are_text_in_every_attribute(store: Path, tmp_path: Path) -> None:
+    """A run id ``d8703"><img src=x onerror=alert(1)>`` became script in report.html (scores_table put it
+    into ``title`` and ``href`` unescaped); a model name and a case id from the store are values too."""
+    hostile = tmp_path / "hostile.sqlite"
+    hostile.write_bytes(store.read_bytes())
+    with sqlite3.connect(hostile) as db:
+        (first,) = db.execute("SELECT id FROM runs ORDER BY id LIMIT 1").fetchone()
+        for table, column in (("runs", "id"), ("metrics", "run_id"), ("units", "run_id")):
+            db.execute(f"UPDATE {table} SET {column}=? WHERE {column}=?", (HOSTILE_ID, first))
+        db.execute("UPDATE runs SET model=model || '\"><svg onload=alert(2)>'")
+        db.execute("UPDATE units SET case_id=case_id || '\" onmouseover=\"alert(3)'")
+    assert report(hostile, tmp_path / "R", "--format", "html") == 0
+    page = (tmp_path / "R" / "report.html").read_text(encoding="utf-8")
+    parser = _Elements()
+    parser.feed(page)
+    handlers = [(tag, name) for tag, attrs in parser.elements for name in attrs if name.startswith("on")]
+    assert handlers == []
+    images = [a for tag, a in parser.elements if tag in ("img", "svg")]
+    assert [a for a in images if not (a.get("src") or "").startswith("data:")] == []
+    assert [a["data-run"] for _, a in parser.elements if "data-run" in a].count(HOSTILE_ID) >= 1
+    links = {a["href"] for tag, a in parser.elements if tag == "a" and "href" in a}
+    assert f"#run-{HOSTILE_ID}" in links
