@@ -245,6 +245,38 @@ def test_an_alias_bomb_is_refused_at_load_in_bounded_memory(tmp_path: Path, caps
 
 
 @pytest.mark.parametrize(
+    ("run", "message"),
+    [
+        ("models {v:>2000000}", r"\{v:>2000000\}: a format wider or more precise than 1000 characters"),
+        ("models {v:.2000000f}", r"\{v:.2000000f\}: a format wider or more precise than 1000 characters"),
+        ("models {v:{w}}", r"\{v:\{w\}\}: a format cannot hold a \{variable\}"),
+        ("models {v.__class__}", r"\{v.__class__\}: a variable is named by letters, digits and '_'"),
+        ("models " + "{big}" * 30, r"builds more than 1,000,000 characters with its variables in place"),
+    ],
+)
+def test_substitution_cannot_build_strings_beyond_a_bound(run: str, message: str, tmp_path: Path, capsys) -> None:
+    """Issue 44: a plan of 102 bytes (``{v:>1500000000}``) took a gigabyte under ``--dry-run``; a format spec,
+    like a YAML alias, cannot make a plan larger than :data:`spotdiff.plans.file.MAX_EXPANDED`."""
+    import tracemalloc
+
+    plan = tmp_path / "p.yaml"
+    plan.write_text(f"vars: {{v: 1.5, w: 9, big: {'x' * 40_000}}}\nstages: [{{name: a, run: '{run}'}}]\n")
+    assert main(["run", str(plan), "--dry-run"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and re.search(rf"file {re.escape(str(plan))}, record a, field 'run': {message}", err[0]), err
+    tracemalloc.start()
+    try:
+        with pytest.raises(DataError, match=message):
+            load_plan(plan)
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert peak < 10e6, peak
+    ok = parse_plan("vars: {lr: 0.0005, n: 7}\nstages: [{name: a, run: 'train --lr {lr:.0e} --n {n:03d} {n!r}'}]\n")
+    assert ok.stages[0].commands == [["train", "--lr", "5e-04", "--n", "007", "7"]]
+
+
+@pytest.mark.parametrize(
     ("text", "message"),
     [
         ("vars: {a: &a [*a]}\nstages: [{name: a, run: models}]\n", r"line 1: an alias \(\*name\) inside the node"),
