@@ -188,3 +188,27 @@ def test_fetch_source_keeps_going_from_a_path_that_exists(tmp_path: Path, files)
     (tmp_path / "t" / "blob.bin").write_bytes(b"old")
     fetch_source(_source(data), tmp_path / "t", "p", progress=False)
     assert (tmp_path / "t" / "blob.bin").read_bytes() == data
+
+
+def test_a_redirect_loop_or_a_false_encoding_is_one_line_and_the_other_parts_are_fetched(files, home, capsys):
+    """Issue 44: ``data fetch eqben`` ended in a traceback on a redirect loop (TooManyRedirects) or a false
+    ``Content-Encoding`` (DecodingError), and the parts after it were never tried. Each is one line naming
+    the URL, under its part, and every other part is fetched."""
+    from spotdiff.cli import main
+    from spotdiff.data import benchmark_sources
+
+    parts = {p.name: p.source.files[0] for p in benchmark_sources("eqben").parts}
+    annotations, images = parts["annotations"], parts["images"]
+    files.redirect_url(annotations.url, annotations.url)  # a redirect to itself, for ever
+    files.add_url(images.url, b"not gzip at all", headers={"Content-Encoding": "gzip"})
+    vllm = _zip({"eqben_vllm/all_select.json": b"[]", "eqben_vllm/images/a.png": b"png"})
+    files.add_url(parts["vllm"].url, vllm)
+    parts_asked = ["--part", "annotations", "--part", "images", "--part", "vllm"]
+    assert main(["data", "fetch", "eqben", *parts_asked, "-q"]) == 2
+    said = capsys.readouterr()
+    assert "Traceback" not in said.err and "eqben/vllm: fetched" in said.out
+    assert (home / "eqben" / "vllm" / "all_select.json").is_file()
+    lines = said.err.strip().splitlines()
+    assert lines[0] == "eqben: 2 of 3 parts could not be fetched (the rest is in place):" and len(lines) == 3, lines
+    assert lines[1].startswith(f"  - annotations: cannot download {annotations.url}: too many redirects")
+    assert lines[2].startswith(f"  - images: cannot download {images.url}: the body does not decode")
