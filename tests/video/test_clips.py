@@ -3,6 +3,7 @@ by content and rule, and the errors, on H.264 videos this file encodes (each fra
 
 from __future__ import annotations
 
+import logging
 from fractions import Fraction
 from pathlib import Path
 
@@ -110,6 +111,35 @@ def test_frame_cache_round_trip_and_a_damaged_file(tmp_path: Path) -> None:
     stored.write_bytes(b"not a zip")  # a damaged entry is decoded again and rewritten
     assert [frame_number(f) for f in ref.load().frames] == [0, 5, 10, 15]
     assert stored.read_bytes()[:2] == b"PK"
+
+
+def test_a_damaged_frame_cache_entry_is_dropped_counted_and_decoded_again(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Issue 44: 16 bytes flipped in an entry were a ``zlib.error`` traceback on every later run. A damaged
+    entry (its compressed frames, or arrays of the wrong shape) is dropped with a warning naming it and
+    decoded again, and its rewritten entry reads back."""
+    video = encode_numbered(tmp_path / "v.mp4", 20, 5)
+    ref = SampledVideo(VideoRef(video), FrameRule("uniform", fps=1.0), tmp_path / "frames")
+    first = ref.load()
+    (stored,) = list((tmp_path / "frames").rglob("*.npz"))
+    data = bytearray(stored.read_bytes())
+    middle = len(data) // 2
+    data[middle : middle + 16] = bytes(b ^ 0xFF for b in data[middle : middle + 16])
+    stored.write_bytes(bytes(data))
+    wrong = tmp_path / "wrong.npz"
+    np.savez(wrong, frames=np.zeros((2, 4, 4), np.uint8), indices=np.arange(3), times=np.zeros(3), info=np.ones(2))
+    for damaged in (bytes(data), wrong.read_bytes()):
+        stored.write_bytes(damaged)
+        caplog.clear()
+        with caplog.at_level(logging.WARNING):
+            again = ref.load()
+        assert [frame_number(f) for f in again.frames] == [frame_number(f) for f in first.frames] == [0, 5, 10, 15]
+        (warning,) = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
+        assert f"frame cache entry {stored} (clip {video}) is damaged" in warning and "decoded again" in warning
+        assert stored.read_bytes() != damaged
+    caplog.clear()
+    assert [frame_number(f) for f in ref.load().frames] == [0, 5, 10, 15] and not caplog.records  # read back
 
 
 def test_errors_name_the_video(tmp_path: Path) -> None:
