@@ -68,6 +68,33 @@ def test_an_interrupted_run_resumes_to_a_clean_runs_bytes(engine, tmp_path, monk
     assert digest(out) == digest(clean)
 
 
+def test_a_tampered_journal_entry_is_made_again(tmp_path, monkeypatch, caplog):
+    """Issue 44: a journal entry replaced by ``[]`` was a TypeError traceback on resume. Entries are checked
+    when read back (what was journaled, for the item it names); a bad one is made again, with a warning
+    counting them, and the run's bytes are a clean run's."""
+    import logging
+
+    argv = ["synth", "zeroshot", "--n", "4", *COMMON, "-q", "--seed", "3"]
+    clean = tmp_path / "clean"
+    assert main([*argv, "--out", str(clean)]) == 0
+    stop = Stop(3)
+    monkeypatch.setattr(synth_run._Journaled, "__call__", lambda j, t: stop(j, t))
+    out = tmp_path / "out"
+    assert main([*argv, "--out", str(out)]) == 130
+    entries = sorted((out / ".partial" / "items").glob("*.json"))
+    assert len(entries) == 3
+    entries[0].write_text("[]")
+    entries[1].write_text(entries[2].read_text())  # another item's entry in its place
+    resumed = Stop(None)
+    monkeypatch.setattr(synth_run._Journaled, "__call__", lambda j, t: resumed(j, t))
+    with caplog.at_level(logging.WARNING):
+        assert main([*argv, "--out", str(out)]) == 0
+    assert resumed.made == 3  # the two bad entries and the item never made
+    assert digest(out) == digest(clean)
+    warnings = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
+    assert any("2 journal entries" in w and "made again" in w for w in warnings), warnings
+
+
 def test_overwrite_replaces_what_a_failed_run_left(tmp_path, monkeypatch, capsys):
     argv = ["synth", "zeroshot", "--n", "4", *COMMON, "-q"]
     stop = Stop(1)
