@@ -12,6 +12,7 @@ import threading
 from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
+from typing import Any
 from urllib.parse import unquote, urlsplit
 
 _RANGE = re.compile(r"bytes=(\d+)-(\d*)$")
@@ -160,22 +161,15 @@ class FileServer(LoopbackServer):
         self._files["/" + path.lstrip("/")] = (content, content_type, dict(headers or {}))
         return self.url + "/" + path.lstrip("/")
 
-    def add_url(
-        self,
-        url: str,
-        content: bytes | str | Path,
-        content_type: str = "application/octet-stream",
-        headers: dict[str, str] | None = None,
-    ) -> str:
+    def add_url(self, url: str, content: bytes | str | Path, **options: Any) -> str:
         """Serve ``content`` where ``SPOTDIFF_URL_MIRROR`` maps ``url`` (``https://H/P?Q`` -> ``/H/P?Q``).
 
         Args:
             url: the URL the code under test requests.
             content: bytes, text (a str), or a Path to a file read at request time.
-            content_type: the ``Content-Type``.
-            headers: further response headers.
+            options: :meth:`add`'s ``content_type`` and ``headers``.
         """
-        return self.add(_mirrored(url), content, content_type, headers)
+        return self.add(_mirrored(url), content, **options)
 
     def redirect_url(self, url: str, to: str) -> None:
         """Answer a GET of ``url`` (as mirrored) with a redirect (302) to ``to`` (as mirrored: ``url`` itself
