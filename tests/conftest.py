@@ -1,12 +1,15 @@
-"""Shared fixtures: where ../shared is, and whether its absence skips or fails a test; a headless Chromium."""
+"""Shared fixtures: where ../shared is, and whether its absence skips or fails a test; a headless Chromium; the
+tiny generative models (built once per test session)."""
 
 from __future__ import annotations
 
+import importlib.util
 import os
 import shutil
 import tempfile
 from collections.abc import Iterator
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 
@@ -75,6 +78,30 @@ def chromium() -> Iterator:
     finally:
         driver.quit()
         shutil.rmtree(profile, ignore_errors=True)
+
+
+@pytest.fixture(scope="session")
+def tiny_t2i(tmp_path_factory) -> str:
+    """The folder of a tiny Stable Diffusion text-to-image pipeline."""
+    if importlib.util.find_spec("diffusers") is None:
+        pytest.skip("the generate extra (diffusers) is not installed")
+    from spotdiff.testing import tiny_diffusion
+
+    return str(tiny_diffusion.make_tiny_stable_diffusion(tmp_path_factory.mktemp("tiny-t2i") / "sd"))
+
+
+@pytest.fixture(scope="session")
+def tiny_generative(tiny_t2i, tmp_path_factory) -> SimpleNamespace:
+    """Folders of tiny Stable Diffusion (text-to-image, inpainting), Grounding DINO and SAM models."""
+    from spotdiff.testing import tiny_diffusion
+
+    root = tmp_path_factory.mktemp("tiny-generative")
+    return SimpleNamespace(
+        t2i=tiny_t2i,
+        inpaint=str(tiny_diffusion.make_tiny_stable_diffusion(root / "sd-inpaint", inpaint=True)),
+        detector=str(tiny_diffusion.make_tiny_grounding_dino(root / "gdino")),
+        segmenter=str(tiny_diffusion.make_tiny_sam(root / "sam")),
+    )
 
 
 def pytest_configure(config: pytest.Config) -> None:

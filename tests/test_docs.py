@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import ast
+import re
 from pathlib import Path
 
 import pytest
@@ -26,3 +28,14 @@ def test_data_page_lists_every_benchmark_with_its_declared_licence() -> None:
         if line.startswith("| ") and cells[0] in BENCHMARKS:
             rows[cells[0]] = cells[2]
     assert rows == {name: BENCHMARKS.get(name).metadata.license for name in BENCHMARKS.names()}
+
+
+def test_every_test_security_md_names_exists() -> None:
+    """docs/security.md names the test holding each guarantee: each is a test function of that file."""
+    root = DOCS.parent
+    named = re.findall(r"`(tests/[\w/]+\.py)::(\w+)`", (DOCS / "security.md").read_text(encoding="utf-8"))
+    assert named
+    for path, name in named:
+        tree = ast.parse((root / path).read_text(encoding="utf-8"))
+        functions = {n.name for n in ast.walk(tree) if isinstance(n, ast.FunctionDef)}
+        assert name in functions, f"docs/security.md names {path}::{name}, which does not exist"

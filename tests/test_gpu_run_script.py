@@ -84,14 +84,33 @@ def test_the_cuda_parts_measure_every_model_the_issue_names_within_eight_minutes
 
 
 def test_the_cpu_mode_runs_every_part_end_to_end(gr, tmp_path: Path) -> None:
+    """What CI checks of the GPU run: every part at its CPU size ends in rows, and each row reads as its script says
+    (the VQAScore rows from the Qwen2-VL peer and no reuse, the synthesis row from the engine and its plain loop)."""
     code = gr.main(["run", "--device", "cpu", "--out", str(tmp_path / "out")])
     result = json.loads((tmp_path / "out" / "gpu_run.json").read_text())
     assert [(p["part"], p["status"]) for p in result["parts"]] == [
         (name, "ok") for name, _, _ in gr.part_commands("cpu", tmp_path, None)
     ]
     assert code == 0
-    assert {r["part"] for r in result["rows"]} == {p["part"] for p in result["parts"]}
+    rows: dict[str, list[dict]] = {}
     for r in result["rows"]:
+        rows.setdefault(r["part"], []).append(r)
         assert r["value"] > 0 and (r["limit"] is None or r["ratio"] == pytest.approx(r["value"] / r["limit"]))
+    assert set(rows) == {p["part"] for p in result["parts"]}
+    assert [(r["figure"], r["limit_side"], r["image_tokens"], r["shape"]) for r in rows["vqa tiny"]] == [
+        ("VQAScore pairs/s, reuse over t2v_metrics", "t2v_metrics", 16, "2 x 2"),
+        ("VQAScore pairs/s, reuse over no-reuse", "no-reuse", 16, "2 x 2"),
+    ]
+    for r in rows["vqa tiny"]:
+        assert r["value"] == pytest.approx(4 / r["seconds"]["reuse"]) and r["unit"] == "pairs/s"
+        assert r["ratio"] == pytest.approx(r["seconds"][r["limit_side"]] / r["seconds"]["reuse"])
+        assert r["goal"] is None and r["bound"] == ""  # no goal: a speed-up over the peer; no profile on the CPU
+        assert r["dlog"] < 1e-4  # no-reuse and the Qwen2-VL peer score what reuse scores
+    (synth,) = rows["synth tiny"]
+    assert (synth["figure"], synth["side"], synth["goal"]) == ("synthesis images/s", "generative engine, batch 1", 0.9)
+    assert synth["ratio"] == pytest.approx(synth["loop_s"] / synth["engine_s"])
+    assert synth["peak_bytes"] == {"engine": None, "loop": None}  # measured on CUDA only
+    assert (synth["ratio"] >= 0.9) == (synth["bound"] == "")  # below the goal, the profile says what bounds it
+    assert {r["side"] for r in rows["eval small"]} >= {"harness images", "peer images", "harness texts"}
     table = (tmp_path / "out" / "gpu_run.md").read_text()
     assert table.count("\n| ") == 2 + len(result["rows"]) + 1 + len(result["parts"])

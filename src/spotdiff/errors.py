@@ -74,8 +74,8 @@ class SourceError(SpotdiffError):
     """
 
 
-#: The refusals of a file system (:func:`file_system_error`): no room, read-only, no permission.
-_REFUSALS = (errno.ENOSPC, errno.EDQUOT, errno.EROFS, errno.EACCES, errno.EPERM)
+#: The refusals of a file system (:func:`file_system_error`): no room, read-only, no permission, a file too large.
+_REFUSALS = (errno.ENOSPC, errno.EDQUOT, errno.EROFS, errno.EACCES, errno.EPERM, errno.EFBIG)
 
 
 def _reason(exc: BaseException) -> str:
@@ -95,6 +95,9 @@ def _refusal(code: int | None, reason: str, path: object) -> DataError | None:
     if code in (errno.EACCES, errno.EPERM):
         remedy = "give this user access to it, or choose another location"
         return DataError(f"permission denied ({reason}); {remedy}", file=path)
+    if code == errno.EFBIG:
+        remedy = "the file system or a limit on file sizes (ulimit -f) caps it: raise the limit or write elsewhere"
+        return DataError(f"file too large ({reason}); {remedy}", file=path)
     return None
 
 

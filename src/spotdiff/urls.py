@@ -14,9 +14,10 @@ from __future__ import annotations
 
 import ipaddress
 import re
+from typing import Any
 from urllib.parse import parse_qsl, unquote, urlencode, urlsplit, urlunsplit
 
-__all__ = ["canonical_endpoint", "is_loopback", "redact_text", "redact_url", "split_userinfo"]
+__all__ = ["canonical_endpoint", "is_loopback", "redact_text", "redact_url", "redact_values", "split_userinfo"]
 
 #: A URL's scheme and its ``user:password@`` part (up to the last ``@`` before the path, as urlsplit reads it).
 _USERINFO = re.compile(r"(?P<scheme>\b[A-Za-z][A-Za-z0-9+.-]*://)[^/?#\s]*@")
@@ -30,6 +31,25 @@ def redact_text(text: str) -> str:
         text: any text.
     """
     return _USERINFO.sub(r"\g<scheme>", text)
+
+
+def redact_values(value: Any) -> Any:
+    """``value`` with :func:`redact_text` applied to every string in it, at any depth of dicts (keys and
+    values), lists and tuples (as lists): what a run records of its options and models.
+
+    >>> redact_values({"check": "api:m@http://me:pw@h/v1", "n": 2, "all": ("a", "http://u:p@h")})
+    {'check': 'api:m@http://h/v1', 'n': 2, 'all': ['a', 'http://h']}
+
+    Args:
+        value: a JSON-like value.
+    """
+    if isinstance(value, str):
+        return redact_text(value)
+    if isinstance(value, dict):
+        return {redact_values(k): redact_values(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [redact_values(v) for v in value]
+    return value
 
 
 def redact_url(url: str) -> str:

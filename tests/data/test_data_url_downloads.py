@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import hashlib
 import io
+import tarfile
 import zipfile
 from pathlib import Path
 
@@ -114,6 +115,52 @@ def test_archive_unpacks_its_content_root_into_place(files, tmp_path):
     assert not (target / STAGING).exists()
 
 
+def _tar(members: list[tuple[str, str | bytes]]) -> bytes:
+    """A tar.gz of ``(name, content)`` in order: bytes make a file, a str a symbolic link to it."""
+    buf = io.BytesIO()
+    with tarfile.open(fileobj=buf, mode="w:gz") as tf:
+        for name, content in members:
+            info = tarfile.TarInfo(name)
+            if isinstance(content, str):
+                info.type, info.linkname = tarfile.SYMTYPE, content
+                tf.addfile(info)
+            else:
+                info.size = len(content)
+                tf.addfile(info, io.BytesIO(content))
+    return buf.getvalue()
+
+
+def test_a_link_chain_that_leads_out_once_in_place_is_refused(files, tmp_path):
+    """Issue 44: each link of a chain passed tarfile's 'data' filter where it was extracted (its target not
+    there yet), and once in place ``images/escape`` pointed at ``/``. Links are checked where they end up, as
+    a whole tree: one that leads out of the folder it unpacks into is refused and nothing is unpacked."""
+    chain = [(f"images/l{k}", f"l{k - 1}/..") for k in range(40, 0, -1)]  # each extracted before its target
+    archive = _tar([("images/a.png", b"png"), ("images/escape", "l40"), *chain, ("images/l0", ".")])
+    files.add(PATH, archive)
+    target = tmp_path / "t"
+    with pytest.raises(SourceError, match=r"member 'images/escape' is a link \(to 'l40'\) that leads out of the "
+                                          r"folder it unpacks into"):  # fmt: skip
+        fetch_source(_source(archive, unpack=Unpack("images", ("a.png",)), path="v.tar.gz"), target, "p",
+                     progress=False)  # fmt: skip
+    assert not (target / "images").exists() and not (target / "images").is_symlink()
+    inside = _tar([("images/a.png", b"png"), ("images/same", "a.png"), ("images/sub/up", "../a.png")])
+    files.add(PATH, inside)
+    fetch_source(_source(inside, unpack=Unpack("images", ("a.png",)), path="v.tar.gz"), target, "q", progress=False)
+    assert (target / "images" / "sub" / "up").read_bytes() == b"png"  # links inside the folder are kept
+
+
+def test_a_member_the_extraction_filter_refuses_names_the_rule(files, tmp_path):
+    """Issue 44: a member tarfile's 'data' filter refuses (an absolute link) was reported as "corrupt or
+    truncated"."""
+    archive = _tar([("images/a.png", b"png"), ("images/abs", "/etc/passwd")])
+    files.add(PATH, archive)
+    with pytest.raises(SourceError) as info:
+        fetch_source(_source(archive, unpack=Unpack("images"), path="v.tar.gz"), tmp_path / "t", "p", progress=False)
+    message = str(info.value)
+    assert "corrupt" not in message and "images/abs" in message and "is refused by the extraction rule" in message
+    assert not (tmp_path / "t" / "images").exists()
+
+
 def test_archive_with_another_layout_or_corrupt_is_rejected(files, tmp_path):
     archive = _zip({"other/1.jpg": b"a", "other/2.jpg": b"b"})
     files.add(PATH, archive)
@@ -188,3 +235,27 @@ def test_fetch_source_keeps_going_from_a_path_that_exists(tmp_path: Path, files)
     (tmp_path / "t" / "blob.bin").write_bytes(b"old")
     fetch_source(_source(data), tmp_path / "t", "p", progress=False)
     assert (tmp_path / "t" / "blob.bin").read_bytes() == data
+
+
+def test_a_redirect_loop_or_a_false_encoding_is_one_line_and_the_other_parts_are_fetched(files, home, capsys):
+    """Issue 44: ``data fetch eqben`` ended in a traceback on a redirect loop (TooManyRedirects) or a false
+    ``Content-Encoding`` (DecodingError), and the parts after it were never tried. Each is one line naming
+    the URL, under its part, and every other part is fetched."""
+    from spotdiff.cli import main
+    from spotdiff.data import benchmark_sources
+
+    parts = {p.name: p.source.files[0] for p in benchmark_sources("eqben").parts}
+    annotations, images = parts["annotations"], parts["images"]
+    files.redirect_url(annotations.url, annotations.url)  # a redirect to itself, for ever
+    files.add_url(images.url, b"not gzip at all", headers={"Content-Encoding": "gzip"})
+    vllm = _zip({"eqben_vllm/all_select.json": b"[]", "eqben_vllm/images/a.png": b"png"})
+    files.add_url(parts["vllm"].url, vllm)
+    parts_asked = ["--part", "annotations", "--part", "images", "--part", "vllm"]
+    assert main(["data", "fetch", "eqben", *parts_asked, "-q"]) == 2
+    said = capsys.readouterr()
+    assert "Traceback" not in said.err and "eqben/vllm: fetched" in said.out
+    assert (home / "eqben" / "vllm" / "all_select.json").is_file()
+    lines = said.err.strip().splitlines()
+    assert lines[0] == "eqben: 2 of 3 parts could not be fetched (the rest is in place):" and len(lines) == 3, lines
+    assert lines[1].startswith(f"  - annotations: cannot download {annotations.url}: too many redirects")
+    assert lines[2].startswith(f"  - images: cannot download {images.url}: the body does not decode")

@@ -295,3 +295,36 @@ def test_opening_waits_for_a_writer_holding_a_new_file_instead_of_failing(tmp_pa
     writer.close()
     with sqlite3.connect(path) as check:
         assert check.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
+
+
+def test_a_cache_or_store_holding_a_trigger_is_refused_before_anything_runs(
+    tmp_path: Path, shared_data: Path, capsys: pytest.CaptureFixture
+) -> None:
+    """Issue 44: a cache with a trigger SQLite refuses to run (``no such function``) was a traceback in
+    ``eval``; a trigger that runs would change the file behind spotdiff's back. spotdiff's files hold none:
+    one that does is refused at open, naming the file, and nothing in it runs."""
+    from spotdiff.cli import main
+    from spotdiff.diagnose.store import RunStore
+
+    with Cache(tmp_path / "cache", "m"):
+        pass
+    with RunStore(tmp_path / "runs.sqlite"):
+        pass
+    triggers = {
+        tmp_path / "cache" / CACHE_FILE: "CREATE TRIGGER t AFTER INSERT ON items BEGIN SELECT no_such_fn(); END",
+        tmp_path / "runs.sqlite": "CREATE TRIGGER t AFTER INSERT ON runs BEGIN DELETE FROM metrics; END",
+    }
+    for path, sql in triggers.items():
+        with sqlite3.connect(path) as db:
+            db.execute(sql)
+    with pytest.raises(DataError, match=r"cache.sqlite: it holds a trigger \('t'\)"):
+        Cache(tmp_path / "cache", "m")
+    argv = ["eval", "--model", "minilm", "--benchmark", "visla-generic", "--protocol", "t2t", "--limit", "2",
+            "--data", str(shared_data / "visla"), "--n-boot", "0", "--no-store",
+            "--cache", str(tmp_path / "cache")]  # fmt: skip
+    for run in (argv, ["runs", "--store", str(tmp_path / "runs.sqlite")]):
+        assert main(run) == 2
+        err = capsys.readouterr().err
+        errors = [line for line in err.splitlines() if "error:" in line]
+        assert len(errors) == 1 and "holds a trigger ('t'); spotdiff's files hold none" in errors[0], err
+        assert "Traceback" not in err

@@ -147,6 +147,59 @@ def test_get_refuses_unknown_and_ambiguous_ids(tmp_path: Path) -> None:
             store.get("")
 
 
+def test_an_id_prefix_is_a_prefix_not_a_pattern(tmp_path: Path) -> None:
+    """Issue 44: ``_`` and ``%`` in a run id were LIKE wildcards (and LIKE ignores case), so ``a_c`` or ``%``
+    named another run."""
+    with RunStore(tmp_path / "runs.sqlite") as store:
+        rid = _start(store)
+        with sqlite3.connect(store.path) as db:
+            db.execute("UPDATE runs SET id='abc123def456' WHERE id=?", [rid])
+        assert store.get("abc").id == store.get("abc123def456").id == "abc123def456"
+        for pattern in ("a_c", "%", "a%6", "ABC", "abc123def456_"):
+            with pytest.raises(ConfigError, match=f"no run '{pattern}' in"):
+                store.get(pattern)
+        second = _start(store)
+        with sqlite3.connect(store.path) as db:
+            db.execute("UPDATE runs SET id='abc' WHERE id=?", [second])
+        assert store.get("abc").id == "abc"  # a whole id is that run, though it prefixes another
+
+
+def test_a_damaged_run_row_is_one_line_naming_the_store_the_run_and_the_field(
+    tmp_path: Path, capsys: pytest.CaptureFixture
+) -> None:
+    """Issue 44: a ``model_identity`` of ``{`` in someone else's store was a traceback in ``runs`` and
+    ``report``."""
+    from spotdiff.cli import main
+    from spotdiff.testing.synthetic_runs import fill_store
+
+    path = tmp_path / "runs.sqlite"
+    with RunStore(path) as store:
+        (rid,) = fill_store(store, models=1, benchmarks=("winoground",), n_cases=4, n_boot=0)
+    report = ["report", "--out", str(tmp_path / "r"), "--no-cases"]
+    with sqlite3.connect(path) as db:
+        row = db.execute("SELECT model_identity, info, metrics FROM runs").fetchone()
+    for column, value in (("model_identity", "{"), ("model_identity", "[]"), ("info", "7"), ("metrics", "[1]")):
+        with sqlite3.connect(path) as db:
+            db.execute("UPDATE runs SET model_identity=?, info=?, metrics=?", row)
+            db.execute(f"UPDATE runs SET {column}=?", [value])
+        for argv in (["runs"], ["runs", rid], report):
+            assert main([*argv, "--store", str(path)]) == 2, (column, argv)
+            err = capsys.readouterr().err.strip().splitlines()
+            assert len(err) == 1 and f"file {path}, record run {rid}, field '{column}': " in err[0], err
+    with sqlite3.connect(path) as db:
+        db.execute("UPDATE runs SET model_identity=?, info=?, metrics=?", row)
+        unit, scores, outcomes = db.execute("SELECT unit_id, scores, outcomes FROM units ORDER BY unit_id").fetchone()
+    for column in ("outcomes", "scores"):
+        with sqlite3.connect(path) as db:
+            db.execute("UPDATE units SET scores=?, outcomes=? WHERE unit_id=?", [scores, outcomes, unit])
+            db.execute(f"UPDATE units SET {column}='{{' WHERE unit_id=?", [unit])
+        assert main([*report, "--store", str(path)]) == 2
+        err = capsys.readouterr().err.strip().splitlines()
+        assert len(err) == 1 and f"file {path}, record run {rid}, unit {unit}, field '{column}': " in err[0], err
+        with RunStore(path) as store, pytest.raises(DataError, match=f"run {rid}, unit {unit}, field '{column}'"):
+            list(store.units(rid))
+
+
 def _units(n: int, prefix: str = "u") -> list[dict]:
     return [{"unit_id": f"{prefix}{i}", "case_id": f"c{i}", "subset": "s", "scores": [[0.5] * 20], "outcomes": {},
              "tags": {}} for i in range(n)]  # fmt: skip

@@ -87,6 +87,17 @@ def test_a_plan_that_is_not_utf8_is_refused_naming_the_line(tmp_path: Path, caps
     assert "Traceback" not in err
 
 
+def test_a_title_with_a_line_break_is_refused_naming_the_stage(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
+    """Issue 44: a title is one line of text (it becomes a comment line of plan_commands.sh and a console line)."""
+    plan = tmp_path / "p.yaml"
+    plan.write_text(PLAN.replace("title: a small corpus", 'title: "list runs\\ntouch PWNED"'), encoding="utf-8")
+    assert main(["run", str(plan), "--dry-run"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and f"file {plan}, record corpus, field 'title': " in err[0], err
+    assert "a control character ('\\n')" in err[0] and not (tmp_path / "plan_commands.sh").exists()
+    assert not (tmp_path / "PWNED").exists()
+
+
 def test_unknown_override_is_refused() -> None:
     with pytest.raises(DataError, match="no variable 'steps'"):
         parse_plan(PLAN, overrides={"steps": "3"})
@@ -231,6 +242,38 @@ def test_an_alias_bomb_is_refused_at_load_in_bounded_memory(tmp_path: Path, caps
     assert len(err) == 1 and f"file {plan}: expands to" in err[0] and "MAX" not in err[0], err
     assert peak < 20e6, peak
     assert parse_plan(_bomb(2), source="ok.yaml").vars["bomb"][9] == ["lol"] * 10  # a few aliases are fine
+
+
+@pytest.mark.parametrize(
+    ("run", "message"),
+    [
+        ("models {v:>2000000}", r"\{v:>2000000\}: a format wider or more precise than 1000 characters"),
+        ("models {v:.2000000f}", r"\{v:.2000000f\}: a format wider or more precise than 1000 characters"),
+        ("models {v:{w}}", r"\{v:\{w\}\}: a format cannot hold a \{variable\}"),
+        ("models {v.__class__}", r"\{v.__class__\}: a variable is named by letters, digits and '_'"),
+        ("models " + "{big}" * 30, r"builds more than 1,000,000 characters with its variables in place"),
+    ],
+)
+def test_substitution_cannot_build_strings_beyond_a_bound(run: str, message: str, tmp_path: Path, capsys) -> None:
+    """Issue 44: a plan of 102 bytes (``{v:>1500000000}``) took a gigabyte under ``--dry-run``; a format spec,
+    like a YAML alias, cannot make a plan larger than :data:`spotdiff.plans.file.MAX_EXPANDED`."""
+    import tracemalloc
+
+    plan = tmp_path / "p.yaml"
+    plan.write_text(f"vars: {{v: 1.5, w: 9, big: {'x' * 40_000}}}\nstages: [{{name: a, run: '{run}'}}]\n")
+    assert main(["run", str(plan), "--dry-run"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and re.search(rf"file {re.escape(str(plan))}, record a, field 'run': {message}", err[0]), err
+    tracemalloc.start()
+    try:
+        with pytest.raises(DataError, match=message):
+            load_plan(plan)
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert peak < 10e6, peak
+    ok = parse_plan("vars: {lr: 0.0005, n: 7}\nstages: [{name: a, run: 'train --lr {lr:.0e} --n {n:03d} {n!r}'}]\n")
+    assert ok.stages[0].commands == [["train", "--lr", "5e-04", "--n", "007", "7"]]
 
 
 @pytest.mark.parametrize(

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import subprocess
 from pathlib import Path
 
 import pytest
@@ -31,6 +32,29 @@ def test_write_commands(tmp_path: Path) -> None:
     assert os.access(path, os.X_OK)
 
 
+def _run_script(script: Path, tmp_path: Path) -> subprocess.CompletedProcess:
+    """Run a written plan script with a ``spotdiff`` on the PATH that does nothing (so only what the script
+    itself says runs)."""
+    stub = tmp_path / "bin" / "spotdiff"
+    stub.parent.mkdir(exist_ok=True)
+    stub.write_text("#!/bin/sh\nexit 0\n")
+    stub.chmod(0o755)
+    env = {**os.environ, "PATH": f"{stub.parent}{os.pathsep}{os.environ['PATH']}"}
+    return subprocess.run(["bash", str(script)], cwd=tmp_path, env=env, capture_output=True, text=True, check=False)
+
+
+def test_a_title_with_a_line_break_never_becomes_a_line_of_the_script(tmp_path: Path) -> None:
+    """Issue 44: a stage title ``"list runs\ntouch PWNED"`` was a line of plan_commands.sh, run with it. Every
+    comment of the script is one line, its control characters written as escapes."""
+    stages = [Stage("list", "list runs\ntouch PWNED\r\u2028`x`", [["runs", "--store", "a b.sqlite"]], [])]
+    script = write_commands(stages, tmp_path / "plan_commands.sh", title="plan 'x'\ntouch PWNED2")
+    done = _run_script(script, tmp_path)
+    assert done.returncode == 0, done.stderr
+    assert not (tmp_path / "PWNED").exists() and not (tmp_path / "PWNED2").exists()
+    text = script.read_text()
+    assert "# list: list runs\\ntouch PWNED\\r\\u2028`x`\n" in text and "# plan 'x'\\ntouch PWNED2\n" in text
+
+
 def test_runner_runs_skips_and_stops_on_failure(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
     """Commands run in forked workers; a finished stage is skipped next time; a failure stops the run."""
     from spotdiff.errors import SpotdiffError
@@ -51,15 +75,27 @@ def test_runner_runs_skips_and_stops_on_failure(tmp_path: Path, capsys: pytest.C
     assert "FAILED" in capsys.readouterr().out
 
 
-def test_a_password_in_a_command_is_not_logged_nor_recorded(tmp_path: Path) -> None:
+def test_a_password_in_a_command_is_not_logged_nor_recorded(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
     """A plan's command naming a served model with a password in its URL: the stage's log line and its
-    record name the model without it (the command itself gets it)."""
+    record name the model without it (the command itself gets it). Issue 44: given with ``--set``, it was
+    written into plan_commands.sh (``--dry-run`` too) and printed in the stage's console line."""
     spec = "api:m@http://alice:s3cret@gpu1:8000/v1"
     stage = Stage("served", "a served model", [["eval", "--model", spec]], [])
     records = Runner(tmp_path, [stage], run_command=lambda argv: 0, workers=1, echo=print).run()
     assert records["served"]["commands"] == [["eval", "--model", "api:m@http://gpu1:8000/v1"]]
     written = (tmp_path / "logs" / "served.log").read_text() + (tmp_path / "stages" / "served.json").read_text()
     assert "spotdiff eval --model api:m@http://gpu1:8000/v1" in written and "s3cret" not in written
+    plan = tmp_path / "study" / "plan.yaml"
+    plan.parent.mkdir()
+    plan.write_text("vars: {url: 'http://gpu1:8000/v1'}\nstages: [{name: s, run: 'eval --model api:m@{url} --help'}]\n")
+    password = ["--set", "url=http://alice:s3cret@gpu1:8000/v1"]
+    assert main(["run", str(plan), *password, "--dry-run"]) == 0
+    assert main(["run", str(plan), *password, "--workers", "1"]) == 0  # the stage prints eval's --help
+    said = capsys.readouterr()
+    assert said.out.count("spotdiff eval --model api:m@http://gpu1:8000/v1 --help") == 2  # the script, the run
+    assert "usage: spotdiff eval" in (plan.parent / "logs" / "s.log").read_text()
+    for text in [*(p.read_text() for p in plan.parent.rglob("*") if p.is_file()), said.out, said.err]:
+        assert "s3cret" not in text and "alice" not in text
 
 
 def _captions(root: Path) -> Path:

@@ -342,7 +342,10 @@ def test_agreement_cli_reports_kappa_and_the_disagreements(eqben_out, capsys):
     assert "00002: alice accept, bob reject" in out and "00001" not in out
 
 
-def test_the_command_prints_a_url_with_a_token_and_stops_on_ctrl_c(eqben_out):
+@pytest.mark.parametrize("stop", [signal.SIGINT, signal.SIGTERM])
+def test_the_command_prints_a_url_with_a_token_and_stops_on_ctrl_c(eqben_out, stop):
+    """Ctrl-C, and SIGTERM (``kill``, a closed terminal's session manager) as Ctrl-C (issue 44: it ended the
+    server without the summary line), end the server with the summary."""
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)}
     proc = subprocess.Popen(
         [sys.executable, "-m", "spotdiff", "review", str(eqben_out), "--reviewer", "dana"],
@@ -359,7 +362,7 @@ def test_the_command_prints_a_url_with_a_token_and_stops_on_ctrl_c(eqben_out):
         assert conn.getresponse().status == 303
         conn.close()
     finally:
-        proc.send_signal(signal.SIGINT)
+        proc.send_signal(stop)
         out, err = proc.communicate(timeout=60)
     assert proc.returncode == 0, err
     assert "0 of 6 decided" in out and "spotdiff synth eqben --from-review" in out

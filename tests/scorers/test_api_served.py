@@ -23,6 +23,7 @@ import re
 from base64 import b64decode
 from hashlib import sha256
 from io import BytesIO
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -340,7 +341,7 @@ def test_a_password_in_the_url_is_used_and_never_recorded(server, data, tmp_path
     from huggingface_hub import constants
 
     secret = "s3cret-Pw"
-    spec = f"api:tiny-vlm@{server.base_url.replace('http://', f'http://alice:{secret}@')}?retries=1"
+    spec = with_password(server, secret)
     out, store, cache, report = tmp_path / "out", tmp_path / "runs.sqlite", tmp_path / "cache", tmp_path / "report"
     monkeypatch.setenv("HF_TOKEN", "hf_test_token")
     monkeypatch.setattr(constants, "HF_TOKEN_PATH", str(tmp_path / "no-saved-token"))
@@ -362,10 +363,62 @@ def test_a_password_in_the_url_is_used_and_never_recorded(server, data, tmp_path
     assert run.model == f"api:tiny-vlm@{server.base_url}?retries=1" and run.model in said.out
     assert "retry 1 of 1" in caplog.text and "HTTP Request: POST" in caplog.text  # the lines looked through
     assert "unknown option 'colour'" in said.err
-    written = [p.read_bytes() for folder in (out, cache, report) for p in folder.rglob("*") if p.is_file()]
-    written += [store.read_bytes(), *pushed.files.values(), *(c.encode() for c in pushed.commits)]
-    for text in (*written, said.out.encode(), said.err.encode(), caplog.text.encode()):
+    texts = [store.read_bytes(), *pushed.files.values(), *(c.encode() for c in pushed.commits)]
+    assert_nowhere(secret, [out, cache, report], [*texts, said.out, said.err, caplog.text])
+
+
+def with_password(server, secret: str, extra: str = "?retries=1") -> str:
+    """The server's ``api:`` spec with the user alice and the password ``secret`` in its URL."""
+    return f"api:tiny-vlm@{server.base_url.replace('http://', f'http://alice:{secret}@')}{extra}"
+
+
+def assert_nowhere(secret: str, folders: list, texts: list) -> None:
+    """Neither the password nor the user name is in any file under ``folders`` nor in ``texts`` (streams)."""
+    written = [p.read_bytes() for folder in folders for p in Path(folder).rglob("*") if p.is_file()]
+    for text in (*written, *(t.encode() if isinstance(t, str) else t for t in texts)):
         assert secret.encode() not in text and b"alice" not in text
+
+
+def test_a_password_in_a_synthesis_model_is_never_recorded(tiny_t2i, server, tmp_path, capsys, caplog):
+    """Issue 44: ``synth eqsd --check api:...`` wrote the password twice into synth.json and printed it, and
+    ``synth visla --llm api:...`` left it in ``.synth-run.json`` when refused: every spec a synthesis run
+    records or prints is redacted, as an evaluation's is."""
+    from spotdiff.testing.formats import write_sugarcrepe
+
+    secret = "s3cret-Synth"
+    spec = with_password(server, secret)
+    checked, refused = tmp_path / "eqsd", tmp_path / "visla"
+    pairs = write_sugarcrepe(tmp_path / "sugarcrepe", n=1) / "swap_att.json"
+    asked = len(server.requests_for("/v1/chat/completions"))
+    with caplog.at_level(logging.DEBUG):
+        assert main(["synth", "eqsd", "--out", str(checked), "--n", "1", "--image-size", "32", "--steps", "2",
+                     "--t2i", tiny_t2i, "--device", "cpu", "--check", spec, "-q"]) == 0  # fmt: skip
+        assert main(["synth", "visla", "--out", str(refused), "--pairs", str(pairs), "--llm", spec, "-q"]) == 2
+    assert len(server.requests_for("/v1/chat/completions")) > asked  # the check asked the served model
+    said = capsys.readouterr()
+    record = json.loads((checked / "synth.json").read_text())
+    shown = f"api:tiny-vlm@{server.base_url}?retries=1"
+    assert record["options"]["check"] == record["summary"]["check"] == shown
+    assert f"check: {shown}" in said.out and "a causal lm: model is needed" in said.err
+    assert_nowhere(secret, [checked, refused], [said.out, said.err, caplog.text])
+
+
+def test_a_password_in_a_judges_url_is_never_recorded(vqa, server, data, tmp_path, capsys, caplog):
+    """Issue 44: ``--judge api:J@http://user:PW@host/v1`` wrote the password into metrics.json, the output
+    folder's run marker and the run store."""
+    secret = "s3cret-Judge"
+    config = EvalConfig(model=vqa.spec, benchmark="mmvp", data=data["mmvp"], out=tmp_path / "out",
+                        store=tmp_path / "runs.sqlite", cache=tmp_path / "cache", progress=False, n_boot=0,
+                        workers=0, device="cpu", judge=with_password(server, secret))  # fmt: skip
+    asked = len(server.requests_for("/v1/chat/completions"))
+    with caplog.at_level(logging.DEBUG):
+        result = run_eval(config, scorer=vqa)
+    assert result.judge["verdicts"]["judged"] == 4 and len(server.requests_for("/v1/chat/completions")) > asked
+    metrics = json.loads((tmp_path / "out" / "metrics.json").read_text())
+    shown = f"api:tiny-vlm@{server.base_url}?retries=1"
+    assert metrics["judge"]["identity"]["spec"] == metrics["run_config"]["judge"] == shown
+    said = capsys.readouterr()
+    assert_nowhere(secret, [tmp_path], [said.out, said.err, caplog.text])
 
 
 @pytest.mark.parametrize(

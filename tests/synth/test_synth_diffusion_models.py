@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import shutil
 import time
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -57,6 +58,37 @@ def test_a_wrong_model_is_one_line_before_anything_loads(
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and message.format(**vars(tiny_generative)) in err[0]
     assert "network" not in err[0] and not out.exists()  # nothing claimed, no traceback
+
+
+@pytest.mark.parametrize(
+    ("keep", "message"),
+    [
+        ((), "its component 'scheduler' (diffusers DDIMScheduler) has no folder scheduler/"),
+        (("scheduler", "text_encoder", "tokenizer", "vae", "unet/config.json"),
+         "its component 'unet' (diffusers UNet2DConditionModel) has no weights in unet/"),
+        (("scheduler", "text_encoder", "tokenizer", "unet", "vae/diffusion_pytorch_model.safetensors"),
+         "its component 'vae' (diffusers AutoencoderKL) has no config.json in vae/"),
+    ],
+)  # fmt: skip
+def test_a_pipeline_folder_missing_what_it_loads_is_one_line_before_out_is_claimed(
+    tiny_t2i, tmp_path, capsys, keep, message
+):
+    """Issue 44: ``synth eqsd --t2i DIR`` with only a model_index.json passed the check and ended in a
+    diffusers traceback after claiming --out: the check reads what the pipeline will load, its components'
+    folders, configs and weights."""
+    folder = tmp_path / "sd"
+    folder.mkdir()
+    shutil.copy(f"{tiny_t2i}/model_index.json", folder)
+    for part in keep:
+        source, dest = Path(tiny_t2i) / part, folder / part
+        dest.parent.mkdir(parents=True, exist_ok=True)
+        (shutil.copytree if source.is_dir() else shutil.copy)(source, dest)
+    out = tmp_path / "out"
+    argv = ["synth", "eqsd", "--out", str(out), "--n", "1", "--image-size", "32", "--steps", "2", "-q"]
+    assert main([*argv, "--t2i", str(folder), "--device", "cpu"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and f"--t2i {folder}: not a complete diffusers pipeline: {message}" in err[0], err
+    assert not out.exists()
 
 
 def test_the_instance_cache_follows_the_weights_not_the_path(tiny_generative, tmp_path):

@@ -45,6 +45,16 @@ class Stop:
         return MAKE(journaled, task)
 
 
+def clean_and_stopped(argv, tmp_path, monkeypatch, after):
+    """The output folders of ``argv`` run whole (``clean``) and stopped after ``after`` items (``out``)."""
+    clean, out = tmp_path / "clean", tmp_path / "out"
+    assert main([*argv, "--out", str(clean)]) == 0
+    stop = Stop(after)
+    monkeypatch.setattr(synth_run._Journaled, "__call__", lambda j, t: stop(j, t))
+    assert main([*argv, "--out", str(out)]) == 130
+    return clean, out
+
+
 @pytest.mark.parametrize("engine", sorted(ENGINES))
 def test_an_interrupted_run_resumes_to_a_clean_runs_bytes(engine, tmp_path, monkeypatch):
     base = ["synth", engine, *ENGINES[engine], *COMMON, "-q"]
@@ -66,6 +76,28 @@ def test_an_interrupted_run_resumes_to_a_clean_runs_bytes(engine, tmp_path, monk
     assert main([*argv, "--out", str(out)]) == 0
     assert resumed.made == total.made - 2  # the two finished items were kept, not made again
     assert digest(out) == digest(clean)
+
+
+def test_a_tampered_journal_entry_is_made_again(tmp_path, monkeypatch, caplog):
+    """Issue 44: a journal entry replaced by ``[]`` was a TypeError traceback on resume. Entries are checked
+    when read back (what was journaled, for the item it names); a bad one is made again, with a warning
+    counting them, and the run's bytes are a clean run's."""
+    import logging
+
+    argv = ["synth", "zeroshot", "--n", "4", *COMMON, "-q", "--seed", "3"]
+    clean, out = clean_and_stopped(argv, tmp_path, monkeypatch, after=3)
+    entries = sorted((out / ".partial" / "items").glob("*.json"))
+    assert len(entries) == 3
+    entries[0].write_text("[]")
+    entries[1].write_text(entries[2].read_text())  # another item's entry in its place
+    resumed = Stop(None)
+    monkeypatch.setattr(synth_run._Journaled, "__call__", lambda j, t: resumed(j, t))
+    with caplog.at_level(logging.WARNING):
+        assert main([*argv, "--out", str(out)]) == 0
+    assert resumed.made == 3  # the two bad entries and the item never made
+    assert digest(out) == digest(clean)
+    warnings = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
+    assert any("2 journal entries" in w and "made again" in w for w in warnings), warnings
 
 
 def test_overwrite_replaces_what_a_failed_run_left(tmp_path, monkeypatch, capsys):
@@ -94,12 +126,7 @@ def test_every_engine_shows_progress_and_q_silences_it(tmp_path, capsys):
 def test_eqsd_resumes_without_rendering_its_finished_pairs_again(tiny_generative, tmp_path, monkeypatch):
     argv = ["synth", "eqsd", "--n", "3", "--image-size", "32", "--steps", "2", "--device", "cpu", "-q"]
     argv += ["--t2i", tiny_generative.t2i]
-    clean = tmp_path / "clean"
-    assert main([*argv, "--out", str(clean)]) == 0
-    stop = Stop(2)
-    monkeypatch.setattr(synth_run._Journaled, "__call__", lambda j, t: stop(j, t))
-    out = tmp_path / "out"
-    assert main([*argv, "--out", str(out)]) == 130
+    clean, out = clean_and_stopped(argv, tmp_path, monkeypatch, after=2)
     resumed = Stop(None)
     monkeypatch.setattr(synth_run._Journaled, "__call__", lambda j, t: resumed(j, t))
     assert main([*argv, "--out", str(out)]) == 0

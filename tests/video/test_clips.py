@@ -3,6 +3,7 @@ by content and rule, and the errors, on H.264 videos this file encodes (each fra
 
 from __future__ import annotations
 
+import logging
 from fractions import Fraction
 from pathlib import Path
 
@@ -112,6 +113,35 @@ def test_frame_cache_round_trip_and_a_damaged_file(tmp_path: Path) -> None:
     assert stored.read_bytes()[:2] == b"PK"
 
 
+def test_a_damaged_frame_cache_entry_is_dropped_counted_and_decoded_again(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Issue 44: 16 bytes flipped in an entry were a ``zlib.error`` traceback on every later run. A damaged
+    entry (its compressed frames, or arrays of the wrong shape) is dropped with a warning naming it and
+    decoded again, and its rewritten entry reads back."""
+    video = encode_numbered(tmp_path / "v.mp4", 20, 5)
+    ref = SampledVideo(VideoRef(video), FrameRule("uniform", fps=1.0), tmp_path / "frames")
+    first = ref.load()
+    (stored,) = list((tmp_path / "frames").rglob("*.npz"))
+    data = bytearray(stored.read_bytes())
+    middle = len(data) // 2
+    data[middle : middle + 16] = bytes(b ^ 0xFF for b in data[middle : middle + 16])
+    stored.write_bytes(bytes(data))
+    wrong = tmp_path / "wrong.npz"
+    np.savez(wrong, frames=np.zeros((2, 4, 4), np.uint8), indices=np.arange(3), times=np.zeros(3), info=np.ones(2))
+    for damaged in (bytes(data), wrong.read_bytes()):
+        stored.write_bytes(damaged)
+        caplog.clear()
+        with caplog.at_level(logging.WARNING):
+            again = ref.load()
+        assert [frame_number(f) for f in again.frames] == [frame_number(f) for f in first.frames] == [0, 5, 10, 15]
+        (warning,) = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
+        assert f"frame cache entry {stored} (clip {video}) is damaged" in warning and "decoded again" in warning
+        assert stored.read_bytes() != damaged
+    caplog.clear()
+    assert [frame_number(f) for f in ref.load().frames] == [0, 5, 10, 15] and not caplog.records  # read back
+
+
 def test_errors_name_the_video(tmp_path: Path) -> None:
     video = encode_numbered(tmp_path / "v.mp4", 10, 10)
     with pytest.raises(VideoError, match=r"window .*v.mp4 \[2s, 3s\) holds no frame of its 10"):
@@ -124,3 +154,62 @@ def test_errors_name_the_video(tmp_path: Path) -> None:
         VideoRef(video).load()
     strip = VideoRef(video).strip(n=3, height=32)
     assert strip.size == (3 * 32 + 2 * 2, 32)
+
+
+def test_frames_obey_the_image_pixel_limit(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Issue 44: a 191 KB video of 14000 x 14000 frames took 2.5 GB decoding one frame. Frames obey the limit
+    images do (twice Pillow's ``Image.MAX_IMAGE_PIXELS``), read from the stream's header before any frame is
+    decoded; lowered here so that a 128 x 128 video stands for the bomb."""
+    from PIL import Image
+
+    video = encode_numbered(tmp_path / "v.mp4", 4, 4)
+    monkeypatch.setattr(Image, "MAX_IMAGE_PIXELS", 128 * 128 // 2 - 1)
+    for load in (lambda: VideoRef(video).sample(FrameRule("uniform", frames=2)), lambda: VideoRef(video).span()):
+        with pytest.raises(VideoError, match=r"v\.mp4: frames of 128 x 128 pixels \(16384\) are refused as a "
+                                             r"possible decompression bomb"):  # fmt: skip
+            load()
+    monkeypatch.setattr(Image, "MAX_IMAGE_PIXELS", 128 * 128 // 2)
+    assert len(VideoRef(video).sample(FrameRule("uniform", frames=2))) == 2  # at the limit: read
+
+
+def _forged_avi(path: Path, frames: int, declared: int) -> Path:
+    """A 1 fps MJPEG AVI of ``frames`` frames whose headers (``avih``, the stream's ``strh``) declare ``declared``."""
+    import struct
+
+    import av
+
+    with av.open(str(path), "w") as container:
+        stream = container.add_stream("mjpeg", rate=1)
+        stream.width = stream.height = 32
+        stream.pix_fmt = "yuvj420p"
+        for n in range(frames):
+            image = np.full((32, 32, 3), 20 * n, np.uint8)
+            for packet in stream.encode(av.VideoFrame.from_ndarray(image, format="rgb24")):
+                container.mux(packet)
+        for packet in stream.encode():
+            container.mux(packet)
+    data = bytearray(path.read_bytes())
+    struct.pack_into("<I", data, data.index(b"avih") + 8 + 16, declared)  # dwTotalFrames
+    struct.pack_into("<I", data, data.index(b"strh") + 8 + 32, declared)  # dwLength
+    path.write_bytes(bytes(data))
+    return path
+
+
+def test_a_declared_frame_count_is_checked_against_the_stream_before_a_rule_uses_it(tmp_path: Path) -> None:
+    """Issue 44: an AVI whose header claims 2**31 frames made ``uniform:1fps`` build two billion indices. The
+    count a container declares is checked against the decoded stream before any rule allocates by it."""
+    import tracemalloc
+
+    honest = _forged_avi(tmp_path / "honest.avi", 10, 10)
+    assert VideoRef(honest).span() == (0, 10, 1)
+    assert len(VideoRef(honest).sample(parse_frame_rule("uniform:1fps"))) == 10
+    forged = _forged_avi(tmp_path / "forged.avi", 10, 100_000)
+    tracemalloc.start()
+    try:
+        with pytest.raises(VideoError, match=r"forged\.avi: its header declares 100000 frames \(99999 s at 1 fps\)"
+                                             r", but its stream ends at 9 s"):  # fmt: skip
+            VideoRef(forged).sample(parse_frame_rule("uniform:1fps"))
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert peak < 2_000_000, peak  # nothing allocated by the declared count

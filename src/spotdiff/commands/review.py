@@ -2,7 +2,8 @@
 
 Serves a local page (127.0.0.1, a free port, a random token in the printed URL) showing each item of
 OUT's review sheet; the reviewer's decisions are saved at once to ``OUT/review.<reviewer>.csv``, which
-``spotdiff synth ENGINE --from-review`` reads (several reviewers' files with ``--review-rule``).
+``spotdiff synth ENGINE --from-review`` reads (several reviewers' files with ``--review-rule``). Ctrl-C or
+SIGTERM stops the server and prints how far the review got.
 """
 
 from __future__ import annotations
@@ -10,6 +11,7 @@ from __future__ import annotations
 import argparse
 import getpass
 import json
+import signal
 from pathlib import Path
 
 from spotdiff.commands._types import add_documented_parser, port
@@ -51,7 +53,11 @@ def run(args: argparse.Namespace) -> int:
     print(f"  your decisions ({done['decided']} so far) are saved at once to {session.file}")
     print("  open this page in a browser on this machine (Ctrl-C stops the server):")
     print(f"    {server.url}", flush=True)
-    server.run()
+    previous = signal.signal(signal.SIGTERM, _interrupt)  # kill, a session ending: stop as on Ctrl-C
+    try:
+        server.run()
+    finally:
+        signal.signal(signal.SIGTERM, previous)
     done = session.progress()
     reader = session.kind.reader or _engine(session.out)
     print(
@@ -59,6 +65,11 @@ def run(args: argparse.Namespace) -> int:
     )
     print(f"  then: spotdiff synth {reader} --from-review {session.file} [other reviewers' files] --out DIR")
     return 0
+
+
+def _interrupt(signum: int, frame: object) -> None:
+    """SIGTERM as Ctrl-C: the server (which re-raises the signal once it has shut down) returns as on Ctrl-C."""
+    raise KeyboardInterrupt
 
 
 def _login() -> str:

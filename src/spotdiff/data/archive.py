@@ -3,8 +3,9 @@
 :func:`extract` implements :class:`~spotdiff.benchmarks.sources.Unpack`: the archive is extracted into a
 temporary folder beside its destination, its *content root* is found, the declared ``expect`` paths
 are checked, and the content is renamed into place (one atomic rename when the destination does not
-exist yet). A corrupt or unsafe archive (a member that would land outside the destination) is a
-:class:`~spotdiff.errors.SourceError` and leaves the destination untouched.
+exist yet). A corrupt or unsafe archive (a member that would land outside the destination, a link that
+leads out of it once in place) is a :class:`~spotdiff.errors.SourceError` and leaves the destination
+untouched.
 """
 
 from __future__ import annotations
@@ -45,8 +46,56 @@ def _extract_all(archive: Path, into: Path) -> None:
                 tf.extractall(into, filter="data")
         else:
             raise SourceError(f"{archive} is neither a zip nor a tar archive (the download may be an error page)")
+    except tarfile.FilterError as exc:  # a member the rule refuses: not damage
+        raise SourceError(
+            f"archive {archive}: member {exc.tarinfo.name!r} is refused by the extraction rule (tarfile's 'data' "
+            f"filter: no absolute path, no link out of the folder, no device file): {exc}; nothing was unpacked"
+        ) from exc
     except (zipfile.BadZipFile, tarfile.TarError, EOFError, OSError) as exc:
         raise SourceError(f"archive {archive} is corrupt or truncated: {exc}") from exc
+
+
+def _leads_out(root: Path, link: PurePosixPath) -> bool:
+    """Whether the symbolic link ``link`` (relative to ``root``) leads out of ``root`` once every link on
+    its way is followed, as it will be wherever ``root`` is moved: an absolute target, a ``..`` above
+    ``root``, or a chain of more than 40 links (a loop, as the system counts) leads out."""
+    resolved: list[str] = []
+    todo, hops = list(link.parts), 0
+    while todo:
+        part = todo.pop(0)
+        if part in ("", "."):
+            continue
+        if part == "..":
+            if not resolved:
+                return True
+            resolved.pop()
+            continue
+        here = root.joinpath(*resolved, part)
+        if not here.is_symlink():
+            resolved.append(part)
+            continue
+        hops += 1
+        target = os.readlink(here)
+        if hops > 40 or os.path.isabs(target):
+            return True
+        todo = list(PurePosixPath(target.replace("\\", "/")).parts) + todo
+    return False
+
+
+def _refuse_links_out(root: Path, archive: Path) -> None:
+    """Refuse the unpacked tree ``root`` when a link in it leads out of it (:func:`_leads_out`): checked on
+    the whole tree, where the links end up, since tarfile's filter checks each link as it is extracted
+    (a link to a link not yet there passes it)."""
+    for folder, dirs, names in os.walk(root):  # links to folders are listed in dirs, not followed
+        for name in sorted((*dirs, *names)):
+            path = Path(folder) / name
+            rel = PurePosixPath(path.relative_to(root).as_posix())
+            if path.is_symlink() and _leads_out(root, rel):
+                member = PurePosixPath(root.name) / rel
+                raise SourceError(
+                    f"archive {archive}: member {str(member)!r} is a link (to {os.readlink(path)!r}) that leads out "
+                    "of the folder it unpacks into; links in an archive must stay inside it; nothing was unpacked"
+                )
 
 
 def content_root(folder: Path) -> Path:
@@ -86,6 +135,7 @@ def extract(archive: Path, target: Path, rule: Unpack, scratch: Path) -> list[st
     try:
         _extract_all(archive, tmp)
         root = content_root(tmp)
+        _refuse_links_out(root, archive)
         missing = [p for p in rule.expect if not (root / p).exists()]
         if missing:
             found = sorted(e.name for e in root.iterdir())[:10]

@@ -162,6 +162,20 @@ def _transfer(client: httpx2.Client, remote: RemoteFile, part: Path, progress: P
                 progress.update(len(chunk))
 
 
+#: The HTTP client's errors that another try would meet again (a redirect loop, a body that does not decode as
+#: its ``Content-Encoding`` says, a redirect to a scheme or URL it cannot follow).
+_NOT_TRANSIENT = (httpx2.TooManyRedirects, httpx2.DecodingError, httpx2.UnsupportedProtocol, httpx2.InvalidURL)
+
+
+def _why(exc: Exception) -> str:
+    """What a :data:`_NOT_TRANSIENT` error means, in words."""
+    if isinstance(exc, httpx2.TooManyRedirects):
+        return "too many redirects (the server sends the request round in a loop)"
+    if isinstance(exc, httpx2.DecodingError):
+        return f"the body does not decode as its Content-Encoding says ({exc})"
+    return f"{type(exc).__name__}: {exc}"
+
+
 def download(client: httpx2.Client, remote: RemoteFile, staged: Path, progress: Progress,
              retries: int = RETRIES) -> dict:
     """Fetch ``remote`` to ``staged`` (resuming, verified); return ``{"sha256", "size", "url", ...}``.
@@ -183,6 +197,9 @@ def download(client: httpx2.Client, remote: RemoteFile, staged: Path, progress: 
                 if remote.size is not None and got < remote.size:
                     raise httpx2.RemoteProtocolError(f"connection closed after {got:,} of {remote.size:,} bytes")
                 break
+            except _NOT_TRANSIENT as exc:  # retrying changes nothing: one line naming the URL
+                raise SourceError(f"cannot download {remote.url}: {_why(exc)}. Manual route: "
+                                  + manual_route(remote, staged)) from None  # fmt: skip
             except (httpx2.TransportError, httpx2.RemoteProtocolError) as exc:
                 kept = part.stat().st_size if part.exists() else 0
                 if attempt == retries:

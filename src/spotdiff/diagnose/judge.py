@@ -27,6 +27,7 @@ from spotdiff.protocols.vqa import VERDICT_FAILED, VERDICT_NO, VERDICT_YES
 from spotdiff.scorers import ScorerOptions, load_scorer
 from spotdiff.scorers.api import ApiScorer
 from spotdiff.scorers.lm import LanguageModelScorer
+from spotdiff.urls import redact_text
 
 #: gpt_grader.py's system turn.
 JUDGE_SYSTEM = (
@@ -85,16 +86,16 @@ class Judge:
     """
 
     def __init__(self, spec: str, options: ScorerOptions) -> None:
-        self.spec = spec
+        self.spec = redact_text(spec)  # as recorded: no password (the model gets the spec as given)
         self.model = load_scorer(spec, options)
         if isinstance(self.model, LanguageModelScorer):
-            self.model.check_chat(f"--judge {spec}")
+            self.model.check_chat(f"--judge {self.spec}")
             self.kind = "local"
         elif isinstance(self.model, ApiScorer):
             self.kind = "api"
         else:
             raise ConfigError(
-                f"--judge {spec}: a judge is a served model (api:MODEL@URL) or an in-process chat model (lm:, "
+                f"--judge {self.spec}: a judge is a served model (api:MODEL@URL) or an in-process chat model (lm:, "
                 f"e.g. smollm2), not {type(self.model).__name__}"
             )
         self.requests: CachedRequests | None = None

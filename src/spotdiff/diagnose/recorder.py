@@ -527,7 +527,7 @@ def run_config(config: EvalConfig, protocol: Protocol, data_digest: str, debias:
             "dtype": config.dtype,
             "options": {k: str(v) for k, v in sorted(config.options.items())},
             "debias": debias,
-            **({"judge": config.judge} if config.judge else {}),  # absent without one: older folders stay theirs
+            **({"judge": redact_text(config.judge)} if config.judge else {}),  # absent without one, as before
         }
     )
 

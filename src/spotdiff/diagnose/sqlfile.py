@@ -2,8 +2,9 @@
 transactions whose failures name the file.
 
 A damaged file fails at open (``PRAGMA quick_check``), before any work is done, with one error naming
-the file and what to do; a full disk fails the write with one error naming the file and "disk full"
-(SQLite has already rolled the transaction back, so no ``ROLLBACK`` hides it).
+the file and what to do, and so does a file holding a trigger or a view (spotdiff creates none: SQL put
+there by someone else would run on spotdiff's writes); a full disk fails the write with one error naming
+the file and "disk full" (SQLite has already rolled the transaction back, so no ``ROLLBACK`` hides it).
 """
 
 from __future__ import annotations
@@ -51,6 +52,11 @@ def connect(
         problems = [row[0] for row in db.execute("PRAGMA quick_check")]
         if problems != ["ok"]:
             raise sqlite3.DatabaseError("; ".join(problems[:3]))
+        foreign = db.execute("SELECT type, name FROM sqlite_master WHERE type IN ('trigger', 'view')").fetchone()
+        if foreign is not None:  # SQL someone put in the file would run on spotdiff's writes
+            db.close()
+            raise DataError(f"it holds a {foreign[0]} ({foreign[1]!r}); spotdiff's files hold none, so nothing in "
+                            f"this one is run; {remedy}", file=path)  # fmt: skip
         if page_size is not None:
             db.execute(f"PRAGMA page_size={int(page_size)}")
         if journal is not None:

@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from spotdiff.diagnose.sqlfile import connect, transaction
-from spotdiff.errors import ConfigError
+from spotdiff.errors import ConfigError, DataError
 from spotdiff.jsonio import dumps, json_text, to_jsonable
 
 _SCHEMA = """
@@ -67,6 +67,22 @@ _RUN_COLUMNS = (
     "id, created, status, benchmark, subset, protocol, model, model_identity, data_path, data_digest, seed, "
     "version, n_cases, metrics, info, training, step"
 )
+
+
+def stored_json(text: Any, path: Path, record: str, field: str) -> Any:
+    """A JSON column of a run store decoded; text that is not JSON (a damaged or hand-made store) is a
+    DataError naming the store, the record and the field.
+
+    Args:
+        text: the column's text.
+        path: the store's file.
+        record: the row (``run ID`` or ``run ID, unit U``).
+        field: the column.
+    """
+    try:
+        return json.loads(text)
+    except (TypeError, ValueError) as exc:
+        raise DataError(f"not JSON ({exc})", file=path, record=record, field=field) from None
 
 
 def default_store_path() -> Path:
@@ -268,16 +284,25 @@ class RunStore:
             subset,
             protocol,
             model,
-            json.loads(ident),
+            self._object(rid, "model_identity", ident),
             dpath,
             ddig,
             seed,
             ver,
             n,
-            json.loads(met) if met else None,
-            json.loads(info),
+            self._object(rid, "metrics", met) if met else None,
+            self._object(rid, "info", info),
             *row[15:],
         )
+
+    def _object(self, run_id: str, column: str, text: Any) -> dict:
+        """A run's JSON column, which must hold an object: a damaged or hand-made one is a DataError naming
+        the store, the run and the column."""
+        value = stored_json(text, self.path, f"run {run_id}", column)
+        if not isinstance(value, dict):
+            raise DataError(f"holds a {type(value).__name__}, not a JSON object", file=self.path,
+                            record=f"run {run_id}", field=column)  # fmt: skip
+        return value
 
     def runs(
         self, *, benchmark: str | None = None, status: str | None = None, training: str | None = None
@@ -306,8 +331,10 @@ class RunStore:
         return [self._row_to_run(r) for r in self._db.execute(sql, params)]
 
     def get(self, run_id: str) -> Run:
-        """A run by id or unique id prefix."""
-        rows = self._db.execute(f"SELECT {_RUN_COLUMNS} FROM runs WHERE id LIKE ?", [run_id + "%"]).fetchall()
+        """A run by id, else by unique id prefix (compared as text: ``_`` and ``%`` are no wildcards)."""
+        rows = self._db.execute(f"SELECT {_RUN_COLUMNS} FROM runs WHERE id=?", [run_id]).fetchall() or (
+            self._db.execute(f"SELECT {_RUN_COLUMNS} FROM runs WHERE substr(id, 1, ?)=?", [len(run_id), run_id])
+        ).fetchall()
         if len(rows) != 1:
             raise ConfigError(
                 f"no run {run_id!r} in {self.path}" if not rows else f"run id prefix {run_id!r} is ambiguous"
@@ -317,22 +344,23 @@ class RunStore:
     def units(self, run_id: str) -> Iterator[dict]:
         """The run's per-unit records, in unit id order."""
         for unit_id, case_id, subset, scores, outcomes, tags in self.unit_rows(run_id):
+            record = f"run {run_id}, unit {unit_id}"
             yield {
                 "unit_id": unit_id,
                 "case_id": case_id,
                 "subset": subset,
-                "scores": json.loads(scores),
-                "outcomes": json.loads(outcomes),
-                "tags": json.loads(tags),
+                "scores": stored_json(scores, self.path, record, "scores"),
+                "outcomes": stored_json(outcomes, self.path, record, "outcomes"),
+                "tags": stored_json(tags, self.path, record, "tags"),
             }
 
     def unit_rows(self, run_id: str) -> Iterator[tuple[str, str, str, str, str, str]]:
         """The run's raw unit rows ``(unit_id, case_id, subset, scores, outcomes, tags)`` with the JSON
         fields still as text, in unit id order (for readers that decode lazily, like the report)."""
-        yield from self._db.execute(
+        return iter(self._db.execute(  # a cursor, not a generator: nothing is left to finalize if a reader stops
             "SELECT unit_id, case_id, subset, scores, outcomes, tags FROM units WHERE run_id=? ORDER BY unit_id",
             [run_id],
-        )
+        ))  # fmt: skip
 
     def finished(self, run_ids: Iterable[str]) -> bool:
         """True when every run in ``run_ids`` exists and is done."""

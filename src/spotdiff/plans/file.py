@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import re
 import shlex
+import string
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -24,6 +25,12 @@ _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
 #: The most a plan may hold with its aliases (``*name``) expanded, in characters of its values plus
 #: nodes: a plan is a few kilobytes, and anchors nesting anchors (an "alias bomb") expand to gigabytes.
 MAX_EXPANDED = 1_000_000
+
+#: The widest or most precise format spec a ``{variable:spec}`` may give (``{v:>1500000000}`` builds gigabytes).
+MAX_FORMAT = 1000
+#: What a variable is named by in a command: letters, digits and ``_`` (no attribute or index access).
+_VARIABLE = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+_CONVERSIONS: dict[str, Callable[[Any], str]] = {"r": repr, "s": str, "a": ascii}
 
 #: Checks one stage command (argv after ``spotdiff``): None when it can run, else why not.
 CommandCheck = Callable[[Sequence[str]], str | None]
@@ -72,8 +79,9 @@ def parse_plan(
         raise DataError("must be a non-empty list of stages", file=source, field="stages")
     stages: list[Stage] = []
     seen: set[str] = set()
+    budget = [MAX_EXPANDED]  # the characters the plan's commands may still hold, variables in place
     for k, item in enumerate(raw):
-        stage = _stage(item, k, source, variables, text, check)
+        stage = _stage(item, k, source, variables, text, check, budget)
         if stage.name in seen:
             raise DataError("two stages have this name", file=source, record=stage.name, field="name")
         missing = [d for d in stage.deps if d not in seen]
@@ -152,7 +160,13 @@ def _expanded_size(node: yaml.Node, sizes: dict[int, int | None], source: str) -
 
 
 def _stage(
-    item: Any, index: int, source: str, variables: Mapping[str, Any], text: str, check: CommandCheck | None
+    item: Any,
+    index: int,
+    source: str,
+    variables: Mapping[str, Any],
+    text: str,
+    check: CommandCheck | None,
+    budget: list[int],
 ) -> Stage:
     record = f"stage {index + 1}"
     if not isinstance(item, dict):
@@ -171,7 +185,7 @@ def _stage(
     commands = []
     for k, line in enumerate(lines):
         try:
-            commands.append(shlex.split(_substitute(line, variables, source, name)))
+            commands.append(shlex.split(_substitute(line, variables, source, name, budget)))
         except ValueError as exc:  # shlex: "No closing quotation", "No escaped character"
             if isinstance(exc, DataError):
                 raise
@@ -189,6 +203,10 @@ def _stage(
     if not isinstance(params, dict):
         raise DataError("a mapping", file=source, record=name, field="params")
     title = str(item.get("title") or " ".join(commands[0][:2]))
+    control = next((c for c in str(item.get("title") or "") if not c.isprintable()), None)
+    if control is not None:  # a title is a comment line of plan_commands.sh and a console line
+        raise DataError(f"holds a control character ({control!r}); a title is one line of text", file=source,
+                        record=name, field="title")  # fmt: skip
     return Stage(name, title, commands, list(outputs), deps=tuple(after), params=dict(params))
 
 
@@ -202,13 +220,51 @@ def _run_line(text: str, stage: int, command: int) -> int:
     return (run.value[command] if isinstance(run, yaml.SequenceNode) else run).start_mark.line + 1
 
 
-def _substitute(line: str, variables: Mapping[str, Any], source: str, stage: str) -> str:
+def _substitute(line: str, variables: Mapping[str, Any], source: str, stage: str, budget: list[int]) -> str:
+    """``line`` with its ``{name}`` fields replaced as ``str.format`` does (a format spec and ``!r``, ``!s``,
+    ``!a`` included), bounded: a field names a variable (no attribute or index), its spec holds no field and
+    no width or precision above :data:`MAX_FORMAT`, so no piece outgrows its value by more than that; and the
+    plan's commands together hold at most :data:`MAX_EXPANDED` characters (``budget``: what is left)."""
+
+    def refuse(why: str) -> DataError:
+        return DataError(why, file=source, record=stage, field="run")
+
     try:
-        return line.format_map(dict(variables))
-    except KeyError as exc:
-        raise DataError(f"uses the undefined variable {exc.args[0]!r}", file=source, record=stage, field="run") from exc
-    except (ValueError, IndexError) as exc:
-        raise DataError(f"bad {{variable}} in {line!r}: {exc}", file=source, record=stage, field="run") from exc
+        fields = list(string.Formatter().parse(line))
+    except ValueError as exc:
+        raise refuse(f"bad {{variable}} in {line!r}: {exc}") from None
+    pieces: list[str] = []
+    for literal, name, spec, conversion in fields:
+        pieces.append(literal)
+        if name is not None:
+            pieces.append(_field(name, spec or "", conversion, variables, refuse))
+        budget[0] -= len(literal) + (len(pieces[-1]) if name is not None else 0)
+        if budget[0] < 0:
+            raise refuse(f"builds more than {MAX_EXPANDED:,} characters with its variables in place, more than a "
+                         "plan may hold")  # fmt: skip
+    return "".join(pieces)
+
+
+def _field(
+    name: str, spec: str, conversion: str | None, variables: Mapping[str, Any], refuse: Callable[[str], DataError]
+) -> str:
+    """One ``{name!conversion:spec}`` field of a command, formatted (see :func:`_substitute`)."""
+    shown = "{" + name + (f"!{conversion}" if conversion else "") + (f":{spec}" if spec else "") + "}"
+    if not _VARIABLE.fullmatch(name):
+        raise refuse(f"{shown}: a variable is named by letters, digits and '_'")
+    if name not in variables:
+        raise refuse(f"uses the undefined variable {name!r}")
+    if "{" in spec:
+        raise refuse(f"{shown}: a format cannot hold a {{variable}}")
+    if any(int(n) > MAX_FORMAT for n in re.findall(r"\d+", spec)):
+        raise refuse(f"{shown}: a format wider or more precise than {MAX_FORMAT} characters")
+    if conversion is not None and conversion not in _CONVERSIONS:
+        raise refuse(f"{shown}: unknown conversion !{conversion} (!r, !s or !a)")
+    value = variables[name] if conversion is None else _CONVERSIONS[conversion](variables[name])
+    try:
+        return format(value, spec)
+    except (ValueError, TypeError) as exc:
+        raise refuse(f"bad {{variable}} in {shown}: {exc}") from None
 
 
 def dump_plan(name: str, stages: Sequence[Stage], *, store: str = "runs.sqlite") -> str:

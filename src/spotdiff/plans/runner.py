@@ -136,6 +136,16 @@ def preload() -> None:
         import spotdiff.report.build  # noqa: F401
 
 
+def command_line(argv: Sequence[str]) -> str:
+    """A command as it is shown (console, logs) and written (the plan's script): ``spotdiff`` and its words,
+    shell-quoted, each without the password a URL in it may hold (docs/security.md).
+
+    >>> command_line(["eval", "--model", "api:m@http://me:pw@gpu1/v1", "--out", "a b"])
+    "spotdiff eval --model api:m@http://gpu1/v1 --out 'a b'"
+    """
+    return "spotdiff " + shlex.join(redact_text(a) for a in argv)
+
+
 def _child(
     argv: list[str], cwd: Path, log: Path, threads: int, run_command: Callable[[list[str]], int]
 ) -> None:  # pragma: no cover - forked
@@ -157,7 +167,7 @@ def _child(
         import torch
 
         torch.set_num_threads(threads)
-        print(f"$ spotdiff {redact_text(shlex.join(argv))}", flush=True)  # the log holds no password
+        print(f"$ {command_line(argv)}", flush=True)
         code = run_command(argv)
     except SystemExit as exc:
         code = exc.code if isinstance(exc.code, int) else 1
@@ -290,7 +300,7 @@ class Runner:
         argv = self._command(stage, index)
         log = self.out / "logs" / f"{stage.name}.log"
         log.parent.mkdir(parents=True, exist_ok=True)
-        self.say(stage.name, f"$ spotdiff {shlex.join(argv)}")
+        self.say(stage.name, f"$ {command_line(argv)}")
         sys.stdout.flush()
         sys.stderr.flush()
         if self.use_fork:
@@ -581,6 +591,16 @@ def _runs_exist(store: Path, ids: list[str]) -> bool:
         return False
 
 
+def one_line(text: str) -> str:
+    """``text`` with every character that is not printable (a line break, a carriage return, an escape)
+    written as its Python escape, so that it stays one line of a script or a console.
+
+    >>> one_line("list runs\\ntouch PWNED")
+    'list runs\\\\ntouch PWNED'
+    """
+    return "".join(c if c.isprintable() else repr(c)[1:-1] for c in text)
+
+
 def write_commands(stages: Sequence[Stage], path: Path, *, title: str, epilogue: Sequence[str] = ()) -> Path:
     """The plan as an executable shell script of its commands, in an order that respects dependencies.
 
@@ -592,7 +612,7 @@ def write_commands(stages: Sequence[Stage], path: Path, *, title: str, epilogue:
     """
     lines = [
         "#!/usr/bin/env bash",
-        f"# {title}",
+        f"# {one_line(title)}",
         "# Paths are relative to this folder. Stages without a dependency between them may run at the",
         "# same time (the runner runs --workers of them at once, each with usable cores / workers torch threads).",
         "set -euo pipefail",
@@ -601,8 +621,8 @@ def write_commands(stages: Sequence[Stage], path: Path, *, title: str, epilogue:
         "",
     ]
     for st in stages:
-        lines.append(f"# {st.name}: {st.title}")
-        lines += [f"spotdiff {shlex.join(c)}" for c in st.commands]
+        lines.append(f"# {st.name}: {one_line(st.title)}")
+        lines += [command_line(c) for c in st.commands]
         lines.append("")
     lines += [*epilogue]
     path.write_text("\n".join(lines), encoding="utf-8")

@@ -15,6 +15,7 @@ figures (:mod:`.plots`), picks the failure galleries (:mod:`.gallery`) and retur
 from __future__ import annotations
 
 import logging
+import os
 import time
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
@@ -24,6 +25,7 @@ from typing import Any
 
 from spotdiff.diagnose.store import RunStore
 from spotdiff.errors import ConfigError
+from spotdiff.jsonio import atomic_path
 from spotdiff.report import export
 from spotdiff.report.collect import (
     ALPHA,
@@ -216,30 +218,52 @@ def _lexical_plot(sec: BenchmarkSection, source: CaseSource | None) -> tuple[Any
     return fig, f"{sec.slug}-lexical-overlap", f"{sec.benchmark} lexical overlap", caption
 
 
+def _folder(path: Path) -> Path:
+    """``path`` as a folder of the report's own: a symbolic link there is removed (never followed) first."""
+    if path.is_symlink():
+        path.unlink()
+    path.mkdir(exist_ok=True)
+    return path
+
+
+def _put(path: Path, data: str | bytes) -> Path:
+    """Write ``data`` (text as UTF-8) to ``path`` whole: into a temporary file created afresh (never through
+    a link left at its name), then renamed onto ``path``, which replaces a link there rather than follow it."""
+    with atomic_path(path) as tmp:
+        tmp.unlink(missing_ok=True)
+        flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0)
+        with open(os.open(tmp, flags, 0o644), "wb") as f:
+            f.write(data.encode("utf-8") if isinstance(data, str) else data)
+    return path
+
+
 def write_report(report: Report, out: str | Path, *, formats: Sequence[str] = ("html", "md")) -> dict[str, Path]:
-    """Write the report's files under ``out``; returns name -> path of the main files."""
+    """Write the report's files under ``out``; returns name -> path of the main files.
+
+    Each file is written whole (:func:`_put`: a failed or killed write leaves the file that was there), and
+    a symbolic link where the report puts a file or a folder is replaced, never written through.
+    """
     out = Path(out)
-    figures, tables_dir = out / "figures", out / "tables"
-    figures.mkdir(parents=True, exist_ok=True)
-    tables_dir.mkdir(parents=True, exist_ok=True)
+    out.mkdir(parents=True, exist_ok=True)
+    figures, tables_dir = _folder(out / "figures"), _folder(out / "tables")
     written: dict[str, Path] = {}
     t0, c0 = time.perf_counter(), time.process_time()
     for sec in report.sections:
         for plot in [*sec.plots, *(p for ts in sec.tables for p in ts.plots)]:
-            (figures / f"{plot.key}.png").write_bytes(plot.png)
+            _put(figures / f"{plot.key}.png", plot.png)
         for ts in sec.tables:
             slug = ts.table.slug
-            (tables_dir / f"{slug}.csv").write_text(export.table_csv(ts.table), encoding="utf-8")
-            (tables_dir / f"{slug}.tex").write_text(export.table_latex(ts.table), encoding="utf-8")
-    (tables_dir / "provenance.csv").write_text(export.provenance_csv(report.runs), encoding="utf-8")
-    (tables_dir / "provenance.tex").write_text(export.provenance_latex(report.runs), encoding="utf-8")
-    (tables_dir / "significance-tests.csv").write_text(export.tests_csv(report.tables), encoding="utf-8")
+            _put(tables_dir / f"{slug}.csv", export.table_csv(ts.table))
+            _put(tables_dir / f"{slug}.tex", export.table_latex(ts.table))
+    _put(tables_dir / "provenance.csv", export.provenance_csv(report.runs))
+    _put(tables_dir / "provenance.tex", export.provenance_latex(report.runs))
+    _put(tables_dir / "significance-tests.csv", export.tests_csv(report.tables))
     if "html" in formats:
-        written["html"] = out / "report.html"
-        written["html"].write_text(render_html(report), encoding="utf-8")
+        written["html"] = _put(out / "report.html", render_html(report))
     if "md" in formats:
-        written["md"] = out / "report.md"
-        written["md"].write_text(render_markdown(report, out), encoding="utf-8")
+        thumbs = figures / "thumbs"
+        markdown = render_markdown(report, lambda name, jpeg: _put(_folder(thumbs) / name, jpeg))
+        written["md"] = _put(out / "report.md", markdown)
     written["figures"], written["tables"] = figures, tables_dir
     report.timings["write"] = time.perf_counter() - t0
     report.cpu_timings["write"] = time.process_time() - c0

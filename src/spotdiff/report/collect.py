@@ -7,7 +7,6 @@ test rejects against every other model. Details: docs/statistics.md.
 
 from __future__ import annotations
 
-import json
 import math
 import re
 from collections.abc import Iterable, Mapping, Sequence
@@ -17,7 +16,7 @@ from typing import Any
 import numpy as np
 
 from spotdiff.benchmarks import BENCHMARKS
-from spotdiff.diagnose.store import Run, RunStore
+from spotdiff.diagnose.store import Run, RunStore, stored_json
 from spotdiff.errors import ConfigError, DataError, SpotdiffError
 from spotdiff.naming import slugify
 from spotdiff.protocols import (
@@ -291,10 +290,10 @@ def load_run_data(store: RunStore, runs: Sequence[Run]) -> list[RunData]:
     """
     memo: dict[str, Any] = {}
 
-    def decode(raw: str) -> Any:
+    def decode(raw: str, run: str, unit: str, field: str) -> Any:
         value = memo.get(raw)
         if value is None:
-            value = memo[raw] = json.loads(raw)
+            value = memo[raw] = stored_json(raw, store.path, f"run {run}, unit {unit}", field)
         return value
 
     out = []
@@ -305,8 +304,10 @@ def load_run_data(store: RunStore, runs: Sequence[Run]) -> list[RunData]:
                 "case_id": cid,
                 "subset": sub,
                 "scores_json": sc,
-                "outcomes": decode(oc),
-                "tags": decode(tg),
+                "store": store.path,  # named, with the run, when the scores do not decode
+                "run": r.id,
+                "outcomes": decode(oc, r.id, uid, "outcomes"),
+                "tags": decode(tg, r.id, uid, "tags"),
             }
             for uid, cid, sub, sc, oc, tg in store.unit_rows(r.id)
         ]
@@ -318,7 +319,8 @@ def unit_scores(unit: dict) -> Any:
     """A unit's score matrix (nested lists or None), decoding it on first use."""
     if "scores" not in unit:
         raw = unit.get("scores_json")
-        unit["scores"] = None if raw is None else json.loads(raw)
+        where = f"run {unit.get('run')}, unit {unit['unit_id']}"
+        unit["scores"] = None if raw is None else stored_json(raw, unit.get("store"), where, "scores")
     return unit["scores"]
 
 

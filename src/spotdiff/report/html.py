@@ -63,9 +63,11 @@ def scores_table(gc: GalleryCase) -> Markup:
     """The failing models' scores and outcomes of one gallery case, as an HTML table.
 
     Built here rather than in the template: a 50-model report has thousands of these rows, and
-    plain string formatting is many times faster than the template loop.
+    plain string formatting is many times faster than the template loop. Every value in it comes from a run
+    store or the data someone else may have written (run ids, labels, scores), so each is escaped, in
+    attributes as in text, as the template's autoescaping does.
     """
-    classes = gc.score_classes
+    classes = [escape(c) for c in gc.score_classes]
     head = "".join(f'<th class="{c}">{escape(lab)}</th>' for lab, c in zip(gc.score_labels, classes, strict=True))
     parts = [
         f'<div class="case-body"><table class="scores"><thead><tr><th>failed by</th>{head}<th>wrong on</th>'
@@ -76,7 +78,7 @@ def scores_table(gc: GalleryCase) -> Markup:
         if not m.failed:
             continue
         cells = "".join(
-            f'<td class="{classes[k]}">{fmt(v, 3)}</td>' for k, v in enumerate(m.values[:n_cols])
+            f'<td class="{classes[k]}">{escape(fmt(v, 3))}</td>' for k, v in enumerate(m.values[:n_cols])
         ) + "<td></td>" * (n_cols - min(n_cols, len(m.values)))
         failed_metrics: dict[str, int] = {}
         details = []
@@ -86,11 +88,11 @@ def scores_table(gc: GalleryCase) -> Markup:
                     failed_metrics[k] = failed_metrics.get(k, 0) + 1
             details.append(f"{o['unit']}: " + " ".join(f"{k}={fmt(v, 1)}" for k, v in o.items() if k != "unit"))
         summary = ", ".join(k if n == 1 else f"{k} ×{n}" for k, n in failed_metrics.items())
-        label = escape(m.label)
+        label, run = escape(m.label), escape(m.run_id)
         parts.append(
-            f'<tr data-model="{escape(m.label.replace("|", "/"))}" data-run="{escape(m.run_id)}">'
-            f'<th class="mname" title="{label} (run {m.run_id})">'
-            f'{label} <a class="mono" href="#run-{m.run_id}">#{m.run_id[:6]}</a></th>{cells}'
+            f'<tr data-model="{escape(m.label.replace("|", "/"))}" data-run="{run}">'
+            f'<th class="mname" title="{label} (run {run})">'
+            f'{label} <a class="mono" href="#run-{run}">#{escape(m.run_id[:6])}</a></th>{cells}'
             f'<td class="outcomes" title="{escape("; ".join(details))}">{escape(summary)}</td></tr>'
         )
     parts.append("</tbody></table></div>")

@@ -10,7 +10,7 @@ from __future__ import annotations
 import html
 import math
 import re
-from pathlib import Path
+from collections.abc import Callable
 from typing import Any
 
 from spotdiff.naming import safe_name
@@ -50,9 +50,9 @@ def _f(x: Any, digits: int = 2) -> str:
     return f"{float(x):.{digits}f}"
 
 
-def render_markdown(report: Report, out: str | Path | None = None) -> str:
-    """The Markdown text; with ``out``, gallery thumbnails are written under ``out/figures/thumbs``."""
-    thumbs_dir = Path(out) / "figures" / "thumbs" if out is not None else None
+def render_markdown(report: Report, save_thumb: Callable[[str, bytes], object] | None = None) -> str:
+    """The Markdown text; with ``save_thumb``, each gallery thumbnail is given to it (its file name under
+    ``figures/thumbs/`` and its JPEG bytes) and linked from the gallery."""
     lines = [
         f"# {_esc(report.title)}",
         "",
@@ -97,7 +97,7 @@ def render_markdown(report: Report, out: str | Path | None = None) -> str:
                 lines += [f"No mark: {_esc('; '.join(notes))}.", ""]
             lines += [f"CSV: `tables/{t.slug}.csv` · LaTeX: `tables/{t.slug}.tex`", ""]
             lines += [line for plot in ts.plots for line in _figure(plot)]
-            lines += _gallery(ts, thumbs_dir)
+            lines += _gallery(ts, save_thumb)
         lines += [line for plot in sec.plots for line in _figure(plot)]
     lines += ["## Provenance", ""]
     fields = [
@@ -196,7 +196,7 @@ def _key(report: Report) -> list[str]:
     return lines + ([f"Diagnostics: {_esc('; '.join(notes))}.", ""] if notes else [])
 
 
-def _gallery(ts: Any, thumbs_dir: Path | None) -> list[str]:
+def _gallery(ts: Any, save_thumb: Callable[[str, bytes], object] | None) -> list[str]:
     g = ts.gallery
     if g is None:
         return [f"*{_esc(ts.gallery_note)}*", ""] if ts.gallery_note else []
@@ -210,12 +210,11 @@ def _gallery(ts: Any, thumbs_dir: Path | None) -> list[str]:
             f"- **case {_esc(gc.case_id)}** ({_esc(gc.subset)}{'; ' + _esc(tags) if tags else ''}) — "
             f"failed by {', '.join(_esc(m) for m in gc.failed_by)}"
         )
-        if gc.thumbs and thumbs_dir is not None:
-            thumbs_dir.mkdir(parents=True, exist_ok=True)
+        if gc.thumbs and save_thumb is not None:
             links = []
             for k, th in enumerate(gc.thumbs):
                 name = safe_name(f"{g.table_slug}-{gc.case_id}-{k + 1}")[:80] + ".jpg"
-                (thumbs_dir / name).write_bytes(th.jpeg)
+                save_thumb(name, th.jpeg)
                 links.append(f"![I{k + 1}](figures/thumbs/{name})")
             lines.append("  " + " ".join(links))
         if gc.texts is not None:

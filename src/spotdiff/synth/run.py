@@ -15,6 +15,7 @@ import contextvars
 import functools
 import hashlib
 import json
+import logging
 import shutil
 from collections.abc import Callable, Sequence
 from dataclasses import replace
@@ -24,15 +25,18 @@ from typing import Any, TypeVar
 import numpy as np
 import PIL
 
-from spotdiff.errors import ConfigError
+from spotdiff.errors import ConfigError, DataError
 from spotdiff.naming import slugify
 from spotdiff.ranks import DistEnv, Group, detect, owner, rank_device, step
 from spotdiff.synth import SynthEngine
 from spotdiff.synth.output import atomic_write_text, dumps, parallel_map, progress, progress_enabled, write_json
+from spotdiff.urls import redact_values
 from spotdiff.version import __version__
 
 T = TypeVar("T")
 R = TypeVar("R")
+
+log = logging.getLogger(__name__)
 
 #: the journal of an unfinished run's finished items, and the marker of an unfinished run
 PARTIAL = ".partial"
@@ -62,8 +66,14 @@ class _Journaled:
 
     def __call__(self, task: T) -> Any:
         record = json.loads(dumps(self.fn(task)))  # JSON types, as a resumed run reads them back
-        atomic_write_text(_item_path(self.out, self.key(task)), dumps(record))
+        key = self.key(task)
+        atomic_write_text(_item_path(self.out, key), dumps({"key": key, "sha256": _digest(record), "record": record}))
         return record
+
+
+def _digest(record: Any) -> str:
+    """What a journal entry holds to check its record when read back: the SHA-256 of its JSON text."""
+    return hashlib.sha256(dumps(record).encode()).hexdigest()
 
 
 def make_items(
@@ -107,12 +117,17 @@ def make_items(
     with tqdm(total=len(tasks), desc=desc, unit="item", disable=not progress_enabled()) as bar:
         for chunk in _chunks(list(zip(tasks, keys, strict=True)), share * max(1, workers) if until else len(tasks)):
             found = {k: _read_item(out, k) for _t, k in chunk}
+            damaged = [k for k, v in found.items() if v is _DAMAGED]
+            if damaged:
+                log.warning("%d journal entries in %s are not what was journaled for their items (the first: %s): "
+                            "they are made again", len(damaged), Path(out) / PARTIAL, damaged[0])  # fmt: skip
+                found.update(dict.fromkeys(damaged))
             todo = [t for t, k in chunk if found[k] is None and _mine(k)]
             bar.update(len(chunk) - len(todo))
             if prepare is not None and todo:
                 prepare(todo)
             _on_every_rank(lambda todo=todo: parallel_map(journaled, todo, workers, on_result=lambda _r: bar.update()))
-            records += [found[k] if found[k] is not None else _read_item(out, k) for _t, k in chunk]
+            records += [found[k] if found[k] is not None else _made(out, k) for _t, k in chunk]
             if until is not None and until(records):
                 break
     return records
@@ -157,23 +172,40 @@ def drop_journal(out: Path) -> None:
         stale.unlink()
 
 
+#: What :func:`_read_item` returns for an entry that is not what was journaled (removed: its item is made again).
+_DAMAGED = object()
+
+
 def _read_item(out: Path, key: str) -> Any:
-    """A journaled item's record; None when it is not made yet."""
+    """A journaled item's record; None when it is not made yet; :data:`_DAMAGED` (the entry removed) when
+    the entry does not read, names another item or holds a record its digest does not match."""
     path = _item_path(out, key)
     if not path.is_file():
         return None
     try:
-        return json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError):  # a journal entry is written atomically; one unreadable is made again
-        path.unlink(missing_ok=True)
-        return None
+        entry = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        entry = None
+    if isinstance(entry, dict) and entry.get("key") == key and entry.get("sha256") == _digest(entry.get("record")):
+        return entry["record"]
+    path.unlink(missing_ok=True)
+    return _DAMAGED
+
+
+def _made(out: Path, key: str) -> Any:
+    """The record of an item made in this step (by this process or another rank), read from its entry."""
+    record = _read_item(out, key)
+    if record is None or record is _DAMAGED:
+        raise DataError("the item was made but its entry does not read back; run the command again to make it",
+                        file=_item_path(out, key))  # fmt: skip
+    return record
 
 
 def identity(engine: SynthEngine) -> dict[str, Any]:
     """What a run in a folder is: engine, the options that change the bytes, and the library versions."""
     return {
         "engine": engine.name,
-        "options": engine.config.options(),
+        "options": redact_values(engine.config.options()),  # a model's URL is recorded without its password
         "versions": dict(zip(VERSIONS, (__version__, PIL.__version__, np.__version__), strict=True)),
     }
 
@@ -283,7 +315,8 @@ def _synthesize(engine: SynthEngine, out: Path, ident: dict, overwrite: bool, qu
     with progress(not quiet):
         summary = engine.write(out)
     _on_every_rank(lambda: None)  # every rank has written its files
-    record = {**ident["versions"], "engine": engine.name, "options": ident["options"], "summary": summary}
+    record = {**ident["versions"], "engine": engine.name, "options": ident["options"],
+              "summary": redact_values(summary)}  # fmt: skip
     if main:
         write_json(out / RECORD, record)
         (out / MARKER).unlink()

@@ -12,6 +12,7 @@ import threading
 from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
+from typing import Any
 from urllib.parse import unquote, urlsplit
 
 _RANGE = re.compile(r"bytes=(\d+)-(\d*)$")
@@ -131,36 +132,54 @@ class LoopbackServer:
 
 
 class FileServer(LoopbackServer):
-    """Serves registered paths (GET / HEAD, with Range); anything else is a 404."""
+    """Serves registered paths (GET / HEAD, with Range); anything else is a 404. A path registered with a
+    query string (``/H/P?id=1``) is told apart from the same path with another query."""
 
     def __init__(self) -> None:
         super().__init__()
-        self._files: dict[str, tuple[bytes | Path, str]] = {}
+        self._files: dict[str, tuple[bytes | Path, str, dict[str, str]]] = {}
+        self._redirects: dict[str, str] = {}
         self._drops: dict[str, list[int]] = {}
 
-    def add(self, path: str, content: bytes | str | Path, content_type: str = "application/octet-stream") -> str:
+    def add(
+        self,
+        path: str,
+        content: bytes | str | Path,
+        content_type: str = "application/octet-stream",
+        headers: dict[str, str] | None = None,
+    ) -> str:
         """Serve ``content`` (bytes, or a file read at request time) at ``path``; return its URL here.
 
         Args:
-            path: the URL path (``/H/P``).
+            path: the URL path (``/H/P``), with a query string when one tells the file apart.
             content: bytes, text (a str), or a Path to a file read at request time.
             content_type: the ``Content-Type``.
+            headers: further response headers (a ``Content-Encoding`` the body does not have, say).
         """
         if isinstance(content, str):
             content = content.encode()
-        self._files["/" + path.lstrip("/")] = (content, content_type)
+        self._files["/" + path.lstrip("/")] = (content, content_type, dict(headers or {}))
         return self.url + "/" + path.lstrip("/")
 
-    def add_url(self, url: str, content: bytes | str | Path, content_type: str = "application/octet-stream") -> str:
-        """Serve ``content`` where ``SPOTDIFF_URL_MIRROR`` maps ``url`` (``https://H/P`` -> ``/H/P``).
+    def add_url(self, url: str, content: bytes | str | Path, **options: Any) -> str:
+        """Serve ``content`` where ``SPOTDIFF_URL_MIRROR`` maps ``url`` (``https://H/P?Q`` -> ``/H/P?Q``).
 
         Args:
             url: the URL the code under test requests.
             content: bytes, text (a str), or a Path to a file read at request time.
-            content_type: the ``Content-Type``.
+            options: :meth:`add`'s ``content_type`` and ``headers``.
         """
-        parts = urlsplit(url)
-        return self.add(f"{parts.netloc}{parts.path}", content, content_type)
+        return self.add(_mirrored(url), content, **options)
+
+    def redirect_url(self, url: str, to: str) -> None:
+        """Answer a GET of ``url`` (as mirrored) with a redirect (302) to ``to`` (as mirrored: ``url`` itself
+        makes a redirect loop).
+
+        Args:
+            url: the URL the code under test requests.
+            to: the URL it is sent to.
+        """
+        self._redirects["/" + _mirrored(url)] = self.url + "/" + _mirrored(to)
 
     def drop_after(self, path: str, n_bytes: int, times: int = 1) -> None:
         """The next ``times`` GETs of ``path`` close the connection after ``n_bytes`` body bytes.
@@ -173,8 +192,17 @@ class FileServer(LoopbackServer):
         self._drops.setdefault("/" + path.lstrip("/"), []).extend([n_bytes] * times)
 
     def handle(self, handler: BaseHTTPRequestHandler) -> None:
-        path = unquote(urlsplit(handler.path).path)
-        entry = self._files.get(path)
+        parts = urlsplit(handler.path)
+        path = unquote(parts.path)
+        full = f"{path}?{parts.query}"
+        key = full if parts.query and (full in self._files or full in self._redirects) else path
+        if key in self._redirects:
+            handler.send_response(302)
+            handler.send_header("Location", self._redirects[key])
+            handler.send_header("Content-Length", "0")
+            handler.end_headers()
+            return
+        entry = self._files.get(key)
         if entry is None:
             body = b"not found"
             handler.send_response(404)
@@ -183,8 +211,14 @@ class FileServer(LoopbackServer):
             if handler.command != "HEAD":
                 handler.wfile.write(body)
             return
-        content, content_type = entry
+        content, content_type, headers = entry
         data = content.read_bytes() if isinstance(content, Path) else content
-        drops = self._drops.get(path)
+        drops = self._drops.get(key)
         drop = drops.pop(0) if drops and handler.command == "GET" else None
-        send_bytes(handler, data, content_type=content_type, drop_after=drop)
+        send_bytes(handler, data, headers, content_type=content_type, drop_after=drop)
+
+
+def _mirrored(url: str) -> str:
+    """``https://H/P?Q`` as ``SPOTDIFF_URL_MIRROR`` maps it onto a server, less its leading ``/``: ``H/P?Q``."""
+    parts = urlsplit(url)
+    return f"{parts.netloc}{parts.path}" + (f"?{parts.query}" if parts.query else "")

@@ -12,9 +12,11 @@ whose key adds the rule's and whose ``load()`` gives the :class:`Clip` (the fram
 from __future__ import annotations
 
 import hashlib
+import logging
 import math
 import re
 import zipfile
+import zlib
 from dataclasses import dataclass, field, replace
 from fractions import Fraction
 from functools import cached_property
@@ -28,6 +30,8 @@ from spotdiff.cases import Case, ImageRef
 from spotdiff.errors import ConfigError, DataError
 from spotdiff.jsonio import atomic_path
 from spotdiff.video.frames import Frame, VideoError, read_frames, stream_frames
+
+log = logging.getLogger(__name__)
 
 #: The kinds of frame rule: ``uniform`` (transformers' default sampler), ``segments`` (the centre frame of
 #: N equal segments, mmaction2's test-mode ``SampleFrames`` that X-CLIP evaluates with) and ``processor``
@@ -280,15 +284,25 @@ class SampledVideo(ImageRef):
 
 
 def _read_cached(path: Path, source: str) -> Clip | None:
-    """The clip stored at ``path``, or None when there is none (or it does not read: it is decoded again)."""
+    """The clip stored at ``path``, or None when there is none; a damaged entry (it does not decompress, or
+    its arrays are not a clip's) is removed with a warning naming it, and None returned: it is decoded again."""
+    if not path.is_file():
+        return None
     try:
         with np.load(path, allow_pickle=False) as data:
-            frames = tuple(Image.fromarray(a, "RGB") for a in data["frames"])
-            indices, times, info = data["indices"], data["times"], data["info"]
-    except (OSError, ValueError, KeyError, EOFError, zipfile.BadZipFile):
+            frames, indices, times, info = (data[k] for k in ("frames", "indices", "times", "info"))
+        n = len(frames)
+        if frames.dtype != np.uint8 or frames.ndim != 4 or frames.shape[-1] != 3 or not len(indices) == len(times) == n:
+            raise ValueError(f"arrays of shapes {frames.shape}, {indices.shape}, {times.shape} are not a clip's frames")
+        if info.shape != (2,):
+            raise ValueError(f"its info holds {info.shape} values, not 2")
+    except (OSError, ValueError, KeyError, EOFError, zipfile.BadZipFile, zlib.error) as exc:
+        log.warning("frame cache entry %s (clip %s) is damaged (%s): removed, and the frames decoded again",
+                    path, source, exc)  # fmt: skip
+        path.unlink(missing_ok=True)
         return None
-    return Clip(frames, tuple(int(i) for i in indices), tuple(float(t) for t in times), int(info[0]),
-                float(info[1]), source)  # fmt: skip
+    return Clip(tuple(Image.fromarray(a, "RGB") for a in frames), tuple(int(i) for i in indices),
+                tuple(float(t) for t in times), int(info[0]), float(info[1]), source)  # fmt: skip
 
 
 def _write_cached(path: Path, clip: Clip) -> None:

@@ -23,6 +23,8 @@ from spotdiff.errors import ConfigError, DataError
 RULES = ("index", "at", "before", "after")
 #: a forward gap (seconds) past which the decoder seeks instead of decoding its way there
 SEEK_GAP = 2.0
+#: how far (seconds) a stream may end before the last frame its container declares (a rounded duration)
+COUNT_SLACK = 2.0
 VIDEO_SUFFIXES = (".mp4", ".mkv", ".webm", ".avi", ".mov")
 #: Kinetics clips are named ``<YouTube id>_<start>_<end>`` (GEBD's INSTRUCTIONS.md: ``3y1V7BNNBds_000000_000010.mp4``)
 _KINETICS_CLIP = re.compile(r"(?P<id>.{11})_\d{6}_\d{6}")
@@ -45,6 +47,8 @@ class Frame:
 
 
 def _open(video: Path):
+    """The video's container, its first video stream's frame size checked (:func:`_too_large`) before any
+    frame is decoded."""
     import av
 
     try:
@@ -54,7 +58,32 @@ def _open(video: Path):
     if not container.streams.video:
         container.close()
         raise VideoError("no video stream", file=video)
+    context = container.streams.video[0].codec_context
+    refused = _too_large(context.width, context.height)
+    if refused:
+        container.close()
+        raise VideoError(refused, file=video)
     return container
+
+
+def _too_large(width: int, height: int) -> str | None:
+    """Why frames of ``width`` x ``height`` are refused, as images are (more pixels than twice Pillow's
+    ``Image.MAX_IMAGE_PIXELS``: a decompression bomb, a small file that decodes to gigabytes); None when not."""
+    limit = Image.MAX_IMAGE_PIXELS
+    if limit is None or width * height <= 2 * limit:
+        return None
+    return (
+        f"frames of {width} x {height} pixels ({width * height}) are refused as a possible decompression bomb "
+        "(Pillow's limit for images, 2 x Image.MAX_IMAGE_PIXELS); if the video is genuine, scale it down"
+    )
+
+
+def _image(frame) -> Image.Image:
+    """A decoded frame as an RGB image; a frame larger than the limit (:func:`_too_large`) is refused."""
+    refused = _too_large(frame.width, frame.height)
+    if refused:
+        raise _NoFrame(refused)
+    return frame.to_image()
 
 
 def video_rate(video: Path) -> Fraction:
@@ -68,7 +97,8 @@ def video_rate(video: Path) -> Fraction:
 
 def stream_frames(video: Path) -> tuple[int, Fraction]:
     """``(frames, rate)`` of the video's first video stream: the frame count its container records
-    (else its duration times its rate, rounded down) and its average frame rate.
+    (else its duration times its rate, rounded down), checked against the stream (:func:`_check_count`), and
+    its average frame rate.
 
     Args:
         video: the video file.
@@ -87,9 +117,35 @@ def stream_frames(video: Path) -> tuple[int, Fraction]:
             else:
                 raise VideoError("the video records neither its frame count nor its duration", file=video)
             frames = int(seconds * rate)
-    if frames <= 0:
-        raise VideoError("the video has no frames", file=video)
+        if frames <= 0:
+            raise VideoError("the video has no frames", file=video)
+        _check_count(container, stream, frames, rate, video)
     return frames, rate
+
+
+def _check_count(container, stream, frames: int, rate: Fraction, video: Path) -> None:
+    """Refuse a frame count the stream does not hold (a damaged or forged header), before a frame rule picks,
+    and allocates, frames by it: the stream must reach within :data:`COUNT_SLACK` seconds (and 64 frames) of
+    the last frame declared, found by seeking there and decoding forward (one group of pictures)."""
+    import av
+
+    last = Fraction(frames - 1) / rate
+    goal = last - min(Fraction(COUNT_SLACK), 64 / rate)
+    if goal <= 0:
+        return
+    base, start, reached = Fraction(stream.time_base), stream.start_time or 0, None
+    try:
+        container.seek(int(goal / base) + start, stream=stream, backward=True, any_frame=False)
+        for frame in container.decode(stream):
+            if frame.pts is not None:
+                reached = (frame.pts - start) * base
+                if reached >= goal:
+                    return
+    except av.FFmpegError as exc:
+        raise VideoError(f"cannot decode the video: {exc}", file=video) from None
+    ends = "holds no frame" if reached is None else f"ends at {float(reached):g} s"
+    raise VideoError(f"its header declares {frames} frames ({float(last):g} s at {float(rate):g} fps), but its "
+                     f"stream {ends}: a damaged or forged header; re-encode the video", file=video)  # fmt: skip
 
 
 def read_frames(video: Path, requests: list[Frame]) -> list[Image.Image]:
@@ -179,15 +235,15 @@ def _settle(k, request: Frame, clock: _Clock, previous, seconds: Fraction, frame
     deadline = clock.deadline(request)
     if request.rule == "after":
         if seconds >= deadline:
-            found[k] = frame.to_image()
+            found[k] = _image(frame)
         return seconds >= deadline
     if (request.rule == "before" and seconds >= deadline) or (request.rule in ("at", "index") and seconds > deadline):
         if previous is None:  # the first frame decoded is already past it
             if request.rule == "before" or seconds - deadline > clock.frame:
                 raise _NoFrame(f"no frame {request.rule} {request.value} (the video starts after it)")
-            found[k] = frame.to_image()  # a stream whose first frame starts a hair late
+            found[k] = _image(frame)  # a stream whose first frame starts a hair late
         else:
-            found[k] = previous[1].to_image()
+            found[k] = _image(previous[1])
         return True
     return False
 
@@ -198,7 +254,7 @@ def _at_the_end(pending: list[int], requests: list[Frame], clock: _Clock, previo
         r = requests[k]
         if previous is None or r.rule == "after" or clock.deadline(r) > previous[0] + clock.frame:
             raise _NoFrame(f"no frame {r.rule} {r.value} (the video ends before it)")
-        found[k] = previous[1].to_image()
+        found[k] = _image(previous[1])
 
 
 def video_index(videos: Path) -> dict[str, Path]:

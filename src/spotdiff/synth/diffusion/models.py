@@ -112,7 +112,43 @@ def check_model(model: str, kind: str, option: str) -> Path | None:
         raise ConfigError(f"{option} {model}: expected {spec['what']} (model_type {spec['model_type']!r}), got {got}")
     if spec["file"] == "model_index.json" and not str(data.get("_class_name", "")).endswith("Pipeline"):
         raise ConfigError(f"{option} {model}: {index} names no diffusers pipeline class (_class_name)")
+    if spec["file"] == "model_index.json" and folder is not None and (_offline() or local_path(model) is not None):
+        missing = _missing_component(folder, data)  # a hub snapshot online fetches what it lacks when loaded
+        if missing:
+            raise ConfigError(f"{option} {model}: not a complete diffusers pipeline: {missing}")
     return folder
+
+
+def _missing_component(folder: Path, index: dict[str, Any]) -> str | None:
+    """What a pipeline folder lacks of the components its ``model_index.json`` lists (``"unet": ["diffusers",
+    "UNet2DConditionModel"]``), each loaded by ``from_pretrained`` from its sub-folder: the folder, its config
+    (``scheduler_config.json``, ``tokenizer_config.json``, ``preprocessor_config.json`` or a model's
+    ``config.json``) and a model's weights; None when it lacks nothing."""
+    for name, entry in index.items():
+        if name.startswith("_") or not isinstance(entry, list) or len(entry) != 2 or None in entry:
+            continue  # a setting, or a component left out (safety_checker: [null, null])
+        library, cls = entry
+        what, sub = f"its component {name!r} ({library} {cls})", folder / name
+        if not sub.is_dir():
+            return f"{what} has no folder {name}/"
+        config = _component_config(str(cls))
+        if not (sub / config).is_file():
+            return f"{what} has no {config} in {name}/"
+        weights = [p for p in sub.iterdir() if p.name.endswith((".safetensors", ".bin", ".index.json"))]
+        if config == "config.json" and not weights:
+            return f"{what} has no weights in {name}/ (.safetensors or .bin)"
+    return None
+
+
+def _component_config(cls: str) -> str:
+    """The file ``from_pretrained`` reads first for a pipeline component of class ``cls``."""
+    if cls.endswith("Scheduler"):
+        return "scheduler_config.json"
+    if "Tokenizer" in cls:
+        return "tokenizer_config.json"
+    if cls.endswith(("ImageProcessor", "FeatureExtractor", "Processor")):
+        return "preprocessor_config.json"
+    return "config.json"
 
 
 def check_stage_models(t2i: str, inpaint: str, detector: Any, segmenter: Any) -> Path | None:
