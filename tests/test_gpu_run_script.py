@@ -113,4 +113,4 @@ def test_the_cpu_mode_runs_every_part_end_to_end(gr, tmp_path: Path) -> None:
     assert (synth["ratio"] >= 0.9) == (synth["bound"] == "")  # below the goal, the profile says what bounds it
     assert {r["side"] for r in rows["eval small"]} >= {"harness images", "peer images", "harness texts"}
     table = (tmp_path / "out" / "gpu_run.md").read_text()
-    assert table.count("\n| ") == 2 + len(result["rows"]) + 1 + len(result["parts"])
+    assert table.count("\n| ") == 2 + len(result["rows"]) + 2 + len(result["parts"])  # headers, rows, parts
