@@ -51,7 +51,7 @@ DATA: dict[str, tuple[tuple[type, ...], bool]] = {
     "path": (_TEXTS, False), "folder": (_TEXT, False), "hub": (_TEXT, False), "url": (_TEXT, False),
     "revision": (_TEXT, False), "files": (_TEXTS, False), "config": (_TEXT, False), "split": (_TEXT, False),
     "sha256": (_TEXT, False), "size": ((int,), False), "format": (_TEXT, False), "subset": (_TEXT, False),
-    "records": (_TEXT, False), "delimiter": (_TEXT, False), "quoted": ((bool,), False),
+    "records": (_TEXT, False), "delimiter": (_TEXT, False), "quoted": ((bool,), False), "gated": ((bool,), False),
 }  # fmt: skip
 SOURCE_KINDS = ("path", "folder", "hub", "url")
 CASES: dict[str, tuple[tuple[type, ...], bool]] = {
@@ -186,7 +186,7 @@ def _source(entry: Any, k: int, file: Path) -> Source:
     kind, part = kinds[0], None
     if kind == "hub":
         patterns = _hub_files(entry, file, where)
-        source = HubSource(entry["hub"], entry.get("revision"), patterns)
+        source = HubSource(entry["hub"], entry.get("revision"), patterns, gated=entry.get("gated", False))
         part = Part(f"data-{k}", "both", source, note=f"data entry {k} of the declaration")
     elif kind == "url":
         landing = entry.get("path") or Path(entry["url"].split("?")[0]).name

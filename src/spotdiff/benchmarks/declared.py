@@ -118,22 +118,25 @@ class DeclaredBenchmark(Benchmark):
     # -- files ------------------------------------------------------------------------------
 
     def tables(self) -> list[Table]:
-        """Every data file of every entry, in the declaration's order (a glob's matches sorted); a name that
-        matches nothing, or lies outside the data, is an error naming the entry."""
+        """Every data file of every entry, in the declaration's order (a glob's matches sorted); an entry whose
+        names match no file, or a name outside the data, is an error naming the entry (one of several names
+        may match none: a folder may hold only some subsets' files)."""
         decl, base = self.declaration, self.root if self.root.is_dir() else self.root.parent
         out = []
         for k, source in enumerate(decl.sources):
-            where = f"data[{k}]"
+            where, found = f"data[{k}]", 0
             for pattern in source.patterns:
                 inside(base, _GLOB.split(pattern)[0] or ".", file=decl.path, field=where)
                 paths = sorted(base.glob(pattern)) if _GLOB.search(pattern) else [base / pattern]
-                paths = [p for p in paths if p.exists() and (source.format == "folder" or p.is_file())]
-                if not paths:
-                    raise DataError(f"no data file matches {pattern!r} in {base}", file=decl.path, field=where)
-                for path in paths:
+                wanted = Path.is_dir if source.format == "folder" else Path.is_file
+                for path in filter(wanted, paths):
                     name = path.relative_to(base).as_posix()
                     inside(base, name, file=decl.path, field=where)
                     out.append(self._table(path, name, source, where))
+                    found += 1
+            if not found:
+                raise DataError(f"no data file matches {', '.join(source.patterns)} in {base}", file=decl.path,
+                                field=where)  # fmt: skip
         return out
 
     def _table(self, path: Path, name: str, source: Any, where: str) -> Table:
