@@ -157,13 +157,36 @@ class DeclaredBenchmark(Benchmark):
 
     # -- cases ------------------------------------------------------------------------------
 
+    def _columns(self) -> frozenset[str] | None:
+        """The columns the declaration reads (None: any, a template computes a column's name)."""
+        spec = self.declaration.cases
+        templates = spec.templates()
+        if any(t.any_column for t in templates):
+            return None
+        return frozenset().union(*(t.columns for t in templates)) | set(spec.skip_empty)
+
+    def check_subset(self, subset: str | None) -> None:
+        """The subset (checked when the declaration lists its subsets), and every column the declaration names
+        in the first row of each data file: a run fails on a misspelt column before any model loads."""
+        super().check_subset(subset)
+        spec = self.declaration.cases
+        columns = self._columns()
+        for table in self.tables():
+            first = next(rows(table, columns, spec.media_columns()), None)
+            if first is None:
+                continue
+            place, row = first
+            for t in spec.templates():
+                absent = sorted(c for c in t.columns if c not in row)
+                if absent:
+                    raise t.missing(absent[0], row, table.path, label(place))
+            self._skipped(row, table, label(place))
+
     def cases(self, subset: str | None = None) -> Iterator[Case]:
         self.check_subset(subset)
         self.report = LoadReport()
         spec = self.declaration.cases
-        templates = spec.templates()
-        columns = None if any(t.any_column for t in templates) else frozenset().union(*(t.columns for t in templates))
-        columns = None if columns is None else columns | set(spec.skip_empty)
+        columns = self._columns()
         gallery: dict[str, _Gallery] = {}
         by_file = spec.subset.column == "_subset"  # the subset is the entry's: whole files are skipped
         for table in self.tables():
@@ -185,12 +208,10 @@ class DeclaredBenchmark(Benchmark):
         def value(t: Template) -> Any:
             return t(row, place, file=table.path, record=where)
 
-        for column in spec.skip_empty:
-            if column not in row:
-                raise missing_column(column, row, "cases.skip_empty", self.declaration.path, table.path, where)
-            if row[column] is None or (isinstance(row[column], str) and not row[column].strip()):
-                self.report.skip(f"empty {column} (cases.skip_empty)")
-                return None
+        skipped = self._skipped(row, table, where)
+        if skipped is not None:
+            self.report.skip(f"empty {skipped} (cases.skip_empty)")
+            return None
         subset = _text(value(spec.subset), table, where, spec.subset)
         texts = tuple(_text(v, table, where, t) for t, v in _values(spec.texts, value))
         refs = [self._image(v, table, where, t) for t, v in _values(spec.images, value)]
@@ -207,6 +228,16 @@ class DeclaredBenchmark(Benchmark):
             return Case(case_id, texts, truth, tuple(refs), tags, roles=spec.roles)
         except DataError as exc:
             raise DataError(str(exc), file=table.path, record=where) from None
+
+    def _skipped(self, row: dict, table: Table, where: str) -> str | None:
+        """The first ``skip_empty`` column that is empty in ``row`` (the row is skipped), None for none; a column
+        the row lacks is an error."""
+        for column in self.declaration.cases.skip_empty:
+            if column not in row:
+                raise missing_column(column, row, "cases.skip_empty", self.declaration.path, table.path, where)
+            if row[column] is None or (isinstance(row[column], str) and not row[column].strip()):
+                return column
+        return None
 
     def _tags(self, spec: CaseSpec, value: Any, table: Table, where: str) -> dict[str, str]:
         if isinstance(spec.tags, tuple):
@@ -225,7 +256,7 @@ class DeclaredBenchmark(Benchmark):
         templates = [t for f in (spec.images, spec.videos) for t in (f if isinstance(f, tuple) else (f,))]
         if not templates:
             return []
-        columns = None if any(t.any_column for t in templates) else frozenset().union(*(t.columns for t in templates))
+        columns = self._columns()
         urls: dict[str, None] = {}
         for table in self.tables():
             for place, row in rows(table, columns, frozenset()):
