@@ -11,7 +11,9 @@ error then names the file, the row and the column too), and only inside the data
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
+import json
 import re
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -409,6 +411,10 @@ def _text(got: Any, table: Table, where: str, t: Template) -> str:
 
 
 def _list(got: Any, table: Table, where: str, t: Template) -> list:
+    """A list value: a list column's, or a JSON list written as text (a CSV cell, a rendered template)."""
+    if isinstance(got, str):
+        with contextlib.suppress(ValueError):
+            got = json.loads(got)
     if not isinstance(got, (list, tuple)):
         raise DataError(f"expected a list, got {got!r:.60}", file=table.path, record=where, field=t.column or t.key)
     return list(got)
