@@ -69,19 +69,22 @@ def iter_rows(
             if column not in names and column not in optional:
                 raise DataError(f"missing column (columns: {', '.join(sorted(names))})", file=path, field=column)
         present = [c for c in dict.fromkeys((*wanted, *images)) if c in names]
+        absent = {c: None for c in optional if c not in names}
+        converted = [c for c in present if c in images or c in media]
         row = 0
         for chunk in read(present):
             data = chunk.to_pydict()
-            for i in range(chunk.num_rows):
-                record: dict[str, Any] = {c: None for c in optional}
-                for column in present:
-                    value = data[column][i]
+            for values in zip(*(data[c] for c in present), strict=True):
+                record: dict[str, Any] = dict(zip(present, values, strict=True))
+                if absent:
+                    record.update(absent)
+                for column in converted:
+                    value = record[column]
                     if column in images:
                         raw = cell_image_bytes(value, where=f"{path} row {row} column {column!r}")
-                        value = ParquetImage(path, row, column, hashlib.sha256(raw).hexdigest())
-                    elif column in media:
-                        value = _media(value, path, row, column)
-                    record[column] = value
+                        record[column] = ParquetImage(path, row, column, hashlib.sha256(raw).hexdigest())
+                    else:
+                        record[column] = _media(value, path, row, column)
                 yield path, row, record
                 row += 1
 
@@ -106,6 +109,26 @@ def _media_item(value: Any, path: Path, row: int, column: str, item: int | None)
     if raw is not None:
         return ParquetImage(path, row, column, hashlib.sha256(raw).hexdigest(), item=item)
     return value.get("path") if isinstance(value, dict) else value
+
+
+def holds_bytes(path: Path, columns: Iterable[str]) -> bool:
+    """Whether any of ``columns`` of a parquet (or ``.arrow``) file holds binary data (bytes, a struct or a list of
+    them: encoded images or videos), not only text or numbers."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    def binary(kind: Any) -> bool:
+        if pa.types.is_struct(kind):
+            return any(binary(kind.field(i).type) for i in range(kind.num_fields))
+        if pa.types.is_list(kind) or pa.types.is_large_list(kind):
+            return binary(kind.value_type)
+        return pa.types.is_binary(kind) or pa.types.is_large_binary(kind)
+
+    columns = set(columns)
+    if not columns:
+        return False
+    schema = arrow_table(path).schema if path.suffix == ".arrow" else pq.read_schema(path)
+    return any(binary(schema.field(c).type) for c in columns if c in schema.names)
 
 
 def parquet_columns(path: Path) -> list[str]:

@@ -45,6 +45,8 @@ from spotdiff.jsonio import atomic_path
 from spotdiff.video.clips import VideoRef
 
 _GLOB = re.compile(r"[*?\[]")
+#: Distinct tag dicts shared between cases before the memo starts afresh (memory stays bounded).
+_SHARED_TAGS = 4096
 _TRUE, _FALSE = {"1", "true", "yes"}, {"0", "false", "no"}
 
 
@@ -108,6 +110,7 @@ class DeclaredBenchmark(Benchmark):
             declared = [declared] if isinstance(declared, (str, Path)) else list(declared)
             self.options = {**self.options, IMAGE_ROOT: [*declared, str(self.media)]}
         self._refs: dict[str, ImageRef] = {}
+        self._tag_dicts: dict[tuple, dict[str, str]] = {}
 
     @classmethod
     def default_data(cls) -> Path | None:
@@ -205,26 +208,31 @@ class DeclaredBenchmark(Benchmark):
 
     def _case(self, spec: CaseSpec, table: Table, place: dict, row: dict, gallery: dict) -> Case | None:
         """The case of one row (None: skipped by ``skip_empty``, or gathered into a gallery)."""
-        where = label(place)
+        where, path = _Where(place), table.path
 
         def value(t: Template) -> Any:
-            return t(row, place, file=table.path, record=where)
+            column = t.plain
+            if column is None:
+                return t(row, place, path, where)
+            try:
+                return row[column]
+            except KeyError:
+                raise t.missing(column, row, path, where) from None
 
-        skipped = self._skipped(row, table, where)
+        skipped = self._skipped(row, table, where) if spec.skip_empty else None
         if skipped is not None:
             self.report.skip(f"empty {skipped} (cases.skip_empty)")
             return None
         subset = _text(value(spec.subset), table, where, spec.subset)
-        texts = tuple(_text(v, table, where, t) for t, v in _values(spec.texts, value))
-        refs = [self._image(v, table, where, t) for t, v in _values(spec.images, value)]
-        refs += self._videos_of(spec, value, table, where)
+        texts = tuple([_text(v, table, where, t) for t, v in _values(spec.texts, value)])
+        refs = [self._image(v, table, where, t) for t, v in _values(spec.images, value)] if spec.images else []
+        if spec.videos:
+            refs += self._videos_of(spec, value, table, where)
         if spec.gallery:
             gallery.setdefault(subset, _Gallery()).add(refs, texts)
             return None
-        tags = {"subset": subset, **self._tags(spec, value, table, where)}
+        tags = self._tags(spec, value, subset, table, where)
         truth = self._truth(spec, value, len(refs), texts, table, where, tags)
-        if spec.prompt_style is not None:
-            tags[PROMPTS_TAG] = spec.prompt_style
         case_id = _text(value(spec.id), table, where, spec.id)
         try:
             return Case(case_id, texts, truth, tuple(refs), tags, roles=spec.roles)
@@ -241,10 +249,35 @@ class DeclaredBenchmark(Benchmark):
                 return column
         return None
 
-    def _tags(self, spec: CaseSpec, value: Any, table: Table, where: str) -> dict[str, str]:
+    def _tags(self, spec: CaseSpec, value: Any, subset: str, table: Table, where: Any) -> dict[str, str]:
+        """The case's tags: its subset, the declared tags, the prompt style. Cases whose tags are equal share one
+        dict (as a built-in loader's cases of one file do), unless the case's answers add their own."""
         if isinstance(spec.tags, tuple):
-            return {k: "" if (v := value(t)) is None else str(v) for k, t in spec.tags}
-        got = value(spec.tags)
+            raw: Any = tuple(value(t) for _, t in spec.tags)
+        else:
+            raw = value(spec.tags)
+        key = (subset, raw) if spec.answers is None and isinstance(raw, (str, tuple)) else None
+        shared = self._tag_dicts.get(key) if key is not None else None
+        if shared is not None:
+            return shared
+        tags = {"subset": subset, **self._declared_tags(spec, raw, table, where)}
+        if spec.prompt_style is not None:
+            tags[PROMPTS_TAG] = spec.prompt_style
+        if key is not None:
+            if len(self._tag_dicts) >= _SHARED_TAGS:
+                self._tag_dicts.clear()
+            self._tag_dicts[key] = tags
+        return tags
+
+    @staticmethod
+    def _declared_tags(spec: CaseSpec, raw: Any, table: Table, where: Any) -> dict[str, str]:
+        """The declared tags of one row, from their values (``raw``: one per tag, or one mapping-valued value)."""
+        if isinstance(spec.tags, tuple):
+            return {k: "" if v is None else str(v) for (k, _), v in zip(spec.tags, raw, strict=True)}
+        got = raw
+        if isinstance(got, str):  # a JSON object (or list of pairs) written as text
+            with contextlib.suppress(ValueError):
+                got = json.loads(got)
         pairs = got.items() if isinstance(got, dict) else got
         try:
             return {str(k): "" if v is None else str(v) for k, v in pairs}
@@ -263,7 +296,7 @@ class DeclaredBenchmark(Benchmark):
         for table in self.tables():
             for place, row in rows(table, columns, frozenset()):
                 for t in templates:
-                    got = t(row, place, file=table.path, record=label(place))
+                    got = t(row, place, table.path, label(place))
                     for item in got if isinstance(got, (list, tuple)) else [got]:
                         if isinstance(item, str) and _is_url(item.strip()):
                             urls[item.strip()] = None
@@ -272,16 +305,16 @@ class DeclaredBenchmark(Benchmark):
     # -- media ------------------------------------------------------------------------------
 
     def _image(self, value: Any, table: Table, where: str, t: Template) -> ImageRef:
+        ref = self._refs.get(value) if type(value) is str else None
+        if ref is not None:
+            return ref
         if isinstance(value, ParquetImage):
             return value
-        origin = f"{table.name} {where} {t.column or t.key}"
         if not isinstance(value, str) or not value.strip():
             raise DataError(f"no image (got {value!r:.60})", file=table.path, record=where, field=t.column or t.key)
-        value = value.strip()
-        ref = self._refs.get(value)
-        if ref is None:
-            path = self._url_file(value, table, where, t) if _is_url(value) else self._images / value
-            ref = self._refs[value] = DeclaredImage(path, origin=origin)
+        name = value.strip()
+        path = self._url_file(name, table, where, t) if _is_url(name) else self._images / name
+        ref = self._refs[value] = DeclaredImage(path, origin=f"{table.name} {where} {t.column or t.key}")
         return ref
 
     def _url_file(self, url: str, table: Table, where: str, t: Template) -> Path:
@@ -354,6 +387,18 @@ class DeclaredBenchmark(Benchmark):
         return np.array([[_flag(value(t), table, where, t) for t in r] for r in truth.values], dtype=bool)
 
 
+class _Where:
+    """A row as errors name it (:func:`~spotdiff.benchmarks.tables.label`), made only when an error names it."""
+
+    __slots__ = ("place",)
+
+    def __init__(self, place: dict) -> None:
+        self.place = place
+
+    def __str__(self) -> str:
+        return label(self.place)
+
+
 class _Gallery:
     """The rows of one subset gathered into one retrieval case: its distinct images, every text, and which go
     together (each row's texts with each of its images)."""
@@ -394,17 +439,17 @@ def _leading(rows_: int, k: int, n: int) -> np.ndarray:
     return _LEADING[key]
 
 
-def _values(spec: tuple[Template, ...] | Template, value: Any) -> list[tuple[Template, Any]]:
+def _values(spec: tuple[Template, ...] | Template, value: Any) -> Any:
     """``(template, value)`` of each item: one per template of a list, or each item of one template's list."""
-    if isinstance(spec, tuple):
-        return [(t, value(t)) for t in spec]
+    if type(spec) is tuple:
+        return zip(spec, map(value, spec), strict=True)
     got = value(spec)
     return [(spec, v) for v in got] if isinstance(got, (list, tuple)) else [(spec, got)]
 
 
 def _text(got: Any, table: Table, where: str, t: Template) -> str:
     """A value as a text, surrounding whitespace removed; an empty one is an error naming the row and column."""
-    text = "" if got is None else str(got).strip()
+    text = got.strip() if type(got) is str else "" if got is None else str(got).strip()
     if not text:
         raise DataError(f"empty text (from {t.key})", file=table.path, record=where, field=t.column or t.key)
     return text

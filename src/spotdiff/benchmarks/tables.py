@@ -13,11 +13,12 @@ from __future__ import annotations
 import csv
 from collections.abc import Iterator
 from dataclasses import dataclass
+from functools import cached_property
 from pathlib import Path
 from typing import Any
 
-from spotdiff.benchmarks._io import iter_lines, read_json_unique
-from spotdiff.benchmarks._parquet import iter_rows, parquet_columns
+from spotdiff.benchmarks._io import read_json_unique, read_text
+from spotdiff.benchmarks._parquet import holds_bytes, iter_rows, parquet_columns
 from spotdiff.benchmarks.zeroshot import IMAGE_EXTENSIONS
 from spotdiff.errors import DataError
 from spotdiff.jsonio import iter_jsonl
@@ -32,8 +33,10 @@ FORMATS = (*dict.fromkeys(SUFFIXES.values()), "folder")
 MEDIA_SUFFIXES = frozenset((*IMAGE_EXTENSIONS, *VIDEO_SUFFIXES))
 #: The metadata files a folder may hold, in the order they are looked for (``datasets``' imagefolder names).
 FOLDER_METADATA = ("metadata.jsonl", "metadata.csv", "metadata.parquet")
-#: Rows per record batch of a parquet or Arrow table whose columns hold no image (one with images: 32).
+#: Rows per record batch of a parquet or Arrow table, and of one whose media columns hold encoded images or videos
+#: (whose bytes are hashed as they pass and dropped: memory holds about one such batch).
 TABLE_BATCH = 4096
+IMAGE_BATCH = 32
 
 
 @dataclass(frozen=True)
@@ -58,12 +61,16 @@ class Table:
     delimiter: str = ","
     quoted: bool = True
 
-    def place(self, row: int, line: int | None = None, key: str | None = None) -> dict[str, Any]:
-        """A row's place (:data:`spotdiff.benchmarks.templates.META`); ``_dir`` is the folder of the file (a
-        folder's own name for the rows of a folder, whose ``file_name`` is relative to it)."""
+    @cached_property
+    def _file_place(self) -> dict[str, Any]:
+        """The part of a row's place its file gives: ``_dir`` is the file's folder (a folder's own name for the rows
+        of a folder, whose ``file_name`` is relative to it)."""
         parent = self.name if self.format == "folder" else Path(self.name).parent.as_posix()
-        return {"_row": row, "_line": line, "_key": key, "_file": self.name, "_dir": parent,
-                "_stem": Path(self.name).stem, "_subset": self.subset}  # fmt: skip
+        return {"_file": self.name, "_dir": parent, "_stem": Path(self.name).stem, "_subset": self.subset}
+
+    def place(self, row: int, line: int | None = None, key: str | None = None) -> dict[str, Any]:
+        """A row's place (:data:`spotdiff.benchmarks.templates.META`)."""
+        return {"_row": row, "_line": line, "_key": key, **self._file_place}
 
 
 def label(place: dict[str, Any]) -> str:
@@ -91,8 +98,12 @@ def rows(table: Table, columns: frozenset[str] | None, media: frozenset[str]) ->
         yield from _json(table)
     elif table.format in ("parquet", "arrow"):
         names = parquet_columns(table.path) if columns is None else sorted(columns)
-        batch = TABLE_BATCH if not media else 32
-        for _, n, record in iter_rows([table.path], names, media_columns=media & set(names), batch=batch):
+        media = media & set(names)
+        if not holds_bytes(table.path, media):  # paths: nothing to turn into image references
+            media, batch = frozenset(), TABLE_BATCH
+        else:
+            batch = IMAGE_BATCH
+        for _, n, record in iter_rows([table.path], names, media_columns=media, batch=batch):
             yield table.place(n), record
     else:
         yield from _folder(table, columns, media)
@@ -105,9 +116,21 @@ def _object(record: Any, table: Table, where: str) -> dict:
 
 
 def _delimited(table: Table) -> Iterator[tuple[dict, dict]]:
-    """A CSV or TSV file's rows, its first line the header; cells stripped of surrounding whitespace."""
+    """A CSV or TSV file's rows, its first line the header; cells stripped of surrounding whitespace. Streamed as
+    :func:`~spotdiff.benchmarks._io.iter_lines` reads (UTF-8, a BOM accepted), straight from the file."""
+    try:
+        with open(table.path, encoding="utf-8-sig", newline="") as f:
+            yield from _delimited_rows(table, f)
+    except UnicodeDecodeError:
+        read_text(table.path)  # raises the DataError naming the byte and the line
+        raise
+    except OSError as exc:
+        raise DataError(f"cannot read: {exc}", file=table.path) from exc
+
+
+def _delimited_rows(table: Table, lines: Any) -> Iterator[tuple[dict, dict]]:
     quoting = csv.QUOTE_MINIMAL if table.quoted else csv.QUOTE_NONE
-    reader = csv.reader(iter_lines(table.path), delimiter=table.delimiter, quoting=quoting, strict=table.quoted)
+    reader = csv.reader(lines, delimiter=table.delimiter, quoting=quoting, strict=table.quoted)
     try:
         header = [h.strip() for h in next(reader)]
     except StopIteration:
@@ -117,14 +140,14 @@ def _delimited(table: Table) -> Iterator[tuple[dict, dict]]:
     repeated = sorted({h for h in header if header.count(h) > 1})
     if repeated or "" in header:
         raise DataError(f"the header names a column twice or not at all: {header}", file=table.path, record="line 1")
-    n, start = 0, reader.line_num + 1
+    n, start, width = 0, reader.line_num + 1, len(header)
     try:
         for cells in reader:
-            if cells and any(c.strip() for c in cells):
-                if len(cells) != len(header):
-                    raise DataError(f"{len(cells)} cells for the {len(header)} columns {', '.join(header)}",
+            if cells and any(cells) and any(c.strip() for c in cells):
+                if len(cells) != width:
+                    raise DataError(f"{len(cells)} cells for the {width} columns {', '.join(header)}",
                                     file=table.path, record=f"row {n} (line {start})")  # fmt: skip
-                yield table.place(n, start), dict(zip(header, (c.strip() for c in cells), strict=True))
+                yield table.place(n, start), dict(zip(header, [c.strip() for c in cells], strict=True))
                 n += 1
             start = reader.line_num + 1
     except csv.Error as exc:

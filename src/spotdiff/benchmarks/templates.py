@@ -143,9 +143,11 @@ class Template:
         keys, self.any_column = _row_items(tree)
         self.columns = frozenset((meta.find_undeclared_variables(tree) - _NOT_COLUMNS) | keys) - set(META)
         self.column = _single(tree)
+        #: The data column the template is exactly (not a place): its value is ``row[plain]``.
+        self.plain = self.column if self.column is not None and self.column not in META else None
         self._compiled = None if self.column is not None else _ENV.from_string(tree)
 
-    def __call__(self, row: Mapping[str, Any], place: Mapping[str, Any], *, file: object = None,
+    def __call__(self, row: Mapping[str, Any], place: Mapping[str, Any], file: object = None,
                  record: object = None) -> Any:
         """The value for one row: the cell of a one-column template, else the rendered text.
 
