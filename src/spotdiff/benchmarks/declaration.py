@@ -57,8 +57,8 @@ SOURCE_KINDS = ("path", "folder", "hub", "url")
 CASES: dict[str, tuple[tuple[type, ...], bool]] = {
     "id": (_TEXT, False), "subset": (_TEXT, False), "images": (_TEXTS, False), "videos": (_TEXTS, False),
     "window": ((dict,), False), "texts": (_TEXTS, True), "truth": ((str, dict), False), "answers": ((dict,), False),
-    "roles": ((list,), False), "tags": ((dict, str), False), "prompt_style": (_TEXT, False),
-    "gallery": ((bool,), False), "skip_empty": ((list,), False),
+    "roles": ((list, str), False), "tags": ((dict, str), False), "prompt_style": (_TEXT, False),
+    "gallery": ((bool,), False), "skip_empty": ((list,), False), "prompts": (_TEXTS, False),
 }  # fmt: skip
 WINDOW: dict[str, tuple[tuple[type, ...], bool]] = {
     "start": (_TEXT, False), "end": (_TEXT, False), "unit": (_TEXT, False),
@@ -260,17 +260,19 @@ class CaseSpec:
     texts: tuple[Template, ...] | Template
     truth: Truth | None
     answers: Answers | None
-    roles: tuple[str, ...]
+    roles: tuple[str, ...] | Template
     tags: tuple[tuple[str, Template], ...] | Template
     prompt_style: str | None
     gallery: bool
     skip_empty: tuple[str, ...]
+    prompts: tuple[Template, ...] | Template = ()
 
     def templates(self) -> list[Template]:
         """Every template, to find the columns the rows must have."""
         out = [self.id, self.subset]
-        for value in (self.images, self.videos, self.texts):
+        for value in (self.images, self.videos, self.texts, self.prompts):
             out += list(value) if isinstance(value, tuple) else [value]
+        out += [self.roles] if isinstance(self.roles, Template) else []
         if self.window is not None:
             out += [t for t in (self.window.start, self.window.end) if t is not None]
         if self.truth is not None:
@@ -387,12 +389,20 @@ def _case_spec(value: dict, file: Path) -> CaseSpec:
         texts=_templates(value["texts"], file, "cases.texts"),
         truth=_truth(value["truth"], file) if "truth" in value else None,
         answers=_answers(value["answers"], file) if "answers" in value else None,
-        roles=tuple(_texts(value["roles"], file, "cases.roles")) if "roles" in value else (),
+        roles=_roles(value.get("roles", []), file),
         tags=tag_spec,
         prompt_style=style,
         gallery=bool(value.get("gallery", False)),
         skip_empty=tuple(_texts(value["skip_empty"], file, "cases.skip_empty")) if "skip_empty" in value else (),
+        prompts=_templates(value["prompts"], file, "cases.prompts") if "prompts" in value else (),
     )
+
+
+def _roles(value: list | str, file: Path) -> tuple[str, ...] | Template:
+    """The texts' roles: their names, or one template whose value is a list of them (a list column)."""
+    if isinstance(value, str):
+        return Template(value, file, "cases.roles")
+    return tuple(_texts(value, file, "cases.roles")) if value else ()
 
 
 @dataclass(frozen=True)

@@ -234,8 +234,10 @@ class DeclaredBenchmark(Benchmark):
         tags = self._tags(spec, value, subset, table, where)
         truth = self._truth(spec, value, len(refs), texts, table, where, tags)
         case_id = _text(value(spec.id), table, where, spec.id)
+        roles = spec.roles if type(spec.roles) is tuple else tuple(_list(value(spec.roles), table, where, spec.roles))
+        prompts = tuple([_text(v, table, where, t) for t, v in _values(spec.prompts, value)]) if spec.prompts else ()
         try:
-            return Case(case_id, texts, truth, tuple(refs), tags, roles=spec.roles)
+            return Case(case_id, texts, truth, tuple(refs), tags, roles=roles, prompts=prompts)
         except DataError as exc:
             raise DataError(str(exc), file=table.path, record=where) from None
 
