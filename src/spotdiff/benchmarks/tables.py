@@ -143,11 +143,12 @@ def _delimited_rows(table: Table, lines: Any) -> Iterator[tuple[dict, dict]]:
     n, start, width = 0, reader.line_num + 1, len(header)
     try:
         for cells in reader:
-            if cells and any(cells) and any(c.strip() for c in cells):
+            stripped = [c.strip() for c in cells]
+            if any(stripped):  # a blank line is no row
                 if len(cells) != width:
                     raise DataError(f"{len(cells)} cells for the {width} columns {', '.join(header)}",
                                     file=table.path, record=f"row {n} (line {start})")  # fmt: skip
-                yield table.place(n, start), dict(zip(header, [c.strip() for c in cells], strict=True))
+                yield table.place(n, start), dict(zip(header, stripped, strict=True))
                 n += 1
             start = reader.line_num + 1
     except csv.Error as exc:
