@@ -16,6 +16,7 @@ from spotdiff.benchmarks import Benchmark, LoadReport, get_benchmark
 from spotdiff.benchmarks.base import BenchmarkMetadata
 from spotdiff.cases import Case
 from spotdiff.data import resolve_data
+from spotdiff.data.declared import resolve_benchmark
 from spotdiff.diagnose.cache import default_cache_dir
 from spotdiff.diagnose.runner import EvalConfig, EvalResult, run_eval, served_protocols, set_batch_size
 from spotdiff.errors import SpotdiffError
@@ -104,11 +105,13 @@ def load_benchmark(
     """Read a benchmark's cases (``spotdiff benchmarks`` lists the names and their data layouts).
 
     Args:
-        name: the benchmark name.
+        name: the benchmark name, a declaration's YAML file, or a published set ``hf:ORG/NAME[@REVISION]``
+            (docs/declared.md).
         data: its data folder (default: its ``spotdiff data fetch`` copy in the data home).
         subset: one subset only; limit: the first ``limit`` cases only.
         options: loader options (the ``-o KEY=VALUE`` of ``spotdiff eval``, e.g. ``images=PATH``).
     """
+    name = resolve_benchmark(name)
     bench_cls = get_benchmark(name)
     loader = bench_cls(_data_root(name, data), **options)
     loader.check_subset(subset)
@@ -230,7 +233,7 @@ def evaluate(
 
     Args:
         model: a model spec, or a scorer from :func:`load_model` (not reloaded).
-        benchmark: a benchmark name.
+        benchmark: a benchmark name, a declaration's YAML file, or ``hf:ORG/NAME[@REVISION]`` (docs/declared.md).
         data: its data folder (default: its ``spotdiff data fetch`` copy in the data home).
         subset: one subset only.
         protocol: the protocol (short names such as ``t2t`` allowed; default: the benchmark's first
@@ -261,6 +264,7 @@ def evaluate(
     """
     if cache is True:
         cache = default_cache_dir()
+    benchmark = resolve_benchmark(benchmark)
     scorer = model if isinstance(model, Scorer) else None
     spec = scorer.spec if scorer is not None else str(model)
     cfg = EvalConfig(
@@ -396,7 +400,7 @@ def evaluate_grid(
     with the reason.
 
     Args:
-        models: model specs or loaded scorers; benchmarks: benchmark names.
+        models: model specs or loaded scorers; benchmarks: benchmark names (or declarations, as :func:`evaluate`).
         data: benchmark name -> its data folder (a missing one: the data home's copy).
         out: when given, cell outputs go to ``out/<model>/<benchmark>/``.
         config: settings for every cell, the keywords of :func:`evaluate` (an unknown one is a
@@ -405,6 +409,9 @@ def evaluate_grid(
     unknown = sorted(set(config) - EVALUATE_SETTINGS)
     if unknown:
         raise TypeError(f"evaluate_grid() got unexpected keyword arguments {unknown}")
+    resolved = {b: resolve_benchmark(b) for b in benchmarks}  # a declaration's file or hf: set: its registered name
+    benchmarks = list(resolved.values())
+    data = {resolved.get(b, b): d for b, d in data.items()}
     cells: list[GridCell] = []
     names: list[str] = []
     for model in models:

@@ -211,7 +211,8 @@ class ParquetImage(ImageRef):
     streams the file; the key is the same as a :class:`FileImage` of the same bytes (and crop), so the
     engine encodes equal images once whatever holds them. ``load()`` reads only the row group that holds
     the row; a small per-process cache keeps the last row groups read, so images scored in file order
-    are each read once and the column is never held in memory whole.
+    are each read once and the column is never held in memory whole. ``item`` is the image's position in
+    a cell holding a list of images (``datasets``' ``List(Image())``), None for a cell of one image.
     """
 
     path: Path
@@ -219,16 +220,20 @@ class ParquetImage(ImageRef):
     column: str
     sha256: str
     bbox: tuple[float, float, float, float] | None = None
+    item: int | None = None
 
     @property
     def key(self) -> str:  # type: ignore[override]
         return f"file:{self.sha256}" + _crop_suffix(self.bbox)
 
     def load(self) -> Image.Image:
-        return self._decode(io.BytesIO(parquet_image_bytes(self.path, self.row, self.column)), self.bbox)
+        raw = parquet_image_bytes(self.path, self.row, self.column, self.item)
+        return self._decode(io.BytesIO(raw), self.bbox)
 
     def describe(self) -> str:
-        return f"{self.path} row {self.row} column {self.column!r}" + (f" (crop {self.bbox})" if self.bbox else "")
+        item = "" if self.item is None else f" item {self.item}"
+        crop = f" (crop {self.bbox})" if self.bbox else ""
+        return f"{self.path} row {self.row} column {self.column!r}{item}{crop}"
 
 
 def cell_image_bytes(value: Any, *, where: str) -> bytes:
@@ -276,20 +281,20 @@ def arrow_table(path: str | Path) -> Any:
         return table
 
 
-def parquet_image_bytes(path: str | Path, row: int, column: str) -> bytes:
-    """The image bytes at ``row`` of ``column`` in parquet file ``path``, reading one row group (of a
-    ``.arrow`` file: :func:`arrow_table`'s cell)."""
+def parquet_image_bytes(path: str | Path, row: int, column: str, item: int | None = None) -> bytes:
+    """The image bytes at ``row`` of ``column`` in parquet file ``path`` (its ``item`` th, in a cell holding a
+    list of images), reading one row group (of a ``.arrow`` file: :func:`arrow_table`'s cell)."""
     import bisect
 
     import pyarrow.parquet as pq
 
     key_path = str(path)
-    where = f"{path} row {row} column {column!r}"
+    where = f"{path} row {row} column {column!r}" + ("" if item is None else f" item {item}")
     if Path(path).suffix == ".arrow":
         table = arrow_table(path)
         if not 0 <= row < table.num_rows or column not in table.column_names:
             raise DataError(f"{where}: the file has {table.num_rows} rows, columns {', '.join(table.column_names)}")
-        return cell_image_bytes(table.column(column)[row].as_py(), where=where)
+        return cell_image_bytes(_item(table.column(column)[row].as_py(), item, where), where=where)
     with _PARQUET_LOCK:
         opened = _PARQUET_FILES.get(key_path)
         if opened is None:
@@ -317,7 +322,16 @@ def parquet_image_bytes(path: str | Path, row: int, column: str) -> bytes:
                 _ROW_GROUPS.popitem(last=False)
         else:
             _ROW_GROUPS.move_to_end(cache_key)
-    return cell_image_bytes(chunk[row - starts[group]].as_py(), where=where)
+    return cell_image_bytes(_item(chunk[row - starts[group]].as_py(), item, where), where=where)
+
+
+def _item(cell: Any, item: int | None, where: str) -> Any:
+    """``cell``, or its ``item`` th element when it holds a list of images."""
+    if item is None:
+        return cell
+    if not isinstance(cell, list) or not 0 <= item < len(cell):
+        raise DataError(f"{where}: the cell holds no item {item} (got {type(cell).__name__})")
+    return cell[item]
 
 
 @dataclass(frozen=True, eq=False)

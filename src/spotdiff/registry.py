@@ -52,9 +52,12 @@ class Registry(Generic[T]):
         self._items: dict[str, T] = {}
         self._discovered = False
 
-    def register(self, name: str) -> Callable[[T], T]:
+    def register(self, name: str, *, replace: bool = False) -> Callable[[T], T]:
+        """A decorator registering its object under ``name``; a name registered to another object is refused
+        unless ``replace`` (a benchmark declared in a file that changed since it was read)."""
+
         def decorator(obj: T) -> T:
-            if name in self._items and self._items[name] is not obj:
+            if name in self._items and self._items[name] is not obj and not replace:
                 raise ValueError(f"{self.family} {name!r} is registered twice")
             self._add(name, obj)
             return obj

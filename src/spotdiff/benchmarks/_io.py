@@ -249,6 +249,33 @@ class ImageRoots:
         self._allowed.add(key)
 
 
+def inside(
+    root: Path, name: str, *, file: Path | None = None, record: str | None = None, field: str | None = None
+) -> Path:
+    """``root / name``, refused (a DataError naming the file) when it would lie outside ``root``: an absolute
+    name, ``..`` climbing out, or a symbolic link on the way that leads out. A sheet, a record or a declaration
+    is a file someone hands over; it never makes spotdiff read or write elsewhere.
+
+    Args:
+        root: the folder the name is relative to.
+        name: the relative name, as the file gives it.
+        file: the file the name comes from (for the message).
+        record: the record or row (for the message).
+        field: the column or field (for the message).
+
+    >>> inside(Path("/data"), "a/b.png").as_posix()
+    '/data/a/b.png'
+    """
+    relative = Path(name)
+    if relative.is_absolute() or ".." in relative.parts:
+        raise DataError(f"{name!r} leaves its folder {root}", file=file or root, record=record, field=field)
+    path = Path(root) / relative
+    real_root = Path(root).resolve()
+    if not path.resolve().is_relative_to(real_root):
+        raise DataError(f"{name!r} is a link leading out of {root}", file=file or root, record=record, field=field)
+    return path
+
+
 def frozen_truth(rows: Any) -> np.ndarray:
     """A read-only boolean truth matrix, safe to share between the many cases of one shape."""
     truth = np.array(rows, dtype=bool)

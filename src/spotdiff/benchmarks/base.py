@@ -147,6 +147,18 @@ class Benchmark(ABC):
                 offered = ", ".join(known)
                 raise ConfigError(f"benchmark {cls.name!r} has no option {name!r}{hint} (its options: {offered})")
 
+    @classmethod
+    def default_data(cls) -> Path | None:
+        """Where the benchmark's data is when no folder is given, if not in the data home: a declared benchmark's
+        folder of local files (:mod:`spotdiff.benchmarks.declared`); None for the others."""
+        return None
+
+    @classmethod
+    def declaration_record(cls) -> dict[str, str] | None:
+        """What identifies a declared benchmark in a run (its declaration's name, file and content digest); None
+        for a built-in one, whose code and version identify it."""
+        return None
+
     @abstractmethod
     def cases(self, subset: str | None = None) -> Iterator[Case]:
         """Yield the validated cases, all subsets or only ``subset``."""

@@ -122,6 +122,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         parser.print_help()
         return 2
     try:
+        if getattr(args, "include_path", None):
+            from spotdiff.data.declared import include_folders
+
+            include_folders(args.include_path)
         return int(args.func(args) or 0)
     except SpotdiffError as exc:  # one line, without a password any URL in it held
         print(f"spotdiff {args.command}: error: {redact_text(str(exc))}", file=sys.stderr)

@@ -138,6 +138,20 @@ def add_store_option(parser: argparse.ArgumentParser | argparse._ArgumentGroup, 
     )
 
 
+def add_include_option(parser: argparse.ArgumentParser | argparse._ArgumentGroup) -> None:
+    """The ``--include-path`` option: folders of benchmark declarations the command also knows by name
+    (the dispatcher registers them before the command runs; ``$SPOTDIFF_INCLUDE_PATH`` adds more).
+
+    Args:
+        parser: the parser or group to add it to.
+    """
+    parser.add_argument(
+        "--include-path", action="append", default=[], type=Path, metavar="DIR",
+        help="a folder of benchmark declarations (*.yaml, docs/declared.md) whose benchmarks are then known by "
+        "name (repeatable; $SPOTDIFF_INCLUDE_PATH lists more, separated by ':')",
+    )  # fmt: skip
+
+
 def add_documented_parser(
     subparsers: argparse._SubParsersAction, name: str, doc: str | None, help: str | None
 ) -> argparse.ArgumentParser:

@@ -1,4 +1,17 @@
-"""``spotdiff benchmarks``: the registered benchmarks, their papers, protocols and data layouts."""
+"""``spotdiff benchmarks``: the registered benchmarks, their papers, protocols and data layouts.
+
+A benchmark of your own is declared in a YAML file (docs/declared.md); ``spotdiff benchmarks FILE`` shows it
+as it shows a built-in, and every command takes the file (or ``--include-path DIR``, ``$SPOTDIFF_INCLUDE_PATH``,
+then its name; or ``hf:ORG/NAME[@REVISION]`` for a set spotdiff published) where it takes a name.
+
+How a declared benchmark is identified: a run records the declared name as its benchmark, the declaration's
+file and the SHA-256 of its content (``declaration`` in the run store's info and in metrics.json, and in the
+run configuration that owns an --out folder, so an edited declaration is another run), the data's digest
+(its data files' names and contents) and, for fetched data, the source and revision from the data home's
+manifest (a hub set: its repository and commit). The cache keys scores by the model and the content of each
+image (its bytes' SHA-256) and text, never by benchmark: a declared benchmark and a built-in reading the same
+images and texts share their cached scores.
+"""
 
 from __future__ import annotations
 
@@ -7,12 +20,14 @@ import textwrap
 
 from spotdiff.benchmarks import ALIASES, BENCHMARKS, canonical_benchmark
 from spotdiff.benchmarks.suites import SUITES
+from spotdiff.commands._types import add_documented_parser, add_include_option
 from spotdiff.protocols import get_protocol
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
-    p = subparsers.add_parser("benchmarks", help="list benchmarks, their protocols and data layout")
-    p.add_argument("name", nargs="?", help="show one benchmark only")
+    p = add_documented_parser(subparsers, "benchmarks", __doc__, "list benchmarks, their protocols and data layout")
+    p.add_argument("name", nargs="?", help="show one benchmark only (a name, a declaration's file, or hf:ORG/NAME)")
+    add_include_option(p)
     p.add_argument("--citation", action="store_true", help="print the BibTeX of each benchmark's paper")
     p.add_argument("--suites", action="store_true", help="list the named suites (spotdiff eval --suite NAME)")
     p.add_argument(
@@ -32,7 +47,13 @@ def run(args: argparse.Namespace) -> int:
             print(textwrap.indent(textwrap.fill("benchmarks: " + ", ".join(members), 96), "    "))
             print()
         return 0
-    names = [canonical_benchmark(args.name)[0]] if args.name else BENCHMARKS.names()
+    from spotdiff.data.declared import include_folders, resolve_benchmark
+
+    if args.name:
+        names = [canonical_benchmark(resolve_benchmark(args.name))[0]]
+    else:
+        include_folders()
+        names = BENCHMARKS.names()
     for name in names:
         bench = BENCHMARKS.get(name)
         aliases = [a for a, n in ALIASES.items() if n == name]
@@ -79,6 +100,11 @@ def metric_rows(bench: type) -> list[tuple[str, str, str | None]]:
     return [(p, m, meta.metric_source(p, m)) for p in bench.protocols for m in get_protocol(p).metrics]
 
 
+def builtin_names() -> list[str]:
+    """The names of the benchmarks spotdiff and its plugins register in code (declared ones excluded)."""
+    return [name for name in BENCHMARKS.names() if BENCHMARKS.get(name).declaration_record() is None]
+
+
 def markdown() -> str:
     """Every benchmark and suite as the Markdown page docs/benchmarks.md (a test keeps them equal)."""
     lines = [
@@ -96,7 +122,7 @@ def markdown() -> str:
     ]
     for name, (description, members) in sorted(SUITES.items()):
         lines.append(f"| `{name}` | {', '.join(f'`{m}`' for m in members)} | {description} |")
-    for name in BENCHMARKS.names():
+    for name in builtin_names():
         bench = BENCHMARKS.get(name)
         meta = bench.metadata
         aliases = [a for a, n in ALIASES.items() if n == name]

@@ -11,7 +11,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from spotdiff.commands._types import folder, n_boot, positive_int, seed
+from spotdiff.commands._types import add_include_option, folder, n_boot, positive_int, seed
 from spotdiff.diagnose.debias.blind import BiasConfig, run_bias, write_bias_outputs
 from spotdiff.report.table import format_metrics_table
 
@@ -25,7 +25,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "intervals beside chance. MODEL is an lm: language model or a vgpt: model (P(t|null) from "
         "Gaussian-noise images).",
     )
-    p.add_argument("--benchmark", required=True, help="benchmark name (see `spotdiff benchmarks`)")
+    p.add_argument("--benchmark", required=True, help="benchmark name (see `spotdiff benchmarks`) or a declaration's "
+                   "YAML file (docs/declared.md)")
+    add_include_option(p)
     p.add_argument("--data", type=Path, help="the benchmark's data directory (default: the `spotdiff data` copy)")
     p.add_argument("--model", required=True, help="lm:NAME_OR_PATH or vgpt:NAME_OR_PATH")
     p.add_argument("--subset", help="one subset only")
@@ -59,6 +61,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from spotdiff.data import resolve_data
+    from spotdiff.data.declared import resolve_benchmark
+
+    args.benchmark = resolve_benchmark(args.benchmark)
 
     config = BiasConfig(
         benchmark=args.benchmark,

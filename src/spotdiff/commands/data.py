@@ -25,6 +25,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         help="data home (default $SPOTDIFF_DATA or ~/.cache/spotdiff/data; eval and the other commands look in "
         "$SPOTDIFF_DATA, so set it to the same folder)",
     )
+    from spotdiff.commands._types import add_include_option
+
+    add_include_option(common)
     sub = p.add_subparsers(dest="data_command", metavar="ACTION", required=True)
 
     ls = sub.add_parser(
@@ -34,7 +37,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     ls.set_defaults(func=run_list)
 
     fetch = sub.add_parser("fetch", parents=[common], help="download benchmarks from their official sources")
-    fetch.add_argument("names", nargs="+", metavar="NAME", help="benchmark names (or peers' aliases)")
+    fetch.add_argument("names", nargs="+", metavar="NAME", help="benchmark names (or peers' aliases), declarations' "
+                       "YAML files (their hub and URL sources, and the image and video URLs their rows name), or "
+                       "published sets hf:ORG/NAME[@REVISION]")
     only = fetch.add_mutually_exclusive_group()
     only.add_argument("--images-only", action="store_true", help="only the parts holding images")
     only.add_argument("--annotations-only", action="store_true", help="only the parts holding annotations")
@@ -70,9 +75,10 @@ def _size(n: int | None) -> str:
 def run_list(args: argparse.Namespace) -> int:
     from spotdiff.benchmarks.sources import ImagesSource, ManualSource
     from spotdiff.data import CATALOG, COLLECTIONS, benchmark_sources, benchmark_state
+    from spotdiff.data.declared import resolve_benchmark
     from spotdiff.data.home import collection_state
 
-    decls = [benchmark_sources(n) for n in args.names] if args.names else list(CATALOG.values())
+    decls = [benchmark_sources(resolve_benchmark(n)) for n in args.names] if args.names else list(CATALOG.values())
     for decl in decls:
         state = benchmark_state(decl, args.root)
         print(f"{decl.name}  [{state.status}]  {decl.title}")
@@ -110,12 +116,17 @@ def run_list(args: argparse.Namespace) -> int:
 
 def run_fetch(args: argparse.Namespace) -> int:
     from spotdiff.data import FetchIncomplete, fetch_benchmark
+    from spotdiff.data.declared import fetch_media, resolve_benchmark
 
     role = "images" if args.images_only else "annotations" if args.annotations_only else None
     failed: list[str] = []
-    for name in args.names:
+    for given in args.names:
+        name = given
         try:
+            name = resolve_benchmark(given)
             outcomes = fetch_benchmark(name, root=args.root, parts=args.part, role=role, progress=not args.quiet)
+            media = None if args.part or role == "annotations" else fetch_media(name, progress=not args.quiet)
+            outcomes += [media] if media is not None else []
         except FetchIncomplete as exc:
             outcomes = exc.outcomes
             failed.append(str(exc))
@@ -132,9 +143,10 @@ def run_fetch(args: argparse.Namespace) -> int:
 
 def run_verify(args: argparse.Namespace) -> int:
     from spotdiff.data import verify_benchmark
+    from spotdiff.data.declared import resolve_benchmark
 
     bad = 0
-    for name in args.names:
+    for name in map(resolve_benchmark, args.names):
         for check in verify_benchmark(name, root=args.root):
             label = {True: "verified", False: "CORRUPT", None: "absent"}[check.ok]
             print(f"{name}/{check.part}: {label} ({check.message})")
@@ -144,8 +156,9 @@ def run_verify(args: argparse.Namespace) -> int:
 
 def run_path(args: argparse.Namespace) -> int:
     from spotdiff.data import benchmark_sources, benchmark_state
+    from spotdiff.data.declared import resolve_benchmark
 
-    state = benchmark_state(benchmark_sources(args.name), args.root)
+    state = benchmark_state(benchmark_sources(resolve_benchmark(args.name)), args.root)
     print(state.folder)
     if state.status == "absent":
         print(f"{state.name} is not fetched yet: spotdiff data fetch {state.name}", file=sys.stderr)

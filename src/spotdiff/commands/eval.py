@@ -15,8 +15,9 @@ from spotdiff.api import evaluate_grid
 from spotdiff.benchmarks import IMAGE_ROOT, canonical_benchmark, get_benchmark
 from spotdiff.benchmarks.suites import suite_benchmarks
 from spotdiff.cases import TIES
-from spotdiff.commands._types import add_store_option, folder, n_boot, positive_int, seed
+from spotdiff.commands._types import add_include_option, add_store_option, folder, n_boot, positive_int, seed
 from spotdiff.data import resolve_data
+from spotdiff.data.declared import HUB_PREFIX, is_declaration, resolve_benchmark
 from spotdiff.diagnose import distributed
 from spotdiff.diagnose.cache import default_cache_dir
 from spotdiff.diagnose.runner import EvalConfig, run_eval
@@ -58,8 +59,13 @@ def _what_args(p: argparse.ArgumentParser) -> None:
     )
     p.add_argument("--models", type=Path, help="a file of model specs, one per line (# starts a comment)")
     p.add_argument(
-        "--benchmark", action="append", default=[], help="benchmark name (see `spotdiff benchmarks`); repeatable"
+        "--benchmark",
+        action="append",
+        default=[],
+        help="benchmark name (see `spotdiff benchmarks`), a declaration's YAML file, or a published set "
+        "hf:ORG/NAME[@REVISION] (docs/declared.md); repeatable",
     )
+    add_include_option(p)
     p.add_argument(
         "--suite", action="append", default=[], help="a named suite of benchmarks (`spotdiff benchmarks --suites`)"
     )
@@ -244,6 +250,7 @@ def _benchmarks(args: argparse.Namespace) -> list[tuple[str, str | None]]:
         names += suite_benchmarks(suite)
     if not names:
         raise ConfigError("give a benchmark: --benchmark NAME (repeatable) or --suite NAME")
+    names = [resolve_benchmark(n) for n in names]  # a declaration's file or an hf: set: its registered name
     for name in names:
         get_benchmark(name)  # an unknown name fails here, listing the known ones
     return list(dict.fromkeys(canonical_benchmark(n) for n in names))
@@ -254,6 +261,8 @@ def _data(args: argparse.Namespace, benchmarks: list[str]) -> dict[str, Path]:
     out: dict[str, Path] = {}
     for item in args.data:
         name, sep, path = item.partition("=")
+        if sep and (is_declaration(name) or name.startswith(HUB_PREFIX)):
+            name = resolve_benchmark(name)
         if sep and name in benchmarks:
             out[name] = Path(path)
         elif len(benchmarks) == 1:

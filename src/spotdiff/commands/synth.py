@@ -14,6 +14,7 @@ zero-shot classification sets).
     spotdiff synth corpus --out DIR [--n 100] [--image-size 64] ...
     spotdiff synth zeroshot --out DIR [--n 10] ...
     spotdiff synth contact-sheet DIR --out sheet.png
+    spotdiff synth publish DIR --push-to-hub ORG/NAME [--license LICENCE] [--out LAYOUT]
     spotdiff synth list
 
 ``--n`` counts cases per subset (spec), pairs per subset (eqben), pairs (eqsd, eqben-video), scenes or
@@ -22,7 +23,10 @@ byte-identical files, whatever ``--workers``. ``spotdiff synth ENGINE --help`` l
 the engine reads. A run stopped part way resumes when the same command is given again (finished
 items are kept); ``--overwrite`` replaces an earlier output; ``-q`` hides the progress bars.
 ``spotdiff review DIR`` reviews what an engine wrote, in the browser; ``--from-review`` (spec, eqben,
-eqben-video, eqsd, visla) then writes the items people accepted.
+eqben-video, eqsd, visla) then writes the items people accepted. ``--push-to-hub ORG/NAME`` (or ``spotdiff synth
+publish DIR`` for a folder written before) publishes the set as a Hub dataset: parquet shards with Image and Video
+features, one config per subset, a card with its provenance and review, and the declaration that ``spotdiff eval
+--benchmark hf:ORG/NAME`` reads it back with (docs/declared.md); the push is checked before anything runs.
 """
 from __future__ import annotations
 
@@ -132,6 +136,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         )
         e.add_argument("--overwrite", action="store_true", help="replace an earlier synth output in --out")
         e.add_argument("-q", "--quiet", action="store_true", help="no progress bars")
+        _add_publish_options(e)
         _add_options(e, cls.config_class)
         e.set_defaults(func=run, synth_engine=name)
     c = engines.add_parser("contact-sheet", help="a PNG of example cases per subset of a synthesized dataset")
@@ -140,15 +145,32 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     c.add_argument("--per-subset", type=int, default=2, help="cases per subset")
     c.add_argument("--thumb", type=int, default=128, help="thumbnail side in pixels")
     c.set_defaults(func=run_contact_sheet)
+    pub = engines.add_parser("publish", help="publish a synthesized folder as a Hub dataset (docs/declared.md)")
+    pub.add_argument("dir", type=Path, help="a folder written by `spotdiff synth`")
+    pub.add_argument("--out", type=folder, help="also write the dataset's layout (shards, card, declaration) here")
+    _add_publish_options(pub)
+    pub.set_defaults(func=run_publish)
     lst = engines.add_parser("list", help="the registered synthesis engines")
     lst.set_defaults(func=run_list)
     p.set_defaults(func=lambda args: (p.print_help(), 2)[1])
+
+
+def _add_publish_options(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--push-to-hub", metavar="ORG/NAME", help="publish the set as this Hub dataset (checked before "
+                   "anything runs: id, offline mode, token, write role, namespace)")
+    p.add_argument("--license", default="unknown", help="the set's licence, as the hub names them (cc-by-4.0, mit, "
+                   "...; default: unknown)")
+    p.add_argument("--private", action="store_true", help="create the Hub dataset private")
 
 
 def run(args: argparse.Namespace) -> int:
     name = args.synth_engine
     cls = ENGINES.get(name)
     engine = cls(engine_config(cls, args))
+    if args.push_to_hub:
+        from spotdiff.report.hub import check_push
+
+        check_push(args.push_to_hub)  # before the synthesis, not after it
     record = synthesize(engine, args.out, overwrite=args.overwrite, quiet=args.quiet)
     if record is None:  # a rank other than 0 of a torchrun launch: rank 0 reports
         return 0
@@ -163,6 +185,23 @@ def run(args: argparse.Namespace) -> int:
     benchmark = record["summary"].get("benchmark", cls.benchmark)
     if benchmark:
         print(f"  load it with: spotdiff eval --benchmark {benchmark} --data {args.out} --model ...")
+    if args.push_to_hub:
+        args.dir, args.out = args.out, None
+        return run_publish(args)
+    return 0
+
+
+def run_publish(args: argparse.Namespace) -> int:
+    from spotdiff.publish import publish
+
+    done = publish(args.dir, repo=args.push_to_hub, out=args.out, license=args.license, private=args.private)
+    names, cases = ", ".join(c.name for c in done.configs), sum(c.cases for c in done.configs)
+    print(f"spotdiff synth publish: {cases} cases in {len(done.configs)} configs ({names})")
+    if done.out is not None:
+        print(f"  layout in {done.out}")
+    if done.commit_url is not None:
+        print(f"  pushed: {done.commit_url}")
+        print(f"  evaluate it with: spotdiff eval --benchmark hf:{args.push_to_hub} --model ...")
     return 0
 
 

@@ -149,6 +149,7 @@ def _eval_args(ev: argparse._ArgumentGroup) -> None:
 def _load_cases(specs: list[str], limit: int | None) -> list:
     from spotdiff.benchmarks import get_benchmark
     from spotdiff.data import resolve_data
+    from spotdiff.data.declared import resolve_benchmark
 
     cases = []
     for spec in specs:
@@ -156,6 +157,7 @@ def _load_cases(specs: list[str], limit: int | None) -> list:
         if not name or (sep and not root):
             raise ConfigError(f"--cases {spec!r}: expected NAME[:SUBSET][=DIR]")
         name, _, subset = name.partition(":")
+        name = resolve_benchmark(name)
         loader = get_benchmark(name)(resolve_data(name, root or None))
         loaded = loader.load(subset or None, limit)
         print(f"{name}: {loader.report.summary()}")

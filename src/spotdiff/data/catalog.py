@@ -41,9 +41,11 @@ CATALOG: dict[str, BenchmarkMetadata] = _catalog()
 
 
 def benchmark_sources(name: str) -> BenchmarkMetadata:
-    """The declaration of benchmark ``name`` (an alias is accepted)."""
+    """The declaration of benchmark ``name`` (an alias is accepted; a benchmark declared in a YAML file once it
+    is registered, :mod:`spotdiff.data.declared`)."""
     canonical, _ = canonical_benchmark(name)
-    try:
+    if canonical in CATALOG:
         return CATALOG[canonical]
-    except KeyError:
-        raise ConfigError(f"no data sources declared for benchmark {name!r}; known: {', '.join(CATALOG)}") from None
+    if canonical in BENCHMARKS:
+        return BENCHMARKS.get(canonical).metadata
+    raise ConfigError(f"no data sources declared for benchmark {name!r}; known: {', '.join(CATALOG)}")

@@ -198,7 +198,8 @@ def benchmark_state(decl: BenchmarkMetadata, root: str | Path | None = None) -> 
 def resolve_data(benchmark: str, data: str | Path | None = None, *, root: str | Path | None = None) -> Path:
     """The data folder a command reads: ``data`` when given, else the benchmark's folder in the data home.
 
-    Without ``data``, a benchmark that has not been fetched is a ConfigError that says where it looked
+    Without ``data``, a benchmark declared with local files is read where its declaration says; one that has
+    not been fetched is a ConfigError that says where it looked
     and how to fetch it; a partly fetched one is used with a warning that lists the missing parts and
     their manual routes (a loader reading a missing file then fails naming it).
 
@@ -209,7 +210,13 @@ def resolve_data(benchmark: str, data: str | Path | None = None, *, root: str | 
     """
     if data is not None:
         return Path(data).expanduser()
+    from spotdiff.benchmarks import BENCHMARKS, canonical_benchmark
     from spotdiff.data.catalog import benchmark_sources
+
+    canonical = canonical_benchmark(benchmark)[0]
+    local = BENCHMARKS.get(canonical).default_data() if canonical in BENCHMARKS else None
+    if local is not None:  # a declared benchmark of local files: its declaration's folder
+        return local
 
     decl = benchmark_sources(benchmark)
     state = benchmark_state(decl, root)

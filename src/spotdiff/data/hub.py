@@ -16,6 +16,7 @@ from __future__ import annotations
 import fnmatch
 import logging
 import os
+import re
 from dataclasses import replace
 from pathlib import Path
 
@@ -25,6 +26,8 @@ from spotdiff.data.download import offline
 from spotdiff.errors import SourceError
 
 log = logging.getLogger(__name__)
+
+_COMMIT = re.compile(r"[0-9a-f]{40}")
 
 
 def hub_endpoint() -> str:
@@ -65,9 +68,10 @@ def _staged_files(staging: Path, source: HubSource) -> list[str]:
 
 
 def resolve_revision(source: HubSource, staging: Path) -> HubSource:
-    """``source`` at the commit its default branch points at now, when it declares no revision.
+    """``source`` at the commit its default branch points at now, when it declares no revision (or the commit
+    a branch or tag it names points at).
 
-    Offline, or with the revision declared, ``source`` comes back as it is (an offline fetch of an
+    Offline, or with a commit declared, ``source`` comes back as it is (an offline fetch of an
     unpinned source reads the staged files and records no commit).
 
     Args:
@@ -78,17 +82,18 @@ def resolve_revision(source: HubSource, staging: Path) -> HubSource:
     from huggingface_hub.errors import GatedRepoError, HfHubHTTPError, RepositoryNotFoundError
     from huggingface_hub.utils import get_token
 
-    if source.revision is not None or offline():
+    if (source.revision is not None and _COMMIT.fullmatch(source.revision)) or offline():
         return source
     endpoint = hub_endpoint()
     try:
-        info = HfApi(endpoint=endpoint).repo_info(source.repo_id, repo_type=source.repo_type)
+        info = HfApi(endpoint=endpoint).repo_info(source.repo_id, repo_type=source.repo_type, revision=source.revision)
     except (GatedRepoError, RepositoryNotFoundError) as exc:
         if source.gated or isinstance(exc, GatedRepoError):
             raise SourceError(_gated_message(source, bool(get_token()), staging)) from exc
         raise SourceError(f"hub repository {source.repo_id} not found at {endpoint} (or private): {exc}") from exc
     except (HfHubHTTPError, OSError) as exc:
-        raise SourceError(f"cannot read the commit of {source.repo_id}'s default branch at {endpoint}: {exc}") from exc
+        raise SourceError(f"cannot read the commit of {source.repo_id}@{source.revision or 'main'} at {endpoint}: "
+                          f"{exc}") from exc
     return replace(source, revision=info.sha)
 
 

@@ -184,6 +184,7 @@ class RunRecorder:
         self.scores_name = scores_name
         self.write_metrics = write_metrics
         self.groups = get_benchmark(config.benchmark).metadata.subset_groups
+        declaration = get_benchmark(config.benchmark).declaration_record()  # a declared benchmark's file and digest
         data_source = data_provenance(config.data)  # the fetched source and revision; None if hand-made
         self.environment = environment(
             device=identity.get("device"), model_identity=identity, data_path=Path(config.data), data_source=data_source
@@ -195,6 +196,7 @@ class RunRecorder:
             "data_source": data_source,
             "ties": protocol.ties,
             "environment": self.environment,
+            **({"declaration": declaration} if declaration else {}),
             **(info or {}),
             **config.extra_info,
         }
@@ -496,16 +498,23 @@ def write_metrics_json(
         "version": __version__,
         **({"usage": result.usage} if result.usage is not None else {}),
         **({"judge": result.judge} if result.judge is not None else {}),
+        **_declaration(config),
         **(extra or {}),
     }
     return write_json(config.out / "metrics.json", payload)
 
 
+def _declaration(config: EvalConfig) -> dict:
+    """``{"declaration": its name, file and content digest}`` of a declared benchmark's run; empty for a built-in."""
+    record = get_benchmark(config.benchmark).declaration_record()
+    return {"declaration": record} if record else {}
+
+
 def run_config(config: EvalConfig, protocol: Protocol, data_digest: str, debias: dict | None = None) -> dict:
     """What makes two runs the same run (and may share an output folder): model, benchmark, data
     digest, subset, protocol, tie rule, limit, seed, bootstrap size, dtype, loader options, the
-    debiasing configuration and the judge; batch size, device, cache and progress bars do not change
-    results.
+    debiasing configuration, the judge and a declared benchmark's declaration (its content digest);
+    batch size, device, cache and progress bars do not change results.
 
     Args:
         config: the run's configuration.
@@ -528,6 +537,7 @@ def run_config(config: EvalConfig, protocol: Protocol, data_digest: str, debias:
             "options": {k: str(v) for k, v in sorted(config.options.items())},
             "debias": debias,
             **({"judge": redact_text(config.judge)} if config.judge else {}),  # absent without one, as before
+            **{k: v["sha256"] for k, v in _declaration(config).items()},  # a declared benchmark's content
         }
     )
 

@@ -21,7 +21,7 @@ from spotdiff.jsonio import dumps, write_json, write_jsonl
 from spotdiff.naming import safe_name
 from spotdiff.urls import redact_url
 
-__all__ = ["check_push", "dataset_card", "push_run", "push_stored_run"]
+__all__ = ["check_push", "dataset_card", "hub_call", "push_run", "push_stored_run"]
 
 
 def check_push(repo_id: str, *, token: str | None = None) -> None:
@@ -49,7 +49,7 @@ def check_push(repo_id: str, *, token: str | None = None) -> None:
         raise ConfigError(f"--push-to-hub {repo_id}: no hub token; set HF_TOKEN to a token with write access, or "
                           "log in with `hf auth login`")  # fmt: skip
     api = HfApi(endpoint=hub_endpoint(), token=token)
-    who = _hub_call(f"--push-to-hub {repo_id}: checking the token", api.whoami)
+    who = hub_call(f"--push-to-hub {repo_id}: checking the token", api.whoami)
     if (who.get("auth", {}).get("accessToken") or {}).get("role") == "read":
         raise ConfigError(f"--push-to-hub {repo_id}: the token is read-only; set HF_TOKEN to one with write access")
     namespace, _, name = repo_id.rpartition("/")
@@ -60,7 +60,7 @@ def check_push(repo_id: str, *, token: str | None = None) -> None:
                           f"(e.g. {who.get('name')}/{name})")  # fmt: skip
 
 
-def _hub_call(what: str, call: Callable[[], Any]) -> Any:
+def hub_call(what: str, call: Callable[[], Any]) -> Any:
     """``call()``, a hub's refusal or an unreachable hub raised as one :class:`ConfigError` line that
     starts with ``what`` and names the endpoint (without a password or query-string key)."""
     import httpx2
@@ -179,4 +179,4 @@ def _commit(metrics: dict, files: list[Path], repo_id: str, *, token: str | None
         api.create_repo(repo_id, repo_type="dataset", private=private, exist_ok=True)
         return str(api.create_commit(repo_id, operations, repo_type="dataset", commit_message=message).commit_url)
 
-    return _hub_call(f"pushing to {repo_id} failed", push)
+    return hub_call(f"pushing to {repo_id} failed", push)

@@ -23,6 +23,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from spotdiff.benchmarks._io import inside
 from spotdiff.errors import ConfigError, DataError
 from spotdiff.jsonio import atomic_write_text
 
@@ -160,33 +161,6 @@ def reviewer_sheets(folder: Path) -> dict[str, Path]:
     stem, suffix = Path(CSV_NAME).stem, Path(CSV_NAME).suffix
     found = {p.name[len(stem) + 1 : -len(suffix)]: p for p in Path(folder).glob(f"{stem}.*{suffix}")}
     return {name: found[name] for name in sorted(found) if REVIEWER_NAME.fullmatch(name)}
-
-
-def inside(
-    root: Path, name: str, *, file: Path | None = None, record: str | None = None, field: str | None = None
-) -> Path:
-    """``root / name``, refused (a DataError naming the file) when it would lie outside ``root``: an absolute
-    name, ``..`` climbing out, or a symbolic link on the way that leads out. A sheet or a record is a file
-    someone hands over; it never makes spotdiff read or write elsewhere.
-
-    Args:
-        root: the folder the name is relative to.
-        name: the relative name, as the file gives it.
-        file: the file the name comes from (for the message).
-        record: the record or row (for the message).
-        field: the column or field (for the message).
-
-    >>> inside(Path("/data"), "a/b.png").as_posix()
-    '/data/a/b.png'
-    """
-    relative = Path(name)
-    if relative.is_absolute() or ".." in relative.parts:
-        raise DataError(f"{name!r} leaves its folder {root}", file=file or root, record=record, field=field)
-    path = Path(root) / relative
-    real_root = Path(root).resolve()
-    if not path.resolve().is_relative_to(real_root):
-        raise DataError(f"{name!r} is a link leading out of {root}", file=file or root, record=record, field=field)
-    return path
 
 
 def sheet_image(item: ReviewItem, column: str, sheet: Path, row: int) -> str:

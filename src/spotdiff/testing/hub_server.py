@@ -12,6 +12,7 @@ import base64
 import hashlib
 import json
 import os
+import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -47,6 +48,19 @@ class Repo:
             pointer = f"version https://git-lfs.github.com/spec/v1\noid sha256:{sha}\nsize {len(data)}\n".encode()
             info.update(oid=git_blob_id(pointer), lfs={"oid": sha, "size": len(data), "pointerSize": len(pointer)})
         return info
+
+
+    def tree(self, folder: str, recursive: bool) -> list[dict]:
+        """``/api/{type}s/{repo}/tree/{rev}/{folder}``: the files and folders in ``folder`` ("": the top), or below
+        it with ``recursive``, as the hub lists them (a folder: ``{"type": "directory", "path", "oid", "size": 0}``)."""
+        prefix = folder + "/" if folder else ""
+        below = [p for p in sorted(self.files) if p.startswith(prefix)]
+        folders = sorted({p[:i] for p in below for i in range(len(prefix), len(p)) if p[i] == "/"})
+        if not recursive:
+            below = [p for p in below if "/" not in p[len(prefix):]]
+            folders = [f for f in folders if "/" not in f[len(prefix):]]
+        dirs = [{"type": "directory", "path": f, "oid": git_blob_id(f.encode()), "size": 0} for f in folders]
+        return dirs + [self.entry(p) for p in below]
 
 
 class HubServer(LoopbackServer):
@@ -228,8 +242,8 @@ class HubServer(LoopbackServer):
                     "siblings": [{"rfilename": p} for p in sorted(repo.files)],
                 })
             if action == "tree":
-                prefix = sub.rstrip("/") + "/" if sub else ""
-                return self._json(handler, [repo.entry(p) for p in sorted(repo.files) if p.startswith(prefix)])
+                recursive = parse_qs(url.query).get("recursive", ["false"])[0].lower() == "true"
+                return self._json(handler, repo.tree(sub.rstrip("/"), recursive))
             if action == "paths-info":
                 wanted = form.get("paths", [])
                 return self._json(handler, [repo.entry(p) for p in wanted if p in repo.files])
@@ -270,13 +284,21 @@ def hub_environment(endpoint: str, *, offline: bool = False) -> Iterator[None]:
 
     huggingface_hub reads both when it is imported (``constants.ENDPOINT``, the resolve URL template,
     ``constants.HF_HUB_OFFLINE``); a test process imported it long before, so the values it would have
-    computed are set here, and restored on exit. Every request huggingface_hub makes (downloads, and
-    its agent-registry lookup at ``{ENDPOINT}/api/agent-harnesses``) then goes to ``endpoint``.
+    computed are set here, and restored on exit; so are ``datasets``' own copies (``datasets.config``), when it
+    is imported. Every request huggingface_hub makes (downloads, and its agent-registry lookup at
+    ``{ENDPOINT}/api/agent-harnesses``) then goes to ``endpoint``.
     """
     from huggingface_hub import constants
 
     saved_env = {k: os.environ.get(k) for k in ("HF_ENDPOINT", "HF_HUB_OFFLINE")}
     saved = (constants.ENDPOINT, constants.HUGGINGFACE_CO_URL_TEMPLATE, constants.HF_HUB_OFFLINE)
+    datasets_config = sys.modules.get("datasets.config")
+    names = ("HF_ENDPOINT", "HUB_DATASETS_URL", "HF_HUB_OFFLINE")
+    saved_datasets = {n: getattr(datasets_config, n) for n in names} if datasets_config is not None else {}
+    template = endpoint.rstrip("/") + "/datasets/{repo_id}/resolve/{revision}/{path}"
+    for name, value in zip(names, (endpoint.rstrip("/"), template, offline), strict=True):
+        if datasets_config is not None:
+            setattr(datasets_config, name, value)
     os.environ["HF_ENDPOINT"] = endpoint
     if offline:
         os.environ["HF_HUB_OFFLINE"] = "1"
@@ -289,6 +311,8 @@ def hub_environment(endpoint: str, *, offline: bool = False) -> Iterator[None]:
         yield
     finally:
         constants.ENDPOINT, constants.HUGGINGFACE_CO_URL_TEMPLATE, constants.HF_HUB_OFFLINE = saved
+        for name, value in saved_datasets.items():
+            setattr(datasets_config, name, value)
         for key, value in saved_env.items():
             if value is None:
                 os.environ.pop(key, None)
