@@ -31,11 +31,12 @@ from spotdiff.review.sheet import ReviewItem, read_review, read_sheet, write_rev
 
 
 def call(server: ReviewServer, method: str, path: str, body=None, headers=None, token=True):
-    """One request: (status, headers, body bytes); the token in the URL unless told otherwise."""
+    """One request: (status, headers, body bytes); the token in the URL unless told otherwise; ``body`` as JSON
+    (bytes: sent as they are)."""
     conn = http.client.HTTPConnection("127.0.0.1", server.port, timeout=30)
     if token:
         path += ("&" if "?" in path else "?") + f"token={server.token}"
-    data = None if body is None else json.dumps(body).encode()
+    data = None if body is None else body if isinstance(body, bytes) else json.dumps(body).encode()
     sent = {"Content-Type": "application/json"} if body is not None else {}
     conn.request(method, path, body=data, headers={**sent, **(headers or {})})
     response = conn.getresponse()
@@ -87,6 +88,35 @@ def test_the_page_needs_the_token_then_its_cookie(eqben_out, serve, caplog):
     status, _, _ = call(server, "POST", "/api/decide", headers={**jar, "Content-Type": "text/plain"}, token=False)
     assert status == 415
     assert server.token not in caplog.text  # no request line is logged
+
+
+_SECURITY = ("content-security-policy", "x-content-type-options", "referrer-policy", "cache-control")
+
+
+def test_every_refusal_is_an_answer_with_the_security_headers(eqben_out, serve, caplog, monkeypatch):
+    """A token that is not ASCII (``%C3%A9``, a byte that is not UTF-8) is refused as any wrong token is, not a
+    500 with a traceback in the reviewer's terminal; every refusal carries the security headers."""
+    server = serve(eqben_out)
+    uvicorn_log = logging.getLogger("uvicorn.error")  # what the reviewer's terminal shows (it does not propagate)
+    monkeypatch.setattr(uvicorn_log, "handlers", [*uvicorn_log.handlers, caplog.handler])
+    port = server.port
+    refusals = [
+        ("GET", "/?token=%C3%A9", None, {}, 403),
+        ("GET", "/api/items?token=%FF", None, {}, 403),
+        ("GET", "/", None, {"Cookie": f"spotdiff-review-{port}=\u00e9"}, 403),
+        ("GET", "/", None, {}, 403),
+        ("GET", f"/?token={server.token}", None, {"Host": f"evil.example:{port}"}, 400),
+        ("POST", f"/api/decide?token={server.token}", b"{}", {"Content-Type": "text/plain"}, 415),
+        ("GET", f"/nothing?token={server.token}", None, {}, 404),
+        ("GET", f"/api/decide?token={server.token}", None, {}, 405),
+        ("POST", f"/api/decide?token={server.token}", {"id": "00000", "decision": "maybe"}, {}, 400),
+    ]
+    for method, path, body, headers, expected in refusals:
+        status, got, _ = call(server, method, path, body, headers, token=False)
+        assert status == expected, (path, headers, status)
+        assert all(h in {k.lower() for k in got} for h in _SECURITY), (path, got)
+    server.stop()  # its log is complete (an error is logged after its answer is sent)
+    assert not caplog.records, caplog.text
 
 
 def test_nothing_outside_out_is_served(eqben_out, serve, tmp_path):

@@ -1,11 +1,11 @@
 """The review page's server: a Starlette app on uvicorn, on 127.0.0.1 only, behind a random token.
 
-As Jupyter does, the URL printed at start carries a random token (``?token=...``); the first visit with
-it sets a cookie (HttpOnly, SameSite=Strict, named after the port) and redirects to the bare page, and
-every request without the cookie or the token is refused (403). Requests naming another host are refused
-(DNS rebinding), writes must be JSON (a cross-site form cannot send one), and the page may load nothing
-from elsewhere (Content-Security-Policy). The server serves the page's own files and the images the
-sheet names inside the output folder, nothing else; it logs no request line (the token would be in it).
+As Jupyter does, the URL printed at start carries a random token (``?token=...``); the first visit with it sets a
+cookie (HttpOnly, SameSite=Strict, named after the port) and redirects to the bare page, and every request without
+the cookie or the token is refused (403). Requests naming another host are refused (DNS rebinding), writes must be
+JSON (a cross-site form cannot send one), and the page may load nothing from elsewhere (Content-Security-Policy, on
+every answer, refusals and errors too). The server serves the page's own files and the images the sheet names inside
+the output folder, nothing else; it logs no request line (the token would be in it).
 """
 
 from __future__ import annotations
@@ -20,12 +20,14 @@ from typing import Any
 import uvicorn
 from starlette.applications import Starlette
 from starlette.concurrency import run_in_threadpool
+from starlette.datastructures import MutableHeaders
 from starlette.middleware import Middleware
 from starlette.middleware.base import BaseHTTPMiddleware, RequestResponseEndpoint
 from starlette.middleware.trustedhost import TrustedHostMiddleware
 from starlette.requests import Request
 from starlette.responses import FileResponse, JSONResponse, PlainTextResponse, RedirectResponse, Response
 from starlette.routing import Route
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from spotdiff.errors import SpotdiffError
 from spotdiff.review.session import IMAGE_SUFFIXES, ReviewSession
@@ -42,16 +44,39 @@ _HEADERS = {
 }
 
 
+class _Headers:
+    """The security headers on every answer: the app's, its refusals' (another host) and its errors'.
+
+    Args:
+        app: the whole app (its error middleware too, which answers an unexpected error itself).
+    """
+
+    def __init__(self, app: ASGIApp) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        async def send_with_headers(message: Message) -> None:
+            if message["type"] == "http.response.start":
+                MutableHeaders(scope=message).update(_HEADERS)
+            await send(message)
+
+        await self.app(scope, receive, send_with_headers if scope["type"] == "http" else send)
+
+
 class _Guard(BaseHTTPMiddleware):
-    """The token (or the cookie it set), JSON for writes, and the security headers on every answer."""
+    """The token (or the cookie it set) and JSON for writes."""
 
     def __init__(self, app: Any, token: str, cookie: str) -> None:
         super().__init__(app)
         self.token, self.cookie = token, cookie
 
+    def _is_token(self, value: str) -> bool:
+        """Whether ``value`` is the token, compared in constant time (as bytes: any text, ASCII or not)."""
+        return secrets.compare_digest(value.encode("utf-8", "surrogatepass"), self.token.encode())
+
     async def dispatch(self, request: Request, call_next: RequestResponseEndpoint) -> Response:
-        by_cookie = secrets.compare_digest(request.cookies.get(self.cookie, ""), self.token)
-        by_url = secrets.compare_digest(request.query_params.get("token", ""), self.token)
+        by_cookie = self._is_token(request.cookies.get(self.cookie, ""))
+        by_url = self._is_token(request.query_params.get("token", ""))
         if request.url.path == "/favicon.ico":  # asked for by every page, the refusal too: there is none
             response: Response = Response(status_code=204)
         elif not (by_cookie or by_url):
@@ -65,11 +90,10 @@ class _Guard(BaseHTTPMiddleware):
             response.set_cookie(self.cookie, self.token, httponly=True, samesite="strict", path="/")
         else:
             response = await call_next(request)
-        response.headers.update(_HEADERS)
         return response
 
 
-def make_app(session: ReviewSession, token: str, port: int) -> Starlette:
+def make_app(session: ReviewSession, token: str, port: int) -> ASGIApp:
     """The review page's app for one session.
 
     Args:
@@ -143,7 +167,7 @@ def make_app(session: ReviewSession, token: str, port: int) -> Starlette:
         Middleware(TrustedHostMiddleware, allowed_hosts=[HOST, "localhost"]),
         Middleware(_Guard, token=token, cookie=f"spotdiff-review-{port}"),
     ]
-    return Starlette(routes=routes, middleware=middleware)
+    return _Headers(Starlette(routes=routes, middleware=middleware))
 
 
 def _static(name: str) -> bytes:
