@@ -12,8 +12,10 @@ import json
 import logging
 import os
 import signal
+import socket
 import subprocess
 import sys
+import threading
 from pathlib import Path
 
 import numpy as np
@@ -198,6 +200,108 @@ def test_every_decision_is_saved_at_once_and_survives_a_restart(eqben_out, serve
 
 
 _PAIRS = {"image_fields": ("image0", "image1"), "text_fields": ("caption0", "caption1")}
+
+
+def _post_streamed(server: ReviewServer, body: bytes, *, chunked: bool) -> int:
+    """POST ``body`` to /api/decide, sent from a thread while this one reads the answer (a server may answer
+    before the body ends, and close); the answer's status."""
+    sock = socket.create_connection(("127.0.0.1", server.port), timeout=60)
+    length = "Transfer-Encoding: chunked" if chunked else f"Content-Length: {len(body)}"
+    head = (f"POST /api/decide?token={server.token} HTTP/1.1\r\nHost: 127.0.0.1:{server.port}\r\n"
+            f"Content-Type: application/json\r\n{length}\r\n\r\n").encode()  # fmt: skip
+    parts = [body[k : k + (1 << 20)] for k in range(0, len(body), 1 << 20)]
+    framed = [b"%x\r\n%s\r\n" % (len(p), p) for p in parts] + [b"0\r\n\r\n"] if chunked else parts
+
+    def send() -> None:
+        try:
+            for part in [head, *framed]:
+                sock.sendall(part)
+        except OSError:  # the server answered and closed: the rest is not read
+            pass
+
+    sender = threading.Thread(target=send)
+    sender.start()
+    try:
+        response = http.client.HTTPResponse(sock)
+        response.begin()
+        return response.status
+    finally:
+        sock.close()
+        sender.join()
+
+
+def test_a_refused_decision_changes_nothing(eqben_out, serve):
+    """Each write below is refused before anything changes (the body bounded, 413; the rest 400 or 403), and the
+    session goes on: the next decision is saved and read back by --from-review."""
+    server = serve(eqben_out)
+    decide(server, "00000", "accept")
+    before = (eqben_out / "review.alice.csv").read_bytes()
+    valid = {"id": "00001", "decision": "accept"}
+    origin = f"http://127.0.0.1:{server.port}"
+    refused = [
+        (b'{"id": "00001", "decision": "accept", "texts": {"caption0": "a \\ud800 cat"}}', {}, 400),  # lone surrogate
+        (b'{"id": "00001", "texts": ' + b"[" * 100_000 + b"]" * 100_000 + b"}", {}, 400),  # nested 100,000 deep
+        ({**valid, "texts": {"caption0": "a cat " * 40_000}}, {}, 400),  # 240,000 characters: no sheet reads it
+        (valid, {"Origin": "http://evil.example"}, 403),
+        (valid, {"Origin": f"http://127.0.0.1:{server.port + 1}"}, 403),  # another site on this machine
+        (valid, {"Origin": origin, "Sec-Fetch-Site": "cross-site"}, 403),
+        (valid, {"Sec-Fetch-Site": "same-site"}, 403),
+    ]
+    for body, headers, expected in refused:
+        status, _, answer = call(server, "POST", "/api/decide", body, headers)
+        assert status == expected, (str(body)[:80], headers, answer[:200])
+        assert (eqben_out / "review.alice.csv").read_bytes() == before
+    big = json.dumps({**valid, "pad": "x" * 24_000_000}).encode()  # 24 MB
+    assert _post_streamed(server, big, chunked=False) == 413
+    assert _post_streamed(server, big, chunked=True) == 413
+    items = json.loads(call(server, "GET", "/api/items")[2])["items"]
+    assert [i["decision"] for i in items] == ["accept", None, None, None, None, None]
+    assert items[1]["texts"] == items[1]["original"]
+    headers = {"Origin": origin, "Sec-Fetch-Site": "same-origin"}  # what a browser sends from the page itself
+    status, _, _ = call(server, "POST", "/api/decide", {**valid, "texts": {"caption0": "A cat."}}, headers)
+    assert status == 200
+    for k in range(2, 6):
+        decide(server, f"{k:05d}", "reject")
+    assert len(read_review(server.session.file, **_PAIRS).accepted) == 2
+    assert read_sheet(server.session.file, **_PAIRS)[1].cells["caption0"] == "A cat."
+
+
+def test_a_text_the_item_lacks_is_refused(spec_out, serve, tmp_path):
+    """A SPEC set of K images has K texts: text K (empty in the sheet) cannot be written, or --from-review would
+    refuse the whole file."""
+    server = serve(spec_out)
+    item = next(i for i in json.loads(call(server, "GET", "/api/items")[2])["items"] if i["id"].startswith("rel"))
+    k = len(item["texts"])
+    status, _, body = call(server, "POST", "/api/decide", {"id": item["id"], "decision": "accept",
+                                                           "texts": {f"text{k}": "one more text"}})  # fmt: skip
+    assert status == 400 and f"text{k}" in json.loads(body)["error"]
+    decide(server, item["id"], "accept", {f"text{k - 1}": "an edited text"})
+    decide(server, "count/00000", "reject")
+    final = tmp_path / "final"
+    assert main(["synth", "spec", "--from-review", str(server.session.file), "--out", str(final)]) == 0
+    assert get_benchmark("spec")(final).load("relative_spatial")[0].texts[k - 1] == "an edited text"
+
+
+def test_a_sheet_that_would_not_read_back_is_not_written(eqben_out, serve, monkeypatch, tmp_path):
+    """Past the page's own bound, what is written is read back before it replaces the file: a cell longer than
+    the CSV reader's field limit is refused, the file and the session unchanged; an engine's sheet too."""
+    item = ReviewItem("0", {"image": "images/a.png"}, {"p1": "a cat " * 40_000}, "consistent", True)
+    with pytest.raises(DataError, match=r"review.csv: the sheet would not read back \(field larger than field limit"):
+        write_review(tmp_path, [item], image_fields=("image",), text_fields=("p1",), title="VISLA")
+    assert list(tmp_path.iterdir()) == [tmp_path / "eqben"]  # no sheet, no temporary file
+    monkeypatch.setattr(session_module, "MAX_TEXT", 10**6)
+    server = serve(eqben_out)
+    decide(server, "00000", "accept")
+    before = (eqben_out / "review.alice.csv").read_bytes()
+    long = {"id": "00001", "decision": "accept", "texts": {"caption0": "a cat " * 40_000}}
+    status, _, body = call(server, "POST", "/api/decide", long)
+    assert status == 400 and "would not read back" in json.loads(body)["error"]
+    assert (eqben_out / "review.alice.csv").read_bytes() == before
+    assert [p.name for p in eqben_out.glob(".review.alice.csv.*")] == []  # no temporary file left
+    items = json.loads(call(server, "GET", "/api/items")[2])["items"]
+    assert items[1]["decision"] is None and items[1]["texts"] == items[1]["original"]
+    decide(server, "00001", "reject")
+    assert [r.decision for r in read_sheet(server.session.file, **_PAIRS)][:2] == ["accept", "reject"]
 
 
 def test_a_pair_shows_its_pixel_difference(eqben_out, serve):

@@ -10,6 +10,7 @@ the output folder, nothing else; it logs no request line (the token would be in 
 
 from __future__ import annotations
 
+import json
 import secrets
 import socket
 import threading
@@ -33,6 +34,9 @@ from spotdiff.errors import SpotdiffError
 from spotdiff.review.session import IMAGE_SUFFIXES, ReviewSession
 
 HOST = "127.0.0.1"
+#: the largest decision accepted, in bytes: every text of a SPEC set at its longest (MAX_TEXT characters, each
+#: character as a JSON escape) fits
+MAX_BODY = 2 * 1024 * 1024
 #: the page's own files, served from the package
 STATIC = {"review.js": "text/javascript", "review.css": "text/css"}
 _HEADERS = {
@@ -64,11 +68,18 @@ class _Headers:
 
 
 class _Guard(BaseHTTPMiddleware):
-    """The token (or the cookie it set) and JSON for writes."""
+    """The token (or the cookie it set); writes from this page only, as JSON."""
 
-    def __init__(self, app: Any, token: str, cookie: str) -> None:
+    def __init__(self, app: Any, token: str, port: int) -> None:
         super().__init__(app)
-        self.token, self.cookie = token, cookie
+        self.token, self.cookie = token, f"spotdiff-review-{port}"
+        self.origins = {f"http://{HOST}:{port}", f"http://localhost:{port}"}
+
+    def _cross_site(self, request: Request) -> bool:
+        """Whether the browser says a write comes from another site (``Origin``, ``Sec-Fetch-Site``; a port of
+        this machine other than the server's is another site too)."""
+        origin, site = request.headers.get("origin"), request.headers.get("sec-fetch-site")
+        return (origin is not None and origin not in self.origins) or site not in (None, "same-origin", "none")
 
     def _is_token(self, value: str) -> bool:
         """Whether ``value`` is the token, compared in constant time (as bytes: any text, ASCII or not)."""
@@ -83,6 +94,8 @@ class _Guard(BaseHTTPMiddleware):
             response = PlainTextResponse(
                 "403: this review needs the token in the URL `spotdiff review` printed", status_code=403
             )
+        elif request.method == "POST" and self._cross_site(request):
+            response = PlainTextResponse("403: a write from another site", status_code=403)
         elif request.method == "POST" and request.headers.get("content-type", "").split(";")[0] != "application/json":
             response = PlainTextResponse("415: send JSON", status_code=415)
         elif by_url and not by_cookie and request.url.path == "/":
@@ -124,14 +137,12 @@ def make_app(session: ReviewSession, token: str, port: int) -> ASGIApp:
         )
 
     async def decide(request: Request) -> Response:
+        raw = await _body(request, MAX_BODY)
+        if raw is None:
+            return JSONResponse({"error": f"a decision is at most {MAX_BODY} bytes"}, status_code=413)
         try:
-            body = await request.json()
-            if not isinstance(body, dict) or not isinstance(body.get("id"), str):
-                raise ValueError("expected {id, decision, texts}")
-            texts = body.get("texts")
-            if texts is not None and not isinstance(texts, dict):
-                raise ValueError("texts: expected an object")
-            item = await run_in_threadpool(session.decide, body["id"], body.get("decision"), texts)
+            body = _decision(raw)
+            item = await run_in_threadpool(session.decide, body["id"], body.get("decision"), body.get("texts"))
         except (SpotdiffError, ValueError) as exc:
             return JSONResponse({"error": str(exc)}, status_code=400)
         return JSONResponse({"item": item, "progress": session.progress()})
@@ -165,9 +176,39 @@ def make_app(session: ReviewSession, token: str, port: int) -> ASGIApp:
     ]
     middleware = [
         Middleware(TrustedHostMiddleware, allowed_hosts=[HOST, "localhost"]),
-        Middleware(_Guard, token=token, cookie=f"spotdiff-review-{port}"),
+        Middleware(_Guard, token=token, port=port),
     ]
     return _Headers(Starlette(routes=routes, middleware=middleware))
+
+
+async def _body(request: Request, limit: int) -> bytes | None:
+    """The request's body; None when it is longer than ``limit`` bytes (by its declared length, or as it arrives:
+    the rest is not read)."""
+    declared = request.headers.get("content-length", "0")
+    if not declared.isdigit() or int(declared) > limit:
+        return None
+    chunks, size = [], 0
+    async for chunk in request.stream():
+        size += len(chunk)
+        if size > limit:
+            return None
+        chunks.append(chunk)
+    return b"".join(chunks)
+
+
+def _decision(raw: bytes) -> dict[str, Any]:
+    """A decision's JSON body, ``{id, decision, texts}``, checked for its shape (the session checks its values)."""
+    try:
+        body = json.loads(raw)
+    except RecursionError:
+        raise ValueError("not a decision: JSON nested too deep") from None
+    except ValueError as exc:  # not JSON, or not UTF-8
+        raise ValueError(f"not JSON: {exc}") from None
+    if not isinstance(body, dict) or not isinstance(body.get("id"), str):
+        raise ValueError("expected {id, decision, texts}")
+    if body.get("texts") is not None and not isinstance(body["texts"], dict):
+        raise ValueError("texts: expected an object")
+    return body
 
 
 def _static(name: str) -> bytes:
