@@ -397,10 +397,10 @@ def _three_reviewers(out: Path) -> list[Path]:
     votes = {"alice": "AAARRR", "bob": "AARRRR", "carol": "ARRRRR"}
     files = []
     for name, pattern in votes.items():
-        session = ReviewSession(out, name)
-        for k, vote in enumerate(pattern):
-            texts = {"caption1": "Bob's caption."} if name == "bob" and k == 0 else None
-            session.decide(f"{k:05d}", "accept" if vote == "A" else "reject", texts)
+        with ReviewSession(out, name) as session:
+            for k, vote in enumerate(pattern):
+                texts = {"caption1": "Bob's caption."} if name == "bob" and k == 0 else None
+                session.decide(f"{k:05d}", "accept" if vote == "A" else "reject", texts)
         files.append(session.file)
     return files
 
@@ -468,7 +468,8 @@ def test_agreement_cli_reports_kappa_and_the_disagreements(eqben_out, capsys):
     assert [d["id"] for d in report["disagreements"]] == ["00001", "00002"]
     assert report["disagreements"][0]["decisions"] == {"alice": "accept", "bob": "accept", "carol": "reject"}
     (eqben_out / "review.carol.csv").unlink()
-    ReviewSession(eqben_out, "bob").decide("00005", None)
+    with ReviewSession(eqben_out, "bob") as bob:
+        bob.decide("00005", None)
     assert main(["review", str(eqben_out), "--agreement"]) == 0
     out = capsys.readouterr().out
     # alice AAARR, bob AARRR on the five decided by both: p_o = 4/5, p_e = 3/5 * 2/5 + 2/5 * 3/5 = 12/25
@@ -501,13 +502,32 @@ def test_the_command_prints_a_url_with_a_token_and_stops_on_ctrl_c(eqben_out):
     assert token not in out + err  # printed once, at the start, and logged nowhere
 
 
+def test_a_reviewer_is_served_by_one_review_at_a_time(eqben_out, review_elsewhere):
+    """Two ``spotdiff review OUT --reviewer bob`` (two terminals, or two people under one name) would each rewrite
+    the file from what they hold: the second is refused in one line naming the first; another reviewer is not,
+    and once the first ends, bob starts again where he was."""
+    with ReviewSession(eqben_out, "bob") as bob:
+        bob.decide("00000", "accept")
+        started, status, err = review_elsewhere(eqben_out, "bob")
+        assert (started, status) == ("", 2), (started, err)
+        holder = f"pid {os.getpid()} on {socket.gethostname()} since "
+        assert f"review.bob.csv is in use by another spotdiff review ({holder}" in err and "--reviewer" in err
+        assert len(err.strip().splitlines()) == 1 and "Traceback" not in err
+        with ReviewSession(eqben_out, "carol"):
+            pass
+        assert [r.decision for r in read_sheet(bob.file, **_PAIRS)] == ["accept", None, None, None, None, None]
+    with ReviewSession(eqben_out, "bob") as again:  # released: bob starts again where he was
+        assert again.decide("00001", "reject")["decision"] == "reject" and again.decisions["00000"] == "accept"
+
+
 def test_a_bad_reviewer_name_or_folder_is_one_clear_line(eqben_out, tmp_path, capsys):
     assert main(["review", str(eqben_out), "--reviewer", "../../x"]) == 2
     assert "reviewer name '../../x'" in capsys.readouterr().err
     (tmp_path / "empty").mkdir()
     assert main(["review", str(tmp_path / "empty"), "--reviewer", "a"]) == 2
     assert "no review sheet (review.csv) and no SPEC or EqBen output" in capsys.readouterr().err
-    ReviewSession(eqben_out, "a")
+    with ReviewSession(eqben_out, "a"):
+        pass
     (eqben_out / "review.a.csv").write_text("id,decision\n1,accept\n", encoding="utf-8")
     assert main(["review", str(eqben_out), "--reviewer", "a"]) == 2
     assert "review.a.csv, record row 1: unexpected header" in capsys.readouterr().err

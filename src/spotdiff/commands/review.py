@@ -23,7 +23,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument(
         "--reviewer",
         help="your name: your decisions go to OUT/review.NAME.csv, apart from other reviewers' (default: your "
-        "login name)",
+        "login name); one review at a time per name",
     )
     p.add_argument("--port", type=port, default=0, help="the port on 127.0.0.1 (default 0: a free one)")
     p.add_argument(
@@ -44,14 +44,14 @@ def run(args: argparse.Namespace) -> int:
     from spotdiff.review.server import ReviewServer
     from spotdiff.review.session import ReviewSession
 
-    session = ReviewSession(args.out, args.reviewer or _login())
-    server = ReviewServer(session, args.port)
-    done = session.progress()
-    print(f"spotdiff review: {done['total']} items ({session.kind.name}) in {session.out}")
-    print(f"  your decisions ({done['decided']} so far) are saved at once to {session.file}")
-    print("  open this page in a browser on this machine (Ctrl-C stops the server):")
-    print(f"    {server.url}", flush=True)
-    server.run()
+    with ReviewSession(args.out, args.reviewer or _login()) as session:  # held until the server stops
+        server = ReviewServer(session, args.port)
+        done = session.progress()
+        print(f"spotdiff review: {done['total']} items ({session.kind.name}) in {session.out}")
+        print(f"  your decisions ({done['decided']} so far) are saved at once to {session.file}")
+        print("  open this page in a browser on this machine (Ctrl-C stops the server):")
+        print(f"    {server.url}", flush=True)
+        server.run()
     done = session.progress()
     reader = session.kind.reader or _engine(session.out)
     print(

@@ -218,10 +218,11 @@ def _static(name: str) -> bytes:
 class ReviewServer:
     """The app served by uvicorn on 127.0.0.1 at ``port`` (0: a free port, bound before the URL is printed).
 
-    ``run()`` serves until interrupted (Ctrl-C); ``start()`` / ``stop()`` serve from a background thread.
+    ``run()`` serves until interrupted (Ctrl-C); ``start()`` / ``stop()`` serve from a background thread. The
+    server ends its session when it stops: the reviewer's file is free for another.
 
     Args:
-        session: the reviewer's session.
+        session: the reviewer's session (closed when the server stops).
         port: the port; 0 picks a free one.
     """
 
@@ -255,6 +256,7 @@ class ReviewServer:
             pass
         finally:
             self.socket.close()
+            self.session.close()
 
     def start(self, timeout: float = 30.0) -> ReviewServer:
         """Serve from a background thread; return once the server answers."""

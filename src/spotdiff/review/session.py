@@ -4,7 +4,9 @@ The folder's sheet and its columns are :mod:`spotdiff.review.kinds`' (``review.c
 --pairs`` and ``visla-vsr`` write; for a SPEC or EqBen folder without one, written from the published output).
 A :class:`ReviewSession` holds one reviewer's decisions and edits in ``review.<name>.csv`` beside the sheet (the
 sheet's format, an undecided row's decision empty), rewritten whole at every decision (a temporary file renamed
-into place), so that closing the page or killing the server loses nothing.
+into place), so that closing the page or killing the server loses nothing. A session holds its reviewer's file
+(:class:`spotdiff.locks.HeldLock`, ``.review.<name>.lock`` beside it) until it is closed: a second session of the
+same reviewer, which would rewrite the file from what it held, is refused naming the first.
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ from PIL import Image
 from spotdiff.benchmarks.spec import SUBSETS
 from spotdiff.cases import FileImage, NpyImage
 from spotdiff.errors import DataError
+from spotdiff.locks import HeldLock
 from spotdiff.review.kinds import PAIRS, SETS, find_sheet, sheet_kind
 from spotdiff.review.sets import read_cases
 from spotdiff.review.sheet import DECISIONS, inside, read_sheet, reviewer_sheet, write_sheet
@@ -33,7 +36,9 @@ IMAGE_SUFFIXES = {".png": "image/png", ".jpg": "image/jpeg", ".jpeg": "image/jpe
 
 
 class ReviewSession:
-    """One reviewer's decisions on one folder's sheet, each saved at once to ``review.<reviewer>.csv``.
+    """One reviewer's decisions on one folder's sheet, each saved at once to ``review.<reviewer>.csv``, which the
+    session holds until it is closed (a context manager; a second session of the reviewer is refused, a
+    ConfigError naming the holder).
 
     Args:
         out: the folder a ``spotdiff synth`` run wrote.
@@ -46,20 +51,39 @@ class ReviewSession:
         self.kind = sheet_kind(self.sheet)
         self.reviewer = reviewer
         self.file = reviewer_sheet(self.sheet, reviewer)
-        self.rows = read_sheet(self.sheet, **self.kind.fields)
-        self.index = {row.id: k for k, row in enumerate(self.rows)}
-        self.images = {row.cells[f] for row in self.rows for f in self.kind.image_fields if row.cells[f]}
-        self._lock = threading.Lock()
-        self.decisions: dict[str, str | None] = {row.id: None for row in self.rows}
-        self.texts = {row.id: {f: row.cells[f] for f in self.kind.text_fields} for row in self.rows}
-        if self.file.is_file():
-            self._load()
-        else:
-            try:
-                self._save(self.decisions, self.texts)
-            except OSError as exc:
-                raise DataError(f"cannot write the reviewer's file: {exc.strerror or exc}", file=self.file) from None
-        self.boxes = _spec_boxes(self.out) if self.kind is SETS else {}
+        self._hold = _hold(self.file)  # before the file is read: what it holds is this session's alone
+        try:
+            self.rows = read_sheet(self.sheet, **self.kind.fields)
+            self.index = {row.id: k for k, row in enumerate(self.rows)}
+            self.images = {row.cells[f] for row in self.rows for f in self.kind.image_fields if row.cells[f]}
+            self._lock = threading.Lock()
+            self.decisions: dict[str, str | None] = {row.id: None for row in self.rows}
+            self.texts = {row.id: {f: row.cells[f] for f in self.kind.text_fields} for row in self.rows}
+            if self.file.is_file():
+                self._load()
+            else:
+                self._create()
+            self.boxes = _spec_boxes(self.out) if self.kind is SETS else {}
+        except BaseException:
+            self.close()
+            raise
+
+    def _create(self) -> None:
+        """Write the reviewer's file, every item undecided."""
+        try:
+            self._save(self.decisions, self.texts)
+        except OSError as exc:
+            raise DataError(f"cannot write the reviewer's file: {exc.strerror or exc}", file=self.file) from None
+
+    def close(self) -> None:
+        """Let the reviewer's file go (what was decided is saved already); again: nothing to do."""
+        self._hold.release()
+
+    def __enter__(self) -> ReviewSession:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
 
     def _load(self) -> None:
         """Take up the reviewer's earlier decisions (their file must be a copy of this sheet)."""
@@ -183,6 +207,17 @@ class ReviewSession:
             raise DataError(f"item {row.id!r} is not a pair", file=self.sheet)
         paths = [self.image_file(row.cells[f]) for f in self.kind.image_fields]
         return _difference(*(str(p) for p in paths))
+
+
+def _hold(file: Path) -> HeldLock:
+    """The lock on a reviewer's file: ``.review.<name>.lock`` beside it, its holder in ``.review.<name>.lock.json``."""
+    lock = file.with_name(f".{file.stem}.lock")
+
+    def busy(holder: str) -> str:
+        return (f"{file} is in use by another spotdiff review ({holder}), which would rewrite it from what it holds: "
+                "use that one's page, stop it (Ctrl-C in its terminal), or give another --reviewer")  # fmt: skip
+
+    return HeldLock(lock, lock.with_name(lock.name + ".json"), busy)
 
 
 def _load(path: Path) -> Image.Image:
