@@ -477,7 +477,10 @@ def test_agreement_cli_reports_kappa_and_the_disagreements(eqben_out, capsys):
     assert "00002: alice accept, bob reject" in out and "00001" not in out
 
 
-def test_the_command_prints_a_url_with_a_token_and_stops_on_ctrl_c(eqben_out):
+@pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM], ids=["ctrl-c", "sigterm"])
+def test_the_command_prints_a_url_with_a_token_and_stops_on_ctrl_c_or_sigterm(eqben_out, signum):
+    """Stopped by Ctrl-C or by SIGTERM (``kill``, a closed session manager), it ends the same way: exit 0 and
+    the summary line with the command that reads the file back."""
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)}
     proc = subprocess.Popen(
         [sys.executable, "-m", "spotdiff", "review", str(eqben_out), "--reviewer", "dana"],
@@ -494,7 +497,7 @@ def test_the_command_prints_a_url_with_a_token_and_stops_on_ctrl_c(eqben_out):
         assert conn.getresponse().status == 303
         conn.close()
     finally:
-        proc.send_signal(signal.SIGINT)
+        proc.send_signal(signum)
         out, err = proc.communicate(timeout=60)
     assert proc.returncode == 0, err
     assert "0 of 6 decided" in out and "spotdiff synth eqben --from-review" in out

@@ -41,6 +41,7 @@ def run(args: argparse.Namespace) -> int:
         return _agreement(args)
     if args.json:
         raise ConfigError("--json goes with --agreement")
+    from spotdiff.diagnose.recorder import sigterm_as_interrupt
     from spotdiff.review.server import ReviewServer
     from spotdiff.review.session import ReviewSession
 
@@ -51,7 +52,11 @@ def run(args: argparse.Namespace) -> int:
         print(f"  your decisions ({done['decided']} so far) are saved at once to {session.file}")
         print("  open this page in a browser on this machine (Ctrl-C stops the server):")
         print(f"    {server.url}", flush=True)
-        server.run()
+        restore = sigterm_as_interrupt()  # SIGTERM (kill, a closed terminal's manager) ends it as Ctrl-C does
+        try:
+            server.run()
+        finally:
+            restore()
     done = session.progress()
     reader = session.kind.reader or _engine(session.out)
     print(
