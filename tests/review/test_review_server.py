@@ -202,9 +202,9 @@ def test_every_decision_is_saved_at_once_and_survives_a_restart(eqben_out, serve
 _PAIRS = {"image_fields": ("image0", "image1"), "text_fields": ("caption0", "caption1")}
 
 
-def _post_streamed(server: ReviewServer, body: bytes, *, chunked: bool) -> int:
+def _post_streamed(server: ReviewServer, body: bytes, *, chunked: bool) -> tuple[int, set[str]]:
     """POST ``body`` to /api/decide, sent from a thread while this one reads the answer (a server may answer
-    before the body ends, and close); the answer's status."""
+    before the body ends, and close); the answer's status and header names."""
     sock = socket.create_connection(("127.0.0.1", server.port), timeout=60)
     length = "Transfer-Encoding: chunked" if chunked else f"Content-Length: {len(body)}"
     head = (f"POST /api/decide?token={server.token} HTTP/1.1\r\nHost: 127.0.0.1:{server.port}\r\n"
@@ -224,7 +224,7 @@ def _post_streamed(server: ReviewServer, body: bytes, *, chunked: bool) -> int:
     try:
         response = http.client.HTTPResponse(sock)
         response.begin()
-        return response.status
+        return response.status, {k.lower() for k, _ in response.getheaders()}
     finally:
         sock.close()
         sender.join()
@@ -252,8 +252,9 @@ def test_a_refused_decision_changes_nothing(eqben_out, serve):
         assert status == expected, (str(body)[:80], headers, answer[:200])
         assert (eqben_out / "review.alice.csv").read_bytes() == before
     big = json.dumps({**valid, "pad": "x" * 24_000_000}).encode()  # 24 MB
-    assert _post_streamed(server, big, chunked=False) == 413
-    assert _post_streamed(server, big, chunked=True) == 413
+    for chunked in (False, True):  # its length declared, or not
+        status, headers = _post_streamed(server, big, chunked=chunked)
+        assert status == 413 and set(_SECURITY) <= headers
     items = json.loads(call(server, "GET", "/api/items")[2])["items"]
     assert [i["decision"] for i in items] == ["accept", None, None, None, None, None]
     assert items[1]["texts"] == items[1]["original"]
