@@ -1,7 +1,8 @@
 """The review page in a real headless Chromium (the ``chromium`` fixture: skipped without it, required when
 ``SPOTDIFF_REQUIRE_BROWSER=1``): the token is required, keys accept, reject, edit and undo, a reload opens at
 the first undecided item, the reviewer's file holds every decision, and two reviewers' kappa is the one
-worked by hand; SPEC sets show the boxes of the objects that change."""
+worked by hand; one reviewer's keys in two tabs lose nothing (a second server for them is refused); SPEC sets
+show the boxes of the objects that change."""
 
 from __future__ import annotations
 
@@ -131,6 +132,42 @@ def test_review_with_the_keyboard_in_chromium(chromium, eqben_out):
     # by hand: p_o = 4/6; each accepts 4 of 6, so p_e = (4/6)^2 + (2/6)^2 = 5/9; kappa = (2/3 - 5/9) / (4/9)
     assert report["kappa"] == pytest.approx(0.25) and report["method"] == "Cohen's kappa"
     assert [d["id"] for d in report["disagreements"]] == ["00001", "00003"]
+
+
+@pytest.mark.slow
+def test_one_reviewer_in_two_tabs_loses_nothing(chromium, eqben_out, review_elsewhere):
+    """bob's keys in two tabs of one server: each tab's decisions are in his file, and each tab counts the
+    other's; bob's second terminal is refused, naming the first (it would rewrite the file from what it held)."""
+    from selenium.webdriver.common.by import By
+
+    driver = chromium
+    server = ReviewServer(ReviewSession(eqben_out, "bob")).start()
+    mine = eqben_out / "review.bob.csv"
+    try:
+        _open(driver, server.url)
+        first = driver.current_window_handle
+        _press(driver, "a", then="00001")
+        _saved(mine, ["accept", None, None, None, None, None])
+        started, status, err = review_elsewhere(eqben_out, "bob")
+        assert (started, status) == ("", 2) and f"in use by another spotdiff review (pid {os.getpid()} on " in err
+        driver.switch_to.new_window("tab")
+        second = driver.current_window_handle
+        _open(driver, server.url)
+        assert _current(driver) == "00001"  # the first undecided: the other tab's decision is known
+        _press(driver, "r", then="00002")
+        driver.switch_to.window(first)
+        _press(driver, "j", then="00002")
+        _press(driver, "a", then="00003")
+        progress = (By.ID, "progress")
+        _wait(driver, lambda d: d.find_element(*progress).text.startswith("3 of 6 decided"), "both tabs counted")
+        driver.switch_to.window(second)
+        _press(driver, "j", then="00003")
+        _press(driver, "r", then="00004")
+        _saved(mine, ["accept", "reject", "accept", "reject", None, None])
+        assert driver.find_element(*progress).text.startswith("4 of 6 decided")
+        assert not _errors(driver)
+    finally:
+        server.stop()
 
 
 @pytest.mark.slow

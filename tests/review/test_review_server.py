@@ -12,8 +12,10 @@ import json
 import logging
 import os
 import signal
+import socket
 import subprocess
 import sys
+import threading
 from pathlib import Path
 
 import numpy as np
@@ -31,11 +33,12 @@ from spotdiff.review.sheet import ReviewItem, read_review, read_sheet, write_rev
 
 
 def call(server: ReviewServer, method: str, path: str, body=None, headers=None, token=True):
-    """One request: (status, headers, body bytes); the token in the URL unless told otherwise."""
+    """One request: (status, headers, body bytes); the token in the URL unless told otherwise; ``body`` as JSON
+    (bytes: sent as they are)."""
     conn = http.client.HTTPConnection("127.0.0.1", server.port, timeout=30)
     if token:
         path += ("&" if "?" in path else "?") + f"token={server.token}"
-    data = None if body is None else json.dumps(body).encode()
+    data = None if body is None else body if isinstance(body, bytes) else json.dumps(body).encode()
     sent = {"Content-Type": "application/json"} if body is not None else {}
     conn.request(method, path, body=data, headers={**sent, **(headers or {})})
     response = conn.getresponse()
@@ -87,6 +90,35 @@ def test_the_page_needs_the_token_then_its_cookie(eqben_out, serve, caplog):
     status, _, _ = call(server, "POST", "/api/decide", headers={**jar, "Content-Type": "text/plain"}, token=False)
     assert status == 415
     assert server.token not in caplog.text  # no request line is logged
+
+
+_SECURITY = ("content-security-policy", "x-content-type-options", "referrer-policy", "cache-control")
+
+
+def test_every_refusal_is_an_answer_with_the_security_headers(eqben_out, serve, caplog, monkeypatch):
+    """A token that is not ASCII (``%C3%A9``, a byte that is not UTF-8) is refused as any wrong token is, not a
+    500 with a traceback in the reviewer's terminal; every refusal carries the security headers."""
+    server = serve(eqben_out)
+    uvicorn_log = logging.getLogger("uvicorn.error")  # what the reviewer's terminal shows (it does not propagate)
+    monkeypatch.setattr(uvicorn_log, "handlers", [*uvicorn_log.handlers, caplog.handler])
+    port = server.port
+    refusals = [
+        ("GET", "/?token=%C3%A9", None, {}, 403),
+        ("GET", "/api/items?token=%FF", None, {}, 403),
+        ("GET", "/", None, {"Cookie": f"spotdiff-review-{port}=\u00e9"}, 403),
+        ("GET", "/", None, {}, 403),
+        ("GET", f"/?token={server.token}", None, {"Host": f"evil.example:{port}"}, 400),
+        ("POST", f"/api/decide?token={server.token}", b"{}", {"Content-Type": "text/plain"}, 415),
+        ("GET", f"/nothing?token={server.token}", None, {}, 404),
+        ("GET", f"/api/decide?token={server.token}", None, {}, 405),
+        ("POST", f"/api/decide?token={server.token}", {"id": "00000", "decision": "maybe"}, {}, 400),
+    ]
+    for method, path, body, headers, expected in refusals:
+        status, got, _ = call(server, method, path, body, headers, token=False)
+        assert status == expected, (path, headers, status)
+        assert all(h in {k.lower() for k in got} for h in _SECURITY), (path, got)
+    server.stop()  # its log is complete (an error is logged after its answer is sent)
+    assert not caplog.records, caplog.text
 
 
 def test_nothing_outside_out_is_served(eqben_out, serve, tmp_path):
@@ -168,6 +200,109 @@ def test_every_decision_is_saved_at_once_and_survives_a_restart(eqben_out, serve
 
 
 _PAIRS = {"image_fields": ("image0", "image1"), "text_fields": ("caption0", "caption1")}
+
+
+def _post_streamed(server: ReviewServer, body: bytes, *, chunked: bool) -> tuple[int, set[str]]:
+    """POST ``body`` to /api/decide, sent from a thread while this one reads the answer (a server may answer
+    before the body ends, and close); the answer's status and header names."""
+    sock = socket.create_connection(("127.0.0.1", server.port), timeout=60)
+    length = "Transfer-Encoding: chunked" if chunked else f"Content-Length: {len(body)}"
+    head = (f"POST /api/decide?token={server.token} HTTP/1.1\r\nHost: 127.0.0.1:{server.port}\r\n"
+            f"Content-Type: application/json\r\n{length}\r\n\r\n").encode()  # fmt: skip
+    parts = [body[k : k + (1 << 20)] for k in range(0, len(body), 1 << 20)]
+    framed = [b"%x\r\n%s\r\n" % (len(p), p) for p in parts] + [b"0\r\n\r\n"] if chunked else parts
+
+    def send() -> None:
+        try:
+            for part in [head, *framed]:
+                sock.sendall(part)
+        except OSError:  # the server answered and closed: the rest is not read
+            pass
+
+    sender = threading.Thread(target=send)
+    sender.start()
+    try:
+        response = http.client.HTTPResponse(sock)
+        response.begin()
+        return response.status, {k.lower() for k, _ in response.getheaders()}
+    finally:
+        sock.close()
+        sender.join()
+
+
+def test_a_refused_decision_changes_nothing(eqben_out, serve):
+    """Each write below is refused before anything changes (the body bounded, 413; the rest 400 or 403), and the
+    session goes on: the next decision is saved and read back by --from-review."""
+    server = serve(eqben_out)
+    decide(server, "00000", "accept")
+    before = (eqben_out / "review.alice.csv").read_bytes()
+    valid = {"id": "00001", "decision": "accept"}
+    origin = f"http://127.0.0.1:{server.port}"
+    refused = [
+        (b'{"id": "00001", "decision": "accept", "texts": {"caption0": "a \\ud800 cat"}}', {}, 400),  # lone surrogate
+        (b'{"id": "00001", "texts": ' + b"[" * 100_000 + b"]" * 100_000 + b"}", {}, 400),  # nested 100,000 deep
+        ({**valid, "texts": {"caption0": "a cat " * 40_000}}, {}, 400),  # 240,000 characters: no sheet reads it
+        (valid, {"Origin": "http://evil.example"}, 403),
+        (valid, {"Origin": f"http://127.0.0.1:{server.port + 1}"}, 403),  # another site on this machine
+        (valid, {"Origin": origin, "Sec-Fetch-Site": "cross-site"}, 403),
+        (valid, {"Sec-Fetch-Site": "same-site"}, 403),
+    ]
+    for body, headers, expected in refused:
+        status, _, answer = call(server, "POST", "/api/decide", body, headers)
+        assert status == expected, (str(body)[:80], headers, answer[:200])
+        assert (eqben_out / "review.alice.csv").read_bytes() == before
+    big = json.dumps({**valid, "pad": "x" * 24_000_000}).encode()  # 24 MB
+    for chunked in (False, True):  # its length declared, or not
+        status, headers = _post_streamed(server, big, chunked=chunked)
+        assert status == 413 and set(_SECURITY) <= headers
+    items = json.loads(call(server, "GET", "/api/items")[2])["items"]
+    assert [i["decision"] for i in items] == ["accept", None, None, None, None, None]
+    assert items[1]["texts"] == items[1]["original"]
+    headers = {"Origin": origin, "Sec-Fetch-Site": "same-origin"}  # what a browser sends from the page itself
+    status, _, _ = call(server, "POST", "/api/decide", {**valid, "texts": {"caption0": "A cat."}}, headers)
+    assert status == 200
+    for k in range(2, 6):
+        decide(server, f"{k:05d}", "reject")
+    assert len(read_review(server.session.file, **_PAIRS).accepted) == 2
+    assert read_sheet(server.session.file, **_PAIRS)[1].cells["caption0"] == "A cat."
+
+
+def test_a_text_the_item_lacks_is_refused(spec_out, serve, tmp_path):
+    """A SPEC set of K images has K texts: text K (empty in the sheet) cannot be written, or --from-review would
+    refuse the whole file."""
+    server = serve(spec_out)
+    item = next(i for i in json.loads(call(server, "GET", "/api/items")[2])["items"] if i["id"].startswith("rel"))
+    k = len(item["texts"])
+    status, _, body = call(server, "POST", "/api/decide", {"id": item["id"], "decision": "accept",
+                                                           "texts": {f"text{k}": "one more text"}})  # fmt: skip
+    assert status == 400 and f"text{k}" in json.loads(body)["error"]
+    decide(server, item["id"], "accept", {f"text{k - 1}": "an edited text"})
+    decide(server, "count/00000", "reject")
+    final = tmp_path / "final"
+    assert main(["synth", "spec", "--from-review", str(server.session.file), "--out", str(final)]) == 0
+    assert get_benchmark("spec")(final).load("relative_spatial")[0].texts[k - 1] == "an edited text"
+
+
+def test_a_sheet_that_would_not_read_back_is_not_written(eqben_out, serve, monkeypatch, tmp_path):
+    """Past the page's own bound, what is written is read back before it replaces the file: a cell longer than
+    the CSV reader's field limit is refused, the file and the session unchanged; an engine's sheet too."""
+    item = ReviewItem("0", {"image": "images/a.png"}, {"p1": "a cat " * 40_000}, "consistent", True)
+    with pytest.raises(DataError, match=r"review.csv: the sheet would not read back \(field larger than field limit"):
+        write_review(tmp_path, [item], image_fields=("image",), text_fields=("p1",), title="VISLA")
+    assert list(tmp_path.iterdir()) == [tmp_path / "eqben"]  # no sheet, no temporary file
+    monkeypatch.setattr(session_module, "MAX_TEXT", 10**6)
+    server = serve(eqben_out)
+    decide(server, "00000", "accept")
+    before = (eqben_out / "review.alice.csv").read_bytes()
+    long = {"id": "00001", "decision": "accept", "texts": {"caption0": "a cat " * 40_000}}
+    status, _, body = call(server, "POST", "/api/decide", long)
+    assert status == 400 and "would not read back" in json.loads(body)["error"]
+    assert (eqben_out / "review.alice.csv").read_bytes() == before
+    assert [p.name for p in eqben_out.glob(".review.alice.csv.*")] == []  # no temporary file left
+    items = json.loads(call(server, "GET", "/api/items")[2])["items"]
+    assert items[1]["decision"] is None and items[1]["texts"] == items[1]["original"]
+    decide(server, "00001", "reject")
+    assert [r.decision for r in read_sheet(server.session.file, **_PAIRS)][:2] == ["accept", "reject"]
 
 
 def test_a_pair_shows_its_pixel_difference(eqben_out, serve):
@@ -263,10 +398,10 @@ def _three_reviewers(out: Path) -> list[Path]:
     votes = {"alice": "AAARRR", "bob": "AARRRR", "carol": "ARRRRR"}
     files = []
     for name, pattern in votes.items():
-        session = ReviewSession(out, name)
-        for k, vote in enumerate(pattern):
-            texts = {"caption1": "Bob's caption."} if name == "bob" and k == 0 else None
-            session.decide(f"{k:05d}", "accept" if vote == "A" else "reject", texts)
+        with ReviewSession(out, name) as session:
+            for k, vote in enumerate(pattern):
+                texts = {"caption1": "Bob's caption."} if name == "bob" and k == 0 else None
+                session.decide(f"{k:05d}", "accept" if vote == "A" else "reject", texts)
         files.append(session.file)
     return files
 
@@ -334,7 +469,8 @@ def test_agreement_cli_reports_kappa_and_the_disagreements(eqben_out, capsys):
     assert [d["id"] for d in report["disagreements"]] == ["00001", "00002"]
     assert report["disagreements"][0]["decisions"] == {"alice": "accept", "bob": "accept", "carol": "reject"}
     (eqben_out / "review.carol.csv").unlink()
-    ReviewSession(eqben_out, "bob").decide("00005", None)
+    with ReviewSession(eqben_out, "bob") as bob:
+        bob.decide("00005", None)
     assert main(["review", str(eqben_out), "--agreement"]) == 0
     out = capsys.readouterr().out
     # alice AAARR, bob AARRR on the five decided by both: p_o = 4/5, p_e = 3/5 * 2/5 + 2/5 * 3/5 = 12/25
@@ -342,10 +478,10 @@ def test_agreement_cli_reports_kappa_and_the_disagreements(eqben_out, capsys):
     assert "00002: alice accept, bob reject" in out and "00001" not in out
 
 
-@pytest.mark.parametrize("stop", [signal.SIGINT, signal.SIGTERM])
-def test_the_command_prints_a_url_with_a_token_and_stops_on_ctrl_c(eqben_out, stop):
-    """Ctrl-C, and SIGTERM (``kill``, a closed terminal's session manager) as Ctrl-C (issue 44: it ended the
-    server without the summary line), end the server with the summary."""
+@pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM], ids=["ctrl-c", "sigterm"])
+def test_the_command_prints_a_url_with_a_token_and_stops_on_ctrl_c_or_sigterm(eqben_out, signum):
+    """Stopped by Ctrl-C or by SIGTERM (``kill``, a closed session manager), it ends the same way: exit 0 and
+    the summary line with the command that reads the file back."""
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)}
     proc = subprocess.Popen(
         [sys.executable, "-m", "spotdiff", "review", str(eqben_out), "--reviewer", "dana"],
@@ -362,12 +498,30 @@ def test_the_command_prints_a_url_with_a_token_and_stops_on_ctrl_c(eqben_out, st
         assert conn.getresponse().status == 303
         conn.close()
     finally:
-        proc.send_signal(stop)
+        proc.send_signal(signum)
         out, err = proc.communicate(timeout=60)
     assert proc.returncode == 0, err
     assert "0 of 6 decided" in out and "spotdiff synth eqben --from-review" in out
     token = url.split("token=")[1]
     assert token not in out + err  # printed once, at the start, and logged nowhere
+
+
+def test_a_reviewer_is_served_by_one_review_at_a_time(eqben_out, review_elsewhere):
+    """Two ``spotdiff review OUT --reviewer bob`` (two terminals, or two people under one name) would each rewrite
+    the file from what they hold: the second is refused in one line naming the first; another reviewer is not,
+    and once the first ends, bob starts again where he was."""
+    with ReviewSession(eqben_out, "bob") as bob:
+        bob.decide("00000", "accept")
+        started, status, err = review_elsewhere(eqben_out, "bob")
+        assert (started, status) == ("", 2), (started, err)
+        holder = f"pid {os.getpid()} on {socket.gethostname()} since "
+        assert f"review.bob.csv is in use by another spotdiff review ({holder}" in err and "--reviewer" in err
+        assert len(err.strip().splitlines()) == 1 and "Traceback" not in err
+        with ReviewSession(eqben_out, "carol"):
+            pass
+        assert [r.decision for r in read_sheet(bob.file, **_PAIRS)] == ["accept", None, None, None, None, None]
+    with ReviewSession(eqben_out, "bob") as again:  # released: bob starts again where he was
+        assert again.decide("00001", "reject")["decision"] == "reject" and again.decisions["00000"] == "accept"
 
 
 def test_a_bad_reviewer_name_or_folder_is_one_clear_line(eqben_out, tmp_path, capsys):
@@ -376,7 +530,8 @@ def test_a_bad_reviewer_name_or_folder_is_one_clear_line(eqben_out, tmp_path, ca
     (tmp_path / "empty").mkdir()
     assert main(["review", str(tmp_path / "empty"), "--reviewer", "a"]) == 2
     assert "no review sheet (review.csv) and no SPEC or EqBen output" in capsys.readouterr().err
-    ReviewSession(eqben_out, "a")
+    with ReviewSession(eqben_out, "a"):
+        pass
     (eqben_out / "review.a.csv").write_text("id,decision\n1,accept\n", encoding="utf-8")
     assert main(["review", str(eqben_out), "--reviewer", "a"]) == 2
     assert "review.a.csv, record row 1: unexpected header" in capsys.readouterr().err

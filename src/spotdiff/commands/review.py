@@ -11,7 +11,6 @@ from __future__ import annotations
 import argparse
 import getpass
 import json
-import signal
 from pathlib import Path
 
 from spotdiff.commands._types import add_documented_parser, port
@@ -25,7 +24,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument(
         "--reviewer",
         help="your name: your decisions go to OUT/review.NAME.csv, apart from other reviewers' (default: your "
-        "login name)",
+        "login name); one review at a time per name",
     )
     p.add_argument("--port", type=port, default=0, help="the port on 127.0.0.1 (default 0: a free one)")
     p.add_argument(
@@ -43,21 +42,22 @@ def run(args: argparse.Namespace) -> int:
         return _agreement(args)
     if args.json:
         raise ConfigError("--json goes with --agreement")
+    from spotdiff.diagnose.recorder import sigterm_as_interrupt
     from spotdiff.review.server import ReviewServer
     from spotdiff.review.session import ReviewSession
 
-    session = ReviewSession(args.out, args.reviewer or _login())
-    server = ReviewServer(session, args.port)
-    done = session.progress()
-    print(f"spotdiff review: {done['total']} items ({session.kind.name}) in {session.out}")
-    print(f"  your decisions ({done['decided']} so far) are saved at once to {session.file}")
-    print("  open this page in a browser on this machine (Ctrl-C stops the server):")
-    print(f"    {server.url}", flush=True)
-    previous = signal.signal(signal.SIGTERM, _interrupt)  # kill, a session ending: stop as on Ctrl-C
-    try:
-        server.run()
-    finally:
-        signal.signal(signal.SIGTERM, previous)
+    with ReviewSession(args.out, args.reviewer or _login()) as session:  # held until the server stops
+        server = ReviewServer(session, args.port)
+        done = session.progress()
+        print(f"spotdiff review: {done['total']} items ({session.kind.name}) in {session.out}")
+        print(f"  your decisions ({done['decided']} so far) are saved at once to {session.file}")
+        print("  open this page in a browser on this machine (Ctrl-C stops the server):")
+        print(f"    {server.url}", flush=True)
+        restore = sigterm_as_interrupt()  # SIGTERM (kill, a closed terminal's manager) ends it as Ctrl-C does
+        try:
+            server.run()
+        finally:
+            restore()
     done = session.progress()
     reader = session.kind.reader or _engine(session.out)
     print(
@@ -65,11 +65,6 @@ def run(args: argparse.Namespace) -> int:
     )
     print(f"  then: spotdiff synth {reader} --from-review {session.file} [other reviewers' files] --out DIR")
     return 0
-
-
-def _interrupt(signum: int, frame: object) -> None:
-    """SIGTERM as Ctrl-C: the server (which re-raises the signal once it has shut down) returns as on Ctrl-C."""
-    raise KeyboardInterrupt
 
 
 def _login() -> str:

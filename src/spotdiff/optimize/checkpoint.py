@@ -8,24 +8,20 @@ from __future__ import annotations
 
 import json
 import logging
-import os
 import pickle
 import random
 import re
 import shutil
-import socket
-import time
 from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import torch
-from filelock import FileLock, Timeout
 from safetensors import SafetensorError
 
 from spotdiff.errors import ConfigError, writing
-from spotdiff.jsonio import write_json
+from spotdiff.locks import HeldLock
 
 log = logging.getLogger(__name__)
 
@@ -266,30 +262,13 @@ def claim_training_dir(out: Path, model_dirs: Iterable[Path]) -> None:
         )
 
 
-class TrainingLock:
+class TrainingLock(HeldLock):
     """An exclusive lock on a training folder, held while a run trains in it; a second run is refused
     at once with the holder's pid and host (from ``OUT/.spotdiff-train.lock.json``). The operating
     system releases the lock of a process that dies."""
 
     def __init__(self, out: Path) -> None:
-        self.info = out / LOCK_INFO
-        self.lock = FileLock(out / LOCK)
-        try:
-            self.lock.acquire(timeout=0)
-        except Timeout:
-            raise ConfigError(f"--out {out} is in use by another training ({self.holder()}); "
-                              "wait for it to end or choose another --out") from None  # fmt: skip
-        write_json(self.info, {"pid": os.getpid(), "host": socket.gethostname(),
-                               "since": time.strftime("%Y-%m-%dT%H:%M:%S%z")})  # fmt: skip
+        def busy(holder: str) -> str:
+            return f"--out {out} is in use by another training ({holder}); wait for it to end or choose another --out"
 
-    def holder(self) -> str:
-        """The holder of the lock as ``pid N on HOST since TIME``, as far as its info file tells."""
-        try:
-            info = json.loads(self.info.read_text(encoding="utf-8"))
-            return f"pid {info['pid']} on {info['host']} since {info['since']}"
-        except (OSError, ValueError, KeyError, TypeError):
-            return f"holder unknown: {self.info} unreadable"
-
-    def release(self) -> None:
-        self.info.unlink(missing_ok=True)
-        self.lock.release()
+        super().__init__(out / LOCK, out / LOCK_INFO, busy)

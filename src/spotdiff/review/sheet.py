@@ -25,7 +25,7 @@ from pathlib import Path
 
 from spotdiff.benchmarks._io import inside
 from spotdiff.errors import ConfigError, DataError
-from spotdiff.jsonio import atomic_write_text
+from spotdiff.jsonio import atomic_path, atomic_write_text
 
 CSV_NAME = "review.csv"
 HTML_NAME = "review.html"
@@ -124,18 +124,29 @@ def write_review(
 
 def write_sheet(path: Path, columns: Sequence[str], rows: Sequence[Sequence[str]]) -> None:
     """Write a sheet: the header, then each row's cells through :func:`neutral`, whole or not at all
-    (a temporary file renamed into place, so a killed process never leaves half a sheet).
+    (a temporary file renamed into place, so a killed process never leaves half a sheet), and read back
+    before it replaces ``path``: a sheet the readers would refuse (a cell longer than the CSV reader's field
+    limit, text that UTF-8 cannot hold) is a DataError naming the file, and ``path`` is left as it was.
 
     Args:
         path: the CSV file.
         columns: the header (:func:`header`).
         rows: the cells of each row, in the header's order (an undecided row's decision is empty).
     """
+    path = Path(path)
+    table = [list(columns), *([neutral(c) for c in cells] for cells in rows)]
     buffer = io.StringIO()
-    writer = csv.writer(buffer, lineterminator="\n")
-    writer.writerow(columns)
-    writer.writerows([neutral(c) for c in cells] for cells in rows)
-    atomic_write_text(Path(path), buffer.getvalue())
+    csv.writer(buffer, lineterminator="\n").writerows(table)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with atomic_path(path, sweep=False) as partial:
+        try:
+            partial.write_text(buffer.getvalue(), encoding="utf-8", newline="\n")
+            with partial.open(encoding="utf-8", newline="") as fh:
+                same = list(csv.reader(fh, strict=True)) == table
+        except (UnicodeError, csv.Error) as exc:
+            raise DataError(f"the sheet would not read back ({exc}); nothing written", file=path) from None
+        if not same:
+            raise DataError("the sheet would not read back as written; nothing written", file=path)
 
 
 def reviewer_sheet(sheet: Path, reviewer: str) -> Path:
