@@ -132,7 +132,7 @@ def review_record(folder: Path) -> dict[str, Any]:
     """The review of a synthesized folder: its sheets (``review.csv``, ``review.<name>.csv``), the reviewers, and
     with two or more of them their agreement (:func:`spotdiff.review.agreement.agreement`)."""
     from spotdiff.review.agreement import agreement
-    from spotdiff.synth.review import CSV_NAME, reviewer_sheets
+    from spotdiff.review.sheet import CSV_NAME, reviewer_sheets
 
     sheets = reviewer_sheets(folder)
     out: dict[str, Any] = {"sheets": sorted(p.name for p in ([folder / CSV_NAME] if (folder / CSV_NAME).is_file()
