@@ -88,6 +88,8 @@ class ImageRef(ABC):
 
     #: Already decoded in memory: loading it is a copy, nothing for the input pipeline's workers to do ahead.
     in_memory: ClassVar[bool] = False
+    #: What the reference is called in messages ("image"; a clip's is "video").
+    what: ClassVar[str] = "image"
 
     @abstractmethod
     def load(self) -> Image.Image:
@@ -107,7 +109,7 @@ class ImageRef(ABC):
         try:
             return file_digest(path)
         except OSError as exc:
-            raise DataError(f"cannot read image {self.describe()}: {exc}") from exc
+            raise DataError(f"cannot read {self.what} {self.describe()}: {exc}") from exc
 
     def _decode_error(self, exc: Exception) -> DataError:
         return DataError(f"cannot decode image {self.describe()}: {exc}")

@@ -124,3 +124,18 @@ def test_errors_name_the_video(tmp_path: Path) -> None:
         VideoRef(video).load()
     strip = VideoRef(video).strip(n=3, height=32)
     assert strip.size == (3 * 32 + 2 * 2, 32)
+
+
+def test_errors_about_videos_say_video_not_image(tmp_path: Path) -> None:
+    """Issue 45, item 9: a missing video and a video outside the data folder are named as videos."""
+    from spotdiff.benchmarks import get_benchmark
+    from spotdiff.testing.videos import write_vitatecs
+
+    with pytest.raises(DataError, match=r"^cannot read video .*missing\.mp4: "):
+        _ = VideoRef(tmp_path / "missing.mp4").key
+    data = write_vitatecs(tmp_path / "vitatecs")
+    elsewhere = tmp_path / "private.mp4"
+    (data / "videos/MSRVTT/video8646.mp4").rename(elsewhere)
+    (data / "videos/MSRVTT/video8646.mp4").symlink_to(elsewhere)
+    with pytest.raises(DataError, match=r"video .*video8646\.mp4 is .*private\.mp4, outside the data .*name videos"):
+        get_benchmark("vitatecs")(data).load()

@@ -19,7 +19,7 @@ from dataclasses import dataclass, field, replace
 from fractions import Fraction
 from functools import cached_property
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 import numpy as np
 from PIL import Image
@@ -185,6 +185,7 @@ class VideoRef(ImageRef):
     path: Path
     start: float | None = None
     end: float | None = None
+    what: ClassVar[str] = "video"
 
     def __post_init__(self) -> None:
         start, end = self.start, self.end
