@@ -6,7 +6,8 @@ Each generated answer is graded against the gold option with the authors' system
 reply is a verdict when it is "yes" or "no" alone (the authors' ``^(yes|no)$``), else it is counted as
 unparsed; a response without a reply is counted as failed. Replies are cached like any model request,
 keyed by the judge's identity (model, prompt, decoding) and the whole prompt (question, gold answer,
-graded answer). Docs: docs/protocols.md, docs/served.md.
+graded answer); an in-process judge remembered in the cache folder is built only when a reply is missing
+(:mod:`spotdiff.scorers.deferred`). Docs: docs/protocols.md, docs/served.md.
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ import json
 import math
 import re
 from collections.abc import Iterator, Sequence
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -24,8 +26,9 @@ from spotdiff.diagnose.cache import Cache, CachedRequests
 from spotdiff.errors import ConfigError
 from spotdiff.jsonio import json_row, row_json
 from spotdiff.protocols.vqa import VERDICT_FAILED, VERDICT_NO, VERDICT_YES
-from spotdiff.scorers import ScorerOptions, load_scorer
+from spotdiff.scorers import Scorer, ScorerOptions, load_scorer
 from spotdiff.scorers.api import ApiScorer
+from spotdiff.scorers.deferred import recall, remember
 from spotdiff.scorers.lm import LanguageModelScorer
 
 #: gpt_grader.py's system turn.
@@ -45,6 +48,9 @@ JUDGE_MAX_TOKENS = 16
 REPLIES = "judge-reply"
 #: Prompts per batch of an in-process judge, and per batch of concurrent requests of a served one.
 _BATCH = {"local": 8, "api": 64}
+#: What a judge's record in a cache folder's remembered scorers is filed under, before its spec (a judge's record
+#: is never taken for a run's model's, nor the other way).
+_REMEMBERED_AS = "judge:"
 
 
 def verdict(reply: str | None) -> float:
@@ -82,23 +88,33 @@ class Judge:
     Args:
         spec: the judge's model spec.
         options: device, dtype and seed of an in-process judge.
+        cache_dir: the run's cache folder, where an in-process judge is remembered once loaded: a later run whose
+            replies are all cached there never loads it (None: loaded at once).
     """
 
-    def __init__(self, spec: str, options: ScorerOptions) -> None:
+    def __init__(self, spec: str, options: ScorerOptions, cache_dir: str | Path | None = None) -> None:
         self.spec = spec
-        self.model = load_scorer(spec, options)
-        if isinstance(self.model, LanguageModelScorer):
-            self.model.check_chat(f"--judge {spec}")
-            self.kind = "local"
-        elif isinstance(self.model, ApiScorer):
-            self.kind = "api"
-        else:
-            raise ConfigError(
-                f"--judge {spec}: a judge is a served model (api:MODEL@URL) or an in-process chat model (lm:, "
-                f"e.g. smollm2), not {type(self.model).__name__}"
-            )
+        remembered = None  # an in-process chat model, checked when it was remembered
+        if cache_dir is not None:
+            remembered = recall(cache_dir, _REMEMBERED_AS + spec, options, lambda: self._load(options, None))
+        self.model: Scorer = self._load(options, cache_dir) if remembered is None else remembered
+        self.kind = "api" if isinstance(self.model, ApiScorer) else "local"
         self.requests: CachedRequests | None = None
         self.counts = {"judged": 0, "yes": 0, "no": 0, "unparsed": 0, "failed": 0}
+
+    def _load(self, options: ScorerOptions, cache_dir: str | Path | None) -> Scorer:
+        """The judge's model, loaded and checked (and remembered in ``cache_dir`` when it computes here)."""
+        model = load_scorer(self.spec, options)
+        if isinstance(model, LanguageModelScorer):
+            model.check_chat(f"--judge {self.spec}")
+        elif not isinstance(model, ApiScorer):
+            raise ConfigError(
+                f"--judge {self.spec}: a judge is a served model (api:MODEL@URL) or an in-process chat model (lm:, "
+                f"e.g. smollm2), not {type(model).__name__}"
+            )
+        if cache_dir is not None:
+            remember(cache_dir, _REMEMBERED_AS + self.spec, options, model)
+        return model
 
     def identity(self) -> dict[str, Any]:
         """What the judge is (recorded with the run, digested into its cache key): its model's identity,

@@ -100,7 +100,7 @@ class FrameRule:
         try:
             chosen = self.sampler.sample_frames(meta, num_frames=self.frames, fps=self.fps)
         except ValueError as exc:
-            name = type(self.sampler).__name__
+            name = self.sampler_key.split(":")[0] or type(self.sampler).__name__
             raise DataError(f"{name}.sample_frames refuses a clip of {total} frames: {exc}") from exc
         return [int(i) for i in np.asarray(chosen).reshape(-1)]
 
