@@ -103,6 +103,7 @@ def test_a_pair_whose_rows_ask_differently_asks_each_image_its_own_question(tmp_
     rows[1][1], rows[1][2] = "Are the wings folded?", "(a) Folded (b) Spread"
     cases = get_benchmark("mmvp")(_write(tmp_path, rows)).load()
     assert [len(c.texts) for c in cases] == [2, 1]
+    assert [c.tags.get("pairs") for c in cases] == ["diagonal", None]  # image i is asked question i only
     first = cases[0]
     assert "Are the wings folded?" in first.texts[1] and "Folded" in first.texts[1] and first.truth.shape == (2, 2)
     protocol = get_protocol("answer")

@@ -215,3 +215,18 @@ def test_the_judges_cache_is_keyed_as_an_api_models_not_by_its_spec_as_typed(set
             judge.bind(cache)
             judge.grade(items)
     assert len(server.requests_for("/v1/chat/completions")) - before == 3
+
+
+def test_a_pair_whose_rows_differ_asks_and_judges_each_image_its_own_question(setup, tmp_path: Path) -> None:
+    """Issue 45, item 3: as evaluate_mllm.py, each image of a pair whose rows ask differently is asked its own
+    row's question only: 4 questions asked for 2 pairs (not 6), and the judge's counts equal its verdict table."""
+    _, model, calls, server = setup
+    rows = mmvp_rows(4)
+    rows[1][1], rows[1][2] = "Are the wings folded?", "(a) Folded (b) Spread"
+    data = write_mmvp(tmp_path / "mmvp", rows, images=4)  # the same images as the fixture's (the same seed)
+    before = len(calls)
+    result = _run(model, data, tmp_path / "out", f"api:judge-model@{server.base_url}", tmp_path / "cache")
+    assert len(calls) - before == 2 * 4  # per (image, its own question): the answer read, the answer judged
+    metrics = json.loads((tmp_path / "out" / "metrics.json").read_text())
+    assert result.judge["verdicts"]["judged"] == metrics["judge_verdicts"]["judged"] == 4
+    assert result.engine_stats["computed"] == 4 + 4  # 4 (image, question) rows, 4 generated answers

@@ -18,7 +18,7 @@ import numpy as np
 from spotdiff.benchmarks._io import find_file, images_dir, option_choice, read_csv_rows
 from spotdiff.benchmarks.base import BENCHMARKS, Benchmark, BenchmarkMetadata, LoadReport
 from spotdiff.benchmarks.sources import HubSource, Part
-from spotdiff.cases import ANSWER_SEP, ANSWERS_TAG, LETTERS, READER_TAG, Case, FileImage
+from spotdiff.cases import ANSWER_SEP, ANSWERS_TAG, LETTERS, PAIRS_TAG, READER_TAG, Case, FileImage
 from spotdiff.errors import DataError
 
 #: The columns evaluate_mllm.py reads (the first column, the 1-based Index, is read by position).
@@ -107,7 +107,8 @@ DIR/Questions.csv: a header (Index, Question, Options, Correct Answer), then 300
   its Index) asks about DIR/{IMAGE_FOLDER}/<n>.jpg (option images=PATH replaces DIR/{IMAGE_FOLDER});
   Options "(a) ... (b) ...", Correct Answer "(a)" or "(b)"; rows 2k+1 and 2k+2 are pair k (both
   evaluate_mllm.py + gpt_grader.py and lmms-eval's mmvp task pair them so)
-case: the pair's 2 images x 1 question (2 x 2 when its rows differ, image i read on question i): texts = (the
+case: the pair's 2 images x 1 question (2 x 2 when its rows differ, image i asked question i only: tag
+  pairs=diagonal): texts = (the
   Question asked as lmms-eval's mmvp task words it: the question, "A. <option a>", "B. <option b>" on
   their own lines, "Answer with the option's letter from the given choices directly."); candidates
   A/B (tag answers), generated answers read as lmms-eval's _extract_answer_letter orders its patterns
@@ -119,7 +120,7 @@ option labels=original (default) | lmms-eval | lmms-eval-pr1028: the answers as 
   lmms-eval's corrections (lmms-eval: Index 99 -> (b), 100 -> (a), 279 -> (b), 280 -> (a), commit
   d8fcb9c3; lmms-eval-pr1028: Index 100 -> (a), 280 -> (a), PR 1028, commit 34465550)
 tags: subset, answers (A/B), reader (letter-lmms or letter), labels (the setting used), corrected (yes when the setting
-  changed an answer of the pair)""",
+  changed an answer of the pair), pairs (diagonal, when the pair's rows differ)""",
         description="MMVP: 150 CLIP-blind image pairs, a two-option question per image; a chat VLM's pair "
         "accuracy, both questions right (Tong et al., Eyes Wide Shut?, CVPR 2024)",
         paper="Tong, Liu, Zhai, Ma, LeCun, Xie. Eyes Wide Shut? Exploring the Visual Shortcomings of "
@@ -201,6 +202,8 @@ tags: subset, answers (A/B), reader (letter-lmms or letter), labels (the setting
             refs = (FileImage(images / f"{k + 1}.jpg"), FileImage(images / f"{k + 2}.jpg"))
             tags = {"subset": "mmvp", ANSWERS_TAG: ANSWER_SEP.join(LETTERS[: len(options)]), READER_TAG: reader,
                     "labels": labels, "corrected": "yes" if answers != [a1, a2] else "no"}  # fmt: skip
+            if len(texts) == 2:  # each image is asked its own row's question only, as evaluate_mllm.py asks it
+                tags[PAIRS_TAG] = "diagonal"
             yield Case(str(k + 1), texts, truth, refs, tags)
 
 
