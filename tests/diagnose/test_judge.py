@@ -23,7 +23,7 @@ from spotdiff.diagnose.judge import Judge, judge_messages, verdict
 from spotdiff.diagnose.runner import EvalConfig, run_eval
 from spotdiff.diagnose.store import RunStore
 from spotdiff.errors import ConfigError, EndpointError
-from spotdiff.readers.mmvp import read_letter_lmms
+from spotdiff.readers.mmvp import read_letter_corrected
 from spotdiff.scorers import ScorerOptions, load_scorer
 from spotdiff.testing.formats import mmvp_rows, write_mmvp
 from spotdiff.testing.openai_server import ChatCompletionsServer
@@ -70,7 +70,7 @@ def _scripted_judge(images, prompt: str, max_new_tokens: int) -> str:
     and something that is no verdict when it names none."""
     gold = re.search(r"the correct answer is (\w+)\. ", prompt).group(1)
     response = re.search(r"answer:(.*)\?<\|im_end\|>", prompt, re.DOTALL).group(1)
-    said = read_letter_lmms(response, ("A", "B"))
+    said = read_letter_corrected(response, ("A", "B"))
     if said is None:
         return "I am not sure."
     return "Yes" if "AB"[said] == gold else "No"
