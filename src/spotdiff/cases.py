@@ -88,6 +88,8 @@ class ImageRef(ABC):
 
     #: Already decoded in memory: loading it is a copy, nothing for the input pipeline's workers to do ahead.
     in_memory: ClassVar[bool] = False
+    #: What the reference is called in messages ("image"; a clip's is "video").
+    what: ClassVar[str] = "image"
 
     @abstractmethod
     def load(self) -> Image.Image:
@@ -107,7 +109,7 @@ class ImageRef(ABC):
         try:
             return file_digest(path)
         except OSError as exc:
-            raise DataError(f"cannot read image {self.describe()}: {exc}") from exc
+            raise DataError(f"cannot read {self.what} {self.describe()}: {exc}") from exc
 
     def _decode_error(self, exc: Exception) -> DataError:
         return DataError(f"cannot decode image {self.describe()}: {exc}")
@@ -534,9 +536,10 @@ SET_TAG, SLOT_TAG = "set", "set_preposition"
 
 #: The tag of a K x K case that names how a chat VLM is asked about it on the choice path (protocols
 #: ``choice``, ``mllm``): in spotdiff's wording, both candidate orders (``spotdiff``, the default), or in its
-#: benchmark's authors' (``vismin``, ``colorswap``). The styles: :data:`spotdiff.readers.CHOICE_STYLES`.
+#: benchmark's authors' (VisMin's, its answers read as the authors read them, ``vismin-authors``, or naming one
+#: option only, ``vismin-strict``; ``colorswap``). The styles: :data:`spotdiff.readers.CHOICE_STYLES`.
 PROMPTS_TAG = "prompts"
-PROMPT_STYLES = ("spotdiff", "vismin", "colorswap")
+PROMPT_STYLES = ("spotdiff", "vismin-authors", "vismin-strict", "colorswap")
 
 
 def case_prompts(case: Case) -> str:
@@ -609,18 +612,23 @@ def case_pairs(case: Case) -> list[tuple[int, int]]:
 READER_TAG = "reader"
 #: How a generated answer is read, by name: ``words`` as NaturalBench's ``extract_answer`` (the
 #: candidate word that occurs first, whole-word and case-insensitive); ``letter``, the strict
-#: option-letter parse (the letter alone, optionally ``(B)``, ``B.`` or ``B:``); ``letter-lmms``, the
-#: option letter read in the order of lmms-eval's mmvp ``_extract_answer_letter`` ("The answer is B",
-#: "Option A", "(A) Left"), without its readings of the article "a" and of words' first letters (MMVP);
-#: ``first-char``, the answer's first character as the option letter (Vinoground's ``get_score_all.py``).
-#: The readers themselves: :data:`spotdiff.readers.ANSWER_READERS`.
-READERS = ("words", "letter", "letter-lmms", "first-char")
+#: option-letter parse (the letter alone, optionally ``(B)``, ``B.`` or ``B:``); ``letter-lmms-eval``,
+#: lmms-eval's mmvp ``_extract_answer_letter`` transcribed with its quirks (the article "a" and words' first
+#: letters read as options); ``letter-lmms-corrected``, the option letter read in lmms-eval's order ("The
+#: answer is B", "Option A", "(A) Left") without those quirks (MMVP); ``first-char``, the answer's first
+#: character as the option letter, an empty answer stopping its pair as in Vinoground's ``get_score_all.py`` on
+#: answers saved as strings, and ``first-char-lists``, the same on answers saved as lists (an empty one only
+#: wrong). The readers themselves: :data:`spotdiff.readers.ANSWER_READERS`.
+READERS = ("words", "letter", "letter-lmms-eval", "letter-lmms-corrected", "first-char", "first-char-lists")
 #: The readers of option letters: a case read by one must have the letters A, B, ... as its candidates.
-LETTER_READERS = ("letter", "letter-lmms", "first-char")
+LETTER_READERS = ("letter", "letter-lmms-eval", "letter-lmms-corrected", "first-char", "first-char-lists")
 #: What the ``first-char`` reader gives for an empty answer (a generated answer's column holds the candidate's
-#: index, NaN when it names none): Vinoground's get_score_all.py raises on one, which leaves the rest of its
-#: pair unscored, where an answer naming no candidate is only wrong.
+#: index, NaN when it names none): Vinoground's get_score_all.py raises on one when its script saved answers as
+#: strings, which leaves the rest of its pair unscored, where an answer naming no candidate is only wrong.
 EMPTY_ANSWER = -1
+#: What a reader gives for an answer that names every option, where its benchmark's authors count it right
+#: whichever option is gold (VisMin's ``is_match_with_label`` matches an answer against the gold label only).
+ANY_OPTION = -2
 #: The option letters a ``letter`` case's candidates must be, in order.
 LETTERS = "ABCDEFGHIJKLMNOPQRSTUVWXYZ"
 

@@ -186,3 +186,36 @@ def test_the_2024_benchmarks_say_what_every_metric_reproduces(capsys) -> None:
     assert "whatsup: pair_accuracy: Table 3's pair and set accuracy of the controlled sets" in out
     with pytest.raises(ConfigError, match="metric source 'answer'"):
         replace(_valid(), metric_sources=(("answer", ("pair",), "MMVP"),))
+
+
+def test_every_benchmark_that_reads_generated_answers_names_its_readings(capsys) -> None:
+    """Issue 45, item 7: a benchmark with a protocol that reads generated answers (``gen_*`` metrics) declares
+    how it reads them, one reading the default; where a loader option chooses the reading, the options listed
+    are exactly those it takes, its default first; `spotdiff benchmarks NAME` prints them, a peer's included."""
+    import importlib
+
+    from spotdiff.benchmarks.metadata import Reading
+    from spotdiff.protocols import get_protocol
+
+    reading = [n for n in BENCHMARKS.names()
+               if any(m.startswith("gen_") for p in BENCHMARKS.get(n).protocols for m in get_protocol(p).metrics)]
+    assert {"mmvp", "vismin", "vinoground-lmm", "naturalbench", "colorswap", "eqben", "winoground"} <= set(reading)
+    for name in reading:
+        readings = BENCHMARKS.get(name).metadata.readings
+        assert [r.default for r in readings].count(True) == 1, name
+    for name, module in (("mmvp", "mmvp"), ("vismin", "vismin"), ("vinoground-lmm", "vinoground")):
+        loader = importlib.import_module(f"spotdiff.benchmarks.{module}")
+        offered = [r.choice.removeprefix("-o reader=") for r in BENCHMARKS.get(name).metadata.readings
+                   if r.choice.startswith("-o reader=")]  # fmt: skip
+        assert offered == list(loader.READERS), name  # every option documented, in order, the default first
+        assert BENCHMARKS.get(name).metadata.readings[0].default
+    assert main(["benchmarks", "mmvp"]) == 0
+    out = " ".join(capsys.readouterr().out.split())
+    assert "readings of generated answers" in out
+    assert "default: -o reader=lmms-eval (lmms-eval's): _extract_answer_letter" in out
+    assert "-o reader=corrected (spotdiff's)" in out and "-o reader=strict (spotdiff's)" in out
+    assert "--judge SPEC (the authors'): scripts/gpt_grader.py" in out
+    assert main(["benchmarks", "vinoground-lmm"]) == 0
+    assert "not offered (lmms-eval's): the vinoground task" in " ".join(capsys.readouterr().out.split())
+    with pytest.raises(ConfigError, match="exactly one offered reading is the default, got 2"):
+        replace(_valid(), readings=(Reading("-o reader=a", "x", "r", True), Reading("-o reader=b", "x", "r", True)))

@@ -16,11 +16,11 @@ import numpy as np
 import pytest
 
 from spotdiff.benchmarks import get_benchmark
-from spotdiff.cases import case_pairs
+from spotdiff.cases import case_pairs, case_reader
 from spotdiff.errors import DataError
 from spotdiff.protocols import get_protocol
 from spotdiff.protocols.stats import evaluate
-from spotdiff.readers.vinoground import read_first_char
+from spotdiff.readers import ANSWER_READERS
 from spotdiff.testing.hub_repos import unpack_repo, vinoground_repo
 from spotdiff.video.clips import VideoRef
 
@@ -108,6 +108,7 @@ def test_lmm_reads_the_authors_prompts(data: Path, tmp_path: Path) -> None:
     assert [text[2]["GT"], text[3]["GT"], video[2]["GT"], video[3]["GT"]] == ["B", "A", "B", "B"]
     assert odd.tags == {"subset": "object", "major": "object", "minor": "interaction;cyclical", "answers": "A/B",
                         "reader": "first-char", "pairs": "diagonal"}  # fmt: skip
+    assert get_benchmark("vinoground-lmm")(data, reader="lists").load()[1].tags["reader"] == "first-char-lists"
     assert case_pairs(odd) == [(0, 0), (1, 1), (2, 2), (3, 3)]
     lmms = get_benchmark("vinoground-lmm")(data, suffix="lmms-eval").load()[0]
     assert lmms.texts[0] == text[0]["question"] + "\nPlease only output one English character."
@@ -134,11 +135,12 @@ def test_lmm_bad_prompts_name_file_item_and_field(tmp_path: Path, edit, message:
     assert "vinoground_videoscore.json" in str(err.value)
 
 
-def _official_get_score_all(gts: list[list[str]], responses: list[list[str]]) -> dict[str, float]:
+def _official_get_score_all(gts: list[list[str]], responses: list[list]) -> dict[str, float]:
     """The scoring loop of get_score_all.py (github.com/Vinoground/Vinoground, commit 2602b94), transcribed for
-    one model's responses: per pair ``[text pos, text neg, video pos, video neg]`` GT letters and responses (the
-    string the model wrote; the script indexes it, ``[0][:len(gt)]``, which raises on an empty one, caught by its
-    bare ``except: continue``, after the pair was counted)."""
+    one model's responses: per pair ``[text pos, text neg, video pos, video neg]`` GT letters and responses as the
+    authors' script saved them (eval/llava-onevision.py the string, eval/qwen.py the list batch_decode returns);
+    the script reads ``response[0][:len(gt)]``, which on an empty string raises, caught by its bare ``except:
+    continue`` after the pair was counted)."""
     category_all = text_correct = video_correct = group_correct = 0
     for gt, said in zip(gts, responses, strict=True):
 
@@ -164,27 +166,51 @@ def _official_get_score_all(gts: list[list[str]], responses: list[list[str]]) ->
             "group": group_correct / category_all}  # fmt: skip
 
 
-def test_lmm_generated_answers_score_as_get_score_all(data: Path) -> None:
-    cases = get_benchmark("vinoground-lmm")(data).load()
+@pytest.mark.parametrize(("reader", "saved"), [("strings", lambda text: text), ("lists", lambda text: [text])])
+def test_lmm_generated_answers_score_as_get_score_all(data: Path, reader: str, saved) -> None:
+    """Issue 45, item 6: with reader=strings (the default) an empty answer stops its pair's scoring, as
+    get_score_all.py on the strings of eval/llava-onevision.py; with reader=lists it is only wrong, as on the
+    lists of eval/qwen.py; either equals the transcription on the answers saved so."""
+    cases = get_benchmark("vinoground-lmm")(data, reader=reader).load()
     protocol = get_protocol("vinoground")
     rng = np.random.default_rng(11)
     replies = ["A", "B", "a", "b. the second", "", "The answer is A", " A", "C"]
     gts, responses, ours = [], [], []
     for k in range(400):
         case = cases[k % len(cases)]
+        read_answer = ANSWER_READERS[case_reader(case)]
         said = [str(rng.choice(replies)) for _ in range(4)]
         gold = ["A" if case.truth[q, q] else "B" for q in range(4)]
         scores = np.full((4, 4, 3), np.nan)
         for q in range(4):
-            read = read_first_char(said[q], ("A", "B"))
+            read = read_answer(said[q], ("A", "B"))
             scores[q, q] = [-1.0, -2.0, np.nan if read is None else read]
         gts.append(gold)
-        responses.append(said)
+        responses.append([saved(text) for text in said])
         ours.append(protocol.outcomes(case, scores)[0])
     official = _official_get_score_all(gts, responses)
     for metric in ("text", "video", "group"):
         assert np.mean([o[f"gen_{metric}"] for o in ours]) == pytest.approx(official[metric])
     assert official["text"] > 0 and official["group"] > 0  # the table exercises every branch, right answers too
+
+
+def test_the_two_readings_differ_on_a_pair_with_an_empty_answer(data: Path) -> None:
+    """Worked by hand: a pair whose text-score answers are "" (pos) and "B", video-score answers right. Saved as
+    strings, ""[0] raises on the first check: text, video and group all 0; saved as lists, the text score is 0
+    (an empty answer is wrong) and the video score 1."""
+    for reader, video in (("strings", 0.0), ("lists", 1.0)):
+        case = get_benchmark("vinoground-lmm")(data, reader=reader).load()[0]
+        read_answer = ANSWER_READERS[case_reader(case)]
+        gold = ["A" if case.truth[q, q] else "B" for q in range(4)]
+        said = ["", "B", gold[2], gold[3]]
+        scores = np.full((4, 4, 3), np.nan)
+        for q in range(4):
+            read = read_answer(said[q], ("A", "B"))
+            scores[q, q] = [-1.0, -2.0, np.nan if read is None else read]
+        out = get_protocol("vinoground").outcomes(case, scores)[0]
+        assert (out["gen_text"], out["gen_video"], out["gen_group"]) == (0.0, video, 0.0)
+        official = _official_get_score_all([gold], [[s if reader == "strings" else [s] for s in said]])
+        assert (official["text"], official["video"], official["group"]) == (0.0, video, 0.0)
 
 
 @pytest.mark.parametrize("ties", ["strict", "argmax"])

@@ -37,6 +37,10 @@ def test_vismin_reads_the_hub_parquet_layout(tmp_path: Path) -> None:
     assert case.truth.tolist() == [[True, False], [False, True]]
     assert isinstance(case.images[1], ParquetImage) and case.images[1].column == "image_1"
     assert case.images[1].load().size == (40, 32)
+    assert case.tags["prompts"] == "vismin-authors"  # the authors' reading by default (issue 45, item 5)
+    assert {c.tags["prompts"] for c in get_benchmark("vismin")(tmp_path, reader="strict").load()} == {"vismin-strict"}
+    with pytest.raises(ConfigError, match="reader"):
+        get_benchmark("vismin")(tmp_path, reader="lenient").load()
     assert [c.id for c in get_benchmark("vismin")(tmp_path).load("counting")] == ["counting/0", "counting/1"]
     with pytest.raises(ConfigError, match="spatial"):
         get_benchmark("vismin")(tmp_path).load("spatial")

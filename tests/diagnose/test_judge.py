@@ -22,8 +22,8 @@ from spotdiff.diagnose.cache import Cache
 from spotdiff.diagnose.judge import Judge, judge_messages, verdict
 from spotdiff.diagnose.runner import EvalConfig, run_eval
 from spotdiff.diagnose.store import RunStore
-from spotdiff.errors import ConfigError
-from spotdiff.readers.mmvp import read_letter_lmms
+from spotdiff.errors import ConfigError, EndpointError
+from spotdiff.readers.mmvp import read_letter_corrected
 from spotdiff.scorers import ScorerOptions, load_scorer
 from spotdiff.testing.formats import mmvp_rows, write_mmvp
 from spotdiff.testing.openai_server import ChatCompletionsServer
@@ -70,7 +70,7 @@ def _scripted_judge(images, prompt: str, max_new_tokens: int) -> str:
     and something that is no verdict when it names none."""
     gold = re.search(r"the correct answer is (\w+)\. ", prompt).group(1)
     response = re.search(r"answer:(.*)\?<\|im_end\|>", prompt, re.DOTALL).group(1)
-    said = read_letter_lmms(response, ("A", "B"))
+    said = read_letter_corrected(response, ("A", "B"))
     if said is None:
         return "I am not sure."
     return "Yes" if "AB"[said] == gold else "No"
@@ -123,11 +123,12 @@ def test_judge_end_to_end_against_a_served_model_and_a_cached_rerun(setup, tmp_p
     assert metrics["judge_verdicts"] == {"judged": 4, "unparsed": 1, "failed": 1, "compared": 2, "agreed": 2}
     assert metrics["judge_agreement"] == 100.0
     judge = metrics["judge"]
-    assert judge["identity"]["spec"] == spec and judge["identity"]["model"]["model"] == "judge-model"
+    canonical = "api:judge-model@" + server.base_url.replace("127.0.0.1", "localhost")  # as an api: model's identity
+    assert judge["identity"]["spec"] == canonical and judge["identity"]["model"]["model"] == "judge-model"
     assert "gpt_grader.py" in judge["identity"]["source"] and judge["verdicts"]["failed"] == 1
     assert judge["usage"]["sent"] == 4 and metrics["run_config"]["judge"] == spec
     with RunStore(tmp_path / "runs.sqlite") as store:
-        assert store.get(metrics["run_id"]).info["judge"]["identity"]["spec"] == spec
+        assert store.get(metrics["run_id"]).info["judge"]["identity"]["spec"] == canonical
     asked, generated = len(server.requests_for("/v1/chat/completions")), len(calls)
     again = _run(model, data, tmp_path / "again", spec, tmp_path / "cache")
     assert len(server.requests_for("/v1/chat/completions")) == asked  # every judgement from the cache
@@ -167,3 +168,65 @@ def test_an_in_process_chat_model_judges_and_its_replies_are_cached(tmp_path: Pa
         np.testing.assert_equal(judge.grade(items), got)
         assert judge.requests.stats == {"computed": 3, "cached": 3}
     assert judge.counts["judged"] == 6 and sum(judge.counts[k] for k in ("yes", "no", "unparsed")) == 6
+
+
+def _graded(n: int) -> list[tuple[str, str, str]]:
+    """``n`` distinct answers to grade: every other one names the gold letter."""
+    return [(f"Question {k}?\nA. Yes\nB. No", "A", "The answer is " + "AB"[k % 2]) for k in range(n)]
+
+
+def test_verdicts_are_kept_as_they_arrive_and_a_rerun_asks_only_the_failed(setup, tmp_path: Path) -> None:
+    """Issue 45, item 1: 24 conversations of which 5 fail (a 500, no retry): the 19 answered are stored as
+    they arrive, so the re-run asks the 5 again and nothing else."""
+    *_, server = setup
+    judge = Judge(f"api:judge-model@{server.base_url}?retries=0", ScorerOptions(device="cpu"))
+    items = _graded(24)
+    before = len(server.requests_for("/v1/chat/completions"))
+    server.inject(*["500"] * 5)
+    with Cache(tmp_path / "cache", judge.digest()) as cache:
+        judge.bind(cache)
+        with pytest.raises(EndpointError, match=r"kept failing \(500\)"):
+            judge.grade(items)
+    asked = len(server.requests_for("/v1/chat/completions")) - before
+    assert asked == 24
+    with Cache(tmp_path / "cache", judge.digest()) as cache:
+        judge.bind(cache)
+        got = judge.grade(items)
+    assert len(server.requests_for("/v1/chat/completions")) - before == 24 + 5  # only the 5 failed, again
+    np.testing.assert_equal(got, [1.0, 0.0] * 12)
+
+
+def test_the_judges_cache_is_keyed_as_an_api_models_not_by_its_spec_as_typed(setup, tmp_path: Path) -> None:
+    """Issue 45, item 2: localhost for 127.0.0.1, and the options that change how it is asked (retries,
+    concurrency, timeout), are the same judge: one cache, nothing asked again; another model name is another."""
+    *_, server = setup
+    port = server.base_url.rsplit(":", 1)[1]
+    typed = f"api:judge-model@http://127.0.0.1:{port}?retries=2&concurrency=8&timeout=30"
+    plain = f"api:judge-model@http://localhost:{port}/"
+    first, second = (Judge(spec, ScorerOptions(device="cpu")) for spec in (typed, plain))
+    assert first.digest() == second.digest() and first.identity() == second.identity()
+    assert first.identity()["spec"] == f"api:judge-model@http://localhost:{port}"
+    other = Judge(f"api:other-judge@http://localhost:{port}", ScorerOptions(device="cpu"))
+    assert other.digest() != first.digest()
+    items = _graded(3)
+    before = len(server.requests_for("/v1/chat/completions"))
+    for judge in (first, second):
+        with Cache(tmp_path / "cache", judge.digest()) as cache:
+            judge.bind(cache)
+            judge.grade(items)
+    assert len(server.requests_for("/v1/chat/completions")) - before == 3
+
+
+def test_a_pair_whose_rows_differ_asks_and_judges_each_image_its_own_question(setup, tmp_path: Path) -> None:
+    """Issue 45, item 3: as evaluate_mllm.py, each image of a pair whose rows ask differently is asked its own
+    row's question only: 4 questions asked for 2 pairs (not 6), and the judge's counts equal its verdict table."""
+    _, model, calls, server = setup
+    rows = mmvp_rows(4)
+    rows[1][1], rows[1][2] = "Are the wings folded?", "(a) Folded (b) Spread"
+    data = write_mmvp(tmp_path / "mmvp", rows, images=4)  # the same images as the fixture's (the same seed)
+    before = len(calls)
+    result = _run(model, data, tmp_path / "out", f"api:judge-model@{server.base_url}", tmp_path / "cache")
+    assert len(calls) - before == 2 * 4  # per (image, its own question): the answer read, the answer judged
+    metrics = json.loads((tmp_path / "out" / "metrics.json").read_text())
+    assert result.judge["verdicts"]["judged"] == metrics["judge_verdicts"]["judged"] == 4
+    assert result.engine_stats["computed"] == 4 + 4  # 4 (image, question) rows, 4 generated answers

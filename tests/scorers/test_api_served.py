@@ -416,7 +416,9 @@ def test_a_password_in_a_judges_url_is_never_recorded(vqa, server, data, tmp_pat
     assert result.judge["verdicts"]["judged"] == 4 and len(server.requests_for("/v1/chat/completions")) > asked
     metrics = json.loads((tmp_path / "out" / "metrics.json").read_text())
     shown = f"api:tiny-vlm@{server.base_url}?retries=1"
-    assert metrics["judge"]["identity"]["spec"] == metrics["run_config"]["judge"] == shown
+    assert metrics["run_config"]["judge"] == shown  # as given, less its password
+    # its identity names its endpoint in one spelling, without how it is asked (issue 45, item 2)
+    assert metrics["judge"]["identity"]["spec"] == f"api:tiny-vlm@{server.base_url}".replace("127.0.0.1", "localhost")
     said = capsys.readouterr()
     assert_nowhere(secret, [tmp_path], [said.out, said.err, caplog.text])
 
@@ -485,3 +487,48 @@ def test_quiet_silences_the_retry_lines(server, data, tmp_path, caplog):
         retries = [r.getMessage() for r in caplog.records if "retr" in r.getMessage().lower()]  # any library's
         want = [f"endpoint {server.base_url} (model tiny-vlm): HTTP 500; retry 1 of 3 in "] if progress else []
         assert [m[: len(want[0])] for m in retries] == want if progress else retries == []
+
+
+def _judge(server, options: str):
+    from spotdiff.diagnose.judge import Judge
+
+    return Judge(f"api:tiny-vlm@{server.base_url}?{options}", ScorerOptions())
+
+
+def test_the_timeout_bounds_the_whole_request_of_models_and_judges(server):
+    """Issue 44, item 7: a server that sends its answer a byte at a time (each byte well within the timeout,
+    the whole far beyond it) fails after ``timeout`` seconds, for a model and for a judge, as one line."""
+    for ask in (
+        lambda: api(server, "&retries=0&timeout=1").score_matrix(tiny_images(1), ["a cat"]),
+        lambda: _judge(server, "retries=0&timeout=1").grade([("Is it a cat?", "Yes", "yes")]),
+    ):
+        server.inject("trickle")  # 25 bytes 0.2 s apart, then the rest: 5 s, where the timeout is 1 s
+        with pytest.raises(EndpointError, match=r"did not answer after 0 retries \(no answer within 1 s\)") as err:
+            ask()
+        assert "\n" not in str(err.value)
+
+
+def test_a_reply_larger_than_asked_is_refused_and_never_cached(server, tmp_path):
+    """Issue 44, item 8: a judge's or a model's reply far beyond what its request asked for (max_tokens, the
+    log-probabilities asked) is refused in one line and not cached: the next run asks again."""
+    from spotdiff.diagnose.cache import Cache, CachedRequests
+
+    judge = _judge(server, "retries=0")
+    item = [("Is it a cat?", "Yes", "yes, a cat")]
+    with Cache(tmp_path / "judge", judge.digest()) as cache:
+        judge.bind(cache)
+        server.inject("oversize")  # 4 MiB to a request of 16 tokens
+        with pytest.raises(EndpointError, match=r"answered more than \d+ bytes to a request of at most 16 tokens"):
+            judge.grade(item)
+        asked = len(server.requests_for("/v1/chat/completions"))
+        judge.grade(item)  # nothing of the refused reply was kept: asked again
+        assert len(server.requests_for("/v1/chat/completions")) == asked + 1
+    model = api(server, "&retries=0")
+    with Cache(tmp_path / "model", "m") as cache:
+        model.bind_requests(CachedRequests(cache, progress=False))
+        server.inject("oversize")
+        with pytest.raises(EndpointError, match=r"to a request of at most 1 tokens \(20 log-probabilities each\)"):
+            model.score_matrix(tiny_images(1), ["a cat"])
+        asked = len(server.requests_for("/v1/chat/completions"))
+        model.score_matrix(tiny_images(1), ["a cat"])
+        assert len(server.requests_for("/v1/chat/completions")) == asked + 1

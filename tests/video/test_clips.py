@@ -52,10 +52,11 @@ def test_processor_rule_is_the_video_processors_own() -> None:
     from transformers import Qwen2VLVideoProcessor
 
     proc = Qwen2VLVideoProcessor()
-    rule = parse_frame_rule("processor:7", sampler=proc, sampler_key="qwen2vl")
+    key = "Qwen2VLVideoProcessor:0123456789abcdef"  # as spotdiff.scorers.video keys a processor's settings
+    rule = parse_frame_rule("processor:7", sampler=proc, sampler_key=key)
     assert rule.indices(40, 10.0) == [0, 5, 10, 15, 20, 25, 30, 35]  # 7 frames -> 8, arange(0, 40, 5)
     assert parse_frame_rule("processor:1fps", sampler=proc).indices(40, 10.0) == [0, 10, 20, 30]  # 4 s at 1 fps
-    assert rule.key == "processor:7[qwen2vl]" and parse_frame_rule("processor", sampler=proc).text == "processor"
+    assert rule.key == f"processor:7[{key}]" and parse_frame_rule("processor", sampler=proc).text == "processor"
     with pytest.raises(DataError, match=r"Qwen2VLVideoProcessor\.sample_frames refuses a clip of 3 frames"):
         rule.indices(3, 10.0)
 
@@ -213,3 +214,18 @@ def test_a_declared_frame_count_is_checked_against_the_stream_before_a_rule_uses
     finally:
         tracemalloc.stop()
     assert peak < 2_000_000, peak  # nothing allocated by the declared count
+
+
+def test_errors_about_videos_say_video_not_image(tmp_path: Path) -> None:
+    """Issue 45, item 9: a missing video and a video outside the data folder are named as videos."""
+    from spotdiff.benchmarks import get_benchmark
+    from spotdiff.testing.videos import write_vitatecs
+
+    with pytest.raises(DataError, match=r"^cannot read video .*missing\.mp4: "):
+        _ = VideoRef(tmp_path / "missing.mp4").key
+    data = write_vitatecs(tmp_path / "vitatecs")
+    elsewhere = tmp_path / "private.mp4"
+    (data / "videos/MSRVTT/video8646.mp4").rename(elsewhere)
+    (data / "videos/MSRVTT/video8646.mp4").symlink_to(elsewhere)
+    with pytest.raises(DataError, match=r"video .*video8646\.mp4 is .*private\.mp4, outside the data .*name videos"):
+        get_benchmark("vitatecs")(data).load()

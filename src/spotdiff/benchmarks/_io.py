@@ -228,12 +228,13 @@ class ImageRoots:
         full = os.path.join(real, name)
         return os.path.realpath(full) if os.path.islink(full) else full
 
-    def check(self, path: str | Path, *, record: str) -> None:
-        """Refuse (DataError naming ``record``) an image file outside every root.
+    def check(self, path: str | Path, *, record: str, what: str = "image") -> None:
+        """Refuse (DataError naming ``record``) an image (or video) file outside every root.
 
         Args:
             path: the image file a record names (joined to the loader's image folder).
             record: the case it belongs to, named in the error.
+            what: what the file is called in the error (``image``, ``video``).
         """
         key = os.fspath(path)
         if key in self._allowed:
@@ -241,8 +242,8 @@ class ImageRoots:
         real = self.real_path(key)
         if not real.startswith(self._inside) and real not in self.roots:
             raise DataError(
-                f"image {path} is {real}, outside the data ({', '.join(self.roots)}): a record may only "
-                f"name images inside it; if that folder is meant, declare it with --image-root DIR "
+                f"{what} {path} is {real}, outside the data ({', '.join(self.roots)}): a record may only "
+                f"name {what}s inside it; if that folder is meant, declare it with --image-root DIR "
                 f"(loader option {IMAGE_ROOT}=DIR)",
                 record=record,
             )

@@ -179,7 +179,7 @@ class Benchmark(ABC):
         for case in self.cases(subset):
             for ref in case.images:
                 if isinstance(ref, (FileImage, NpyImage, VideoRef)):
-                    roots.check(ref.path, record=case.id)
+                    roots.check(ref.path, record=case.id, what=ref.what)
             yield case
 
     def load(self, subset: str | None = None, limit: int | None = None) -> list[Case]:

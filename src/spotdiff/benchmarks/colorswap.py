@@ -13,6 +13,7 @@ from pathlib import Path
 from spotdiff.benchmarks._io import field, option_choice, read_json
 from spotdiff.benchmarks._parquet import find_parquet, iter_rows
 from spotdiff.benchmarks.base import BENCHMARKS, Benchmark, BenchmarkMetadata, LoadReport, pair_case
+from spotdiff.benchmarks.metadata import Reading
 from spotdiff.benchmarks.sources import HubSource, Part
 from spotdiff.cases import PROMPTS_TAG, Case, FileImage, ImageRef
 from spotdiff.errors import ConfigError, DataError
@@ -101,6 +102,14 @@ protocol mllm (chat VLMs, need choice): the questions of the authors' vlm_result
             ("mllm-text", ("text",), "spotdiff's likelihood reading of the caption questions"),
             ("mllm-text", ("no_answer",), "spotdiff's diagnostic, as protocol mllm's"),
             ("mllm-text", ("unparsed",), "spotdiff's diagnostic, as protocol mllm's"),
+        ),
+        readings=(
+            Reading(
+                "always", "the authors'",
+                "vlm_eval.py's is_option_text and is_option_image (github.com/Top34051/colorswap, commit 4f2c9e4): "
+                "an answer that chooses one option is that option; one naming both or none is no answer (unparsed)",
+                default=True,
+            ),
         ),
         ties="strict: the ITM evaluation is a Colab notebook outside the repository; the paper takes "
         "Winoground's scores, whose code compares with strict >",

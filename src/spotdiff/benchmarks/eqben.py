@@ -12,6 +12,7 @@ from typing import Any
 
 from spotdiff.benchmarks._io import field, find_file, read_json
 from spotdiff.benchmarks.base import BENCHMARKS, Benchmark, BenchmarkMetadata, LoadReport, pair_case
+from spotdiff.benchmarks.metadata import CHOICE_READING
 from spotdiff.benchmarks.sources import Part, RemoteFile, Unpack, UrlSource, google_drive
 from spotdiff.cases import Case, FileImage, ImageRef, NpyImage
 from spotdiff.errors import ConfigError, DataError
@@ -177,6 +178,7 @@ tags: subset, kind (natural/synthetic), family (eqbenkubric for the 3 Kubric spl
         reproduces="EqBen Table 2 and Fig. 6",
         license="Apache-2.0 (repository); data terms not stated",
         parts=_PARTS,
+        readings=(CHOICE_READING,),
         ties="strict, as EqBen's evaluation code (eval_batch_my.py: c0_i0 > c1_i0 ...); MTEB-style argmax "
         "(each image's argmax text, each text's argmax image, first listed wins a tie): --ties argmax",
     )

@@ -17,6 +17,40 @@ _COMMIT = re.compile(r"[0-9a-f]{40}")
 
 
 @dataclass(frozen=True)
+class Reading:
+    """One way a benchmark's generated answers are read, as ``spotdiff benchmarks NAME`` lists them.
+
+    Attributes:
+        choice: how a run picks it (a loader option, ``-o reader=strict``; ``always`` for a benchmark's one
+            reading); empty for a peer's reading spotdiff does not offer, listed where it differs from those offered.
+        whose: whose rule it is (``the authors'``, ``spotdiff's``, a peer's: ``lmms-eval's``).
+        rule: what it reads, and where it comes from (file, function, commit).
+        default: a run reads so unless told otherwise (exactly one of a benchmark's readings).
+    """
+
+    choice: str
+    whose: str
+    rule: str
+    default: bool = False
+
+    def line(self) -> str:
+        """The reading in one line: ``default: -o reader=lmms-eval (lmms-eval's): ...``, ``-o reader=strict
+        (spotdiff's): ...``, a peer's ``not offered (lmms-eval's): ...``."""
+        return f"{'default: ' if self.default else ''}{self.choice or 'not offered'} ({self.whose}): {self.rule}"
+
+
+#: The one reading of the generated answers of the choice protocols (``choice``, ``choice-text``: EqBen Sec. 5.5's
+#: questions in spotdiff's wording), for the benchmarks asked so.
+CHOICE_READING = Reading(
+    "always", "spotdiff's",
+    "the choice protocols' generated answer read strictly: the option letter alone, optionally (B), B. or B: "
+    "(parse_choice); anything else is no answer (unparsed); the likelihood reading (text, image, group) reads the "
+    "letters' log-probabilities instead",
+    default=True,
+)  # fmt: skip
+
+
+@dataclass(frozen=True)
 class BenchmarkMetadata:
     """What a benchmark is, where it comes from and how the papers report it.
 
@@ -43,6 +77,8 @@ class BenchmarkMetadata:
         metric_sources: ``(protocol, metrics, source)``: the paper table or the authors' function each
             reported metric reproduces (or that it is spotdiff's own reading or diagnostic), shown by
             ``spotdiff benchmarks NAME``.
+        readings: how its generated answers may be read (:class:`Reading`): the default, each alternative (a
+            loader option) and a peer's where it differs; shown by ``spotdiff benchmarks NAME``.
         data_notes: what ``spotdiff data list`` adds about fetching it.
         name: the registry name, set by ``@BENCHMARKS.register(name)``.
     """
@@ -63,6 +99,7 @@ class BenchmarkMetadata:
     groups_source: str = ""
     ties: str = ""
     metric_sources: tuple[tuple[str, tuple[str, ...], str], ...] = ()
+    readings: tuple[Reading, ...] = ()
     data_notes: str = ""
     name: str = ""
 
@@ -84,6 +121,9 @@ class BenchmarkMetadata:
             if protocol not in self.protocols or not metrics or not source.strip():
                 self._fail(f"metric source {protocol!r} {metrics!r}: a protocol of {', '.join(self.protocols)}, its "
                            "metrics and what they reproduce")  # fmt: skip
+        defaults = [r for r in self.readings if r.default]
+        if self.readings and (len(defaults) != 1 or not defaults[0].choice):
+            self._fail(f"readings: exactly one offered reading is the default, got {len(defaults)}")
         names = [p.name for p in self.parts]
         if len(set(names)) != len(names):
             self._fail(f"repeated data part in {names!r}")

@@ -17,8 +17,9 @@ import numpy as np
 
 from spotdiff.benchmarks._io import find_file, images_dir, option_choice, read_csv_rows
 from spotdiff.benchmarks.base import BENCHMARKS, Benchmark, BenchmarkMetadata, LoadReport
+from spotdiff.benchmarks.metadata import Reading
 from spotdiff.benchmarks.sources import HubSource, Part
-from spotdiff.cases import ANSWER_SEP, ANSWERS_TAG, LETTERS, READER_TAG, Case, FileImage
+from spotdiff.cases import ANSWER_SEP, ANSWERS_TAG, LETTERS, PAIRS_TAG, READER_TAG, Case, FileImage
 from spotdiff.errors import DataError
 
 #: The columns evaluate_mllm.py reads (the first column, the 1-based Index, is read by position).
@@ -39,9 +40,35 @@ CORRECTIONS: dict[str, dict[int, int]] = {
 #: lmms-eval's mmvp prompt (lmms_eval/tasks/mmvp/utils.py ``mmvp_doc_to_text`` with the task's
 #: post_prompt), the options lettered ``A. ...`` one per line.
 PROMPT = "{question}\n{options}\nAnswer with the option's letter from the given choices directly."
-#: How a generated answer is read, per setting of option ``reader`` (a name of :data:`spotdiff.cases.READERS`):
-#: ``lmms-eval`` in the order of lmms-eval's ``_extract_answer_letter``, ``strict`` the letter alone.
-READERS = {"lmms-eval": "letter-lmms", "strict": "letter"}
+#: How a generated answer is read, per setting of option ``reader`` (a name of :data:`spotdiff.cases.READERS`),
+#: the default first: ``lmms-eval`` as lmms-eval's ``_extract_answer_letter`` reads it, quirks included;
+#: ``corrected`` in its order without the quirks; ``strict`` the letter alone.
+READERS = {"lmms-eval": "letter-lmms-eval", "corrected": "letter-lmms-corrected", "strict": "letter"}
+#: The readings of generated answers, as ``spotdiff benchmarks mmvp`` lists them.
+READINGS = (
+    Reading(
+        "-o reader=lmms-eval", "lmms-eval's",
+        "_extract_answer_letter of lmms_eval/tasks/mmvp/utils.py (commit d8fcb9c3, unchanged at 75571cfe), quirks "
+        "included: case-insensitive, the letter alone, opening the answer, after 'answer is' or 'option', then any "
+        "A or B before white space or the end ('It is a cat' is A, 'Bob sits' B), else the answer's first letter "
+        "('Apple' A, 'Both' B); gen_question and gen_pair are then its mmvp_accuracy and mmvp_pair_accuracy",
+        default=True,
+    ),
+    Reading(
+        "-o reader=corrected", "spotdiff's",
+        "lmms-eval's order without those quirks (a lower-case letter only alone or in parentheses, a letter only as "
+        "a whole word, an opening 'A' before a lower-case word starting with a consonant is the article, no "
+        "first-letter fallback): the two read a bare letter alike and differ on the article 'a', an opening 'A', "
+        "words' first and last letters; on the ten free-form pairs of tests/benchmarks/test_mmvp.py (FREE_FORM), "
+        "pair and question accuracy 40.0 and 55.0 here against 70.0 and 75.0 by lmms-eval's reading",
+    ),
+    Reading("-o reader=strict", "spotdiff's", "the letter alone, optionally (B), B. or B: (parse_choice)"),
+    Reading(
+        "--judge SPEC", "the authors'",
+        "scripts/gpt_grader.py (commit 7635005): GPT-4 grades each free answer against the gold option; a judge "
+        "model graded so gives the judge_* metrics beside the reader's gen_*",
+    ),
+)  # fmt: skip
 _OPTION = re.compile(r"\(([a-z])\)\s*")
 _ANSWER = re.compile(r"^\(?([a-z])\)?(?:\s|$)")
 
@@ -107,19 +134,20 @@ DIR/Questions.csv: a header (Index, Question, Options, Correct Answer), then 300
   its Index) asks about DIR/{IMAGE_FOLDER}/<n>.jpg (option images=PATH replaces DIR/{IMAGE_FOLDER});
   Options "(a) ... (b) ...", Correct Answer "(a)" or "(b)"; rows 2k+1 and 2k+2 are pair k (both
   evaluate_mllm.py + gpt_grader.py and lmms-eval's mmvp task pair them so)
-case: the pair's 2 images x 1 question (2 x 2 when its rows differ, image i read on question i): texts = (the
+case: the pair's 2 images x 1 question (2 x 2 when its rows differ, image i asked question i only: tag
+  pairs=diagonal): texts = (the
   Question asked as lmms-eval's mmvp task words it: the question, "A. <option a>", "B. <option b>" on
   their own lines, "Answer with the option's letter from the given choices directly."); candidates
-  A/B (tag answers), generated answers read as lmms-eval's _extract_answer_letter orders its patterns
-  ("B", "(a)", "(A) Left", "The answer is B", "Option A"; not the article "a": tag reader=letter-lmms), or
-  with option reader=strict the letter alone (reader=letter);
+  A/B (tag answers), generated answers read as lmms-eval's _extract_answer_letter reads them, quirks
+  included (tag reader=letter-lmms-eval), or with option reader=corrected in its order without its quirks
+  (reader=letter-lmms-corrected), or with reader=strict the letter alone (reader=letter): the readings below;
   truth[i, 0] = image i's Correct Answer is (a); id <Index of the first row>; subset mmvp; protocol
   answer: pair = pair accuracy (the paper's), question = accuracy per question (lmms-eval's mmvp_accuracy)
 option labels=original (default) | lmms-eval | lmms-eval-pr1028: the answers as published, or with
   lmms-eval's corrections (lmms-eval: Index 99 -> (b), 100 -> (a), 279 -> (b), 280 -> (a), commit
   d8fcb9c3; lmms-eval-pr1028: Index 100 -> (a), 280 -> (a), PR 1028, commit 34465550)
-tags: subset, answers (A/B), reader (letter-lmms or letter), labels (the setting used), corrected (yes when the setting
-  changed an answer of the pair)""",
+tags: subset, answers (A/B), reader (the reading's tag), labels (the setting used), corrected (yes when the setting
+  changed an answer of the pair), pairs (diagonal, when the pair's rows differ)""",
         description="MMVP: 150 CLIP-blind image pairs, a two-option question per image; a chat VLM's pair "
         "accuracy, both questions right (Tong et al., Eyes Wide Shut?, CVPR 2024)",
         paper="Tong, Liu, Zhai, Ma, LeCun, Xie. Eyes Wide Shut? Exploring the Visual Shortcomings of "
@@ -151,10 +179,10 @@ tags: subset, answers (A/B), reader (letter-lmms or letter), labels (the setting
             (
                 "answer",
                 ("gen_pair",),
-                "the pair accuracy of the letter read in the order of lmms-eval's "
-                "_extract_answer_letter: lmms-eval's mmvp_pair_accuracy (gpt_grader.py's accumulation)",
+                "the pair accuracy of the letter the case's reader reads: with the default reader, lmms-eval's "
+                "mmvp_pair_accuracy (gpt_grader.py's accumulation)",
             ),
-            ("answer", ("gen_question",), "lmms-eval's mmvp_accuracy (each question)"),
+            ("answer", ("gen_question",), "with the default reader, lmms-eval's mmvp_accuracy (each question)"),
             (
                 "answer",
                 ("pair",),
@@ -169,6 +197,7 @@ tags: subset, answers (A/B), reader (letter-lmms or letter), labels (the setting
                 "spotdiff's diagnostics: the judge's replies that are no verdict; its responses without a reply",
             ),
         ),
+        readings=READINGS,
         ties="the likelihood reading: a tie of the option letters' log-probabilities is no answer (strict) or "
         "the first option (argmax, np.argmax); the authors' code grades generated answers (gpt_grader.py: "
         "a pair is right when both its answers are graded yes), where no tie arises",
@@ -181,7 +210,7 @@ tags: subset, answers (A/B), reader (letter-lmms or letter), labels (the setting
         self.check_subset(subset)
         self.report = LoadReport()
         labels = option_choice(self.options, "labels", tuple(CORRECTIONS), "original")
-        reader = READERS[option_choice(self.options, "reader", tuple(READERS), "lmms-eval")]
+        reader = READERS[option_choice(self.options, "reader", tuple(READERS), next(iter(READERS)))]
         (path,) = self.data_files()
         images = images_dir(self.root, self.options, IMAGE_FOLDER)
         rows = read_csv_rows(path, COLUMNS)
@@ -201,6 +230,8 @@ tags: subset, answers (A/B), reader (letter-lmms or letter), labels (the setting
             refs = (FileImage(images / f"{k + 1}.jpg"), FileImage(images / f"{k + 2}.jpg"))
             tags = {"subset": "mmvp", ANSWERS_TAG: ANSWER_SEP.join(LETTERS[: len(options)]), READER_TAG: reader,
                     "labels": labels, "corrected": "yes" if answers != [a1, a2] else "no"}  # fmt: skip
+            if len(texts) == 2:  # each image is asked its own row's question only, as evaluate_mllm.py asks it
+                tags[PAIRS_TAG] = "diagonal"
             yield Case(str(k + 1), texts, truth, refs, tags)
 
 

@@ -18,6 +18,7 @@ import numpy as np
 from spotdiff.benchmarks._io import field, find_file, images_dir, option_choice, read_json
 from spotdiff.benchmarks._parquet import find_parquet, iter_rows
 from spotdiff.benchmarks.base import BENCHMARKS, Benchmark, BenchmarkMetadata, LoadReport, pair_case
+from spotdiff.benchmarks.metadata import Reading
 from spotdiff.benchmarks.sources import HubSource, Part, Unpack
 from spotdiff.cases import ANSWER_SEP, ANSWERS_TAG, READER_TAG, Case, FileImage
 from spotdiff.errors import DataError
@@ -121,6 +122,16 @@ tags: subset, answers, reader, source""",
                 ("judge_unparsed", "judge_failed"),
                 "spotdiff's diagnostics: the judge's replies that are no verdict; its responses without a reply",
             ),
+        ),
+        readings=(
+            Reading(
+                "always", "the authors'",
+                "extract_answer of naturalbench_vqa.py (github.com/Baiqi-Li/NaturalBench, commit 9967605): the "
+                "candidate whose first whole-word, case-insensitive occurrence comes first, neither a wrong answer; "
+                "lmms-eval's naturalbench task reads alike (lmms_eval/tasks/naturalbench/utils.py, commit c7eaef37)",
+                default=True,
+            ),
+            Reading("--judge SPEC", "spotdiff's", "a judge model grades each answer (judge_* metrics)"),
         ),
         ties="naturalbench_vqa.py reads generated answers (extract_answer: the earlier of the two candidate "
         "words wins; neither is -1, a wrong answer); for the likelihood reading a tie of the candidates' "

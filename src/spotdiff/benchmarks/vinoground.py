@@ -18,6 +18,7 @@ import numpy as np
 
 from spotdiff.benchmarks._io import field, find_file, option_choice, read_csv_rows, read_json
 from spotdiff.benchmarks.base import BENCHMARKS, Benchmark, BenchmarkMetadata, LoadReport, pair_case
+from spotdiff.benchmarks.metadata import Reading
 from spotdiff.benchmarks.sources import ImagesSource, Part
 from spotdiff.cases import ANSWERS_TAG, PAIRS_TAG, READER_TAG, Case
 from spotdiff.errors import DataError
@@ -157,6 +158,31 @@ PROMPT_FILES = {
 #: What follows each question: nothing, as the authors' eval scripts ask it (eval/qwen.py,
 #: eval/llava-onevision.py), or lmms-eval's vinoground doc_to_text suffix (commit 03a5823).
 SUFFIXES = {"authors": "", "lmms-eval": "\nPlease only output one English character."}
+#: How a generated answer is read, per setting of option ``reader`` (a name of :data:`spotdiff.cases.READERS`), the
+#: default first: as get_score_all.py reads answers saved as strings (eval/llava-onevision.py) or as lists
+#: (eval/qwen.py); :mod:`spotdiff.readers.vinoground` says how they differ.
+READERS = {"strings": "first-char", "lists": "first-char-lists"}
+#: The readings of generated answers, as ``spotdiff benchmarks vinoground-lmm`` lists them.
+READINGS = (
+    Reading(
+        "-o reader=strings", "the authors'",
+        "get_score_all.py (commit 2602b94) on answers saved as strings, as eval/llava-onevision.py saves them "
+        "(commit 7d38b03): the answer's first character, case-insensitive, is the option; an empty answer raises "
+        "there, which leaves the rest of its pair unscored (an empty text-score answer: no video score either)",
+        default=True,
+    ),
+    Reading(
+        "-o reader=lists", "the authors'",
+        "get_score_all.py on answers saved as lists, as eval/qwen.py saves them (commit 7d38b03): the same first "
+        "character; an empty answer is only a wrong one, and the pair is scored on",
+    ),
+    Reading(
+        "", "lmms-eval's",
+        "the vinoground task (lmms_eval/tasks/vinoground/utils.py, commit f255e5b7) asks with the suffix of "
+        "-o suffix=lmms-eval and reads pred[0] alike, but an empty answer raises in vinoground_aggregate_results, "
+        "which ends the whole evaluation without a score",
+    ),
+)  # fmt: skip
 
 
 def read_prompts(path: Path, n: int) -> list[dict[str, str]]:
@@ -188,7 +214,7 @@ def read_prompts(path: Path, n: int) -> list[dict[str, str]]:
 
 @BENCHMARKS.register("vinoground-lmm")
 class VinogroundLMM(Benchmark):
-    option_names = ("suffix",)  # the -o options it reads
+    option_names = ("suffix", "reader")  # the -o options it reads
     #: The same data, paper and licence as :class:`Vinoground`'s; the cases are the authors' questions to chat models.
     metadata = replace(
         Vinoground.metadata,
@@ -202,7 +228,8 @@ DIR/vinoground.csv as for vinoground, with the authors' prompts DIR/vinoground_t
   video-score videos the concatenations in vinoground_videos_concated/ (two segments, 2 s of black between)
 case: 4 videos x 4 questions [text pos, text neg, video pos, video neg], question k asked about video k only
   (tag pairs=diagonal), truth[k, k] = (GT == "A"); candidates A/B, generated answers read by their first
-  character (tag reader=first-char); id <index>; subset = major; option suffix=authors (the question as the
+  character, an empty one stopping its pair (tag reader=first-char; option reader=lists: only wrong, tag
+  reader=first-char-lists); id <index>; subset = major; option suffix=authors (the question as the
   file has it, as eval/qwen.py asks it) or suffix=lmms-eval (+ "\\nPlease only output one English character.")
 tags: subset, major, minor, answers, reader, pairs""",
         description="Vinoground for chat models: the authors' text-score and video-score questions (A/B), text, "
@@ -214,8 +241,9 @@ tags: subset, major, minor, answers, reader, pairs""",
                 "vinoground",
                 ("gen_text", "gen_video", "gen_group"),
                 "get_score_all.py of Vinoground/Vinoground (commit 2602b94): a generated answer is right when its "
-                "first character is the GT letter; an empty one leaves the rest of its pair unscored; lmms-eval's "
-                "vinoground_aggregate_results reads the same (commit 03a5823)",
+                "first character is the GT letter; an empty one leaves the rest of its pair unscored (answers saved "
+                "as strings, the default reader) or is only wrong (reader=lists); lmms-eval's "
+                "vinoground_aggregate_results reads answers that are not empty the same (commit 03a5823)",
             ),
             ("vinoground", ("text", "video", "group"), "spotdiff's likelihood reading of the same questions (A/B)"),
             (
@@ -224,6 +252,7 @@ tags: subset, major, minor, answers, reader, pairs""",
                 "spotdiff's diagnostic: generated answers whose first character names no candidate, or empty",
             ),
         ),
+        readings=READINGS,
         ties="the authors read generated answers (no ties); in the likelihood reading a tie of A and B gives no "
         "answer under --ties strict and A under argmax",
     )
@@ -239,6 +268,7 @@ tags: subset, major, minor, answers, reader, pairs""",
         self.check_subset(subset)
         self.report = LoadReport()
         suffix = SUFFIXES[option_choice(self.options, "suffix", SUFFIXES, "authors")]
+        reader = READERS[option_choice(self.options, "reader", tuple(READERS), next(iter(READERS)))]
         path, text_file, video_file = self.data_files()
         pairs = list(read_pairs(path))
         prompts = {kind: read_prompts(file, len(pairs)) for kind, file in (("text", text_file), ("video", video_file))}
@@ -251,6 +281,6 @@ tags: subset, major, minor, answers, reader, pairs""",
             truth = np.diag([item["GT"] == "A" for item in asked])
             videos = tuple(VideoRef(path.parent / item["video_name"]) for item in asked)
             tags = {"subset": major, "major": major, "minor": ";".join(minors), ANSWERS_TAG: "A/B",
-                    READER_TAG: "first-char", PAIRS_TAG: "diagonal"}  # fmt: skip
+                    READER_TAG: reader, PAIRS_TAG: "diagonal"}  # fmt: skip
             texts = tuple(item["question"] + suffix for item in asked)
             yield Case(str(index), texts, truth, videos, tags, roles=QUESTIONS)

@@ -12,6 +12,7 @@ from pathlib import Path
 from spotdiff.benchmarks._io import field, find_file
 from spotdiff.benchmarks._parquet import find_parquet, iter_rows
 from spotdiff.benchmarks.base import BENCHMARKS, Benchmark, BenchmarkMetadata, LoadReport, pair_case
+from spotdiff.benchmarks.metadata import CHOICE_READING
 from spotdiff.benchmarks.sources import HubSource, Part
 from spotdiff.cases import Case, FileImage, ImageRef
 from spotdiff.errors import DataError
@@ -72,6 +73,7 @@ or the hub parquet layout: DIR/data/test-*.parquet (or DIR/*.parquet) with the s
         ),
         data_notes="Gated: log in at huggingface.co, accept the conditions on the dataset page, create a read "
         "token and set HF_TOKEN (or run `hf auth login`).",
+        readings=(CHOICE_READING,),
         ties="strict, as Winoground's and EqBen's code (c0_i0 > c1_i0 ...); MTEB's "
         "ImageTextPairClassificationEvaluator takes argmax per image and per text (first listed wins a tie): "
         "--ties argmax",

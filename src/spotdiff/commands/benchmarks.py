@@ -81,6 +81,10 @@ def run(args: argparse.Namespace) -> int:
             for protocol, metric, source in metric_rows(bench):
                 line = f"{protocol}: {metric}: {source or '-'}"
                 print(textwrap.indent(textwrap.fill(line, 96, subsequent_indent="    "), "      "))
+            if meta.readings:
+                print("    readings of generated answers (the default, the alternatives, a peer's where it differs):")
+                for reading in meta.readings:
+                    print(textwrap.indent(textwrap.fill(reading.line(), 96, subsequent_indent="    "), "      "))
         if bench.layout:
             print("    data layout:")
             print(textwrap.indent(textwrap.dedent(bench.layout).strip(), "      "))
@@ -145,6 +149,11 @@ def markdown() -> str:
         if meta.metric_sources:
             lines += ["Metrics:", "", "| protocol | metric | reproduces |", "| --- | --- | --- |"]
             lines += [f"| `{p}` | `{m}` | {s or '-'} |" for p, m, s in metric_rows(bench)]
+            lines.append("")
+        if meta.readings:
+            lines += ["Readings of generated answers:", "", "| chosen by | whose | rule |", "| --- | --- | --- |"]
+            lines += [f"| {'**default**: ' if r.default else ''}{f'`{r.choice}`' if r.choice else 'not offered'} "
+                      f"| {r.whose} | {r.rule} |" for r in meta.readings]  # fmt: skip
             lines.append("")
         lines += ["Data layout:", "", "```text", textwrap.dedent(bench.layout).strip(), "```", ""]
         lines += ["Citation:", "", "```bibtex", meta.citation.strip(), "```"]

@@ -266,7 +266,7 @@ def load_judge(config: EvalConfig, protocol: Protocol) -> Judge | None:
             f"protocol {protocol.name!r} has none"
         )
     options = ScorerOptions(device=config.device, dtype=config.dtype, batch_size=DEFAULT_BATCH_SIZE, seed=config.seed)
-    return Judge(config.judge, options)
+    return Judge(config.judge, options, config.cache)
 
 
 def _zip_cases(cases: Iterator[Case], engine: Engine, need: str) -> Iterator[tuple[Case, np.ndarray]]:

@@ -11,15 +11,25 @@ from typing import Any, ClassVar
 
 import numpy as np
 
-from spotdiff.cases import Case
+from spotdiff.cases import ANY_OPTION, Case
 from spotdiff.errors import DataError
 from spotdiff.protocols.base import PROTOCOLS, Protocol
 from spotdiff.protocols.group import _permutation
 
 
+def right(choices: np.ndarray, truth: np.ndarray) -> np.ndarray:
+    """Which answers are right: the true candidate, or :data:`~spotdiff.cases.ANY_OPTION` (an answer naming every
+    option, which its benchmark's authors count right); NaN (no answer) is wrong.
+
+    >>> right(np.array([0.0, 1.0, -2.0, np.nan]), np.array([0, 0, 1, 1])).tolist()
+    [True, False, True, False]
+    """
+    return (choices == truth) | (choices == ANY_OPTION)
+
+
 def _reading(choices: np.ndarray, truth: np.ndarray, k: int, image_questions: bool) -> dict[str, float]:
     """Metrics of one reading: ``choices`` [n_questions, 2] (NaN = no answer), ``truth`` [n_questions]."""
-    correct = choices == truth[:, None]  # NaN compares False
+    correct = right(choices, truth[:, None])
     text = correct[:k]
     out = {
         "text": float(text.all()),
@@ -182,7 +192,7 @@ class AnswerChoiceText(AnswerChoice):
 
 def _one_order(choices: np.ndarray, truth: np.ndarray, k: int, image_questions: bool) -> dict[str, float]:
     """Metrics of one reading of questions asked once: ``choices`` [n_questions] (NaN = no answer)."""
-    correct = choices == truth  # NaN compares False
+    correct = right(choices, truth)
     out = {"text": float(correct[:k].all()), "no_answer": float(np.isnan(choices).mean())}
     if image_questions:
         out.update(image=float(correct[k:].all()), group=float(correct.all()))
@@ -199,9 +209,10 @@ class AuthorsChoice(AnswerChoice):
     >>> import numpy as np
     >>> from spotdiff.cases import ArrayImage, Case
     >>> images = (ArrayImage(np.zeros((2, 2, 3), np.uint8)), ArrayImage(np.ones((2, 2, 3), np.uint8)))
-    >>> case = Case("c", ("a red cup", "a blue cup"), np.eye(2), images, {"subset": "s", "prompts": "vismin"})
-    >>> said = np.array([[0, 0], [1, np.nan], [0, 0], [1, 1]], float)[:, None, :]  # [question, order, reading]
-    >>> out = AuthorsChoice().outcomes(case, said)[0]
+    >>> tags = {"subset": "s", "prompts": "vismin-authors"}
+    >>> case = Case("c", ("a red cup", "a blue cup"), np.eye(2), images, tags)
+    >>> said = np.array([[0, 0], [1, np.nan], [0, -2], [1, 1]], float)[:, None, :]  # [question, order, reading]
+    >>> out = AuthorsChoice().outcomes(case, said)[0]  # -2: an answer naming both options, right as the authors read it
     >>> out["group"], out["gen_text"], out["gen_image"], out["unparsed"]
     (1.0, 0.0, 1.0, 0.25)
     """

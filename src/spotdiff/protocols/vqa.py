@@ -132,15 +132,17 @@ class AnswerProtocol(ReadingsProtocol):
         return Readings(question_answers(s[..., :n], self.ties), generated, np.where(case.truth, 0.0, 1.0), judged)
 
     def nan_scores(self, case: Case, scores: np.ndarray) -> bool:
-        """Whether a candidate answer's log-probability is NaN (the generation column's NaN is an answer
-        that names no candidate, counted as unparseable instead).
+        """Whether a candidate answer's log-probability of a question asked is NaN (:func:`~spotdiff.cases.
+        case_pairs`: the cells of pairs not asked are NaN; the generation column's NaN is an answer that names
+        no candidate, counted as unparseable instead).
 
         Args:
             case: the case.
             scores: its ``[n_images, n_questions, n_answers (+ 1)]`` scores.
         """
         s, answers = self.checked(case, scores)
-        return bool(np.isnan(s[..., : len(answers)]).any())
+        asked = tuple(np.array(case_pairs(case)).T)
+        return bool(np.isnan(s[asked][:, : len(answers)]).any())
 
     def answer_counts(self, case: Case, scores: np.ndarray) -> tuple[int, int] | None:
         """``(answers, unparseable)`` of the generation reading, when asked.
@@ -320,17 +322,6 @@ class VinogroundScores(AnswerProtocol):
         if case_pairs(case) != [(k, k) for k in range(4)]:
             raise DataError(f"case {case.id}: protocol 'vinoground' asks question k about video k (tag pairs=diagonal)")
         return diagonal_readings(super().readings(case, scores))
-
-    def nan_scores(self, case: Case, scores: np.ndarray) -> bool:
-        """Whether a candidate's log-probability of a question asked is NaN (the cells not asked are NaN).
-
-        Args:
-            case: the case.
-            scores: its ``[4, 4, n_answers (+ 1)]`` scores.
-        """
-        s, answers = self.checked(case, scores)
-        k = np.arange(4)
-        return bool(np.isnan(s[k, k, : len(answers)]).any())
 
     def outcomes(self, case: Case, scores: np.ndarray) -> list[dict[str, float]]:
         r = self.readings(case, scores)

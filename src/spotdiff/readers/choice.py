@@ -13,7 +13,7 @@ import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
-from spotdiff.cases import LETTERS
+from spotdiff.cases import ANY_OPTION, LETTERS
 from spotdiff.errors import ConfigError
 
 __all__ = [
@@ -153,7 +153,8 @@ def choice_questions(texts: Sequence[str], image_questions: bool, style: ChoiceS
 
 
 def read_choice(style: ChoiceStyle, question: ChoiceQuestion, texts: Sequence[str], output: str) -> int | None:
-    """The candidate (an index in the case's order) a generated answer to ``question`` names, or None.
+    """The candidate (an index in the case's order) a generated answer to ``question`` names, None for none, or
+    :data:`~spotdiff.cases.ANY_OPTION` for every one (a style whose authors count such an answer right).
 
     Args:
         style: the question's style.
@@ -164,4 +165,6 @@ def read_choice(style: ChoiceStyle, question: ChoiceQuestion, texts: Sequence[st
     read = style.read_text if question.kind == "text" else style.read_image
     options = [texts[c] for c in question.order] if question.kind == "text" else list(question.labels)
     said = read(output, options, question.labels)
-    return None if said is None else question.order[said]
+    if said is None or said == ANY_OPTION:  # none, or every option (whatever their order)
+        return said
+    return question.order[said]

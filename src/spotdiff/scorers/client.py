@@ -2,11 +2,13 @@
 
 :class:`ChatClient` sends ``POST /chat/completions`` requests through the official ``openai`` client, at most
 ``concurrency`` in flight under a limit that halves on a 429, a 503 or a timeout (:class:`Limit`), across a stream
-of calls (:meth:`ChatClient.stream`); each response is cached before it is used (the engine's
-:class:`~spotdiff.diagnose.cache.CachedRequests`), and transient failures are asked again with a backoff whose
-jitter comes from the run's seed, or after the server's ``Retry-After``. Moved out of :mod:`spotdiff.scorers.api`
-(issue 43): the ``api:`` scorer writes the requests and reads the responses (and so does the LLM judge,
-``spotdiff.diagnose.judge``, through the scorer's ``chat_replies``); this module only asks. Docs: docs/served.md.
+of calls (:meth:`ChatClient.stream`); each try of a request is bounded as a whole by the timeout and its
+response read only up to what the request asked for (:func:`reply_limit`); each response is cached before it is
+used (the engine's :class:`~spotdiff.diagnose.cache.CachedRequests`), and transient failures are asked again with a
+backoff whose jitter comes from the run's seed, or after the server's ``Retry-After``. Moved out of
+:mod:`spotdiff.scorers.api` (issue 43): the ``api:`` scorer writes the requests and reads the responses (and so
+does the LLM judge, ``spotdiff.diagnose.judge``, through the scorer's ``chat_replies``); this module only asks.
+Docs: docs/served.md.
 """
 
 from __future__ import annotations
@@ -30,8 +32,8 @@ from spotdiff.jsonio import json_row, row_json
 from spotdiff.urls import is_loopback
 
 __all__ = [
-    "AHEAD", "API_KEY_VARS", "DEFAULT_CONCURRENCY", "HELD", "RESPONSES", "ChatClient", "Limit", "Plan", "request_key",
-    "retry_after",
+    "AHEAD", "API_KEY_VARS", "DEFAULT_CONCURRENCY", "HELD", "RESPONSES", "ChatClient", "Limit", "Plan", "reply_limit",
+    "request_key", "retry_after",
 ]  # fmt: skip
 
 #: Environment variables read for the endpoint's key, first set wins (vLLM without ``--api-key``
@@ -51,6 +53,16 @@ AHEAD = 2
 #: ... and fewer than this many times ``concurrency`` requests are held for calls not yet read (bounded memory
 #: while one slow answer holds up the calls after it).
 HELD = 64
+
+#: What a response may hold besides its tokens (ids, usage, the message's fields, the JSON around them) ...
+REPLY_ENVELOPE_BYTES = 64 * 1024
+#: ... and for each token it may hold (each token of the reply, each listed alternative of it, each prompt token
+#: whose log-probability was asked): its text JSON-escaped, its bytes listed, its log-probability; a token's entry
+#: takes about a hundred bytes, so this is ten times that.
+TOKEN_BYTES = 1024
+#: The most prompt tokens an image may take (Qwen2-VL's processor at its default ``max_pixels``, 12845056 = 16384
+#: patches of 28 x 28 pixels: more than LLaVA-1.5's 576, LLaVA-NeXT's 2880 or InternVL's 12 tiles of 256).
+IMAGE_TOKENS = 16384
 
 #: A call's plan (a generator): it yields its requests once, as ``(bodies, digests of their images' bytes)``,
 #: is sent their responses in order, and returns the call's result (:meth:`ChatClient.stream`).
@@ -332,26 +344,51 @@ class ChatClient:
         times, after :meth:`_delay`; each retry is one log line, unless quiet."""
         import openai
 
-        payload = {**{k: v for k, v in body.items() if k != "extra_body"}, **body.get("extra_body", {})}
         for attempt in range(self.retries + 1):
-            try:  # the body as it is (it is ours: the client's typed-parameter pass would only copy it)
-                text = await client.post("/chat/completions", body=payload, cast_to=str)
+            try:
+                text = await self._post(client, body)
                 doc = json.loads(text)
                 if not isinstance(doc, dict):
                     raise json.JSONDecodeError("not a JSON object", text, 0)
                 return doc
-            except (json.JSONDecodeError, openai.APIError) as exc:
-                if isinstance(exc, openai.APITimeoutError):
+            except (json.JSONDecodeError, TimeoutError, openai.APIError) as exc:
+                if isinstance(exc, TimeoutError | openai.APITimeoutError):
                     limit.congested()  # a queue longer than the timeout: fewer requests at once
                 reason = _transient(exc)
                 if reason is None or attempt == self.retries:
-                    raise EndpointError(_explain(exc, self.where, self.retries)) from exc
+                    raise EndpointError(_explain(exc, self.where, self.retries, self.timeout)) from exc
                 delay = self._delay(attempt, exc)
                 if self.verbose:
                     self._log.info("%s: %s; retry %d of %d in %.3f s", self.where, reason, attempt + 1, self.retries,
                                    delay)  # fmt: skip
                 await asyncio.sleep(delay)
         raise AssertionError("unreachable")
+
+    async def _post(self, client: Any, body: dict) -> bytes:
+        """The body of the response to ``body``, ``POST /chat/completions`` (``extra_body`` merged in by the client):
+        the whole request, from connecting to the last byte, within ``timeout`` seconds (the HTTP client's own
+        timeout bounds each read only, so a server sending a byte a second would hold it for ever: a
+        :class:`TimeoutError`), and read only up to :func:`reply_limit` bytes (more is refused, nothing of it
+        kept: an :class:`~spotdiff.errors.EndpointError`)."""
+        import httpx2  # the openai client's HTTP library
+        import openai
+
+        bound = reply_limit(body)
+        args = {k: v for k, v in body.items() if k != "extra_body"}
+        async with asyncio.timeout(self.timeout):
+            async with client.chat.completions.with_streaming_response.create(
+                **args, extra_body=body.get("extra_body")
+            ) as response:
+                chunks, size = [], 0
+                try:
+                    async for chunk in response.iter_bytes():
+                        size += len(chunk)
+                        if size > bound:
+                            raise EndpointError(_too_large(self.where, bound, body))
+                        chunks.append(chunk)
+                except httpx2.RequestError as exc:  # a body cut short, a dropped connection: as the client maps them
+                    raise openai.APIConnectionError(message=str(exc), request=exc.request) from exc
+        return b"".join(chunks)
 
     def _delay(self, attempt: int, exc: Exception) -> float:
         """Seconds to wait before retry ``attempt + 1``: the server's ``Retry-After``, else the backoff
@@ -361,6 +398,43 @@ class ChatClient:
         if after is not None:
             return after
         return min(BACKOFF_S * 2**attempt, BACKOFF_MAX_S) * (1 - 0.25 * self._jitter.random())
+
+
+def reply_limit(body: dict[str, Any]) -> int:
+    """The most bytes a response to ``body`` may hold: :data:`REPLY_ENVELOPE_BYTES`, and :data:`TOKEN_BYTES` for each
+    token it asked for (``max_tokens``, each with ``top_logprobs`` alternatives when ``logprobs``) and, when it asks
+    for the prompt's log-probabilities (vLLM's ``prompt_logprobs``), for each prompt token it may have (a byte of
+    text at most one token, an image at most :data:`IMAGE_TOKENS`).
+
+    >>> reply_limit({"max_tokens": 16}), reply_limit({"max_tokens": 1, "logprobs": True, "top_logprobs": 20})
+    (81920, 87040)
+
+    Args:
+        body: the request.
+    """
+    listed = int(body.get("top_logprobs") or 0) if body.get("logprobs") else 0
+    tokens = int(body.get("max_tokens") or 1) * (1 + listed)
+    if "prompt_logprobs" in (body.get("extra_body") or {}):
+        for message in body.get("messages", ()):
+            content = message.get("content")
+            parts = [{"type": "text", "text": content}] if isinstance(content, str) else content or []
+            for part in parts:
+                is_text = part.get("type") == "text"
+                tokens += len(str(part.get("text", "")).encode("utf-8")) if is_text else IMAGE_TOKENS
+    return REPLY_ENVELOPE_BYTES + TOKEN_BYTES * tokens
+
+
+def _too_large(where: str, bound: int, body: dict[str, Any]) -> str:
+    """The one line refusing a response larger than :func:`reply_limit` allows ``body``'s."""
+    asked = f"at most {int(body.get('max_tokens') or 1)} tokens"
+    if body.get("logprobs"):
+        asked += f" ({int(body.get('top_logprobs') or 0)} log-probabilities each)"
+    if "prompt_logprobs" in (body.get("extra_body") or {}):
+        asked += " and its prompt's log-probabilities"
+    return (
+        f"{where} answered more than {bound} bytes to a request of {asked}: refused, nothing of it kept; the "
+        "server sends what was not asked for (check its version and options)"
+    )
 
 
 def request_key(body: dict[str, Any], digests: dict[str, str]) -> str:
@@ -410,7 +484,7 @@ def _transient(exc: Exception) -> str | None:
 
     if isinstance(exc, json.JSONDecodeError):
         return "a response that is not JSON"
-    if isinstance(exc, openai.APITimeoutError):
+    if isinstance(exc, TimeoutError | openai.APITimeoutError):
         return "no answer in time"
     if isinstance(exc, openai.APIConnectionError):
         return "the connection failed"
@@ -420,8 +494,9 @@ def _transient(exc: Exception) -> str | None:
     return None
 
 
-def _explain(exc: Exception, where: str, retries: int) -> str:
-    """One line for a failed request: what happened at ``where`` and what to do."""
+def _explain(exc: Exception, where: str, retries: int, timeout: float) -> str:
+    """One line for a failed request: what happened at ``where`` (asked with ``retries`` and ``timeout``) and what
+    to do."""
     import openai
 
     status = getattr(exc, "status_code", None)
@@ -432,6 +507,7 @@ def _explain(exc: Exception, where: str, retries: int) -> str:
          f"refused the key ({status}): set {' or '.join(API_KEY_VARS)} to a key it accepts"),
         (openai.NotFoundError, f"does not serve this model ({status}): use a name its /models route lists"),
         (openai.RateLimitError, f"still rate-limited {after}: lower concurrency= in the spec; {resume}"),
+        (TimeoutError, f"did not answer {after} (no answer within {timeout:g} s): check the server; {resume}"),
         ((openai.APITimeoutError, openai.APIConnectionError),
          f"did not answer {after} ({type(exc).__name__}): check the server; {resume}"),
         (openai.InternalServerError, f"kept failing ({status}) {after}: check the server's log; {resume}"),

@@ -152,6 +152,7 @@ def remember(cache_dir: str | Path, spec: str, options: ScorerOptions, scorer: S
         "capabilities": sorted(scorer.capabilities),
         "cannot": {need: why for need in CAPABILITIES if (why := scorer.cannot(need))},
         "frame_rule": None if (rule := scorer.frame_rule()) is None else rule.text,
+        "sampler_key": None if rule is None else rule.sampler_key,
         "methods": methods,
         "cosine": getattr(type(scorer), "similarity", None) is EmbeddingScorer.similarity,
         "device": str(getattr(scorer, "device", options.device)),
@@ -186,7 +187,7 @@ def recall(
     try:
         if sources_stamp(record["sources"]) != record["stamp"]:
             return None
-        if not isinstance(record["frame_rule"], str | None):
+        if not isinstance(record["frame_rule"], str | None) or not isinstance(record["sampler_key"], str | None):
             raise TypeError("frame_rule")
         cls = _deferred_class(frozenset(record["methods"]), bool(record["cosine"]))
         options.batch_size = int(record["batch_size"])
@@ -247,13 +248,14 @@ class DeferredScorer(Scorer):
 
     def frame_rule(self) -> Any:
         """The recorded frame rule (None: the model scores images); one sampled by the model's own video
-        processor builds the model, which holds the sampler."""
+        processor gets a sampler that builds the model when a clip's frames are first chosen (a clip whose
+        values are cached is never sampled)."""
         from spotdiff.video.clips import parse_frame_rule
 
         text = self._record["frame_rule"]
         if text is None:
             return None
-        return self.real().frame_rule() if text.split(":")[0] == "processor" else parse_frame_rule(text)
+        return parse_frame_rule(text, sampler=_DeferredSampler(self), sampler_key=self._record["sampler_key"] or "")
 
     def bind_requests(self, requests: Any) -> None:
         self._requests = requests
@@ -278,7 +280,20 @@ class DeferredScorer(Scorer):
     def __getattr__(self, name: str) -> Any:
         if name.startswith("_"):  # the instance's own (during construction, copying, unpickling)
             raise AttributeError(name)
+        if name in _CAPABILITY_METHODS:  # not among the record's methods: a capability check, answered here
+            raise AttributeError(f"{self.spec!r} has no {name} (recorded in {self._where})")
         return getattr(self.real(), name)
+
+
+class _DeferredSampler:
+    """The video processor of a :class:`DeferredScorer` whose frame rule is its processor's own: the real scorer
+    is built, and its processor chooses the frames, the first time a clip is sampled."""
+
+    def __init__(self, owner: DeferredScorer) -> None:
+        self._owner = owner
+
+    def sample_frames(self, *args: Any, **kwargs: Any) -> Any:
+        return self._owner.real().frame_rule().sampler.sample_frames(*args, **kwargs)
 
 
 def _forward(name: str) -> Callable[..., Any]:
@@ -288,6 +303,11 @@ def _forward(name: str) -> Callable[..., Any]:
     method.__name__ = method.__qualname__ = name
     method.__doc__ = f"The real scorer's ``{name}`` (built on the first call)."
     return method
+
+
+#: Every method of a capability protocol: a deferred scorer without one in its record has none (an ``isinstance``
+#: check against a protocol is answered without building the model).
+_CAPABILITY_METHODS = frozenset(name for protocol in PROTOCOLS for name in _members(protocol))
 
 
 @functools.lru_cache(maxsize=32)

@@ -27,8 +27,12 @@ __all__ = ["FAULTS", "ChatCompletionsServer"]
 #: The faults :meth:`ChatCompletionsServer.inject` knows: ``ok`` (none: a normal answer), a 429 with
 #: ``Retry-After``, a 500, an answer later than the client's timeout (:attr:`~ChatCompletionsServer.
 #: timeout_s`), a body cut short, a body that is not JSON, an answer without ``logprobs``, a refused
-#: key (401), an unknown model (404) and a response whose message holds no reply (``content: null``).
-FAULTS = ("ok", "429", "500", "timeout", "truncated", "bad-json", "no-logprobs", "401", "404", "no-reply")
+#: key (401), an unknown model (404), a response whose message holds no reply (``content: null``), an
+#: answer whose first :attr:`~ChatCompletionsServer.trickle_bytes` bytes come one every
+#: :attr:`~ChatCompletionsServer.trickle_s` seconds (a server that never stops sending, yet never answers), and
+#: one whose reply is :attr:`~ChatCompletionsServer.oversize_bytes` long whatever was asked.
+FAULTS = ("ok", "429", "500", "timeout", "truncated", "bad-json", "no-logprobs", "401", "404", "no-reply", "trickle",
+          "oversize")  # fmt: skip
 
 
 class ChatCompletionsServer(LoopbackServer):
@@ -75,6 +79,8 @@ class ChatCompletionsServer(LoopbackServer):
         self._latencies = random.Random(seed)
         self.answered = 0
         self.timeout_s = 2.0
+        self.trickle_s, self.trickle_bytes = 0.2, 25
+        self.oversize_bytes = 4 * 2**20
         self.in_flight = 0
         self.peak = 0
 
@@ -144,10 +150,14 @@ class ChatCompletionsServer(LoopbackServer):
             answer = self.complete(request, logprobs=fault != "no-logprobs")
         if fault == "no-reply":
             answer["choices"][0]["message"]["content"] = None
+        if fault == "oversize":
+            answer["choices"][0]["message"]["content"] += " yes" * (self.oversize_bytes // 4)
         data = json.dumps(answer).encode()
         if fault == "bad-json":
             data = data[: len(data) // 2] + b" " * (len(data) - len(data) // 2)
         answered()
+        if fault == "trickle":
+            return _send_slowly(handler, data, self.trickle_bytes, self.trickle_s)
         send_bytes(handler, data, content_type="application/json",
                    drop_after=len(data) // 2 if fault == "truncated" else None)  # fmt: skip
 
@@ -228,6 +238,23 @@ def _prompt_logprobs(tokenizer: Any, ids: Any, logp: Any) -> list[dict[str, dict
         rank = int((logp[k - 1] > lp).sum()) + 1
         out.append({str(t): {"logprob": float(lp), "rank": rank, "decoded_token": tokenizer.decode([t])}})
     return out
+
+
+def _send_slowly(handler: BaseHTTPRequestHandler, data: bytes, slow: int, pause: float) -> None:
+    """Answer with ``data``, its length announced, its first ``slow`` bytes one every ``pause`` seconds (the rest at
+    once); a client that hangs up meanwhile ends it."""
+    handler.send_response(200)
+    handler.send_header("Content-Type", "application/json")
+    handler.send_header("Content-Length", str(len(data)))
+    handler.end_headers()
+    try:
+        for k in range(min(slow, len(data))):
+            handler.wfile.write(data[k : k + 1])
+            handler.wfile.flush()
+            time.sleep(pause)
+        handler.wfile.write(data[slow:])
+    except (BrokenPipeError, ConnectionResetError):
+        handler.close_connection = True
 
 
 def _send_json(handler: BaseHTTPRequestHandler, status: int, doc: dict, headers: dict | None = None) -> None:

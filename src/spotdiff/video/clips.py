@@ -21,7 +21,7 @@ from dataclasses import dataclass, field, replace
 from fractions import Fraction
 from functools import cached_property
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 import numpy as np
 from PIL import Image
@@ -104,7 +104,7 @@ class FrameRule:
         try:
             chosen = self.sampler.sample_frames(meta, num_frames=self.frames, fps=self.fps)
         except ValueError as exc:
-            name = type(self.sampler).__name__
+            name = self.sampler_key.split(":")[0] or type(self.sampler).__name__
             raise DataError(f"{name}.sample_frames refuses a clip of {total} frames: {exc}") from exc
         return [int(i) for i in np.asarray(chosen).reshape(-1)]
 
@@ -189,6 +189,7 @@ class VideoRef(ImageRef):
     path: Path
     start: float | None = None
     end: float | None = None
+    what: ClassVar[str] = "video"
 
     def __post_init__(self) -> None:
         start, end = self.start, self.end
