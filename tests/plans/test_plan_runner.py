@@ -244,3 +244,30 @@ def test_the_cli_refuses_a_users_output_folder_in_one_line(tmp_path: Path, capsy
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "mydata/keep.txt" in err[0] and err[0].startswith("spotdiff run: error: stage data"), err
     assert (tmp_path / "mydata" / "keep.txt").read_text() == "mine"
+
+
+def test_a_stage_whose_declaration_changed_runs_again(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Issue 46: a plan's stage naming a declared benchmark (its file, or a folder of declarations) was skipped as
+    up to date after the declaration changed. The files a stage's commands name are in its fingerprint."""
+    from spotdiff.plans.runner import input_digests
+
+    decl = tmp_path / "mine.yaml"
+    decl.write_text((Path(__file__).parents[2] / "examples/my-pairs/my-pairs.yaml").read_text())
+    folder = tmp_path / "decls"
+    folder.mkdir()
+    (folder / "other.yaml").write_text(decl.read_text().replace("name: kitchen-pairs", "name: kitchen-other-pairs"))
+    stages = [Stage("show", "show it", [["benchmarks", str(decl)]], []),
+              Stage("listed", "list them", [["benchmarks", "--include-path", str(folder)]], [])]  # fmt: skip
+    Runner(tmp_path / "plan", stages, run_command=main, workers=1, echo=print).run()
+    again = Runner(tmp_path / "plan", stages, run_command=main, workers=1, echo=print)
+    again.run()
+    assert again.skipped == ["show", "listed"]
+    for path in (decl, folder / "other.yaml"):
+        path.write_text(path.read_text().replace("title: Kitchen", "title: Changed kitchen", 1))
+    changed = Runner(tmp_path / "plan", stages, run_command=main, workers=1, echo=print)
+    changed.run()
+    assert changed.skipped == []
+    # a file another stage writes is that stage's (its fingerprint covers it); a file not there is named as such
+    digests = input_digests([["eval", "--benchmark=made/x.yaml"], ["benchmarks", "gone.yaml"]], tmp_path,
+                            [tmp_path / "made"])  # fmt: skip
+    assert digests == {"gone.yaml": "missing"}

@@ -3,8 +3,9 @@
 A :class:`Stage` is one or more commands with the outputs they write and the stages they depend
 on; :class:`Runner` runs a plan's stages ``workers`` at a time in forked processes, skipping every
 stage whose fingerprint (commands, parameters, spotdiff version, the fingerprints of its
-dependencies) and outputs are unchanged; :func:`write_commands` writes the plan as a shell script
-of the equivalent commands. ``spotdiff demo`` is such a plan (:mod:`spotdiff.demo.plan`).
+dependencies, the declarations its commands name) and outputs are unchanged; :func:`write_commands`
+writes the plan as a shell script of the equivalent commands. ``spotdiff demo`` is such a plan
+(:mod:`spotdiff.demo.plan`).
 
 A stage that was interrupted resumes when it runs again with the same fingerprint and every one of
 its commands can resume (``train``, from its last complete checkpoint; ``eval``, from its cache):
@@ -58,16 +59,58 @@ class Stage:
     params: dict[str, Any] = field(default_factory=dict)
     collect: Callable[[Path], dict] | None = None
 
-    def fingerprint(self, dep_prints: dict[str, str]) -> str:
-        """A digest of the commands (``--workers`` aside), params, spotdiff version and the
-        fingerprints of the stages it depends on: equal fingerprints mean equal outputs."""
+    def fingerprint(self, dep_prints: dict[str, str], inputs: dict[str, str] | None = None) -> str:
+        """A digest of the commands (``--workers`` aside), params, spotdiff version, the fingerprints of
+        the stages it depends on and the digests of the files its commands read (``inputs``,
+        :func:`input_digests`): equal fingerprints mean equal outputs."""
         payload = {
             "version": __version__,
             "commands": [_without_workers(c) for c in self.commands],
             "params": self.params,
             "deps": {d: dep_prints[d] for d in self.deps},
         }
+        if inputs:
+            payload["inputs"] = inputs
         return hashlib.sha256(dumps(payload).encode()).hexdigest()[:16]
+
+
+def input_digests(commands: Sequence[Sequence[str]], cwd: Path, produced: Sequence[Path] = ()) -> dict[str, str]:
+    """The SHA-256 of each YAML file the commands name (a benchmark's declaration, ``--benchmark FILE`` or
+    ``spotdiff benchmarks FILE``; a config), and of the declarations of each ``--include-path`` folder and of
+    ``$SPOTDIFF_INCLUDE_PATH``'s, keyed by path as named (``"missing"`` for one not there), so that a stage
+    whose declaration changed runs again (issue 46). A file inside ``produced`` (the plan's outputs) is
+    another stage's, which that stage's fingerprint covers.
+
+    Args:
+        commands: the stage's argv lists (after ``spotdiff``).
+        cwd: the folder the commands run in, against which relative paths resolve.
+        produced: the folders and files the plan's stages write.
+
+    >>> input_digests([["eval", "--benchmark", "winoground"]], Path("."))
+    {}
+    """
+    from spotdiff.cases import file_digest
+    from spotdiff.data.declared import INCLUDE_ENV
+
+    named: list[str] = []
+    folders = [f for f in os.environ.get(INCLUDE_ENV, "").split(os.pathsep) if f.strip()]
+    for argv in commands:
+        args = [part for arg in argv for part in (arg.split("=", 1) if arg.startswith("--") else [arg])]
+        for k, arg in enumerate(args):
+            if k and args[k - 1] == "--include-path":
+                folders.append(arg)
+            elif arg.endswith((".yaml", ".yml")):
+                named.append(arg)
+    for folder in folders:
+        path = cwd / Path(folder).expanduser()
+        if path.is_dir():
+            named += [str(Path(folder) / p.name) for p in sorted(path.iterdir()) if p.suffix in (".yaml", ".yml")]
+    found: dict[str, str] = {}
+    for name in named:
+        path = (cwd / Path(name).expanduser()).resolve()
+        if not any(path.is_relative_to(p.resolve()) for p in produced):
+            found[name] = file_digest(path) if path.is_file() else "missing"
+    return found
 
 
 # commands that continue an interrupted run of themselves in the same outputs
@@ -441,9 +484,10 @@ class Runner:
                 signal.signal(signal.SIGTERM, signal.SIG_DFL if previous is None else previous)
 
     def _run(self) -> dict[str, dict]:
+        produced = [self.out / o for stage in self.stages.values() for o in stage.outputs]
         for name in self.order:
             st = self.stages[name]
-            self.prints[name] = st.fingerprint(self.prints)
+            self.prints[name] = st.fingerprint(self.prints, input_digests(st.commands, self.out, produced))
         for name in self.order:  # before anything runs: a stage never run here has no files of its own yet
             if not self.record_path(name).is_file():
                 self.check_outputs(self.stages[name])
