@@ -169,3 +169,9 @@ def test_round_trip_through_the_hub(tmp_path, home, capsys, clip, token, monkeyp
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")  # no hub now: the snapshot fetched above, by the repository's name
     assert main(["eval", "--model", clip, "--benchmark", "hf:me/spec-set", "--out", str(tmp_path / "offline"),
                  *QUIET]) == 0  # fmt: skip
+    # train --cases takes the published set too, a subset after the name (issue 46: "hf" was read as the name)
+    from spotdiff.commands.train import _load_cases
+
+    cases = _load_cases([f"hf:me/spec-set@{repo.revision}:count", "hf:me/spec-set"], None)
+    subsets = [c.tags["subset"] for c in cases]
+    assert subsets[:2] == ["count"] * 2 and sorted(subsets[2:]) == ["count"] * 2 + ["relative_spatial"] * 2

@@ -73,7 +73,8 @@ def _data_args(data: argparse._ArgumentGroup) -> None:
         default=[],
         metavar="NAME[:SUBSET][=DIR]",
         help="candidate sets from a benchmark loader, e.g. spec=DIR or spec:count=DIR; without =DIR the fetched "
-        "copy (`spotdiff data`) (repeatable)",
+        "copy (`spotdiff data`); NAME may be a declaration's file or a set spotdiff published, "
+        "hf:ORG/NAME[@REVISION][:SUBSET] (repeatable)",
     )
     data.add_argument("--cases-limit", type=positive_int, help="read at most N cases from each --cases source")
     data.add_argument("--batch-size", type=positive_int, default=64, help="caption pairs per step (global, default 64)")
@@ -149,15 +150,16 @@ def _eval_args(ev: argparse._ArgumentGroup) -> None:
 def _load_cases(specs: list[str], limit: int | None) -> list:
     from spotdiff.benchmarks import get_benchmark
     from spotdiff.data import resolve_data
-    from spotdiff.data.declared import resolve_benchmark
+    from spotdiff.data.declared import HUB_PREFIX, resolve_benchmark
 
     cases = []
     for spec in specs:
         name, sep, root = spec.partition("=")
         if not name or (sep and not root):
             raise ConfigError(f"--cases {spec!r}: expected NAME[:SUBSET][=DIR]")
-        name, _, subset = name.partition(":")
-        name = resolve_benchmark(name)
+        hub = name.startswith(HUB_PREFIX)  # hf:ORG/NAME[@REVISION][:SUBSET]
+        name, _, subset = name.removeprefix(HUB_PREFIX).partition(":")
+        name = resolve_benchmark(HUB_PREFIX + name if hub else name)
         loader = get_benchmark(name)(resolve_data(name, root or None))
         loaded = loader.load(subset or None, limit)
         print(f"{name}: {loader.report.summary()}")
