@@ -292,6 +292,12 @@ def resume(args: argparse.Namespace, trial: Path, clean: Path, reference: dict, 
     return result
 
 
+def _verdict(result: dict, checks: tuple[str, ...]) -> str:
+    """Set ``result["ok"]`` (every one of ``checks`` holds) and say it: ``OK`` or ``FAILED`` and the checks failed."""
+    result["ok"] = all(result[k] for k in checks)
+    return "OK" if result["ok"] else "FAILED " + ", ".join(k for k in checks if not result[k])
+
+
 def eval_trials(args: argparse.Namespace, work: Path, rng: random.Random) -> tuple[list[dict], dict]:
     """A clean evaluation, then ``args.n`` trials: ``args.kills`` stops in a row at random mid-run points,
     then the resume compared with the clean run (:func:`resume`). Returns the trials and the clean run's
@@ -470,11 +476,9 @@ def plan_trials(args: argparse.Namespace, work: Path, rng: random.Random) -> tup
         }
         result["resumed"] = bool(kept) and result["resumed_at"] == kept[-1]  # the last checkpoint, never step 0
         checks = ("stopped_cleanly", "checkpoints_kept", "resumed", "weights_equal", "metrics_equal")
-        result["ok"] = all(result[k] for k in checks)
         trials.append(result)
-        failed = [k for k in checks if not result[k]]
         print(f"trial {i}: SIG{args.signal.upper()} at checkpoints {stop_['checkpoints_at_stop']}; "
-              f"{'OK' if result['ok'] else 'FAILED ' + ', '.join(failed)}", flush=True)  # fmt: skip
+              f"{_verdict(result, checks)}", flush=True)  # fmt: skip
     return trials, {"seconds": round(clean_s, 1), "checkpoints": _checkpoint_steps(clean / "models" / "m")}
 
 
@@ -576,11 +580,9 @@ def disk_full_trials(args: argparse.Namespace, work: Path, rng: random.Random) -
         finally:
             subprocess.run(["umount", str(trial / target)], check=False)
         checks = ("clear", "marked_failed", "no_temporaries", "metrics_equal", "nothing_lost")
-        result["ok"] = all(result[k] for k in checks)
         trials.append(result)
-        failed = [k for k in checks if not result[k]]
         print(f"trial {i}: {fault['target']} on a {fault['size'] // 1024} KiB tmpfs -> {fault['last_line'][:160]!r}; "
-              f"{'OK' if result['ok'] else 'FAILED ' + ', '.join(failed)}", flush=True)  # fmt: skip
+              f"{_verdict(result, checks)}", flush=True)  # fmt: skip
     return trials, {"seconds": round(clean_s, 1), "unique_items": total}
 
 

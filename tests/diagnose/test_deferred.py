@@ -40,20 +40,6 @@ def model(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return make_tiny_sentence_transformer(tmp_path_factory.mktemp("st") / "st")
 
 
-@pytest.fixture
-def builds(monkeypatch: pytest.MonkeyPatch) -> list[str]:
-    """Every scorer the runner builds, by spec (the real loader still runs)."""
-    built: list[str] = []
-    load = runner.load_scorer
-
-    def counting(spec: str, options: ScorerOptions):
-        built.append(spec)
-        return load(spec, options)
-
-    monkeypatch.setattr(runner, "load_scorer", counting)
-    return built
-
-
 def _config(model: Path, tmp_path: Path, data: Path, **kw) -> EvalConfig:
     return EvalConfig(model=f"sentence-transformers:{model}", benchmark="visla-generic", data=data, protocol="t2t",
                       cache=tmp_path / "cache", store=tmp_path / "runs.sqlite", n_boot=20, progress=False,

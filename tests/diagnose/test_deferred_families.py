@@ -15,9 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from spotdiff.diagnose import runner
 from spotdiff.diagnose.runner import EvalConfig, run_eval
-from spotdiff.scorers import ScorerOptions
 from spotdiff.scorers.base import SCORERS
 from spotdiff.testing.formats import write_sugarcrepe_pp, write_winoground
 
@@ -94,17 +92,10 @@ def test_every_family_that_computes_here_is_covered() -> None:
 
 
 @pytest.mark.parametrize(("family", "benchmark", "protocol", "write"), RUNS, ids=[r[0] for r in RUNS])
-def test_a_fully_cached_rerun_opens_no_model_file(family, benchmark, protocol, write, tmp_path, monkeypatch) -> None:
+def test_a_fully_cached_rerun_opens_no_model_file(family, benchmark, protocol, write, tmp_path, builds) -> None:
     spec, folder = _models(family, tmp_path / "model")
     data = write(tmp_path / "data")
-    built: list[str] = []
-    load = runner.load_scorer
-
-    def counting(spec: str, options: ScorerOptions):
-        built.append(spec)
-        return load(spec, options)
-
-    monkeypatch.setattr(runner, "load_scorer", counting)
+    built = builds
     config = EvalConfig(model=spec, benchmark=benchmark, data=data, protocol=protocol, cache=tmp_path / "cache",
                         store=tmp_path / "runs.sqlite", n_boot=0, progress=False, device="cpu", workers=0)  # fmt: skip
     first = run_eval(config)
