@@ -175,3 +175,23 @@ def test_round_trip_through_the_hub(tmp_path, home, capsys, clip, token, monkeyp
     cases = _load_cases([f"hf:me/spec-set@{repo.revision}:count", "hf:me/spec-set"], None)
     subsets = [c.tags["subset"] for c in cases]
     assert subsets[:2] == ["count"] * 2 and sorted(subsets[2:]) == ["count"] * 2 + ["relative_spatial"] * 2
+
+
+def test_two_revisions_of_a_published_set_load_in_one_process(tmp_path, home, token) -> None:
+    """Issue 46's gap: a second revision of one hub dataset, read after the first in the same process, was refused
+    ("the name is already the declaration ...'s", its snapshot being another folder); the one read last is used."""
+    from spotdiff.benchmarks import BENCHMARKS
+    from spotdiff.data.declared import resolve_benchmark
+
+    folder = tmp_path / "spec"
+    with HubServer() as hub, hub_environment(hub.url):
+        assert main(["synth", "spec", "--out", str(folder), "--n", "1", "--subsets", "count", "--image-size", "64",
+                     "-q", "--push-to-hub", "me/two", "--license", "cc-by-4.0"]) == 0  # fmt: skip
+        first = hub.repos[("dataset", "me/two")].revision
+        assert resolve_benchmark(f"hf:me/two@{first}") == "me--two"
+        assert main(["synth", "publish", str(folder), "--push-to-hub", "me/two", "--license", "mit"]) == 0
+        second = hub.repos[("dataset", "me/two")].revision
+        assert second != first and resolve_benchmark(f"hf:me/two@{second}") == "me--two"
+        assert f"/{second}/" in BENCHMARKS.get("me--two").declaration_record()["path"]
+        assert resolve_benchmark(f"hf:me/two@{first}") == "me--two"  # and back
+        assert f"/{first}/" in BENCHMARKS.get("me--two").declaration_record()["path"]

@@ -548,13 +548,18 @@ def _time(got: Any, k: int, video: Path, unit: str, table: Table, where: str, t:
     return number / float(video_rate(video))
 
 
-def declared_benchmark(decl: Declaration, media: Path | None = None) -> type[DeclaredBenchmark]:
+def declared_benchmark(
+    decl: Declaration, media: Path | None = None, versions: Path | None = None
+) -> type[DeclaredBenchmark]:
     """The loader of ``decl``, registered under its name (the one already registered for the same file and
-    content, or replacing an earlier version of the same file); a name another benchmark holds is an error.
+    content, or replacing an earlier version of the same file, or of a file in ``versions``); a name another
+    benchmark holds is an error.
 
     Args:
         decl: the declaration.
         media: the folder its URLs are fetched into and its embedded videos written to (in the data home).
+        versions: a folder whose declarations are versions of this one (a hub dataset's snapshots, one folder per
+            commit): the one read last is the one registered.
     """
     name = decl.name
     if name in BENCHMARKS:
@@ -562,7 +567,10 @@ def declared_benchmark(decl: Declaration, media: Path | None = None) -> type[Dec
         record = held.declaration_record()
         if record is not None and record["path"] == str(decl.path) and record["sha256"] == decl.sha256:
             return held  # type: ignore[return-value]
-        if record is None or record["path"] != str(decl.path):
+        versioned = versions is not None and record is not None and all(
+            Path(p).resolve().is_relative_to(versions.resolve()) for p in (record["path"], decl.path)
+        )
+        if not versioned and (record is None or record["path"] != str(decl.path)):
             what = "a built-in benchmark" if record is None else f"the declaration {record['path']}"
             raise DataError(f"the name {name!r} is already {what}'s; give this benchmark another name",
                             file=decl.path, field="name")  # fmt: skip

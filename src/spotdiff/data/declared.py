@@ -56,12 +56,12 @@ def check_protocols(decl: Declaration) -> None:
                         file=decl.path, field="main_score")  # fmt: skip
 
 
-def load_declared(path: str | Path) -> type[DeclaredBenchmark]:
+def load_declared(path: str | Path, versions: Path | None = None) -> type[DeclaredBenchmark]:
     """The benchmark the YAML file ``path`` declares, checked and registered under its name (its media folder:
-    ``<data home>/<name>/media``)."""
+    ``<data home>/<name>/media``; ``versions``: :func:`~spotdiff.benchmarks.declared.declared_benchmark`'s)."""
     decl = read_declaration(path)
     check_protocols(decl)
-    return declared_benchmark(decl, benchmark_dir(decl.name) / "media")
+    return declared_benchmark(decl, benchmark_dir(decl.name) / "media", versions)
 
 
 def include_folders(folders: Iterable[str | Path] = ()) -> list[str]:
@@ -163,7 +163,7 @@ def hub_benchmark(name: str) -> type[DeclaredBenchmark]:
     if not declaration.is_file():
         raise SourceError(f"the hub dataset {repo} has no {DECLARATION_FILE} (spotdiff synth publish writes one): "
                           "declare it yourself in a YAML file with a hub: data entry (docs/declared.md)")  # fmt: skip
-    return load_declared(declaration)
+    return load_declared(declaration, versions=_hub_repo_folder(repo))  # another revision read later replaces it
 
 
 def fetch_media(name: str, *, progress: bool = True) -> PartOutcome | None:
